@@ -1,0 +1,149 @@
+// Package cli holds the cobra commands of karpenter-migrate. Each verb is one
+// file that maps flags onto an options struct, calls one package function and
+// prints the result; the work itself lives in the other packages.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iostreams"
+)
+
+// GlobalOptions are the flags every command accepts and the collaborators
+// every command shares.
+type GlobalOptions struct {
+	IO     *iostreams.IOStreams
+	Logger *slog.Logger
+
+	Kubeconfig  string
+	Context     string
+	Namespace   string
+	Region      string
+	Profile     string
+	EndpointURL string
+	Output      string
+	LogLevel    string
+	LogFormat   string
+	NoColor     bool
+}
+
+// ExitError carries a specific process exit code (readiness --fail-on, the
+// scripted rollout's distinct outcomes) through cobra.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// Execute runs the root command and returns the process exit code.
+func Execute(streams *iostreams.IOStreams) int {
+	cmd := NewRootCmd(streams)
+	err := cmd.Execute()
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintf(streams.ErrOut, "Error: %v\n", err)
+	var exit *ExitError
+	if errors.As(err, &exit) {
+		return exit.Code
+	}
+	return 1
+}
+
+// NewRootCmd builds the command tree.
+func NewRootCmd(streams *iostreams.IOStreams) *cobra.Command {
+	g := &GlobalOptions{IO: streams}
+	root := &cobra.Command{
+		Use:   "karpenter-migrate",
+		Short: "Move EKS clusters from Cluster Autoscaler node groups to Karpenter, safely",
+		Long: `karpenter-migrate discovers Cluster Autoscaler node groups, generates equivalent
+Karpenter v1 NodePools and EC2NodeClasses, creates the IAM Karpenter needs, plans the
+move with an embedded provisioning engine, and rolls it out in PDB-safe waves that can
+be resumed and rolled back.`,
+		Example: `  # Watch a full migration of an embedded sandbox cluster
+  karpenter-migrate demo
+
+  # Convert old Karpenter manifests to v1
+  karpenter-migrate convert -f provisioner.yaml --to v1`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.init()
+		},
+	}
+	f := root.PersistentFlags()
+	f.StringVar(&g.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&g.Context, "context", "", "kubeconfig context to use")
+	f.StringVarP(&g.Namespace, "namespace", "n", "karpenter-migrate", "namespace for the tool's journal and lock, where it applies")
+	f.StringVar(&g.Region, "region", "", "AWS region (default: from the AWS profile or environment)")
+	f.StringVar(&g.Profile, "profile", "", "AWS shared config profile")
+	f.StringVar(&g.EndpointURL, "endpoint-url", "", "send every AWS call to this endpoint (testing, VPC endpoints)")
+	f.StringVarP(&g.Output, "output", "o", "table", "output format: table|yaml|json, where it applies")
+	f.StringVar(&g.LogLevel, "log-level", "info", "log level: debug|info|warn|error")
+	f.StringVar(&g.LogFormat, "log-format", "text", "log format: text|json (one JSON event per line, for pipelines)")
+	f.BoolVar(&g.NoColor, "no-color", false, "disable colour output (also NO_COLOR)")
+
+	root.AddCommand(
+		newVersionCmd(g),
+	)
+	return root
+}
+
+func (g *GlobalOptions) init() error {
+	if g.NoColor {
+		g.IO.SetColorEnabled(false)
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.LogLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", g.LogLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch g.LogFormat {
+	case "text":
+		g.Logger = slog.New(slog.NewTextHandler(g.IO.ErrOut, opts))
+	case "json":
+		g.Logger = slog.New(slog.NewJSONHandler(g.IO.ErrOut, opts))
+	default:
+		return fmt.Errorf("--log-format %q: want text or json", g.LogFormat)
+	}
+	switch g.Output {
+	case "table", "yaml", "json":
+	default:
+		return fmt.Errorf("-o/--output %q: want table, yaml or json", g.Output)
+	}
+	return nil
+}
+
+// RESTConfig loads the Kubernetes client configuration from --kubeconfig and
+// --context with kubectl's loading rules.
+func (g *GlobalOptions) RESTConfig() (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if g.Kubeconfig != "" {
+		rules.ExplicitPath = g.Kubeconfig
+	}
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: g.Context}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig (set --kubeconfig or --context): %w", err)
+	}
+	return cfg, nil
+}
+
+// oneOf validates an enumerated flag value.
+func oneOf(flag, value string, allowed ...string) error {
+	for _, a := range allowed {
+		if value == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("--%s %q: want one of %s", flag, value, strings.Join(allowed, ", "))
+}
