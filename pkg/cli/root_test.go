@@ -41,7 +41,10 @@ func TestVersionJSON(t *testing.T) {
 }
 
 func TestBadGlobalFlagsAreNamed(t *testing.T) {
-	for _, tc := range []struct{ args []string; want string }{
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
 		{[]string{"version", "-o", "xml"}, "-o/--output \"xml\""},
 		{[]string{"version", "--log-level", "loud"}, "--log-level \"loud\""},
 		{[]string{"version", "--log-format", "xml"}, "--log-format \"xml\""},
