@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -132,6 +131,3 @@ func logTails(procs []*process, n int) string {
 	}
 	return b.String()
 }
-
-// errStopped is returned by waits that end because a component exited.
-var errStopped = errors.New("component exited")
