@@ -106,7 +106,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
 		name, opts, _ := strings.Cut(tag, ",")
-		if name == "-" || !f.IsExported() {
+		if name == "-" || (!f.IsExported() && !f.Anonymous) {
 			continue
 		}
 		if name == "" && (f.Anonymous || strings.Contains(opts, "inline")) {
