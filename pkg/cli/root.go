@@ -94,6 +94,7 @@ be resumed and rolled back.`,
 
 	root.AddCommand(
 		newVersionCmd(g),
+		newConvertCmd(g),
 	)
 	return root
 }
