@@ -77,16 +77,18 @@ func runConvert(cmd *cobra.Command, g *GlobalOptions, o *convertOptions) error {
 	}
 	res, err := convert.Convert(ctx, docs, convert.Options{To: o.to, IgnoreDefaults: o.ignoreDefaults, Workloads: o.workloads, Strict: o.strict})
 	if err != nil {
+		if res != nil {
+			for _, m := range res.Messages() {
+				fmt.Fprintln(g.IO.ErrOut, m)
+			}
+		}
 		if readErr != nil {
 			return readErr
 		}
 		return err
 	}
-	for _, n := range res.Notes {
-		fmt.Fprintln(g.IO.ErrOut, "note:", n)
-	}
-	for _, w := range res.Warnings {
-		fmt.Fprintln(g.IO.ErrOut, "warning:", w)
+	for _, m := range res.Messages() {
+		fmt.Fprintln(g.IO.ErrOut, m)
 	}
 	failures := res.Errors
 	if readErr != nil {

@@ -142,9 +142,9 @@ func provisionerToNodePool(d *Document, p *v1alpha5.Provisioner, ignoreDefaults 
 			return nil, nil, err
 		}
 		var err error
-		nc, err = awsToEC2NodeClass(metav1.ObjectMeta{Name: p.Name}, v1alpha5.AWSNodeTemplateSpec{AWS: aws})
+		nc, err = awsToEC2NodeClass(metav1.ObjectMeta{Name: p.Name}, v1alpha5.AWSNodeTemplateSpec{AWS: aws}, warn)
 		if err != nil {
-			return nil, nil, &Error{Doc: d, Field: "spec.provider.launchTemplate", Err: err}
+			return nil, nil, &Error{Doc: d, Field: "spec.provider", Err: err}
 		}
 		ts.NodeClassRef = &v1beta1.NodeClassReference{Name: p.Name}
 	}
@@ -166,7 +166,7 @@ func quantities(l corev1.ResourceList) map[string]string {
 var errLaunchTemplate = errors.New(`converting AWSNodeTemplate, cannot convert with "spec.launchTemplate": v1beta1 has no launch template support; move its settings (AMI, user data, block devices, security groups) into the EC2NodeClass by hand`)
 
 // awsToEC2NodeClass converts an AWSNodeTemplate spec (or an inline provider).
-func awsToEC2NodeClass(meta metav1.ObjectMeta, s v1alpha5.AWSNodeTemplateSpec) (*v1beta1.EC2NodeClass, error) {
+func awsToEC2NodeClass(meta metav1.ObjectMeta, s v1alpha5.AWSNodeTemplateSpec, warn func(string)) (*v1beta1.EC2NodeClass, error) {
 	if s.LaunchTemplateName != nil {
 		return nil, errLaunchTemplate
 	}
@@ -194,6 +194,22 @@ func awsToEC2NodeClass(meta metav1.ObjectMeta, s v1alpha5.AWSNodeTemplateSpec) (
 		nc.Spec.SecurityGroupSelectorTerms = append(nc.Spec.SecurityGroupSelectorTerms, v1beta1.SecurityGroupSelectorTerm{Tags: sel.Tags, ID: sel.ID})
 	}
 	nc.Spec.AMISelectorTerms = selectorTerms(s.AMISelector, true)
+	for _, sel := range []struct {
+		field string
+		terms []v1beta1.AMISelectorTerm
+	}{
+		{"subnetSelector", selectorTerms(s.SubnetSelector, false)},
+		{"securityGroupSelector", selectorTerms(s.SecurityGroupSelector, false)},
+		{"amiSelector", nc.Spec.AMISelectorTerms},
+	} {
+		field := sel.field
+		for _, t := range sel.terms {
+			if t.ID != "" && (len(t.Tags) > 0 || t.Name != "" || t.Owner != "") {
+				warn(fmt.Sprintf("spec.%s combines aws::ids with other keys; karpenter-convert (and so this output) puts both into one term, which the v1beta1 API server rejects ('id' is mutually exclusive): keep only the ids", field))
+				break
+			}
+		}
+	}
 	if s.BlockDeviceMappings != nil {
 		nc.Spec.BlockDeviceMappings = make([]*v1beta1.BlockDeviceMapping, len(s.BlockDeviceMappings))
 		for i, b := range s.BlockDeviceMappings {

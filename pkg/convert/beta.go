@@ -250,10 +250,21 @@ func nodeClassToV1(d *Document, in *v1beta1.EC2NodeClass, w *warnings) (*v1.EC2N
 	}
 	s := in.Spec
 	o := &out.Spec
-	for _, t := range s.SubnetSelectorTerms {
+	idOnly := func(field string, i int, id string) {
+		w.add(d, fmt.Sprintf("spec.%s[%d] combines id %s with other fields, which v1 rejects; kept only the id", field, i, id))
+	}
+	for i, t := range s.SubnetSelectorTerms {
+		if t.ID != "" && len(t.Tags) > 0 {
+			idOnly("subnetSelectorTerms", i, t.ID)
+			t.Tags = nil
+		}
 		o.SubnetSelectorTerms = append(o.SubnetSelectorTerms, v1.SubnetSelectorTerm{Tags: t.Tags, ID: t.ID})
 	}
-	for _, t := range s.SecurityGroupSelectorTerms {
+	for i, t := range s.SecurityGroupSelectorTerms {
+		if t.ID != "" && (len(t.Tags) > 0 || t.Name != "") {
+			idOnly("securityGroupSelectorTerms", i, t.ID)
+			t.Tags, t.Name = nil, ""
+		}
 		o.SecurityGroupSelectorTerms = append(o.SecurityGroupSelectorTerms, v1.SecurityGroupSelectorTerm{Tags: t.Tags, ID: t.ID, Name: t.Name})
 	}
 	o.AssociatePublicIPAddress = s.AssociatePublicIPAddress
@@ -305,7 +316,11 @@ func nodeClassToV1(d *Document, in *v1beta1.EC2NodeClass, w *warnings) (*v1.EC2N
 		family = *s.AMIFamily
 	}
 	terms := make([]v1.AMISelectorTerm, 0, len(s.AMISelectorTerms))
-	for _, t := range s.AMISelectorTerms {
+	for i, t := range s.AMISelectorTerms {
+		if t.ID != "" && (len(t.Tags) > 0 || t.Name != "" || t.Owner != "") {
+			idOnly("amiSelectorTerms", i, t.ID)
+			t.Tags, t.Name, t.Owner = nil, "", ""
+		}
 		terms = append(terms, v1.AMISelectorTerm{Tags: t.Tags, ID: t.ID, Name: t.Name, Owner: t.Owner})
 	}
 	switch {
@@ -377,4 +392,3 @@ func (w Warning) String() string { return w.Object + ": " + w.Message }
 func (w *warnings) add(d *Document, msg string) {
 	w.list = append(w.list, Warning{Object: d.String(), Message: msg})
 }
-

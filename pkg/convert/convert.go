@@ -67,6 +67,18 @@ type Result struct {
 	Errors []error
 }
 
+// Messages are the lines to show on stderr: notes, then warnings.
+func (r *Result) Messages() []string {
+	out := make([]string, 0, len(r.Notes)+len(r.Warnings))
+	for _, n := range r.Notes {
+		out = append(out, "note: "+n)
+	}
+	for _, w := range r.Warnings {
+		out = append(out, "warning: "+w.String())
+	}
+	return out
+}
+
 // Err joins the per-document errors.
 func (r *Result) Err() error { return errors.Join(r.Errors...) }
 
@@ -130,9 +142,9 @@ func Convert(ctx context.Context, docs []*Document, opts Options) (*Result, erro
 				fail(err)
 				continue
 			}
-			nc, err := awsToEC2NodeClass(t.ObjectMeta, t.Spec)
+			nc, err := awsToEC2NodeClass(t.ObjectMeta, t.Spec, warn)
 			if err != nil {
-				fail(&Error{Doc: d, Field: "spec.launchTemplate", Err: err})
+				fail(&Error{Doc: d, Err: err})
 				continue
 			}
 			stage(d, nc)
@@ -190,7 +202,11 @@ func Convert(ctx context.Context, docs []*Document, opts Options) (*Result, erro
 	}
 	res.Warnings = w.list
 	if considered == 0 && len(res.Errors) == 0 {
-		return res, errors.New("no objects passed to convert: the input has no Provisioner, AWSNodeTemplate" + map[bool]string{true: ", v1beta1 NodePool or EC2NodeClass", false: ""}[opts.To == ToV1] + " documents")
+		kinds := "Provisioner or AWSNodeTemplate"
+		if opts.To == ToV1 {
+			kinds = "Provisioner, AWSNodeTemplate, v1beta1 NodePool or v1beta1 EC2NodeClass"
+		}
+		return res, fmt.Errorf("no objects passed to convert: the input has no %s documents", kinds)
 	}
 	return res, nil
 }
