@@ -95,6 +95,7 @@ be resumed and rolled back.`,
 	root.AddCommand(
 		newVersionCmd(g),
 		newConvertCmd(g),
+		newConfigCmd(g),
 	)
 	return root
 }

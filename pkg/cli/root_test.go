@@ -76,3 +76,21 @@ func TestCompletionIsAvailable(t *testing.T) {
 		t.Fatalf("completion bash: exit %d, %d bytes", code, len(out))
 	}
 }
+
+func TestConfigInitThenValidate(t *testing.T) {
+	path := t.TempDir() + "/prod.yaml"
+	if _, errOut, code := run(t, "config", "init", "prod", "--cluster", "shop", "--out", path); code != 0 {
+		t.Fatalf("init: %s", errOut)
+	}
+	if _, errOut, code := run(t, "config", "init", "prod", "--out", path); code == 0 || !strings.Contains(errOut, "--force") {
+		t.Fatalf("init over an existing file: exit %d, %s", code, errOut)
+	}
+	out, errOut, code := run(t, "config", "validate", path, "-o", "json")
+	if code != 0 {
+		t.Fatalf("validate: %s", errOut)
+	}
+	var c map[string]any
+	if err := json.Unmarshal([]byte(out), &c); err != nil || c["cluster"] != "shop" {
+		t.Fatalf("validate -o json = %s (%v)", out, err)
+	}
+}

@@ -1,0 +1,299 @@
+// Package config reads the per-environment migration config file
+// (migrations/<env>.yaml in the user's repository) that makes CI runs
+// reproducible and reviewable. Unknown keys and bad values are errors that
+// name the file and line.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"go.yaml.in/yaml/v3"
+)
+
+// APIVersion and Kind identify a migration config document.
+const (
+	APIVersion = "karpenter-migrate.io/v1alpha1"
+	Kind       = "MigrationConfig"
+)
+
+// Config is one environment's migration settings.
+type Config struct {
+	APIVersion  string `yaml:"apiVersion" json:"apiVersion"`
+	Kind        string `yaml:"kind" json:"kind"`
+	Environment string `yaml:"environment" json:"environment"`
+	Cluster     string `yaml:"cluster" json:"cluster"`
+	Region      string `yaml:"region" json:"region"`
+	Profile     string `yaml:"profile" json:"profile"`
+
+	NodeGroups        NodeGroups        `yaml:"nodeGroups" json:"nodeGroups"`
+	Generate          Generate          `yaml:"generate" json:"generate"`
+	Rollout           Rollout           `yaml:"rollout" json:"rollout"`
+	Gates             Gates             `yaml:"gates" json:"gates"`
+	MaintenanceWindow MaintenanceWindow `yaml:"maintenanceWindow" json:"maintenanceWindow"`
+	Readiness         Readiness         `yaml:"readiness" json:"readiness"`
+}
+
+// NodeGroups selects the legacy groups in scope; empty Include means all.
+type NodeGroups struct {
+	Include []string `yaml:"include" json:"include"`
+	Exclude []string `yaml:"exclude" json:"exclude"`
+}
+
+// Generate holds the generate command's choices.
+type Generate struct {
+	Strategy           string `yaml:"strategy" json:"strategy"`
+	Flexibility        string `yaml:"flexibility" json:"flexibility"`
+	KeepNodegroupLabel bool   `yaml:"keepNodegroupLabel" json:"keepNodegroupLabel"`
+	Out                string `yaml:"out" json:"out"`
+}
+
+// Rollout holds the wave settings.
+type Rollout struct {
+	// WaveSize is a node count ("5") or a percentage of legacy nodes ("20%").
+	WaveSize      string `yaml:"waveSize" json:"waveSize"`
+	Concurrency   int    `yaml:"concurrency" json:"concurrency"`
+	PreProvision  bool   `yaml:"preProvision" json:"preProvision"`
+	AllowEmptyDir bool   `yaml:"allowEmptyDir" json:"allowEmptyDir"`
+	ForceEvict    bool   `yaml:"forceEvict" json:"forceEvict"`
+}
+
+// Gates bound how long a wave may wait before the rollout pauses.
+type Gates struct {
+	NodeReadyTimeout  Duration `yaml:"nodeReadyTimeout" json:"nodeReadyTimeout"`
+	PodPendingTimeout Duration `yaml:"podPendingTimeout" json:"podPendingTimeout"`
+	PDBWaitTimeout    Duration `yaml:"pdbWaitTimeout" json:"pdbWaitTimeout"`
+}
+
+// MaintenanceWindow limits destructive steps to a cron window; an empty
+// Schedule means any time.
+type MaintenanceWindow struct {
+	Schedule string   `yaml:"schedule" json:"schedule"`
+	Duration Duration `yaml:"duration" json:"duration"`
+	TimeZone string   `yaml:"timeZone" json:"timeZone"`
+}
+
+// Readiness sets which findings stop the run and which are acknowledged.
+type Readiness struct {
+	FailOn      string   `yaml:"failOn" json:"failOn"`
+	Acknowledge []string `yaml:"acknowledge" json:"acknowledge"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("10m").
+type Duration struct{ time.Duration }
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration like 90s, 10m or 1h30m", n.Line, n.Value)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalJSON writes the duration as a string, as in the file.
+func (d Duration) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(d.String())), nil }
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// Default returns the settings used for every key the file leaves out.
+func Default(env string) Config {
+	return Config{
+		APIVersion:  APIVersion,
+		Kind:        Kind,
+		Environment: env,
+		Generate:    Generate{Strategy: "multiple", Flexibility: "exact", KeepNodegroupLabel: true, Out: "karpenter"},
+		Rollout:     Rollout{WaveSize: "20%", Concurrency: 2, PreProvision: true},
+		Gates: Gates{
+			NodeReadyTimeout:  Duration{10 * time.Minute},
+			PodPendingTimeout: Duration{5 * time.Minute},
+			PDBWaitTimeout:    Duration{15 * time.Minute},
+		},
+		MaintenanceWindow: MaintenanceWindow{TimeZone: "UTC"},
+		Readiness:         Readiness{FailOn: "blocker"},
+	}
+}
+
+// Load reads and validates a config file.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read migration config: %w", err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes config bytes over the defaults; unknown keys are errors.
+func Parse(b []byte) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return nil, err
+	}
+	if len(root.Content) == 0 {
+		return nil, errors.New("empty file; write one with `karpenter-migrate config init ENV`")
+	}
+	c := Default("")
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, errors.New(strings.Replace(err.Error(), "yaml: unmarshal errors:\n  ", "", 1)) // keep "line N: ..."
+	}
+	if err := c.validate(root.Content[0]); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// WaveNodes returns the wave size for a rollout of total legacy nodes
+// (at least one).
+func (r Rollout) WaveNodes(total int) int {
+	n, pct := parseWaveSize(r.WaveSize)
+	if pct {
+		n = (total*n + 99) / 100
+	}
+	return max(1, min(n, max(total, 1)))
+}
+
+func parseWaveSize(s string) (n int, percent bool) {
+	if v, ok := strings.CutSuffix(s, "%"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return -1, true
+		}
+		return n, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1, false
+	}
+	return n, false
+}
+
+// InWindow reports whether t falls inside the maintenance window.
+func (w MaintenanceWindow) InWindow(t time.Time) (bool, error) {
+	if w.Schedule == "" {
+		return true, nil
+	}
+	loc, err := time.LoadLocation(w.TimeZone)
+	if err != nil {
+		return false, fmt.Errorf("maintenanceWindow.timeZone %q: %w", w.TimeZone, err)
+	}
+	sched, err := cron.ParseStandard(w.Schedule)
+	if err != nil {
+		return false, fmt.Errorf("maintenanceWindow.schedule %q: %w", w.Schedule, err)
+	}
+	t = t.In(loc)
+	// The window is open when the last activation is at most Duration ago:
+	// the first activation after (t - Duration) must not be later than t.
+	next := sched.Next(t.Add(-w.Duration.Duration - time.Second))
+	return !next.After(t), nil
+}
+
+type fieldError struct {
+	path, msg string
+}
+
+func (c *Config) validate(root *yaml.Node) error {
+	var errs []fieldError
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, fieldError{path, fmt.Sprintf(format, args...)})
+	}
+	if c.APIVersion != APIVersion {
+		bad("apiVersion", "%q is not supported; want %s", c.APIVersion, APIVersion)
+	}
+	if c.Kind != Kind {
+		bad("kind", "%q: want %s", c.Kind, Kind)
+	}
+	if c.Environment == "" {
+		bad("environment", "is required (dev, staging, prod, ...)")
+	}
+	if !oneOf(c.Generate.Strategy, "single", "multiple", "weighted") {
+		bad("generate.strategy", "%q: want single, multiple or weighted", c.Generate.Strategy)
+	}
+	if !oneOf(c.Generate.Flexibility, "exact", "family", "similar") {
+		bad("generate.flexibility", "%q: want exact, family or similar", c.Generate.Flexibility)
+	}
+	if n, pct := parseWaveSize(c.Rollout.WaveSize); n < 1 || (pct && n > 100) {
+		bad("rollout.waveSize", "%q: want a node count like 5 or a percentage like 20%%", c.Rollout.WaveSize)
+	}
+	if c.Rollout.Concurrency < 1 {
+		bad("rollout.concurrency", "%d: want at least 1", c.Rollout.Concurrency)
+	}
+	for _, g := range []struct {
+		path string
+		d    Duration
+	}{{"gates.nodeReadyTimeout", c.Gates.NodeReadyTimeout}, {"gates.podPendingTimeout", c.Gates.PodPendingTimeout}, {"gates.pdbWaitTimeout", c.Gates.PDBWaitTimeout}} {
+		if g.d.Duration <= 0 {
+			bad(g.path, "%s: want a positive duration", g.d)
+		}
+	}
+	if c.MaintenanceWindow.Schedule != "" {
+		if _, err := c.MaintenanceWindow.InWindow(time.Time{}); err != nil {
+			bad("maintenanceWindow", "%v", err)
+		}
+		if c.MaintenanceWindow.Duration.Duration <= 0 {
+			bad("maintenanceWindow.duration", "is required with a schedule")
+		}
+	}
+	if !oneOf(c.Readiness.FailOn, "blocker", "warning", "never") {
+		bad("readiness.failOn", "%q: want blocker, warning or never", c.Readiness.FailOn)
+	}
+	for _, g := range c.NodeGroups.Include {
+		for _, x := range c.NodeGroups.Exclude {
+			if g == x {
+				bad("nodeGroups", "%q is both included and excluded", g)
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	lines := make([]string, len(errs))
+	for i, e := range errs {
+		lines[i] = fmt.Sprintf("line %d: %s %s", lineOf(root, e.path), e.path, e.msg)
+	}
+	return errors.New(strings.Join(lines, "\n"))
+}
+
+// lineOf finds the line of a dotted key path, or of its nearest present
+// parent, so an error points where the user should look.
+func lineOf(n *yaml.Node, path string) int {
+	line := n.Line
+	for _, key := range strings.Split(path, ".") {
+		if n.Kind != yaml.MappingNode {
+			return line
+		}
+		found := false
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				line, n, found = n.Content[i].Line, n.Content[i+1], true
+				break
+			}
+		}
+		if !found {
+			return line
+		}
+	}
+	return line
+}
+
+func oneOf(v string, allowed ...string) bool {
+	for _, a := range allowed {
+		if v == a {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,78 @@
+package config
+
+import (
+	"bytes"
+	"text/template"
+)
+
+// initTemplate is the file `config init` writes: every key, its default
+// and what it does. TestTemplateMatchesDefaults keeps it honest.
+var initTemplate = template.Must(template.New("config").Parse(`# karpenter-migrate migration config for the {{.Environment}} environment.
+# Commit it next to the generated Karpenter manifests; CI runs read it with
+#   karpenter-migrate apply --config migrations/{{.Environment}}.yaml
+# Unknown keys are errors, so a typo never silently falls back to a default.
+apiVersion: karpenter-migrate.io/v1alpha1
+kind: MigrationConfig
+environment: {{.Environment}}
+# EKS cluster name, AWS region and shared-config profile (empty: the SDK's defaults).
+cluster: "{{.Cluster}}"
+region: "{{.Region}}"
+profile: ""
+
+nodeGroups:
+  # Legacy node groups to migrate; empty means every group Cluster Autoscaler manages.
+  include: []
+  # Groups to leave alone (e.g. the one the Karpenter controller runs on).
+  exclude: []
+
+generate:
+  # single | multiple | weighted: one NodePool for all compatible groups, one per group,
+  # or ordered pools (on-demand before spot).
+  strategy: multiple
+  # exact | family | similar: the instance types a NodePool may use.
+  flexibility: exact
+  # Keep eks.amazonaws.com/nodegroup=<name> on Karpenter nodes so pinned workloads still schedule.
+  keepNodegroupLabel: true
+  # Directory of the kustomize tree (base/ and overlays/<env>/).
+  out: karpenter
+
+rollout:
+  # Legacy nodes per wave: a count (5) or a percentage of all legacy nodes (20%).
+  waveSize: 20%
+  # Nodes drained at the same time within a wave.
+  concurrency: 2
+  # Launch Karpenter capacity with placeholder pods before evicting anything.
+  preProvision: true
+  # Evict pods with emptyDir volumes (their data is lost).
+  allowEmptyDir: false
+  # Evict pods marked karpenter.sh/do-not-disrupt or safe-to-evict=false.
+  forceEvict: false
+
+gates:
+  # How long a wave waits for pre-provisioned nodes to become Ready.
+  nodeReadyTimeout: 10m0s
+  # The longest a rescheduled pod may stay Pending before the rollout pauses.
+  podPendingTimeout: 5m0s
+  # How long an eviction may wait on a PodDisruptionBudget before the rollout pauses.
+  pdbWaitTimeout: 15m0s
+
+maintenanceWindow:
+  # Cron schedule (5 fields) of window starts, e.g. "0 22 * * 1-5"; empty means any time.
+  schedule: ""
+  # Length of each window, e.g. 4h.
+  duration: 0s
+  timeZone: UTC
+
+readiness:
+  # blocker | warning | never: which findings stop the run.
+  failOn: blocker
+  # Finding IDs reviewed and accepted, e.g. single-replica/default/web.
+  acknowledge: []
+`))
+
+// InitFile renders a documented config file with every default spelled out.
+func InitFile(env, cluster, region string) ([]byte, error) {
+	var buf bytes.Buffer
+	err := initTemplate.Execute(&buf, struct{ Environment, Cluster, Region string }{env, cluster, region})
+	return buf.Bytes(), err
+}
