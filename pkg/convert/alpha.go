@@ -187,20 +187,32 @@ func awsToEC2NodeClass(meta metav1.ObjectMeta, s v1alpha5.AWSNodeTemplateSpec, w
 			Context:            s.Context,
 		},
 	}
-	for _, sel := range selectorTerms(s.SubnetSelector, false) {
+	subnets, err := selectorTerms(s.SubnetSelector, false)
+	if err != nil {
+		return nil, fmt.Errorf("subnetSelector %w", err)
+	}
+	groups, err := selectorTerms(s.SecurityGroupSelector, false)
+	if err != nil {
+		return nil, fmt.Errorf("securityGroupSelector %w", err)
+	}
+	amis, err := selectorTerms(s.AMISelector, true)
+	if err != nil {
+		return nil, fmt.Errorf("amiSelector %w", err)
+	}
+	for _, sel := range subnets {
 		nc.Spec.SubnetSelectorTerms = append(nc.Spec.SubnetSelectorTerms, v1beta1.SubnetSelectorTerm{Tags: sel.Tags, ID: sel.ID})
 	}
-	for _, sel := range selectorTerms(s.SecurityGroupSelector, false) {
+	for _, sel := range groups {
 		nc.Spec.SecurityGroupSelectorTerms = append(nc.Spec.SecurityGroupSelectorTerms, v1beta1.SecurityGroupSelectorTerm{Tags: sel.Tags, ID: sel.ID})
 	}
-	nc.Spec.AMISelectorTerms = selectorTerms(s.AMISelector, true)
+	nc.Spec.AMISelectorTerms = amis
 	for _, sel := range []struct {
 		field string
 		terms []v1beta1.AMISelectorTerm
 	}{
-		{"subnetSelector", selectorTerms(s.SubnetSelector, false)},
-		{"securityGroupSelector", selectorTerms(s.SecurityGroupSelector, false)},
-		{"amiSelector", nc.Spec.AMISelectorTerms},
+		{"subnetSelector", subnets},
+		{"securityGroupSelector", groups},
+		{"amiSelector", amis},
 	} {
 		field := sel.field
 		for _, t := range sel.terms {
@@ -241,9 +253,9 @@ func awsToEC2NodeClass(meta metav1.ObjectMeta, s v1alpha5.AWSNodeTemplateSpec, w
 // "aws::name" and "aws::owners") comma-split and trimmed; every other key a
 // tag whose comma-separated values fan out; the result the cross product
 // owners × ids × names × tag combinations.
-func selectorTerms(sel map[string]string, ami bool) []v1beta1.AMISelectorTerm {
+func selectorTerms(sel map[string]string, ami bool) ([]v1beta1.AMISelectorTerm, error) {
 	if len(sel) == 0 {
-		return nil
+		return nil, nil
 	}
 	ids, names, owners := []string{""}, []string{""}, []string{""}
 	tagSets := []map[string]string{{}}
@@ -274,6 +286,9 @@ func selectorTerms(sel map[string]string, ami bool) []v1beta1.AMISelectorTerm {
 			}
 			tagSets = next
 		}
+		if n := len(ids) * len(names) * len(owners) * len(tagSets); n > maxSelectorTerms {
+			return nil, fmt.Errorf("expands to more than %d selector terms (comma-separated values multiply); split it by hand", maxSelectorTerms)
+		}
 	}
 	var terms []v1beta1.AMISelectorTerm
 	for _, owner := range owners {
@@ -285,8 +300,11 @@ func selectorTerms(sel map[string]string, ami bool) []v1beta1.AMISelectorTerm {
 			}
 		}
 	}
-	return terms
+	return terms, nil
 }
+
+// maxSelectorTerms bounds the cross product; v1 accepts at most 30 terms.
+const maxSelectorTerms = 1000
 
 func splitTrim(s string) []string {
 	parts := strings.Split(s, ",")
