@@ -1,0 +1,131 @@
+package sandbox
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+//go:embed data/instance-types.json
+var instanceTypesJSON []byte
+
+// ResourceGPU is the extended resource NVIDIA's device plugin advertises.
+const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+
+// InstanceType is one EC2 instance type of the sandbox's cloud.
+type InstanceType struct {
+	Name            string  `json:"name"`
+	Family          string  `json:"family"`
+	Category        string  `json:"category"`
+	Generation      int     `json:"generation"`
+	Size            string  `json:"size"`
+	VCPU            int     `json:"vcpu"`
+	MemoryMiB       int64   `json:"memoryMiB"`
+	Arch            string  `json:"arch"`
+	GPUCount        int     `json:"gpuCount"`
+	GPUName         string  `json:"gpuName"`
+	GPUManufacturer string  `json:"gpuManufacturer"`
+	MaxPods         int     `json:"maxPodsENI"`
+	OnDemandPrice   float64 `json:"onDemandUSDPerHour"`
+}
+
+// Catalog is the set of instance types the sandbox can launch, with prices.
+type Catalog struct {
+	types  []InstanceType
+	byName map[string]InstanceType
+}
+
+// DefaultCatalog returns the embedded catalog (see data/README.md).
+func DefaultCatalog() (*Catalog, error) {
+	var types []InstanceType
+	if err := json.Unmarshal(instanceTypesJSON, &types); err != nil {
+		return nil, fmt.Errorf("embedded data/instance-types.json: %w", err)
+	}
+	return NewCatalog(types), nil
+}
+
+// NewCatalog indexes types; later duplicates win.
+func NewCatalog(types []InstanceType) *Catalog {
+	c := &Catalog{byName: make(map[string]InstanceType, len(types))}
+	for _, t := range types {
+		c.byName[t.Name] = t
+	}
+	for _, t := range c.byName {
+		c.types = append(c.types, t)
+	}
+	sort.Slice(c.types, func(i, j int) bool { return c.types[i].Name < c.types[j].Name })
+	return c
+}
+
+// Types returns every type, sorted by name.
+func (c *Catalog) Types() []InstanceType { return c.types }
+
+// Get returns the named type.
+func (c *Catalog) Get(name string) (InstanceType, bool) {
+	t, ok := c.byName[name]
+	return t, ok
+}
+
+// Price is the USD/hour of a type in a zone for a capacity type. Spot prices
+// are not in the source data, so they are derived deterministically from the
+// type and zone: 28–42 % of on-demand, the usual band for these families.
+func (c *Catalog) Price(instanceType, zone, capacityType string) float64 {
+	t, ok := c.byName[instanceType]
+	if !ok {
+		return 0
+	}
+	if capacityType != inventory.CapacitySpot {
+		return t.OnDemandPrice
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(instanceType + "/" + zone))
+	frac := float64(h.Sum32()%1000) / 1000
+	return math.Round(t.OnDemandPrice*(0.28+0.14*frac)*10000) / 10000
+}
+
+// Capacity is what the instance reports to the kubelet.
+func (t InstanceType) Capacity() corev1.ResourceList {
+	rl := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(t.VCPU), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(t.MemoryMiB*1024*1024, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(t.MaxPods), resource.DecimalSI),
+	}
+	if t.GPUCount > 0 && t.GPUManufacturer == "nvidia" {
+		rl[ResourceGPU] = *resource.NewQuantity(int64(t.GPUCount), resource.DecimalSI)
+	}
+	return rl
+}
+
+// Allocatable applies the EKS AMI's reservations: CPU 6 % of the first
+// core, 1 % of the second, 0.5 % of the next two and 0.25 % above; memory
+// 11 MiB per pod + 255 MiB kube-reserved, a 100 MiB eviction threshold and
+// Karpenter's default 7.5 % VM overhead.
+func (t InstanceType) Allocatable() corev1.ResourceList {
+	rl := t.Capacity()
+	cpu := int64(t.VCPU) * 1000
+	reserved := 0.0
+	for core := 1; core <= t.VCPU; core++ {
+		switch {
+		case core == 1:
+			reserved += 60
+		case core == 2:
+			reserved += 10
+		case core <= 4:
+			reserved += 5
+		default:
+			reserved += 2.5
+		}
+	}
+	rl[corev1.ResourceCPU] = *resource.NewMilliQuantity(cpu-int64(math.Ceil(reserved)), resource.DecimalSI)
+	memMiB := int64(float64(t.MemoryMiB)*(1-0.075)) - int64(11*t.MaxPods+255) - 100
+	rl[corev1.ResourceMemory] = *resource.NewQuantity(memMiB*1024*1024, resource.BinarySI)
+	return rl
+}

@@ -1,0 +1,401 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// Cloud is the simulated AWS account: the EKS cluster, its ASG-backed node
+// groups and every EC2 instance, plus the IAM/SQS/EventBridge resources the
+// tool creates. Until pkg/aws/awsfake serves this over the wire, callers use
+// these methods directly; they mirror the API calls the real clients make.
+type Cloud struct {
+	Cluster   inventory.Cluster
+	groups    map[string]*inventory.NodeGroup
+	instances map[string]*Instance
+	resources map[string]Resource
+	seq       int
+}
+
+// Instance is an EC2 instance.
+type Instance struct {
+	ID           string    `json:"id"`
+	InstanceType string    `json:"instanceType"`
+	Zone         string    `json:"zone"`
+	CapacityType string    `json:"capacityType"`
+	Group        string    `json:"group,omitempty"`
+	NodePool     string    `json:"nodePool,omitempty"`
+	NodeClaim    string    `json:"nodeClaim,omitempty"`
+	LaunchedAt   time.Time `json:"launchedAt"`
+	// NodeName is set once the instance has joined the cluster.
+	NodeName string `json:"nodeName,omitempty"`
+	seq      int
+}
+
+// ProviderID is the node's spec.providerID for the instance.
+func (i Instance) ProviderID() string { return "aws:///" + i.Zone + "/" + i.ID }
+
+// Resource is an IAM role, instance profile, policy, SQS queue, EventBridge
+// rule or access entry in the account.
+type Resource struct {
+	Kind string            `json:"kind"`
+	Name string            `json:"name"`
+	ARN  string            `json:"arn"`
+	Tags map[string]string `json:"tags,omitempty"`
+}
+
+func newCloud() *Cloud {
+	return &Cloud{groups: map[string]*inventory.NodeGroup{}, instances: map[string]*Instance{}, resources: map[string]Resource{}}
+}
+
+// Groups returns every node group with its live instances, sorted by name.
+func (c *Cloud) Groups() []inventory.NodeGroup {
+	names := make([]string, 0, len(c.groups))
+	for n := range c.groups {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]inventory.NodeGroup, 0, len(names))
+	for _, n := range names {
+		g := *c.groups[n]
+		g.Instances = nil
+		for _, in := range c.groupInstances(n) {
+			g.Instances = append(g.Instances, inventory.Instance{
+				ID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone, CapacityType: in.CapacityType, LifecycleState: "InService",
+			})
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
+// Group returns one node group.
+func (c *Cloud) Group(name string) (inventory.NodeGroup, bool) {
+	for _, g := range c.Groups() {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return inventory.NodeGroup{}, false
+}
+
+// UpdateGroupSize sets a group's min, max and desired size, as
+// UpdateAutoScalingGroup / UpdateNodegroupConfig do. The ASG then launches
+// or terminates instances on the next tick.
+func (c *Cloud) UpdateGroupSize(name string, min, max, desired int32) error {
+	g, ok := c.groups[name]
+	if !ok {
+		return fmt.Errorf("node group %q not found in the sandbox account; known: %s", name, strings.Join(c.groupNames(), ", "))
+	}
+	if min < 0 || min > desired || desired > max {
+		return fmt.Errorf("node group %s: need 0 <= min (%d) <= desired (%d) <= max (%d)", name, min, desired, max)
+	}
+	g.MinSize, g.MaxSize, g.DesiredSize = min, max, desired
+	return nil
+}
+
+// Instances returns every running instance, sorted by ID.
+func (c *Cloud) Instances() []Instance {
+	out := make([]Instance, 0, len(c.instances))
+	for _, id := range c.instanceIDs() {
+		out = append(out, *c.instances[id])
+	}
+	return out
+}
+
+// CreateResource records an IAM/SQS/EventBridge resource; creating one that
+// exists is an error, as AWS's EntityAlreadyExists.
+func (c *Cloud) CreateResource(r Resource) (Resource, error) {
+	key := r.Kind + "/" + r.Name
+	if _, ok := c.resources[key]; ok {
+		return Resource{}, fmt.Errorf("%s %s already exists", r.Kind, r.Name)
+	}
+	if r.ARN == "" {
+		r.ARN = fmt.Sprintf("arn:aws:%s::%s:%s/%s", strings.ToLower(r.Kind), c.Cluster.AccountID, strings.ToLower(r.Kind), r.Name)
+	}
+	c.resources[key] = r
+	return r, nil
+}
+
+// DeleteResource removes a resource; deleting a missing one is not an error.
+func (c *Cloud) DeleteResource(kind, name string) { delete(c.resources, kind+"/"+name) }
+
+// Resources lists resources sorted by kind and name.
+func (c *Cloud) Resources() []Resource {
+	keys := make([]string, 0, len(c.resources))
+	for k := range c.resources {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]Resource, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, c.resources[k])
+	}
+	return out
+}
+
+func (c *Cloud) groupNames() []string {
+	var out []string
+	for n := range c.groups {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (c *Cloud) instanceIDs() []string {
+	ids := make([]string, 0, len(c.instances))
+	for id := range c.instances {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func (c *Cloud) groupInstances(group string) []*Instance {
+	var out []*Instance
+	for _, id := range c.instanceIDs() {
+		if in := c.instances[id]; in.Group == group {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// launch starts an instance; it joins the cluster after the launch delay.
+func (s *Sandbox) launch(in Instance) *Instance {
+	s.cloud.seq++
+	in.seq = s.cloud.seq
+	if in.ID == "" {
+		in.ID = fmt.Sprintf("i-0%016x", s.rng.Uint64()>>4)
+	}
+	if in.LaunchedAt.IsZero() {
+		in.LaunchedAt = s.Now()
+	}
+	p := &in
+	s.cloud.instances[in.ID] = p
+	s.stats.NodesLaunched++
+	return p
+}
+
+// terminate stops an instance and removes its node; pods on it are gone
+// with it (the pod GC runs in the kubelet controller).
+func (s *Sandbox) terminate(ctx context.Context, id string) error {
+	in, ok := s.cloud.instances[id]
+	if !ok {
+		return nil
+	}
+	delete(s.cloud.instances, id)
+	s.stats.NodesTerminated++
+	if in.NodeName == "" {
+		return nil
+	}
+	err := s.kube.CoreV1().Nodes().Delete(ctx, in.NodeName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete node %s of terminated instance %s: %w", in.NodeName, id, err)
+	}
+	delete(s.emptySince, in.NodeName)
+	return nil
+}
+
+// reconcileCloud is the ASGs' scaling and the instances joining the cluster.
+func (s *Sandbox) reconcileCloud(ctx context.Context) error {
+	nodes, err := s.nodesByName(ctx)
+	if err != nil {
+		return err
+	}
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	podsOn := map[string]int{}
+	for _, p := range pods {
+		podsOn[p.Spec.NodeName]++
+	}
+	for _, name := range s.cloud.groupNames() {
+		g := s.cloud.groups[name]
+		live := s.cloud.groupInstances(name)
+		for n := int32(len(live)); n < g.DesiredSize; n++ {
+			it, ct := s.nextGroupOffering(g, live)
+			in := s.launch(Instance{InstanceType: it, Zone: s.nextGroupZone(g, live), CapacityType: ct, Group: name})
+			live = append(live, in)
+		}
+		if extra := len(live) - int(g.DesiredSize); extra > 0 {
+			// Scale-in picks cordoned, then emptier, then newer instances.
+			sort.SliceStable(live, func(i, j int) bool {
+				a, b := live[i], live[j]
+				ca, cb := nodes[a.NodeName] != nil && nodes[a.NodeName].Spec.Unschedulable, nodes[b.NodeName] != nil && nodes[b.NodeName].Spec.Unschedulable
+				if ca != cb {
+					return ca
+				}
+				if podsOn[a.NodeName] != podsOn[b.NodeName] {
+					return podsOn[a.NodeName] < podsOn[b.NodeName]
+				}
+				return a.LaunchedAt.After(b.LaunchedAt)
+			})
+			for _, in := range live[:extra] {
+				if err := s.terminate(ctx, in.ID); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	for _, id := range s.cloud.instanceIDs() {
+		in := s.cloud.instances[id]
+		if in.NodeName != "" || s.Now().Before(in.LaunchedAt.Add(s.opts.LaunchDelay)) {
+			continue
+		}
+		if err := s.register(ctx, in); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Sandbox) nextGroupOffering(g *inventory.NodeGroup, live []*Instance) (string, string) {
+	counts := map[string]int{}
+	onDemand := 0
+	for _, in := range live {
+		counts[in.InstanceType]++
+		if in.CapacityType == inventory.CapacityOnDemand {
+			onDemand++
+		}
+	}
+	it := ""
+	for _, t := range g.InstanceTypes {
+		if _, ok := s.cat.Get(t); !ok {
+			continue
+		}
+		if it == "" || counts[t] < counts[it] {
+			it = t
+		}
+	}
+	if it == "" {
+		it = "m5.large"
+	}
+	ct := g.CapacityType
+	if g.Mixed != nil {
+		above := len(live) - int(g.Mixed.OnDemandBaseCapacity)
+		odAbove := onDemand - int(g.Mixed.OnDemandBaseCapacity)
+		switch {
+		case onDemand < int(g.Mixed.OnDemandBaseCapacity):
+			ct = inventory.CapacityOnDemand
+		case odAbove*100 < int(g.Mixed.OnDemandPercentageAboveBaseCapacity)*(above+1):
+			ct = inventory.CapacityOnDemand
+		default:
+			ct = inventory.CapacitySpot
+		}
+	}
+	if ct != inventory.CapacitySpot {
+		ct = inventory.CapacityOnDemand
+	}
+	return it, ct
+}
+
+func (s *Sandbox) nextGroupZone(g *inventory.NodeGroup, live []*Instance) string {
+	zones := g.Zones
+	if len(zones) == 0 {
+		zones = []string{s.cloud.Cluster.Region + "a"}
+	}
+	counts := map[string]int{}
+	for _, in := range live {
+		counts[in.Zone]++
+	}
+	best := zones[0]
+	for _, z := range zones[1:] {
+		if counts[z] < counts[best] {
+			best = z
+		}
+	}
+	return best
+}
+
+// register creates the Node object of an instance that finished booting.
+func (s *Sandbox) register(ctx context.Context, in *Instance) error {
+	it, ok := s.cat.Get(in.InstanceType)
+	if !ok {
+		return fmt.Errorf("instance %s: type %q is not in the sandbox catalog", in.ID, in.InstanceType)
+	}
+	name := s.nodeName(in)
+	lbl := map[string]string{
+		corev1.LabelHostname:           name,
+		corev1.LabelInstanceTypeStable: in.InstanceType,
+		corev1.LabelTopologyZone:       in.Zone,
+		corev1.LabelTopologyRegion:     s.cloud.Cluster.Region,
+		corev1.LabelArchStable:         it.Arch,
+		corev1.LabelOSStable:           "linux",
+	}
+	var taints []corev1.Taint
+	if g, ok := s.cloud.groups[in.Group]; ok {
+		for k, v := range g.Labels {
+			lbl[k] = v
+		}
+		taints = append(taints, g.Taints...)
+		if g.Kind == inventory.Managed {
+			lbl["eks.amazonaws.com/nodegroup"] = g.Name
+			lbl["eks.amazonaws.com/capacityType"] = map[string]string{inventory.CapacitySpot: "SPOT"}[in.CapacityType]
+			if lbl["eks.amazonaws.com/capacityType"] == "" {
+				lbl["eks.amazonaws.com/capacityType"] = "ON_DEMAND"
+			}
+		}
+	}
+	if in.NodePool != "" {
+		pool, err := s.getNodePool(ctx, in.NodePool)
+		if err != nil {
+			return fmt.Errorf("register instance %s of NodePool %s: %w", in.ID, in.NodePool, err)
+		}
+		if pool != nil {
+			for k, v := range pool.Spec.Template.ObjectMeta.Labels {
+				lbl[k] = v
+			}
+			taints = append(taints, pool.Spec.Template.Spec.Taints...)
+		}
+		for k, v := range offeringLabels(it, in.Zone, in.CapacityType) {
+			lbl[k] = v
+		}
+		lbl[apisv1.NodePoolLabelKey] = in.NodePool
+		lbl[apisv1.NodeRegisteredLabelKey] = "true"
+		lbl[apisv1.NodeInitializedLabelKey] = "true"
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl},
+		Spec:       corev1.NodeSpec{ProviderID: in.ProviderID(), Taints: taints},
+		Status: corev1.NodeStatus{
+			Capacity:    it.Capacity(),
+			Allocatable: it.Allocatable(),
+			Conditions: []corev1.NodeCondition{{
+				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+				LastTransitionTime: metav1.NewTime(s.Now()), LastHeartbeatTime: metav1.NewTime(s.Now()),
+			}},
+			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: "v1.35.4-eks-sandbox", Architecture: it.Arch, OperatingSystem: "linux"},
+		},
+	}
+	node.CreationTimestamp = metav1.NewTime(in.LaunchedAt.Add(s.opts.LaunchDelay))
+	if _, err := s.kube.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("register node %s for instance %s: %w", name, in.ID, err)
+	}
+	in.NodeName = name
+	if in.NodeClaim != "" {
+		return s.markClaimRegistered(ctx, in)
+	}
+	return nil
+}
+
+// nodeName is the EC2 private DNS name EKS nodes use.
+func (s *Sandbox) nodeName(in *Instance) string {
+	zi := 0
+	if in.Zone != "" {
+		zi = int(in.Zone[len(in.Zone)-1]-'a') % 16
+	}
+	return fmt.Sprintf("ip-10-0-%d-%d.%s.compute.internal", zi*16+in.seq/250%16, in.seq%250+4, s.cloud.Cluster.Region)
+}

@@ -1,0 +1,575 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+var (
+	rsGVR  = appsv1.SchemeGroupVersion.WithResource("replicasets")
+	stsGVR = appsv1.SchemeGroupVersion.WithResource("statefulsets")
+)
+
+func (s *Sandbox) listPods(ctx context.Context) ([]corev1.Pod, error) {
+	l, err := s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	sortPods(l.Items)
+	return l.Items, nil
+}
+
+func (s *Sandbox) nodesByName(ctx context.Context) (map[string]*corev1.Node, error) {
+	l, err := s.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	out := make(map[string]*corev1.Node, len(l.Items))
+	for i := range l.Items {
+		out[l.Items[i].Name] = &l.Items[i]
+	}
+	return out, nil
+}
+
+func sortedNodes(m map[string]*corev1.Node) []*corev1.Node {
+	out := make([]*corev1.Node, 0, len(m))
+	for _, n := range m {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func isDaemonSetPod(p *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.Kind == "DaemonSet"
+}
+
+func ownedBy(p *corev1.Pod, uid types.UID) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.UID == uid
+}
+
+func controllerRef(kind string, m metav1.ObjectMeta, gv string) metav1.OwnerReference {
+	t := true
+	return metav1.OwnerReference{APIVersion: gv, Kind: kind, Name: m.Name, UID: m.UID, Controller: &t, BlockOwnerDeletion: &t}
+}
+
+// createPod creates a pod from a template, owned by ref.
+func (s *Sandbox) createPod(ctx context.Context, ns, name string, tmpl corev1.PodTemplateSpec, ref metav1.OwnerReference, mutate func(*corev1.Pod)) error {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: name,
+			Labels:          copyMap(tmpl.Labels),
+			Annotations:     copyMap(tmpl.Annotations),
+			OwnerReferences: []metav1.OwnerReference{ref},
+		},
+		Spec:   *tmpl.Spec.DeepCopy(),
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+	if mutate != nil {
+		mutate(p)
+	}
+	if _, err := s.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create pod %s/%s for %s %s: %w", ns, p.Name, ref.Kind, ref.Name, err)
+	}
+	return nil
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// reconcileDaemonSets runs one pod per eligible node, bound directly as the
+// DaemonSet controller does, and removes pods from nodes that no longer fit.
+func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
+	dss, err := s.kube.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list DaemonSets: %w", err)
+	}
+	nodes, err := s.nodesByName(ctx)
+	if err != nil {
+		return err
+	}
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	sort.Slice(dss.Items, func(i, j int) bool {
+		return dss.Items[i].Namespace+"/"+dss.Items[i].Name < dss.Items[j].Namespace+"/"+dss.Items[j].Name
+	})
+	for i := range dss.Items {
+		ds := &dss.Items[i]
+		have := map[string]bool{}
+		for j := range pods {
+			p := &pods[j]
+			if !ownedBy(p, ds.UID) {
+				continue
+			}
+			if n := nodes[p.Spec.NodeName]; n == nil || labelsAndTaintsFit(p, n, nil) != nil || have[p.Spec.NodeName] {
+				if err := s.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("delete DaemonSet pod %s/%s: %w", p.Namespace, p.Name, err)
+				}
+				continue
+			}
+			have[p.Spec.NodeName] = true
+		}
+		var want, ready int32
+		for _, n := range sortedNodes(nodes) {
+			probe := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+			if labelsAndTaintsFit(probe, n, nil) != nil {
+				continue
+			}
+			want++
+			if have[n.Name] {
+				ready++
+				continue
+			}
+			node := n.Name
+			err := s.createPod(ctx, ds.Namespace, s.newName(ds.Name+"-"), ds.Spec.Template, controllerRef("DaemonSet", ds.ObjectMeta, "apps/v1"), func(p *corev1.Pod) {
+				p.Spec.NodeName = node
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if ds.Status.DesiredNumberScheduled != want || ds.Status.NumberReady != ready {
+			ds.Status.DesiredNumberScheduled, ds.Status.CurrentNumberScheduled, ds.Status.NumberReady = want, ready, ready
+			if _, err := s.kube.AppsV1().DaemonSets(ds.Namespace).UpdateStatus(ctx, ds, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("update DaemonSet %s/%s status: %w", ds.Namespace, ds.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// reconcileWorkloads runs the Deployment, ReplicaSet, StatefulSet and Job
+// controllers: missing pods are recreated, surplus pods removed.
+func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	live := func(uid types.UID) []*corev1.Pod {
+		var out []*corev1.Pod
+		for i := range pods {
+			p := &pods[i]
+			if ownedBy(p, uid) && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	readyOf := func(ps []*corev1.Pod) int32 {
+		var n int32
+		for _, p := range ps {
+			if podReady(p) {
+				n++
+			}
+		}
+		return n
+	}
+	deploys, err := s.kube.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list Deployments: %w", err)
+	}
+	rss, err := s.kube.AppsV1().ReplicaSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list ReplicaSets: %w", err)
+	}
+	for i := range deploys.Items {
+		d := &deploys.Items[i]
+		var rs *appsv1.ReplicaSet
+		for j := range rss.Items {
+			if ref := metav1.GetControllerOf(&rss.Items[j]); ref != nil && ref.UID == d.UID {
+				rs = &rss.Items[j]
+			}
+		}
+		if rs == nil {
+			hash := strconv.FormatUint(s.rng.Uint64()%(1<<40), 36)
+			tmpl := *d.Spec.Template.DeepCopy()
+			if tmpl.Labels == nil {
+				tmpl.Labels = map[string]string{}
+			}
+			tmpl.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
+			nrs := &appsv1.ReplicaSet{
+				ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name + "-" + hash, Labels: tmpl.Labels,
+					OwnerReferences: []metav1.OwnerReference{controllerRef("Deployment", d.ObjectMeta, "apps/v1")}},
+				Spec: appsv1.ReplicaSetSpec{Replicas: d.Spec.Replicas, Selector: d.Spec.Selector, Template: tmpl},
+			}
+			created, err := s.kube.AppsV1().ReplicaSets(d.Namespace).Create(ctx, nrs, metav1.CreateOptions{})
+			if err != nil {
+				return fmt.Errorf("create ReplicaSet for Deployment %s/%s: %w", d.Namespace, d.Name, err)
+			}
+			rss.Items = append(rss.Items, *created)
+			continue
+		}
+		if replicasOrOne(rs.Spec.Replicas) != replicasOrOne(d.Spec.Replicas) {
+			rs.Spec.Replicas = ptr(replicasOrOne(d.Spec.Replicas))
+			if _, err := s.kube.AppsV1().ReplicaSets(rs.Namespace).Update(ctx, rs, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("scale ReplicaSet %s/%s: %w", rs.Namespace, rs.Name, err)
+			}
+		}
+		ps := live(rs.UID)
+		ready := readyOf(ps)
+		if d.Status.Replicas != int32(len(ps)) || d.Status.ReadyReplicas != ready {
+			d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas, d.Status.UpdatedReplicas = int32(len(ps)), ready, ready, int32(len(ps))
+			if _, err := s.kube.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("update Deployment %s/%s status: %w", d.Namespace, d.Name, err)
+			}
+		}
+	}
+	for i := range rss.Items {
+		rs := &rss.Items[i]
+		ps := live(rs.UID)
+		want := int(replicasOrOne(rs.Spec.Replicas))
+		for n := len(ps); n < want; n++ {
+			if err := s.createPod(ctx, rs.Namespace, s.newName(rs.Name+"-"), rs.Spec.Template, controllerRef("ReplicaSet", rs.ObjectMeta, "apps/v1"), nil); err != nil {
+				return err
+			}
+		}
+		if err := s.deleteSurplus(ctx, ps, want); err != nil {
+			return err
+		}
+		if ready := readyOf(ps); rs.Status.Replicas != int32(len(ps)) || rs.Status.ReadyReplicas != ready {
+			rs.Status.Replicas, rs.Status.ReadyReplicas, rs.Status.AvailableReplicas = int32(len(ps)), ready, ready
+			if _, err := s.kube.AppsV1().ReplicaSets(rs.Namespace).UpdateStatus(ctx, rs, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("update ReplicaSet %s/%s status: %w", rs.Namespace, rs.Name, err)
+			}
+		}
+	}
+	stss, err := s.kube.AppsV1().StatefulSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list StatefulSets: %w", err)
+	}
+	for i := range stss.Items {
+		ss := &stss.Items[i]
+		ps := live(ss.UID)
+		have := map[string]*corev1.Pod{}
+		for _, p := range ps {
+			have[p.Name] = p
+		}
+		want := int(replicasOrOne(ss.Spec.Replicas))
+		for ord := 0; ord < want; ord++ {
+			name := fmt.Sprintf("%s-%d", ss.Name, ord)
+			if have[name] != nil {
+				continue
+			}
+			ordinal := ord
+			err := s.createPod(ctx, ss.Namespace, name, ss.Spec.Template, controllerRef("StatefulSet", ss.ObjectMeta, "apps/v1"), func(p *corev1.Pod) {
+				p.Labels = withLabel(p.Labels, appsv1.StatefulSetPodNameLabel, p.Name)
+				p.Spec.Hostname = p.Name
+				for _, vct := range ss.Spec.VolumeClaimTemplates {
+					p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: vct.Name, VolumeSource: corev1.VolumeSource{
+						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: fmt.Sprintf("%s-%s-%d", vct.Name, ss.Name, ordinal)},
+					}})
+				}
+			})
+			if err != nil {
+				return err
+			}
+		}
+		for _, p := range ps {
+			if ord, err := strconv.Atoi(strings.TrimPrefix(p.Name, ss.Name+"-")); err == nil && ord >= want {
+				if err := s.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("scale down StatefulSet pod %s/%s: %w", p.Namespace, p.Name, err)
+				}
+			}
+		}
+		if ready := readyOf(ps); ss.Status.Replicas != int32(len(ps)) || ss.Status.ReadyReplicas != ready {
+			ss.Status.Replicas, ss.Status.ReadyReplicas, ss.Status.AvailableReplicas = int32(len(ps)), ready, ready
+			if _, err := s.kube.AppsV1().StatefulSets(ss.Namespace).UpdateStatus(ctx, ss, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("update StatefulSet %s/%s status: %w", ss.Namespace, ss.Name, err)
+			}
+		}
+	}
+	jobs, err := s.kube.BatchV1().Jobs("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list Jobs: %w", err)
+	}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		ps := live(j.UID)
+		want := int(replicasOrOne(j.Spec.Parallelism))
+		for n := len(ps); n < want; n++ {
+			if err := s.createPod(ctx, j.Namespace, s.newName(j.Name+"-"), j.Spec.Template, controllerRef("Job", j.ObjectMeta, batchv1.SchemeGroupVersion.String()), func(p *corev1.Pod) {
+				p.Labels = withLabel(p.Labels, batchv1.JobNameLabel, j.Name)
+			}); err != nil {
+				return err
+			}
+		}
+		if j.Status.Active != int32(len(ps)) {
+			j.Status.Active = int32(len(ps))
+			if _, err := s.kube.BatchV1().Jobs(j.Namespace).UpdateStatus(ctx, j, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("update Job %s/%s status: %w", j.Namespace, j.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func withLabel(m map[string]string, k, v string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[k] = v
+	return m
+}
+
+// deleteSurplus removes pods above want: unscheduled first, then not
+// Ready, then the newest, as the ReplicaSet controller ranks them.
+func (s *Sandbox) deleteSurplus(ctx context.Context, ps []*corev1.Pod, want int) error {
+	if len(ps) <= want {
+		return nil
+	}
+	ranked := append([]*corev1.Pod(nil), ps...)
+	sort.SliceStable(ranked, func(i, j int) bool {
+		a, b := ranked[i], ranked[j]
+		if (a.Spec.NodeName == "") != (b.Spec.NodeName == "") {
+			return a.Spec.NodeName == ""
+		}
+		if podReady(a) != podReady(b) {
+			return !podReady(a)
+		}
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return b.CreationTimestamp.Before(&a.CreationTimestamp)
+		}
+		return a.Name > b.Name
+	})
+	for _, p := range ranked[:len(ps)-want] {
+		if err := s.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete surplus pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+	}
+	return nil
+}
+
+// reconcileKubelet garbage-collects pods of deleted nodes and starts bound
+// pods: Running and Ready PodStartDelay after binding.
+func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
+	nodes, err := s.nodesByName(ctx)
+	if err != nil {
+		return err
+	}
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName == "" {
+			continue
+		}
+		n := nodes[p.Spec.NodeName]
+		if n == nil {
+			if err := s.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("garbage-collect pod %s/%s of deleted node %s: %w", p.Namespace, p.Name, p.Spec.NodeName, err)
+			}
+			delete(s.boundAt, p.UID)
+			continue
+		}
+		if podReady(p) || !nodeReady(n) {
+			continue
+		}
+		bound, ok := s.boundAt[p.UID]
+		if !ok {
+			s.boundAt[p.UID] = s.Now()
+			continue
+		}
+		if s.Now().Sub(bound) < s.opts.PodStartDelay {
+			continue
+		}
+		now := metav1.NewTime(s.Now())
+		p.Status.Phase = corev1.PodRunning
+		p.Status.StartTime = &now
+		p.Status.HostIP = "10.0.0.1"
+		p.Status.Conditions = []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(bound)},
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		}
+		if _, err := s.kube.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("start pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		delete(s.boundAt, p.UID)
+		if s.tracking && p.CreationTimestamp.Time.After(s.trackFrom) {
+			if d := s.Now().Sub(p.CreationTimestamp.Time); d > s.stats.MaxPending {
+				s.stats.MaxPending = d
+			}
+		}
+	}
+	return nil
+}
+
+// schedule binds pending pods to the node that fits and is most allocated
+// after placement (bin-packing, as Karpenter users configure kube-scheduler),
+// preferring the node Karpenter launched for the pod.
+func (s *Sandbox) schedule(ctx context.Context) error {
+	nodes, err := s.nodesByName(ctx)
+	if err != nil {
+		return err
+	}
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	used := map[string]corev1.ResourceList{}
+	var pending []*corev1.Pod
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if p.Spec.NodeName == "" {
+			pending = append(pending, p)
+			continue
+		}
+		if used[p.Spec.NodeName] == nil {
+			used[p.Spec.NodeName] = corev1.ResourceList{}
+		}
+		addTo(used[p.Spec.NodeName], podRequests(p))
+	}
+	sort.SliceStable(pending, func(i, j int) bool {
+		pi, pj := priority(pending[i]), priority(pending[j])
+		return pi > pj
+	})
+	ordered := sortedNodes(nodes)
+	for _, p := range pending {
+		vols := s.volumeSelectors(ctx, p)
+		var best *corev1.Node
+		bestScore := -1.0
+		preferred := s.nominatedNode(p)
+		for _, n := range ordered {
+			if s.opts.Fitter.Fit(p, n, used[n.Name], vols) != nil {
+				continue
+			}
+			score := allocatedScore(podRequests(p), used[n.Name], n.Status.Allocatable)
+			if s.spread {
+				score = 2 - score
+			}
+			if n.Name == preferred {
+				score += 10
+			}
+			if score > bestScore {
+				best, bestScore = n, score
+			}
+		}
+		if best == nil {
+			continue
+		}
+		p.Spec.NodeName = best.Name
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(s.Now())}}
+		if _, err := s.kube.CoreV1().Pods(p.Namespace).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("bind pod %s/%s to %s: %w", p.Namespace, p.Name, best.Name, err)
+		}
+		s.boundAt[p.UID] = s.Now()
+		if used[best.Name] == nil {
+			used[best.Name] = corev1.ResourceList{}
+		}
+		addTo(used[best.Name], podRequests(p))
+	}
+	return nil
+}
+
+func priority(p *corev1.Pod) int32 {
+	if p.Spec.Priority != nil {
+		return *p.Spec.Priority
+	}
+	return 0
+}
+
+// allocatedScore is the mean of CPU and memory utilisation after placement.
+func allocatedScore(want, used, alloc corev1.ResourceList) float64 {
+	frac := func(name corev1.ResourceName) float64 {
+		a := alloc[name]
+		if a.IsZero() {
+			return 0
+		}
+		u := used[name]
+		w := want[name]
+		return float64(u.MilliValue()+w.MilliValue()) / float64(a.MilliValue())
+	}
+	return (frac(corev1.ResourceCPU) + frac(corev1.ResourceMemory)) / 2
+}
+
+func (s *Sandbox) nominatedNode(p *corev1.Pod) string {
+	claim, ok := s.nominated[podKey(p)]
+	if !ok {
+		return ""
+	}
+	for _, id := range s.cloud.instanceIDs() {
+		if in := s.cloud.instances[id]; in.NodeClaim == claim {
+			return in.NodeName
+		}
+	}
+	return ""
+}
+
+// volumeSelectors returns the node affinity of the PVs bound to the pod's
+// claims (the zone of an EBS volume).
+func (s *Sandbox) volumeSelectors(ctx context.Context, p *corev1.Pod) []*corev1.NodeSelector {
+	var out []*corev1.NodeSelector
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		pvc, err := s.kube.CoreV1().PersistentVolumeClaims(p.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+		if err != nil || pvc.Spec.VolumeName == "" {
+			continue
+		}
+		pv, err := s.kube.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+		if err != nil || pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+			continue
+		}
+		out = append(out, pv.Spec.NodeAffinity.Required)
+	}
+	return out
+}
+
+// reconcilePDBs writes every PDB's status and counts violations: a PDB
+// going below its desired healthy count while tracking is on.
+func (s *Sandbox) reconcilePDBs(ctx context.Context) error {
+	pdbs, err := s.kube.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list PDBs: %w", err)
+	}
+	for i := range pdbs.Items {
+		pdb := &pdbs.Items[i]
+		st, err := s.pdbStatus(pdb)
+		if err != nil {
+			return err
+		}
+		key := pdb.Namespace + "/" + pdb.Name
+		broken := st.CurrentHealthy < st.DesiredHealthy
+		if broken && !s.pdbBroken[key] && s.tracking {
+			s.stats.PDBViolations++
+			s.violations = append(s.violations, fmt.Sprintf("%s at %s: %d healthy, %d desired", key, s.Now().Format("15:04:05"), st.CurrentHealthy, st.DesiredHealthy))
+		}
+		s.pdbBroken[key] = broken
+		if pdb.Status.DisruptionsAllowed != st.DisruptionsAllowed || pdb.Status.CurrentHealthy != st.CurrentHealthy ||
+			pdb.Status.DesiredHealthy != st.DesiredHealthy || pdb.Status.ExpectedPods != st.ExpectedPods {
+			pdb.Status = st
+			if _, err := s.kube.PolicyV1().PodDisruptionBudgets(pdb.Namespace).UpdateStatus(ctx, pdb, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("update PDB %s status: %w", key, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,133 @@
+package sandbox
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+)
+
+// Fitter decides whether a pod may run on a node that already carries
+// `used` requests. It is the scheduler's filter; the sandbox's simple
+// implementation can be swapped for pkg/engine's placement rules.
+type Fitter interface {
+	Fit(pod *corev1.Pod, node *corev1.Node, used corev1.ResourceList, volumes []*corev1.NodeSelector) error
+}
+
+// SimpleFitter checks what kube-scheduler's default filters check for the
+// pods the sandbox runs: readiness, cordon, taints and tolerations,
+// nodeSelector and required node affinity, volume zones and resources.
+type SimpleFitter struct{}
+
+// Fit returns nil when the pod fits, or an error saying why not.
+func (SimpleFitter) Fit(pod *corev1.Pod, node *corev1.Node, used corev1.ResourceList, volumes []*corev1.NodeSelector) error {
+	if !nodeReady(node) {
+		return fmt.Errorf("node %s is not Ready", node.Name)
+	}
+	if node.Spec.Unschedulable && !tolerates(pod.Spec.Tolerations, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}) {
+		return fmt.Errorf("node %s is cordoned", node.Name)
+	}
+	if err := labelsAndTaintsFit(pod, node, volumes); err != nil {
+		return err
+	}
+	return resourcesFit(podRequests(pod), used, node.Status.Allocatable)
+}
+
+// labelsAndTaintsFit is the part of Fit that does not depend on the node's
+// state, shared with the Karpenter stand-in's offering filter.
+func labelsAndTaintsFit(pod *corev1.Pod, node *corev1.Node, volumes []*corev1.NodeSelector) error {
+	if taint, bad := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	}, false); bad {
+		return fmt.Errorf("node %s has taint %s=%s:%s the pod does not tolerate", node.Name, taint.Key, taint.Value, taint.Effect)
+	}
+	if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !ok {
+		return fmt.Errorf("node %s does not match the pod's nodeSelector/affinity", node.Name)
+	}
+	for _, vs := range volumes {
+		sel, err := nodeaffinity.NewNodeSelector(vs)
+		if err != nil || !sel.Match(node) {
+			return fmt.Errorf("node %s is outside the zone of one of the pod's volumes", node.Name)
+		}
+	}
+	return nil
+}
+
+func tolerates(tols []corev1.Toleration, taint corev1.Taint) bool {
+	return corev1helpers.TolerationsTolerateTaint(klog.Background(), tols, &taint, false)
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podRequests is the scheduler's effective request: the larger of the sum
+// of containers and the largest init container, plus overhead, and one pod.
+func podRequests(p *corev1.Pod) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for _, c := range p.Spec.Containers {
+		addTo(out, c.Resources.Requests)
+	}
+	for _, c := range p.Spec.InitContainers {
+		for k, v := range c.Resources.Requests {
+			if cur, ok := out[k]; !ok || v.Cmp(cur) > 0 {
+				out[k] = v.DeepCopy()
+			}
+		}
+	}
+	addTo(out, p.Spec.Overhead)
+	out[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+	return out
+}
+
+func addTo(dst, src corev1.ResourceList) {
+	for k, v := range src {
+		cur := dst[k]
+		cur.Add(v)
+		dst[k] = cur
+	}
+}
+
+// resourcesFit checks want+used <= allocatable for every requested resource,
+// naming the first one short, in name order.
+func resourcesFit(want, used, allocatable corev1.ResourceList) error {
+	names := make([]string, 0, len(want))
+	for k := range want {
+		names = append(names, string(k))
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		name := corev1.ResourceName(k)
+		q := want[name]
+		if q.IsZero() {
+			continue
+		}
+		total := q.DeepCopy()
+		total.Add(used[name])
+		alloc, ok := allocatable[name]
+		if !ok || total.Cmp(alloc) > 0 {
+			return fmt.Errorf("insufficient %s (want %s more, %s of %s used)", name, q.String(), ptr(used[name]).String(), alloc.String())
+		}
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }

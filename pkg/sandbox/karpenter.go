@@ -1,0 +1,609 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// Offering is one instance type in one zone at one capacity type.
+type Offering struct {
+	InstanceType string  `json:"instanceType"`
+	Zone         string  `json:"zone"`
+	CapacityType string  `json:"capacityType"`
+	Price        float64 `json:"price"`
+}
+
+// Claim is a node the provisioner would launch and the pods it is for.
+type Claim struct {
+	NodePool string   `json:"nodePool"`
+	Offering Offering `json:"offering"`
+	// Pods are namespace/name keys.
+	Pods []string `json:"pods"`
+}
+
+// ProvisionRequest is the input of Provision: pending pods and the
+// NodePools that may take them.
+type ProvisionRequest struct {
+	Pods       []*corev1.Pod
+	NodePools  []apisv1.NodePool
+	DaemonSets []appsv1.DaemonSet
+	Zones      []string
+	Region     string
+	// Volumes returns the zone constraints of a pod's volumes.
+	Volumes func(*corev1.Pod) []*corev1.NodeSelector
+}
+
+// ProvisionResult is the NodeClaims to create and the pods no NodePool can take.
+type ProvisionResult struct {
+	Claims        []Claim           `json:"claims"`
+	Unschedulable map[string]string `json:"unschedulable,omitempty"`
+}
+
+// Cost is the USD/hour of the claims.
+func (r ProvisionResult) Cost() float64 {
+	total := 0.0
+	for _, c := range r.Claims {
+		total += c.Offering.Price
+	}
+	return total
+}
+
+// Provision packs pods onto new nodes the way Karpenter's provisioner
+// does: each pod goes to the highest-weight NodePool it is compatible with,
+// pods are packed first-fit-decreasing into claims, and each claim launches
+// the cheapest offering that still holds all its pods plus DaemonSet
+// overhead. It is pure; pkg/engine's Solve replaces it when it lands.
+func (c *Catalog) Provision(req ProvisionRequest) ProvisionResult {
+	pools := append([]apisv1.NodePool(nil), req.NodePools...)
+	sortPools(pools)
+	type option struct {
+		off   Offering
+		node  *corev1.Node
+		alloc corev1.ResourceList // allocatable minus DaemonSet overhead
+	}
+	opts := make([][]option, len(pools))
+	for i := range pools {
+		for _, off := range c.poolOfferings(&pools[i], req.Zones, req.Region) {
+			it, _ := c.Get(off.InstanceType)
+			node := offeringNode(&pools[i], it, off, req.Region)
+			alloc := it.Allocatable()
+			for _, ds := range req.DaemonSets {
+				dp := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+				if labelsAndTaintsFit(dp, node, nil) == nil {
+					subtract(alloc, podRequests(dp))
+				}
+			}
+			opts[i] = append(opts[i], option{off: off, node: node, alloc: alloc})
+		}
+	}
+	pods := append([]*corev1.Pod(nil), req.Pods...)
+	sort.SliceStable(pods, func(i, j int) bool {
+		ri, rj := podRequests(pods[i]), podRequests(pods[j])
+		if c := ri.Cpu().Cmp(*rj.Cpu()); c != 0 {
+			return c > 0
+		}
+		if c := ri.Memory().Cmp(*rj.Memory()); c != 0 {
+			return c > 0
+		}
+		return podKey(pods[i]) < podKey(pods[j])
+	})
+	type bin struct {
+		pool int
+		opts []int
+		used corev1.ResourceList
+		pods []string
+	}
+	var bins []*bin
+	res := ProvisionResult{Unschedulable: map[string]string{}}
+	for _, p := range pods {
+		var vols []*corev1.NodeSelector
+		if req.Volumes != nil {
+			vols = req.Volumes(p)
+		}
+		want := podRequests(p)
+		placed := false
+		reason := "no NodePool is compatible (taints, nodeSelector/affinity, volume zones)"
+		for pi := range pools {
+			var compat []int
+			for oi, o := range opts[pi] {
+				if labelsAndTaintsFit(p, o.node, vols) == nil && resourcesFit(want, nil, o.alloc) == nil {
+					compat = append(compat, oi)
+				}
+			}
+			if len(compat) == 0 {
+				continue
+			}
+			for _, b := range bins {
+				if b.pool != pi {
+					continue
+				}
+				var keep []int
+				for _, oi := range intersect(b.opts, compat) {
+					if resourcesFit(want, b.used, opts[pi][oi].alloc) == nil {
+						keep = append(keep, oi)
+					}
+				}
+				if len(keep) > 0 {
+					b.opts = keep
+					addTo(b.used, want)
+					b.pods = append(b.pods, podKey(p))
+					placed = true
+					break
+				}
+			}
+			if !placed {
+				used := corev1.ResourceList{}
+				addTo(used, want)
+				bins = append(bins, &bin{pool: pi, opts: compat, used: used, pods: []string{podKey(p)}})
+				placed = true
+			}
+			break
+		}
+		if !placed {
+			res.Unschedulable[podKey(p)] = reason
+		}
+	}
+	for _, b := range bins {
+		best := opts[b.pool][b.opts[0]].off
+		for _, oi := range b.opts[1:] {
+			if cheaper(opts[b.pool][oi].off, best) {
+				best = opts[b.pool][oi].off
+			}
+		}
+		sort.Strings(b.pods)
+		res.Claims = append(res.Claims, Claim{NodePool: pools[b.pool].Name, Offering: best, Pods: b.pods})
+	}
+	return res
+}
+
+func cheaper(a, b Offering) bool {
+	if a.Price != b.Price {
+		return a.Price < b.Price
+	}
+	if a.InstanceType != b.InstanceType {
+		return a.InstanceType < b.InstanceType
+	}
+	if a.Zone != b.Zone {
+		return a.Zone < b.Zone
+	}
+	return a.CapacityType < b.CapacityType
+}
+
+func intersect(a, b []int) []int {
+	in := make(map[int]bool, len(b))
+	for _, x := range b {
+		in[x] = true
+	}
+	var out []int
+	for _, x := range a {
+		if in[x] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func subtract(dst, src corev1.ResourceList) {
+	for k, v := range src {
+		if k == corev1.ResourcePods {
+			continue
+		}
+		cur, ok := dst[k]
+		if !ok {
+			continue
+		}
+		cur.Sub(v)
+		dst[k] = cur
+	}
+}
+
+func sortPools(pools []apisv1.NodePool) {
+	sort.SliceStable(pools, func(i, j int) bool {
+		wi, wj := int32(0), int32(0)
+		if pools[i].Spec.Weight != nil {
+			wi = *pools[i].Spec.Weight
+		}
+		if pools[j].Spec.Weight != nil {
+			wj = *pools[j].Spec.Weight
+		}
+		if wi != wj {
+			return wi > wj
+		}
+		return pools[i].Name < pools[j].Name
+	})
+}
+
+// offeringLabels are the well-known labels a node of this offering carries.
+func offeringLabels(it InstanceType, zone, capacityType string) map[string]string {
+	l := map[string]string{
+		corev1.LabelInstanceTypeStable:   it.Name,
+		corev1.LabelTopologyZone:         zone,
+		corev1.LabelArchStable:           it.Arch,
+		corev1.LabelOSStable:             "linux",
+		apisv1.CapacityTypeLabelKey:      capacityType,
+		apisv1.LabelInstanceFamily:       it.Family,
+		apisv1.LabelInstanceCategory:     it.Category,
+		apisv1.LabelInstanceGeneration:   strconv.Itoa(it.Generation),
+		apisv1.LabelInstanceSize:         it.Size,
+		apisv1.LabelInstanceCPU:          strconv.Itoa(it.VCPU),
+		apisv1.LabelInstanceMemory:       strconv.FormatInt(it.MemoryMiB, 10),
+		apisv1.LabelInstanceGPUCount:     strconv.Itoa(it.GPUCount),
+		apisv1.LabelInstanceHypervisor:   "nitro",
+		"karpenter.k8s.aws/instance-gpu": strconv.FormatBool(it.GPUCount > 0),
+	}
+	if it.GPUName != "" {
+		l[apisv1.LabelInstanceGPUName] = it.GPUName
+		l[apisv1.LabelInstanceGPUManufacturer] = it.GPUManufacturer
+	}
+	return l
+}
+
+// offeringNode is the node a pool would launch for an offering, for
+// matching pods' selectors and tolerations against it.
+func offeringNode(pool *apisv1.NodePool, it InstanceType, off Offering, region string) *corev1.Node {
+	lbl := map[string]string{}
+	for k, v := range pool.Spec.Template.ObjectMeta.Labels {
+		lbl[k] = v
+	}
+	for k, v := range offeringLabels(it, off.Zone, off.CapacityType) {
+		lbl[k] = v
+	}
+	lbl[apisv1.NodePoolLabelKey] = pool.Name
+	lbl[corev1.LabelTopologyRegion] = region
+	lbl[corev1.LabelHostname] = pool.Name + "-new"
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: pool.Name + "-new", Labels: lbl},
+		Spec:       corev1.NodeSpec{Taints: pool.Spec.Template.Spec.Taints},
+	}
+}
+
+// poolOfferings lists what a NodePool's requirements allow, sorted by price.
+func (c *Catalog) poolOfferings(pool *apisv1.NodePool, zones []string, region string) []Offering {
+	sel := requirementsSelector(pool.Spec.Template.Spec.Requirements)
+	var out []Offering
+	for _, it := range c.types {
+		for _, z := range zones {
+			for _, ct := range []string{inventory.CapacitySpot, inventory.CapacityOnDemand} {
+				off := Offering{InstanceType: it.Name, Zone: z, CapacityType: ct, Price: c.Price(it.Name, z, ct)}
+				if sel != nil && !sel.Match(offeringNode(pool, it, off, region)) {
+					continue
+				}
+				out = append(out, off)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return cheaper(out[i], out[j]) })
+	return out
+}
+
+// requirementsSelector turns NodePool/NodeClaim requirements into a node
+// selector; Karpenter's own label defaults (on-demand when capacity type is
+// unconstrained) apply.
+func requirementsSelector(reqs []apisv1.NodeSelectorRequirementWithMinValues) *nodeaffinity.NodeSelector {
+	term := corev1.NodeSelectorTerm{}
+	hasCapacity := false
+	for _, r := range reqs {
+		term.MatchExpressions = append(term.MatchExpressions, corev1.NodeSelectorRequirement{Key: r.Key, Operator: r.Operator, Values: r.Values})
+		if r.Key == apisv1.CapacityTypeLabelKey {
+			hasCapacity = true
+		}
+	}
+	if !hasCapacity {
+		term.MatchExpressions = append(term.MatchExpressions, corev1.NodeSelectorRequirement{Key: apisv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{inventory.CapacityOnDemand}})
+	}
+	sel, err := nodeaffinity.NewNodeSelector(&corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{term}})
+	if err != nil {
+		return nil
+	}
+	return sel
+}
+
+// listNodePools reads the applied NodePools, highest weight first.
+func (s *Sandbox) listNodePools(ctx context.Context) ([]apisv1.NodePool, error) {
+	list, err := s.dyn.Resource(NodePoolGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list NodePools: %w", err)
+	}
+	var out []apisv1.NodePool
+	for i := range list.Items {
+		np, err := decodeNodePool(&list.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *np)
+	}
+	sortPools(out)
+	return out, nil
+}
+
+func (s *Sandbox) getNodePool(ctx context.Context, name string) (*apisv1.NodePool, error) {
+	u, err := s.dyn.Resource(NodePoolGVR).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get NodePool %s: %w", name, err)
+	}
+	return decodeNodePool(u)
+}
+
+func decodeNodePool(u *unstructured.Unstructured) (*apisv1.NodePool, error) {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, fmt.Errorf("NodePool %s: %w", u.GetName(), err)
+	}
+	var np apisv1.NodePool
+	if err := json.Unmarshal(b, &np); err != nil {
+		return nil, fmt.Errorf("NodePool %s: decode spec: %w", u.GetName(), err)
+	}
+	return &np, nil
+}
+
+// NewNodeClaim builds the NodeClaim object for a claim; creating it (by the
+// provisioner or by a runbook's pre-provisioning) makes Karpenter launch it.
+func NewNodeClaim(pool *apisv1.NodePool, off Offering, annotations map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "karpenter.sh/v1",
+		"kind":       "NodeClaim",
+		"metadata": map[string]any{
+			"generateName": pool.Name + "-",
+			"labels":       map[string]any{apisv1.NodePoolLabelKey: pool.Name},
+		},
+		"spec": map[string]any{
+			"requirements": []any{
+				map[string]any{"key": corev1.LabelInstanceTypeStable, "operator": "In", "values": []any{off.InstanceType}},
+				map[string]any{"key": corev1.LabelTopologyZone, "operator": "In", "values": []any{off.Zone}},
+				map[string]any{"key": apisv1.CapacityTypeLabelKey, "operator": "In", "values": []any{off.CapacityType}},
+			},
+		},
+	}}
+	if ref := pool.Spec.Template.Spec.NodeClassRef; ref != nil {
+		_ = unstructured.SetNestedMap(u.Object, map[string]any{"group": ref.Group, "kind": ref.Kind, "name": ref.Name}, "spec", "nodeClassRef")
+	}
+	if len(annotations) > 0 {
+		u.SetAnnotations(annotations)
+	}
+	return u
+}
+
+// reconcileNodeClaims is Karpenter's lifecycle controller: it launches
+// instances for new NodeClaims, deletes NodeClaims of deleted NodePools and
+// terminates instances whose NodeClaim is gone.
+func (s *Sandbox) reconcileNodeClaims(ctx context.Context) error {
+	claims, err := s.dyn.Resource(NodeClaimGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list NodeClaims: %w", err)
+	}
+	sort.Slice(claims.Items, func(i, j int) bool { return claims.Items[i].GetName() < claims.Items[j].GetName() })
+	live := map[string]bool{}
+	for i := range claims.Items {
+		u := &claims.Items[i]
+		poolName := u.GetLabels()[apisv1.NodePoolLabelKey]
+		pool, err := s.getNodePool(ctx, poolName)
+		if err != nil {
+			return err
+		}
+		if pool == nil {
+			if err := s.dyn.Resource(NodeClaimGVR).Delete(ctx, u.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete NodeClaim %s of deleted NodePool %s: %w", u.GetName(), poolName, err)
+			}
+			continue
+		}
+		live[u.GetName()] = true
+		if pid, _, _ := unstructured.NestedString(u.Object, "status", "providerID"); pid != "" {
+			continue
+		}
+		var reqs []apisv1.NodeSelectorRequirementWithMinValues
+		raw, _, _ := unstructured.NestedSlice(u.Object, "spec", "requirements")
+		b, _ := json.Marshal(raw)
+		if err := json.Unmarshal(b, &reqs); err != nil {
+			return fmt.Errorf("NodeClaim %s spec.requirements: %w", u.GetName(), err)
+		}
+		claimPool := *pool
+		claimPool.Spec.Template.Spec.Requirements = append(append([]apisv1.NodeSelectorRequirementWithMinValues(nil), pool.Spec.Template.Spec.Requirements...), reqs...)
+		offs := s.cat.poolOfferings(&claimPool, s.zones(), s.cloud.Cluster.Region)
+		if len(offs) == 0 {
+			return fmt.Errorf("NodeClaim %s: no instance type in the sandbox catalog satisfies its requirements and NodePool %s's", u.GetName(), poolName)
+		}
+		in := s.launch(Instance{InstanceType: offs[0].InstanceType, Zone: offs[0].Zone, CapacityType: offs[0].CapacityType, NodePool: poolName, NodeClaim: u.GetName()})
+		_ = unstructured.SetNestedField(u.Object, in.ProviderID(), "status", "providerID")
+		_ = unstructured.SetNestedField(u.Object, in.InstanceType, "status", "instanceType")
+		if _, err := s.dyn.Resource(NodeClaimGVR).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update NodeClaim %s status: %w", u.GetName(), err)
+		}
+	}
+	for _, id := range s.cloud.instanceIDs() {
+		in := s.cloud.instances[id]
+		if in.NodeClaim != "" && !live[in.NodeClaim] {
+			if err := s.terminate(ctx, id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Sandbox) markClaimRegistered(ctx context.Context, in *Instance) error {
+	u, err := s.dyn.Resource(NodeClaimGVR).Get(ctx, in.NodeClaim, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get NodeClaim %s: %w", in.NodeClaim, err)
+	}
+	_ = unstructured.SetNestedField(u.Object, in.NodeName, "status", "nodeName")
+	_ = unstructured.SetNestedSlice(u.Object, []any{
+		map[string]any{"type": "Ready", "status": "True", "lastTransitionTime": s.Now().Format(time.RFC3339)},
+	}, "status", "conditions")
+	if _, err := s.dyn.Resource(NodeClaimGVR).Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update NodeClaim %s: %w", in.NodeClaim, err)
+	}
+	return nil
+}
+
+// provision launches NodeClaims for pods the scheduler could not place and
+// that no in-flight NodeClaim is already for.
+func (s *Sandbox) provision(ctx context.Context) error {
+	pools, err := s.listNodePools(ctx)
+	if err != nil || len(pools) == 0 {
+		return err
+	}
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	claims, err := s.dyn.Resource(NodeClaimGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list NodeClaims: %w", err)
+	}
+	inflight := map[string]bool{}
+	for _, c := range claims.Items {
+		if n, _, _ := unstructured.NestedString(c.Object, "status", "nodeName"); n == "" {
+			inflight[c.GetName()] = true
+		}
+	}
+	var pending []*corev1.Pod
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
+			delete(s.nominated, podKey(p))
+			continue
+		}
+		if c, ok := s.nominated[podKey(p)]; ok && inflight[c] {
+			continue
+		}
+		pending = append(pending, p)
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	dss, err := s.kube.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list DaemonSets: %w", err)
+	}
+	res := s.cat.Provision(ProvisionRequest{
+		Pods: pending, NodePools: pools, DaemonSets: dss.Items, Zones: s.zones(), Region: s.cloud.Cluster.Region,
+		Volumes: func(p *corev1.Pod) []*corev1.NodeSelector { return s.volumeSelectors(ctx, p) },
+	})
+	byName := map[string]*apisv1.NodePool{}
+	for i := range pools {
+		byName[pools[i].Name] = &pools[i]
+	}
+	for _, c := range res.Claims {
+		u, err := s.dyn.Resource(NodeClaimGVR).Create(ctx, NewNodeClaim(byName[c.NodePool], c.Offering, nil), metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("create NodeClaim for NodePool %s: %w", c.NodePool, err)
+		}
+		for _, k := range c.Pods {
+			s.nominated[k] = u.GetName()
+		}
+	}
+	return nil
+}
+
+// consolidate deletes Karpenter nodes that have been empty (DaemonSet pods
+// aside) for the NodePool's consolidateAfter, unless marked do-not-disrupt.
+func (s *Sandbox) consolidate(ctx context.Context) error {
+	nodes, err := s.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	busy := map[string]bool{}
+	for i := range pods {
+		if !isDaemonSetPod(&pods[i]) && pods[i].Spec.NodeName != "" {
+			busy[pods[i].Spec.NodeName] = true
+		}
+	}
+	for _, n := range nodes.Items {
+		poolName := n.Labels[apisv1.NodePoolLabelKey]
+		if poolName == "" {
+			continue
+		}
+		if busy[n.Name] {
+			delete(s.emptySince, n.Name)
+			continue
+		}
+		since, ok := s.emptySince[n.Name]
+		if !ok {
+			s.emptySince[n.Name] = s.Now()
+			continue
+		}
+		in := s.instanceOfNode(n.Name)
+		if in == nil || in.NodeClaim == "" {
+			continue
+		}
+		pool, err := s.getNodePool(ctx, poolName)
+		if err != nil {
+			return err
+		}
+		if pool == nil || pool.Spec.Disruption.ConsolidateAfter.Duration == nil {
+			continue
+		}
+		claim, err := s.dyn.Resource(NodeClaimGVR).Get(ctx, in.NodeClaim, metav1.GetOptions{})
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("get NodeClaim %s: %w", in.NodeClaim, err)
+		}
+		if claim.GetAnnotations()[apisv1.DoNotDisruptAnnotationKey] == "true" || n.Annotations[apisv1.DoNotDisruptAnnotationKey] == "true" {
+			continue
+		}
+		if s.Now().Sub(since) < *pool.Spec.Disruption.ConsolidateAfter.Duration {
+			continue
+		}
+		if err := s.dyn.Resource(NodeClaimGVR).Delete(ctx, in.NodeClaim, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("consolidate empty node %s: delete NodeClaim %s: %w", n.Name, in.NodeClaim, err)
+		}
+		if err := s.terminate(ctx, in.ID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Sandbox) instanceOfNode(node string) *Instance {
+	for _, id := range s.cloud.instanceIDs() {
+		if in := s.cloud.instances[id]; in.NodeName == node {
+			return in
+		}
+	}
+	return nil
+}
+
+// zones are the zones of the cluster's subnets, or of its groups.
+func (s *Sandbox) zones() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, g := range s.cloud.groups {
+		for _, z := range g.Zones {
+			if !seen[z] {
+				seen[z] = true
+				out = append(out, z)
+			}
+		}
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		out = []string{s.cloud.Cluster.Region + "a"}
+	}
+	return out
+}

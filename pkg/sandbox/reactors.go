@@ -1,0 +1,296 @@
+package sandbox
+
+import (
+	"fmt"
+	"net/http"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+var (
+	podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
+	podGVK  = corev1.SchemeGroupVersion.WithKind("Pod")
+	pdbGVR  = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
+	pdbGVK  = policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget")
+)
+
+// installDiscovery makes discovery answer like a Kubernetes 1.35 API server
+// for the groups the tool uses, including pods/eviction in policy/v1, which
+// kubectl drain's CheckEvictionSupport looks for.
+func (s *Sandbox) installDiscovery() {
+	d := s.kube.Discovery().(*fakediscovery.FakeDiscovery)
+	d.FakedServerVersion = &version.Info{Major: "1", Minor: "35", GitVersion: "v1.35.4-eks-sandbox", Platform: "linux/amd64"}
+	verbs := metav1.Verbs{"create", "delete", "get", "list", "patch", "update", "watch"}
+	res := func(name, kind string, namespaced bool) metav1.APIResource {
+		return metav1.APIResource{Name: name, Kind: kind, Namespaced: namespaced, Verbs: verbs}
+	}
+	d.Resources = []*metav1.APIResourceList{
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{
+			res("configmaps", "ConfigMap", true),
+			res("namespaces", "Namespace", false),
+			res("nodes", "Node", false),
+			res("persistentvolumeclaims", "PersistentVolumeClaim", true),
+			res("persistentvolumes", "PersistentVolume", false),
+			res("pods", "Pod", true),
+			{Name: "pods/eviction", Kind: "Eviction", Group: "policy", Version: "v1", Namespaced: true, Verbs: metav1.Verbs{"create"}},
+			{Name: "pods/binding", Kind: "Binding", Namespaced: true, Verbs: metav1.Verbs{"create"}},
+			res("serviceaccounts", "ServiceAccount", true),
+		}},
+		{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{
+			res("daemonsets", "DaemonSet", true),
+			res("deployments", "Deployment", true),
+			{Name: "deployments/scale", Kind: "Scale", Group: "autoscaling", Version: "v1", Namespaced: true, Verbs: metav1.Verbs{"get", "patch", "update"}},
+			res("replicasets", "ReplicaSet", true),
+			res("statefulsets", "StatefulSet", true),
+		}},
+		{GroupVersion: "batch/v1", APIResources: []metav1.APIResource{res("jobs", "Job", true), res("cronjobs", "CronJob", true)}},
+		{GroupVersion: "policy/v1", APIResources: []metav1.APIResource{res("poddisruptionbudgets", "PodDisruptionBudget", true)}},
+		{GroupVersion: "coordination.k8s.io/v1", APIResources: []metav1.APIResource{res("leases", "Lease", true)}},
+		{GroupVersion: "apiextensions.k8s.io/v1", APIResources: []metav1.APIResource{res("customresourcedefinitions", "CustomResourceDefinition", false)}},
+		{GroupVersion: "karpenter.sh/v1", APIResources: []metav1.APIResource{res("nodepools", "NodePool", false), res("nodeclaims", "NodeClaim", false)}},
+		{GroupVersion: "karpenter.k8s.aws/v1", APIResources: []metav1.APIResource{res("ec2nodeclasses", "EC2NodeClass", false)}},
+	}
+}
+
+func (s *Sandbox) installReactors() {
+	s.kube.PrependReactor("create", "*", s.stampReactor)
+	s.kube.PrependReactor("list", "pods", s.listPodsReactor)
+	s.kube.PrependReactor("create", "pods", s.evictionReactor)
+}
+
+// stampReactor fills in what the API server would on create: a name from
+// generateName, a UID and the creation time (from the simulated clock).
+// kubectl drain tells a recreated StatefulSet pod from the evicted one by UID.
+func (s *Sandbox) stampReactor(action k8stesting.Action) (bool, runtime.Object, error) {
+	ca, ok := action.(k8stesting.CreateAction)
+	if !ok || ca.GetSubresource() != "" {
+		return false, nil, nil
+	}
+	if m, err := meta.Accessor(ca.GetObject()); err == nil {
+		s.stampMeta(m)
+	}
+	return false, nil, nil
+}
+
+// listPodsReactor honours field selectors (spec.nodeName, status.phase,
+// metadata.name/namespace), which the fake tracker ignores and kubectl drain
+// relies on to list a node's pods.
+func (s *Sandbox) listPodsReactor(action k8stesting.Action) (bool, runtime.Object, error) {
+	la, ok := action.(k8stesting.ListAction)
+	if !ok {
+		return false, nil, nil
+	}
+	restr := la.GetListRestrictions()
+	if restr.Fields == nil || restr.Fields.Empty() {
+		return false, nil, nil
+	}
+	obj, err := s.tracker.List(podsGVR, podGVK, la.GetNamespace())
+	if err != nil {
+		return true, nil, err
+	}
+	list := obj.(*corev1.PodList)
+	out := &corev1.PodList{ListMeta: list.ListMeta}
+	for _, p := range list.Items {
+		if restr.Labels != nil && !restr.Labels.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		if !restr.Fields.Matches(fields.Set{
+			"spec.nodeName":      p.Spec.NodeName,
+			"status.phase":       string(p.Status.Phase),
+			"metadata.name":      p.Name,
+			"metadata.namespace": p.Namespace,
+		}) {
+			continue
+		}
+		out.Items = append(out.Items, p)
+	}
+	return true, out, nil
+}
+
+// evictionReactor implements the Eviction API (pods/eviction): it deletes
+// the pod only if every PDB selecting it allows a disruption, and answers
+// 429 TooManyRequests naming the PDB otherwise, as the API server does.
+func (s *Sandbox) evictionReactor(action k8stesting.Action) (bool, runtime.Object, error) {
+	ca, ok := action.(k8stesting.CreateAction)
+	if !ok || ca.GetSubresource() != "eviction" {
+		return false, nil, nil
+	}
+	ev, ok := ca.GetObject().(*policyv1.Eviction)
+	if !ok {
+		return true, nil, apierrors.NewBadRequest(fmt.Sprintf("eviction body is %T, want policy/v1 Eviction", ca.GetObject()))
+	}
+	ns := ca.GetNamespace()
+	tr := s.tracker
+	obj, err := tr.Get(podsGVR, ns, ev.Name)
+	if err != nil {
+		return true, nil, err
+	}
+	pod := obj.(*corev1.Pod)
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.Spec.NodeName == "" {
+		return true, nil, s.deletePodNow(ns, pod.Name)
+	}
+	pdbs, err := s.pdbsFor(pod)
+	if err != nil {
+		return true, nil, err
+	}
+	if len(pdbs) > 1 {
+		return true, nil, apierrors.NewInternalError(fmt.Errorf("this pod has more than one PodDisruptionBudget, which the eviction subresource does not support"))
+	}
+	if len(pdbs) == 1 {
+		st, err := s.pdbStatus(&pdbs[0])
+		if err != nil {
+			return true, nil, err
+		}
+		unhealthyOK := !podReady(pod) && st.CurrentHealthy >= st.DesiredHealthy
+		if st.DisruptionsAllowed <= 0 && !unhealthyOK {
+			s.stats.Rejected++
+			return true, nil, tooManyRequests(pdbs[0].Name, st)
+		}
+	}
+	s.stats.Evictions++
+	return true, nil, s.deletePodNow(ns, pod.Name)
+}
+
+func (s *Sandbox) deletePodNow(ns, name string) error {
+	return s.tracker.Delete(podsGVR, ns, name)
+}
+
+func tooManyRequests(pdb string, st policyv1.PodDisruptionBudgetStatus) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusTooManyRequests,
+		Reason:  metav1.StatusReasonTooManyRequests,
+		Message: "Cannot evict pod as it would violate the pod's disruption budget.",
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{
+			Type:    policyv1.DisruptionBudgetCause,
+			Message: fmt.Sprintf("The disruption budget %s needs %d healthy pods and has %d currently", pdb, st.DesiredHealthy, st.CurrentHealthy),
+		}}},
+	}}
+}
+
+// pdbsFor lists the PDBs in the pod's namespace that select it.
+func (s *Sandbox) pdbsFor(pod *corev1.Pod) ([]policyv1.PodDisruptionBudget, error) {
+	obj, err := s.tracker.List(pdbGVR, pdbGVK, pod.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	var out []policyv1.PodDisruptionBudget
+	for _, pdb := range obj.(*policyv1.PodDisruptionBudgetList).Items {
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || sel.Empty() {
+			continue
+		}
+		if sel.Matches(labels.Set(pod.Labels)) {
+			out = append(out, pdb)
+		}
+	}
+	return out, nil
+}
+
+// pdbStatus computes a PDB's status as the disruption controller does:
+// expected pods from the owning controllers' scale, healthy pods are Ready.
+func (s *Sandbox) pdbStatus(pdb *policyv1.PodDisruptionBudget) (policyv1.PodDisruptionBudgetStatus, error) {
+	tr := s.tracker
+	obj, err := tr.List(podsGVR, podGVK, pdb.Namespace)
+	if err != nil {
+		return policyv1.PodDisruptionBudgetStatus{}, err
+	}
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil {
+		return policyv1.PodDisruptionBudgetStatus{}, fmt.Errorf("pdb %s/%s selector: %w", pdb.Namespace, pdb.Name, err)
+	}
+	var healthy, podCount int32
+	scales := map[string]int32{}
+	for _, p := range obj.(*corev1.PodList).Items {
+		if !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		podCount++
+		if podReady(&p) {
+			healthy++
+		}
+		if ref := metav1.GetControllerOf(&p); ref != nil {
+			key := ref.Kind + "/" + ref.Name
+			if _, seen := scales[key]; !seen {
+				scales[key] = s.scaleOf(p.Namespace, ref.Kind, ref.Name)
+			}
+		}
+	}
+	expected := podCount
+	if len(scales) > 0 {
+		expected = 0
+		for _, n := range scales {
+			if n < 0 {
+				expected = podCount
+				break
+			}
+			expected += n
+		}
+	}
+	var desired int32
+	switch {
+	case pdb.Spec.MinAvailable != nil:
+		v, err := intOrPercent(pdb.Spec.MinAvailable, expected, true)
+		if err != nil {
+			return policyv1.PodDisruptionBudgetStatus{}, fmt.Errorf("pdb %s/%s minAvailable: %w", pdb.Namespace, pdb.Name, err)
+		}
+		desired = v
+	case pdb.Spec.MaxUnavailable != nil:
+		v, err := intOrPercent(pdb.Spec.MaxUnavailable, expected, true)
+		if err != nil {
+			return policyv1.PodDisruptionBudgetStatus{}, fmt.Errorf("pdb %s/%s maxUnavailable: %w", pdb.Namespace, pdb.Name, err)
+		}
+		desired = max(expected-v, 0)
+	default:
+		desired = expected
+	}
+	return policyv1.PodDisruptionBudgetStatus{
+		ObservedGeneration: pdb.Generation,
+		DisruptionsAllowed: max(healthy-desired, 0),
+		CurrentHealthy:     healthy,
+		DesiredHealthy:     desired,
+		ExpectedPods:       expected,
+	}, nil
+}
+
+// scaleOf returns the replicas a controller wants, or -1 when the kind has
+// no scale (then the PDB counts pods, as the disruption controller does
+// for bare pods and Jobs).
+func (s *Sandbox) scaleOf(ns, kind, name string) int32 {
+	tr := s.tracker
+	switch kind {
+	case "ReplicaSet":
+		if o, err := tr.Get(rsGVR, ns, name); err == nil {
+			return replicasOrOne(o.(*appsv1.ReplicaSet).Spec.Replicas)
+		}
+	case "StatefulSet":
+		if o, err := tr.Get(stsGVR, ns, name); err == nil {
+			return replicasOrOne(o.(*appsv1.StatefulSet).Spec.Replicas)
+		}
+	}
+	return -1
+}
+
+func replicasOrOne(r *int32) int32 {
+	if r == nil {
+		return 1
+	}
+	return *r
+}
+
+func intOrPercent(v *intstr.IntOrString, total int32, roundUp bool) (int32, error) {
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, int(total), roundUp)
+	return int32(n), err
+}
