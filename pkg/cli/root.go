@@ -96,6 +96,7 @@ be resumed and rolled back.`,
 		newVersionCmd(g),
 		newConvertCmd(g),
 		newConfigCmd(g),
+		newGenerateCmd(g),
 	)
 	return root
 }
