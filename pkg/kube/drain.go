@@ -1,0 +1,379 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubectl/pkg/drain"
+	"k8s.io/utils/clock"
+)
+
+// DrainOptions are the policies of a drain, set from the plan.
+type DrainOptions struct {
+	// ForceEvict evicts pods annotated karpenter.sh/do-not-disrupt=true or
+	// cluster-autoscaler.kubernetes.io/safe-to-evict=false; without it they
+	// are reported and left in place.
+	ForceEvict bool
+	// DeleteEmptyDirData allows evicting pods with emptyDir volumes (their
+	// data is lost); without it such pods block the node.
+	DeleteEmptyDirData bool
+	// GracePeriodSeconds overrides the pods' terminationGracePeriodSeconds
+	// when >= 0; -1 honours each pod's own.
+	GracePeriodSeconds int
+	// Timeout bounds the drain of one node; 0 means no bound.
+	Timeout time.Duration
+	// RetryInitial and RetryMax bound the exponential backoff after an
+	// eviction refused with 429 (a PDB at its minimum).
+	RetryInitial, RetryMax time.Duration
+	// PollInterval is how often an evicted pod is checked for deletion.
+	PollInterval time.Duration
+}
+
+// DefaultDrainOptions honours grace periods, retries 429 from 500ms up to
+// 10s (Karpenter's terminator uses 100ms..10s) and polls every second.
+func DefaultDrainOptions() DrainOptions {
+	return DrainOptions{GracePeriodSeconds: -1, RetryInitial: 500 * time.Millisecond, RetryMax: 10 * time.Second, PollInterval: time.Second}
+}
+
+// DrainEventType says what happened to a pod during a drain.
+type DrainEventType string
+
+// Drain event types.
+const (
+	// DrainEvicting: an eviction was requested.
+	DrainEvicting DrainEventType = "Evicting"
+	// DrainBlocked: the eviction was refused with 429; PDB names the budget.
+	DrainBlocked DrainEventType = "Blocked"
+	// DrainEvicted: the pod is gone from the node.
+	DrainEvicted DrainEventType = "Evicted"
+	// DrainSkipped: the pod stays (do-not-disrupt, emptyDir, no controller).
+	DrainSkipped DrainEventType = "Skipped"
+)
+
+// DrainEvent is one pod-level step of a drain.
+type DrainEvent struct {
+	Type    DrainEventType
+	Node    string
+	Pod     string // namespace/name
+	PDB     string // namespace/name, for DrainBlocked when it could be found
+	Attempt int
+	Message string
+}
+
+// SkippedPod is a pod a drain left on its node, and why.
+type SkippedPod struct {
+	Pod    string `json:"pod"`
+	Reason string `json:"reason"`
+}
+
+// DrainResult is what a drain of one node did.
+type DrainResult struct {
+	Node    string       `json:"node"`
+	Evicted []string     `json:"evicted,omitempty"`
+	Skipped []SkippedPod `json:"skipped,omitempty"`
+}
+
+// Complete reports whether nothing but DaemonSet and mirror pods is left.
+func (r DrainResult) Complete() bool { return len(r.Skipped) == 0 }
+
+// Drainer evicts the pods of nodes through the Eviction API. Pod selection
+// is kubectl's (drain.Helper.GetPodsForDeletion with its DaemonSet, mirror,
+// local-storage and unreplicated filters, plus ours for do-not-disrupt);
+// the eviction call is drain.Helper.EvictPod. The retry and wait loop is
+// ours because kubectl's sleeps on the wall clock with a fixed delay and
+// abandons evictions in flight on cancellation; this one backs off
+// exponentially on the injected clock and, when ctx is cancelled, starts no
+// new eviction but waits for the evicted pods to go.
+type Drainer struct {
+	Client  kubernetes.Interface
+	Clock   clock.WithTicker
+	Options DrainOptions
+	// OnEvent, when set, is called for every pod event; it may be called
+	// from several goroutines at once and must not block.
+	OnEvent func(DrainEvent)
+}
+
+func (d *Drainer) emit(e DrainEvent) {
+	if d.OnEvent != nil {
+		d.OnEvent(e)
+	}
+}
+
+// Pods returns the pods a drain of nodeName would evict and the pods it
+// would leave, without changing anything (for --dry-run and plans).
+func (d *Drainer) Pods(ctx context.Context, nodeName string) ([]corev1.Pod, []SkippedPod, error) {
+	var mu sync.Mutex
+	var skipped []SkippedPod
+	h := &drain.Helper{
+		Ctx:                 ctx,
+		Client:              d.Client,
+		IgnoreAllDaemonSets: true,
+		DeleteEmptyDirData:  d.Options.DeleteEmptyDirData,
+		GracePeriodSeconds:  d.Options.GracePeriodSeconds,
+		Out:                 io.Discard,
+		ErrOut:              io.Discard,
+		AdditionalFilters: []drain.PodFilter{func(p corev1.Pod) drain.PodDeleteStatus {
+			if reason := DisruptionBlocked(&p); reason != "" && !d.Options.ForceEvict {
+				mu.Lock()
+				skipped = append(skipped, SkippedPod{Pod: p.Namespace + "/" + p.Name, Reason: reason + " (pass --force-evict to evict it anyway)"})
+				mu.Unlock()
+				return drain.MakePodDeleteStatusSkip()
+			}
+			return drain.MakePodDeleteStatusOkay()
+		}},
+	}
+	list, errs := h.GetPodsForDeletion(nodeName)
+	if list == nil {
+		return nil, nil, fmt.Errorf("list pods on node %s: %w", nodeName, errors.Join(errs...))
+	}
+	// Not every client honours the spec.nodeName field selector kubectl
+	// lists with (client-go's fake does not), so check the node again.
+	onNode, err := d.podsOnNode(ctx, nodeName)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, err := range errs {
+		// kubectl aggregates the pods it refuses to delete as
+		// "cannot delete <why>: ns/a, ns/b".
+		why, pods, ok := strings.Cut(err.Error(), ": ")
+		if !ok {
+			return nil, nil, fmt.Errorf("list pods on node %s: %w", nodeName, err)
+		}
+		for _, p := range strings.Split(pods, ", ") {
+			if onNode[p] {
+				skipped = append(skipped, SkippedPod{Pod: p, Reason: strings.TrimPrefix(why, "cannot delete ")})
+			}
+		}
+	}
+	kept := skipped[:0]
+	for _, s := range skipped {
+		if onNode[s.Pod] {
+			kept = append(kept, s)
+		}
+	}
+	skipped = kept
+	sort.Slice(skipped, func(i, j int) bool { return skipped[i].Pod < skipped[j].Pod })
+	var evict []corev1.Pod
+	for _, p := range list.Pods() {
+		if onNode[p.Namespace+"/"+p.Name] {
+			evict = append(evict, p)
+		}
+	}
+	return evict, skipped, nil
+}
+
+func (d *Drainer) podsOnNode(ctx context.Context, nodeName string) (map[string]bool, error) {
+	list, err := d.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+	if err != nil {
+		return nil, fmt.Errorf("list pods on node %s: %w", nodeName, err)
+	}
+	on := make(map[string]bool, len(list.Items))
+	for _, p := range list.Items {
+		if p.Spec.NodeName == nodeName {
+			on[p.Namespace+"/"+p.Name] = true
+		}
+	}
+	return on, nil
+}
+
+// DisruptionBlocked returns why a pod asks not to be moved, or "".
+func DisruptionBlocked(p *corev1.Pod) string {
+	if p.Annotations[AnnotationDoNotDisrupt] == "true" {
+		return AnnotationDoNotDisrupt + "=true"
+	}
+	if p.Annotations[AnnotationSafeToEvict] == "false" {
+		return AnnotationSafeToEvict + "=false"
+	}
+	return ""
+}
+
+// DrainNodes drains nodes, up to concurrency at a time, and returns one
+// result per node in the order given. Nodes must already be cordoned. On
+// cancellation it returns the results so far with ctx's error.
+func (d *Drainer) DrainNodes(ctx context.Context, nodes []string, concurrency int) ([]DrainResult, error) {
+	if concurrency < 1 {
+		concurrency = 1
+	}
+	results := make([]DrainResult, len(nodes))
+	errs := make([]error, len(nodes))
+	sem := make(chan struct{}, concurrency)
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				results[i] = DrainResult{Node: n}
+				errs[i] = ctx.Err()
+				return
+			}
+			defer func() { <-sem }()
+			results[i], errs[i] = d.Drain(ctx, n)
+		}()
+	}
+	wg.Wait()
+	return results, errors.Join(errs...)
+}
+
+// Drain evicts every evictable pod of one node and waits for them to be gone.
+func (d *Drainer) Drain(ctx context.Context, nodeName string) (DrainResult, error) {
+	res := DrainResult{Node: nodeName}
+	if d.Options.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = clockTimeout(ctx, d.Clock, d.Options.Timeout)
+		defer cancel()
+	}
+	pods, skipped, err := d.Pods(ctx, nodeName)
+	if err != nil {
+		return res, err
+	}
+	res.Skipped = skipped
+	for _, s := range skipped {
+		d.emit(DrainEvent{Type: DrainSkipped, Node: nodeName, Pod: s.Pod, Message: s.Reason})
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, len(pods))
+	for i := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = d.evict(ctx, nodeName, pods[i])
+			if errs[i] == nil {
+				mu.Lock()
+				res.Evicted = append(res.Evicted, pods[i].Namespace+"/"+pods[i].Name)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Strings(res.Evicted)
+	if err := errors.Join(errs...); err != nil {
+		return res, fmt.Errorf("drain node %s: %w", nodeName, err)
+	}
+	return res, nil
+}
+
+// evict evicts one pod, retrying 429 with backoff, and waits until it is
+// gone. Once the eviction is accepted the wait survives cancellation of ctx
+// (bounded by the pod's grace period plus a minute), so an interrupted
+// rollout leaves no pod half-evicted.
+func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod) error {
+	name := pod.Namespace + "/" + pod.Name
+	h := &drain.Helper{Ctx: ctx, Client: d.Client, GracePeriodSeconds: d.Options.GracePeriodSeconds}
+	delay := d.Options.RetryInitial
+	if delay <= 0 {
+		delay = 500 * time.Millisecond
+	}
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("evict %s: not started: %w", name, err)
+		}
+		d.emit(DrainEvent{Type: DrainEvicting, Node: nodeName, Pod: name, Attempt: attempt})
+		err := h.EvictPod(pod, policyv1.SchemeGroupVersion)
+		if err == nil || apierrors.IsNotFound(err) {
+			break
+		}
+		if !apierrors.IsTooManyRequests(err) {
+			return fmt.Errorf("evict %s: %w", name, err)
+		}
+		d.emit(DrainEvent{Type: DrainBlocked, Node: nodeName, Pod: name, PDB: d.blockingPDB(ctx, &pod), Attempt: attempt, Message: err.Error()})
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("evict %s: waiting after 429 (attempt %d): %w", name, attempt, ctx.Err())
+		case <-d.Clock.After(delay):
+		}
+		if delay *= 2; d.Options.RetryMax > 0 && delay > d.Options.RetryMax {
+			delay = d.Options.RetryMax
+		}
+	}
+	grace := int64(30)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if d.Options.GracePeriodSeconds >= 0 {
+		grace = int64(d.Options.GracePeriodSeconds)
+	}
+	wctx, cancel := clockTimeout(context.WithoutCancel(ctx), d.Clock, time.Duration(grace)*time.Second+time.Minute)
+	defer cancel()
+	if err := d.waitGone(wctx, pod); err != nil {
+		return fmt.Errorf("evict %s: wait for it to terminate: %w", name, err)
+	}
+	d.emit(DrainEvent{Type: DrainEvicted, Node: nodeName, Pod: name})
+	return nil
+}
+
+func (d *Drainer) waitGone(ctx context.Context, pod corev1.Pod) error {
+	interval := d.Options.PollInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	for {
+		p, err := d.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil && ctx.Err() == nil:
+			// transient API errors: poll again
+		case err != nil:
+			return err
+		case p.UID != pod.UID:
+			return nil // a StatefulSet replaced it under the same name
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-d.Clock.After(interval):
+		}
+	}
+}
+
+// blockingPDB names the PodDisruptionBudget selecting pod, or "" if none
+// can be found (the eviction message does not carry it reliably).
+func (d *Drainer) blockingPDB(ctx context.Context, pod *corev1.Pod) string {
+	list, err := d.Client.PolicyV1().PodDisruptionBudgets(pod.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return ""
+	}
+	var names []string
+	for _, pdb := range list.Items {
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || sel.Empty() {
+			continue
+		}
+		if sel.Matches(labels.Set(pod.Labels)) {
+			names = append(names, pdb.Namespace+"/"+pdb.Name)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
+}
+
+// clockTimeout is context.WithTimeout on an injected clock.
+func clockTimeout(parent context.Context, c clock.WithTicker, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	t := c.NewTimer(d)
+	go func() {
+		select {
+		case <-t.C():
+			cancel(fmt.Errorf("timed out after %s: %w", d, context.DeadlineExceeded))
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { t.Stop(); cancel(context.Canceled) }
+}

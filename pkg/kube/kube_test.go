@@ -1,0 +1,347 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+)
+
+func testPod(name, node string, mutate ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: "app", Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"app": "web"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", Controller: ptr.To(true)}},
+		},
+		Spec:   corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: ptr.To(int64(5))},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}
+
+// evictionReactor makes the fake clientset behave like the API server's
+// eviction subresource: refuse with 429 while refuse() says so, else delete.
+func evictionReactor(cs *fake.Clientset, refuse func(name string) bool, count *atomic.Int32) {
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ca := a.(k8stesting.CreateAction)
+		if ca.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		ev := ca.GetObject().(*policyv1.Eviction)
+		count.Add(1)
+		if refuse(ev.Name) {
+			return true, nil, apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		}
+		gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+		if err := cs.Tracker().Delete(gvr, ev.Namespace, ev.Name); err != nil {
+			return true, nil, err
+		}
+		return true, nil, nil
+	})
+}
+
+func fastDrain() DrainOptions {
+	o := DefaultDrainOptions()
+	o.RetryInitial, o.RetryMax, o.PollInterval = time.Millisecond, 4*time.Millisecond, time.Millisecond
+	return o
+}
+
+func TestDrain(t *testing.T) {
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "agent"}}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	}
+	dsPod := func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", Controller: ptr.To(true)}}
+	}
+	annotate := func(k, v string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) { p.Annotations = map[string]string{k: v} }
+	}
+	emptyDir := func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	}
+	bare := func(p *corev1.Pod) { p.OwnerReferences = nil }
+
+	tests := []struct {
+		name        string
+		pods        []*corev1.Pod
+		opts        func(*DrainOptions)
+		refuseTimes int // 429s before each eviction succeeds
+		wantEvicted []string
+		wantSkipped []string
+		wantLeft    []string
+		wantBlocked string
+	}{
+		{
+			name:        "evicts replicated pods and ignores DaemonSet pods",
+			pods:        []*corev1.Pod{testPod("a", "n1"), testPod("b", "n1"), testPod("other", "n2"), testPod("agent-x", "n1", dsPod)},
+			wantEvicted: []string{"app/a", "app/b"},
+			wantLeft:    []string{"agent-x", "other"},
+		},
+		{
+			name:        "retries 429 naming the PDB",
+			pods:        []*corev1.Pod{testPod("a", "n1")},
+			refuseTimes: 3,
+			wantEvicted: []string{"app/a"},
+			wantBlocked: "app/web",
+		},
+		{
+			name:        "skips do-not-disrupt and safe-to-evict=false",
+			pods:        []*corev1.Pod{testPod("a", "n1", annotate(AnnotationDoNotDisrupt, "true")), testPod("b", "n1", annotate(AnnotationSafeToEvict, "false")), testPod("c", "n1")},
+			wantEvicted: []string{"app/c"},
+			wantSkipped: []string{"app/a", "app/b"},
+			wantLeft:    []string{"a", "b"},
+		},
+		{
+			name:        "force-evict moves do-not-disrupt pods",
+			pods:        []*corev1.Pod{testPod("a", "n1", annotate(AnnotationDoNotDisrupt, "true"))},
+			opts:        func(o *DrainOptions) { o.ForceEvict = true },
+			wantEvicted: []string{"app/a"},
+		},
+		{
+			name:        "emptyDir blocks unless allowed",
+			pods:        []*corev1.Pod{testPod("a", "n1", emptyDir), testPod("b", "n1", bare)},
+			wantSkipped: []string{"app/a", "app/b"},
+			wantLeft:    []string{"a", "b"},
+		},
+		{
+			name:        "emptyDir evicted when the plan allows",
+			pods:        []*corev1.Pod{testPod("a", "n1", emptyDir)},
+			opts:        func(o *DrainOptions) { o.DeleteEmptyDirData = true },
+			wantEvicted: []string{"app/a"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs := []runtime.Object{ds, pdb}
+			for _, p := range tt.pods {
+				objs = append(objs, p)
+			}
+			cs := fake.NewClientset(objs...)
+			var mu sync.Mutex
+			refused := map[string]int{}
+			var calls atomic.Int32
+			evictionReactor(cs, func(name string) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				if refused[name] < tt.refuseTimes {
+					refused[name]++
+					return true
+				}
+				return false
+			}, &calls)
+			opts := fastDrain()
+			if tt.opts != nil {
+				tt.opts(&opts)
+			}
+			var events []DrainEvent
+			d := &Drainer{Client: cs, Clock: clock.RealClock{}, Options: opts, OnEvent: func(e DrainEvent) {
+				mu.Lock()
+				events = append(events, e)
+				mu.Unlock()
+			}}
+			res, err := d.DrainNodes(context.Background(), []string{"n1"}, 2)
+			if err != nil {
+				t.Fatalf("DrainNodes: %v", err)
+			}
+			if got := strings.Join(res[0].Evicted, ","); got != strings.Join(tt.wantEvicted, ",") {
+				t.Errorf("evicted = %q, want %q", got, strings.Join(tt.wantEvicted, ","))
+			}
+			var skipped []string
+			for _, s := range res[0].Skipped {
+				skipped = append(skipped, s.Pod)
+			}
+			if got := strings.Join(skipped, ","); got != strings.Join(tt.wantSkipped, ",") {
+				t.Errorf("skipped = %q, want %q (%+v)", got, strings.Join(tt.wantSkipped, ","), res[0].Skipped)
+			}
+			if res[0].Complete() != (len(tt.wantSkipped) == 0) {
+				t.Errorf("Complete() = %v with skipped %v", res[0].Complete(), skipped)
+			}
+			left, _ := cs.CoreV1().Pods("app").List(context.Background(), metav1.ListOptions{})
+			var names []string
+			for _, p := range left.Items {
+				names = append(names, p.Name)
+			}
+			if got := strings.Join(names, ","); got != strings.Join(tt.wantLeft, ",") {
+				t.Errorf("pods left = %q, want %q", got, strings.Join(tt.wantLeft, ","))
+			}
+			if want := int32(len(tt.wantEvicted) * (tt.refuseTimes + 1)); calls.Load() != want {
+				t.Errorf("eviction calls = %d, want %d", calls.Load(), want)
+			}
+			if tt.wantBlocked != "" {
+				found := false
+				for _, e := range events {
+					if e.Type == DrainBlocked && e.PDB == tt.wantBlocked {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("no Blocked event naming PDB %s in %+v", tt.wantBlocked, events)
+				}
+			}
+		})
+	}
+}
+
+func TestDrainCancelledStartsNoEviction(t *testing.T) {
+	cs := fake.NewClientset(testPod("a", "n1"))
+	var calls atomic.Int32
+	evictionReactor(cs, func(string) bool { return false }, &calls)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d := &Drainer{Client: cs, Clock: clock.RealClock{}, Options: fastDrain()}
+	_, err := d.Drain(ctx, "n1")
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if calls.Load() != 0 {
+		t.Errorf("eviction calls after cancel = %d, want 0", calls.Load())
+	}
+}
+
+func TestCordon(t *testing.T) {
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	ctx := context.Background()
+	for _, want := range []bool{true, true, false} {
+		if err := Cordon(ctx, cs, "n1", want); err != nil {
+			t.Fatalf("Cordon(%v): %v", want, err)
+		}
+		n, _ := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if n.Spec.Unschedulable != want {
+			t.Errorf("unschedulable = %v, want %v", n.Spec.Unschedulable, want)
+		}
+	}
+	if err := Cordon(ctx, cs, "missing", true); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("Cordon(missing) = %v, want an error naming the node", err)
+	}
+}
+
+func TestStateStore(t *testing.T) {
+	cs := fake.NewClientset()
+	s := &StateStore{Client: cs, Namespace: "karpenter-migrate", Name: "journal-prod", Key: "journal.json", Environment: "prod"}
+	ctx := context.Background()
+	got, err := s.Load(ctx)
+	if err != nil || got != nil {
+		t.Fatalf("Load on empty cluster = %q, %v; want nil, nil", got, err)
+	}
+	for _, doc := range []string{`{"v":1}`, `{"v":2}`} {
+		if err := s.Save(ctx, []byte(doc)); err != nil {
+			t.Fatalf("Save: %v", err)
+		}
+		got, err := s.Load(ctx)
+		if err != nil || string(got) != doc {
+			t.Fatalf("Load = %q, %v; want %q", got, err, doc)
+		}
+	}
+	cm, _ := cs.CoreV1().ConfigMaps("karpenter-migrate").Get(ctx, "journal-prod", metav1.GetOptions{})
+	if cm.Labels[LabelEnvironment] != "prod" || cm.Labels[LabelManagedBy] != FieldManager {
+		t.Errorf("labels = %v", cm.Labels)
+	}
+}
+
+func TestLock(t *testing.T) {
+	ctx := context.Background()
+	cs := fake.NewClientset()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	lock := func(id string) *Lock {
+		return &Lock{Client: cs, Namespace: "karpenter-migrate", Name: "rollout-prod", Identity: id, Duration: 30 * time.Second, Clock: clk}
+	}
+	first, err := lock("laptop").Acquire(ctx)
+	if err != nil {
+		t.Fatalf("first Acquire: %v", err)
+	}
+	_, err = lock("ci").Acquire(ctx)
+	var held *HeldError
+	if !errors.As(err, &held) || held.Holder != "laptop" {
+		t.Fatalf("second Acquire = %v, want HeldError naming laptop", err)
+	}
+	if !strings.Contains(err.Error(), `"laptop"`) {
+		t.Errorf("error %q does not name the holder", err)
+	}
+
+	// Renewal keeps it: after 50s (> Duration) of renewals every 10s, ci still fails.
+	for i := 0; i < 5; i++ {
+		waitForWaiters(t, clk)
+		clk.Step(10 * time.Second)
+		waitRenewed(t, cs, clk.Now())
+	}
+	if _, err := lock("ci").Acquire(ctx); !errors.As(err, &held) {
+		t.Fatalf("Acquire while renewed = %v, want HeldError", err)
+	}
+
+	// Release frees it at once.
+	if err := first.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	second, err := lock("ci").Acquire(ctx)
+	if err != nil {
+		t.Fatalf("Acquire after Release: %v", err)
+	}
+	// A holder that dies (no Release, no renewal) loses it after Duration.
+	second.cancel(context.Canceled)
+	<-second.done
+	if _, err := lock("laptop").Acquire(ctx); !errors.As(err, &held) {
+		t.Fatalf("Acquire before expiry = %v, want HeldError", err)
+	}
+	clk.Step(31 * time.Second)
+	third, err := lock("laptop").Acquire(ctx)
+	if err != nil {
+		t.Fatalf("takeover after expiry: %v", err)
+	}
+	l, _ := cs.CoordinationV1().Leases("karpenter-migrate").Get(ctx, "rollout-prod", metav1.GetOptions{})
+	if got := ptr.Deref(l.Spec.LeaseTransitions, 0); got != 2 {
+		t.Errorf("lease transitions = %d, want 2", got)
+	}
+	// The dead holder's renewal now finds it lost.
+	if err := lock("ci").renew(ctx); err == nil {
+		t.Error("renew by the old holder succeeded, want an error")
+	}
+	_ = third.Release(ctx)
+}
+
+func waitForWaiters(t *testing.T, clk *clocktesting.FakeClock) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !clk.HasWaiters() {
+		if time.Now().After(deadline) {
+			t.Fatal("renewal loop never waited on the clock")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func waitRenewed(t *testing.T, cs *fake.Clientset, want time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		l, err := cs.CoordinationV1().Leases("karpenter-migrate").Get(context.Background(), "rollout-prod", metav1.GetOptions{})
+		if err == nil && l.Spec.RenewTime != nil && !l.Spec.RenewTime.Time.Before(want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lease not renewed to %s", want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
