@@ -1,0 +1,163 @@
+// Package aws builds the aws-sdk-go-v2 configuration and service clients the
+// tool uses: the default credential chain (profiles, SSO, environment, web
+// identity, IMDS), --region, --profile and --endpoint-url, the adaptive
+// retryer, and access denials rewritten to name the missing IAM action.
+//
+// Consumers declare the narrow interfaces they need (see pkg/discover); the
+// SDK clients built here satisfy them, and so do in-memory fakes.
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	smithy "github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+)
+
+// Options select the account, region and endpoint.
+type Options struct {
+	// Region overrides AWS_REGION and the profile's region.
+	Region string
+	// Profile names a shared config profile.
+	Profile string
+	// EndpointURL sends every call to this endpoint (VPC endpoints, the
+	// sandbox's awsfake); it is set as each client's BaseEndpoint.
+	EndpointURL string
+	// Credentials replaces the default credential chain (sandbox, tests).
+	Credentials awssdk.CredentialsProvider
+	// MaxAttempts is the retryer's attempt limit (default 5).
+	MaxAttempts int
+	// MaxBackoff caps the retry delay (default 20s; tests use milliseconds).
+	MaxBackoff time.Duration
+	// HTTPClient replaces the SDK's default HTTP client.
+	HTTPClient *http.Client
+}
+
+// LoadConfig loads the SDK configuration with config.LoadDefaultConfig and
+// the adaptive retryer.
+func LoadConfig(ctx context.Context, o Options) (awssdk.Config, error) {
+	attempts := o.MaxAttempts
+	if attempts == 0 {
+		attempts = 5
+	}
+	loaders := []func(*config.LoadOptions) error{
+		config.WithRetryer(func() awssdk.Retryer {
+			return retry.NewAdaptiveMode(func(ao *retry.AdaptiveModeOptions) {
+				ao.StandardOptions = append(ao.StandardOptions, func(so *retry.StandardOptions) {
+					so.MaxAttempts = attempts
+					if o.MaxBackoff > 0 {
+						so.MaxBackoff = o.MaxBackoff
+						so.Backoff = retry.NewExponentialJitterBackoff(o.MaxBackoff)
+					}
+				})
+			})
+		}),
+	}
+	if o.Region != "" {
+		loaders = append(loaders, config.WithRegion(o.Region))
+	}
+	if o.Profile != "" {
+		loaders = append(loaders, config.WithSharedConfigProfile(o.Profile))
+	}
+	if o.Credentials != nil {
+		loaders = append(loaders, config.WithCredentialsProvider(o.Credentials))
+	}
+	if o.HTTPClient != nil {
+		loaders = append(loaders, config.WithHTTPClient(o.HTTPClient))
+	}
+	if o.EndpointURL != "" {
+		loaders = append(loaders, config.WithBaseEndpoint(o.EndpointURL))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, loaders...)
+	if err != nil {
+		return awssdk.Config{}, fmt.Errorf("load AWS configuration (check --profile, AWS_PROFILE and ~/.aws/config): %w", err)
+	}
+	if cfg.Region == "" {
+		return awssdk.Config{}, errors.New("no AWS region: pass --region, set AWS_REGION, or set region in the profile")
+	}
+	cfg.APIOptions = append(cfg.APIOptions, explainDenials)
+	return cfg, nil
+}
+
+// Clients are the SDK clients for one account and region.
+type Clients struct {
+	EC2         *ec2.Client
+	AutoScaling *autoscaling.Client
+	EKS         *eks.Client
+	STS         *sts.Client
+	SSM         *ssm.Client
+}
+
+// NewClients builds every client from cfg.
+func NewClients(cfg awssdk.Config) *Clients {
+	return &Clients{
+		EC2:         ec2.NewFromConfig(cfg),
+		AutoScaling: autoscaling.NewFromConfig(cfg),
+		EKS:         eks.NewFromConfig(cfg),
+		STS:         sts.NewFromConfig(cfg),
+		SSM:         ssm.NewFromConfig(cfg),
+	}
+}
+
+// AccessDeniedError is an AWS permission denial with the IAM action the
+// caller lacks.
+type AccessDeniedError struct {
+	// Action is the IAM action, e.g. autoscaling:DescribeAutoScalingGroups.
+	Action string
+	Err    error
+}
+
+func (e *AccessDeniedError) Error() string {
+	return fmt.Sprintf("%s denied: grant it to the caller (%v)", e.Action, e.Err)
+}
+
+func (e *AccessDeniedError) Unwrap() error { return e.Err }
+
+// denialCodes are the error codes AWS services use for a missing permission.
+var denialCodes = map[string]bool{
+	"AccessDenied": true, "AccessDeniedException": true, "UnauthorizedOperation": true,
+	"UnauthorizedAccess": true, "AccessDeniedFault": true,
+}
+
+// iamPrefixes maps SDK service IDs to IAM action prefixes.
+var iamPrefixes = map[string]string{
+	"EC2": "ec2", "Auto Scaling": "autoscaling", "EKS": "eks", "STS": "sts", "SSM": "ssm",
+	"IAM": "iam", "SQS": "sqs", "EventBridge": "events", "Pricing": "pricing",
+}
+
+// IAMAction names the IAM action for an SDK service ID and operation.
+func IAMAction(serviceID, operation string) string {
+	prefix, ok := iamPrefixes[serviceID]
+	if !ok {
+		prefix = strings.ToLower(strings.ReplaceAll(serviceID, " ", ""))
+	}
+	return prefix + ":" + operation
+}
+
+// explainDenials adds, to every client, a middleware that turns an access
+// denial into an *AccessDeniedError naming the IAM action.
+func explainDenials(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("karpenter-migrate/ExplainDenials",
+		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleInitialize(ctx, in)
+			var api smithy.APIError
+			if err != nil && errors.As(err, &api) && denialCodes[api.ErrorCode()] {
+				err = &AccessDeniedError{Action: IAMAction(awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx)), Err: err}
+			}
+			return out, md, err
+		}), middleware.Before)
+}
