@@ -108,11 +108,11 @@ func (a *Account) syncASGInstances() {
 			}
 			have[id] = true
 			a.EC2.Instances = append(a.EC2.Instances, ec2types.Instance{
-				InstanceId:       gi.InstanceId,
-				InstanceType:     ec2types.InstanceType(deref(gi.InstanceType)),
-				Placement:        &ec2types.Placement{AvailabilityZone: gi.AvailabilityZone},
-				State:            &ec2types.InstanceState{Code: ptr(int32(16)), Name: ec2types.InstanceStateNameRunning},
-				PrivateDnsName:   ptr("ip-" + strings.TrimPrefix(id, "i-") + ".ec2.internal"),
+				InstanceId:     gi.InstanceId,
+				InstanceType:   ec2types.InstanceType(deref(gi.InstanceType)),
+				Placement:      &ec2types.Placement{AvailabilityZone: gi.AvailabilityZone},
+				State:          &ec2types.InstanceState{Code: ptr(int32(16)), Name: ec2types.InstanceStateNameRunning},
+				PrivateDnsName: ptr("ip-" + strings.TrimPrefix(id, "i-") + ".ec2.internal"),
 				Tags: []ec2types.Tag{
 					{Key: ptr("aws:autoscaling:groupName"), Value: g.AutoScalingGroupName},
 				},

@@ -477,4 +477,3 @@ func nonNil(s *string) *string {
 	}
 	return s
 }
-

@@ -373,9 +373,9 @@ func serviceOf(r *http.Request) string {
 
 type discard struct{}
 
-func (discard) Header() http.Header       { return http.Header{} }
+func (discard) Header() http.Header         { return http.Header{} }
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
-func (discard) WriteHeader(int)           {}
+func (discard) WriteHeader(int)             {}
 
 func writeBareError(w http.ResponseWriter, status int, code, msg string) {
 	var b bytes.Buffer
