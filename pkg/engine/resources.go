@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// nres is the number of resource slots: cpu, memory, pods, ephemeral-storage
+// and up to nres-4 extended resources (GPUs, neuron, ...), interned per Solve.
+const nres = 8
+
+const (
+	rCPU = iota
+	rMem
+	rPods
+	rEph
+	rExt
+)
+
+// vec is a resource vector: milli-CPU, bytes, pods, bytes, then counts.
+type vec [nres]int64
+
+func (a vec) add(b vec) vec {
+	for i := range a {
+		a[i] += b[i]
+	}
+	return a
+}
+
+func (a vec) sub(b vec) vec {
+	for i := range a {
+		a[i] -= b[i]
+	}
+	return a
+}
+
+// fits reports a ≤ b in every slot.
+func (a vec) fits(b vec) bool {
+	for i := range a {
+		if a[i] > b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// resourceIndex interns resource names into vec slots.
+type resourceIndex struct {
+	names []corev1.ResourceName
+	idx   map[corev1.ResourceName]int
+}
+
+func newResourceIndex() *resourceIndex {
+	ri := &resourceIndex{idx: map[corev1.ResourceName]int{}}
+	for _, n := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage} {
+		ri.idx[n] = len(ri.names)
+		ri.names = append(ri.names, n)
+	}
+	return ri
+}
+
+// slot returns the slot of a resource, adding it when there is room.
+func (ri *resourceIndex) slot(n corev1.ResourceName) (int, error) {
+	if i, ok := ri.idx[n]; ok {
+		return i, nil
+	}
+	if len(ri.names) == nres {
+		return 0, fmt.Errorf("more than %d distinct extended resources (at %s)", nres-rExt, n)
+	}
+	ri.idx[n] = len(ri.names)
+	ri.names = append(ri.names, n)
+	return ri.idx[n], nil
+}
+
+// vec converts a resource list; quantities of resources that are not slotted
+// yet are slotted (or fail when there is no room).
+func (ri *resourceIndex) vec(rl corev1.ResourceList) (vec, error) {
+	var v vec
+	for n, q := range rl {
+		i, err := ri.slot(n)
+		if err != nil {
+			return v, err
+		}
+		v[i] = qval(i, q)
+	}
+	return v, nil
+}
+
+func qval(slot int, q resource.Quantity) int64 {
+	if slot == rCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+// list converts back, dropping zeros.
+func (ri *resourceIndex) list(v vec) corev1.ResourceList {
+	rl := corev1.ResourceList{}
+	for i, n := range ri.names {
+		if v[i] == 0 {
+			continue
+		}
+		if i == rCPU {
+			rl[n] = *resource.NewMilliQuantity(v[i], resource.DecimalSI)
+		} else if i == rMem || i == rEph {
+			rl[n] = *resource.NewQuantity(v[i], resource.BinarySI)
+		} else {
+			rl[n] = *resource.NewQuantity(v[i], resource.DecimalSI)
+		}
+	}
+	return rl
+}
+
+// describe renders the slots of v that exceed limit, for reasons.
+func (ri *resourceIndex) describe(need, have vec) string {
+	var parts []string
+	for i, n := range ri.names {
+		if need[i] > have[i] {
+			parts = append(parts, fmt.Sprintf("%s %s (largest allowed type has %s)", n, ri.format(i, need[i]), ri.format(i, have[i])))
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
+}
+
+func (ri *resourceIndex) format(i int, v int64) string {
+	switch i {
+	case rCPU:
+		if v%1000 == 0 {
+			return fmt.Sprintf("%d", v/1000)
+		}
+		return fmt.Sprintf("%dm", v)
+	case rMem, rEph:
+		return fmt.Sprintf("%dMi", v>>20)
+	default:
+		return fmt.Sprintf("%d", v)
+	}
+}

@@ -1,0 +1,1078 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// itype is an instance type prepared for one NodePool.
+type itype struct {
+	name      string
+	reqs      Requirements
+	alloc     vec // capacity − overhead − DaemonSet overhead of the pool
+	capacity  vec
+	offerings []catalog.Offering // sorted by price
+}
+
+// cheapest returns the cheapest offering allowed by reqs.
+func (t *itype) cheapest(reqs Requirements) (catalog.Offering, bool) {
+	zr, hasZ := reqs[catalog.LabelZone]
+	cr, hasC := reqs[catalog.LabelCapacityType]
+	for _, o := range t.offerings {
+		if (!hasZ || zr.Has(o.Zone)) && (!hasC || cr.Has(o.CapacityType)) {
+			return o, true
+		}
+	}
+	return catalog.Offering{}, false
+}
+
+type pool struct {
+	idx          int
+	name         string
+	weight       int32
+	reqs         Requirements
+	taints       []corev1.Taint
+	types        []*itype // compatible with the pool, by cheapest price
+	maxAlloc     vec
+	limited      bool
+	remaining    vec
+	limitMask    vec // 1 where a limit applies
+	nodeLimit    int64
+	hasNodeLimit bool
+	seq          int
+	zones        []string
+	ds           vec
+}
+
+// node is an existing node or a NodeClaim being filled (Karpenter's
+// ExistingNode and NodeClaim share this shape here).
+type node struct {
+	name     string
+	existing bool
+	pool     *pool
+	labels   map[string]string // existing nodes
+	reqs     Requirements      // claims
+	taints   []corev1.Taint
+	free     vec // existing: allocatable − used
+	used     vec // claims: pod requests
+	types    []*itype
+	maxAlloc vec
+	pods     []*podData
+	seqs     []int
+	ports    map[inventory.HostPort]bool
+	bucket   int // index in the fewest-pods bucket, -1 when not bucketed
+	cur      int // claims: index into types of the cheapest fitting type
+	dead     bool
+}
+
+type scheduler struct {
+	opts                Options
+	ri                  *resourceIndex
+	wellKnown           map[string]bool
+	pools               []*pool
+	existing            []*node
+	claims              []*node
+	byCount             [][]*node
+	groups              []*topoGroup
+	groupsByID          map[string]*topoGroup
+	universe            map[string][]domainSource
+	anyPreferNoSchedule bool
+	seq                 int
+	result              Result
+}
+
+type domainSource struct {
+	domain string
+	taints []corev1.Taint
+}
+
+func wellKnownSet() map[string]bool {
+	m := map[string]bool{catalog.LabelZone: true, catalog.LabelCapacityType: true, catalog.LabelNodePool: true,
+		"node.kubernetes.io/windows-build": true, catalog.LabelHostname: true}
+	for _, k := range catalog.WellKnownLabels() {
+		m[k] = true
+	}
+	return m
+}
+
+// Solve predicts what Karpenter launches for the pending pods, improves on
+// its price without breaking a constraint, and explains every pod it cannot
+// place. It is pure and deterministic.
+func Solve(in Input) (Result, error) {
+	s := &scheduler{opts: in.Options, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topoGroup{}, universe: map[string][]domainSource{}}
+	if s.opts.MaxInstanceTypes == 0 {
+		s.opts.MaxInstanceTypes = 60
+	}
+	if err := s.buildPools(in); err != nil {
+		return Result{}, err
+	}
+	if err := s.buildExisting(in); err != nil {
+		return Result{}, err
+	}
+	pods := make([]*podData, 0, len(in.Pods))
+	var invalid []*podData
+	for i := range in.Pods {
+		pd := s.newPodData(&in.Pods[i], i)
+		if pd.invalid == nil {
+			if err := s.buildTopology(pd); err != nil {
+				pd.invalid = err
+			}
+		}
+		if pd.invalid != nil {
+			invalid = append(invalid, pd)
+			continue
+		}
+		pods = append(pods, pd)
+	}
+	// Count the pods already bound to existing nodes.
+	for _, n := range s.existing {
+		for _, pd := range n.pods {
+			s.computeSelected(pd)
+			s.record(pd, n, nil)
+		}
+	}
+	for _, pd := range pods {
+		s.computeSelected(pd)
+	}
+	sort.SliceStable(pods, func(i, j int) bool {
+		a, b := pods[i], pods[j]
+		if a.req[rCPU] != b.req[rCPU] {
+			return a.req[rCPU] > b.req[rCPU]
+		}
+		if a.req[rMem] != b.req[rMem] {
+			return a.req[rMem] > b.req[rMem]
+		}
+		if a.ref.Namespace != b.ref.Namespace {
+			return a.ref.Namespace < b.ref.Namespace
+		}
+		return a.ref.Name < b.ref.Name
+	})
+
+	failures := map[*podData]map[string]string{}
+	queue := pods
+	for len(queue) > 0 {
+		var next []*podData
+		for _, pd := range queue {
+			if reasons := s.trySchedule(pd); reasons != nil {
+				failures[pd] = reasons
+				next = append(next, pd)
+			} else {
+				delete(failures, pd)
+			}
+		}
+		if len(next) == len(queue) {
+			queue = next
+			break
+		}
+		queue = next
+	}
+	for _, pd := range invalid {
+		s.result.Unschedulable = append(s.result.Unschedulable, Unschedulable{Pod: pd.ref, Reasons: map[string]string{"": "invalid pod: " + pd.invalid.Error()}})
+	}
+	for _, pd := range queue {
+		s.result.Unschedulable = append(s.result.Unschedulable, Unschedulable{Pod: pd.ref, Reasons: failures[pd]})
+	}
+	sort.Slice(s.result.Unschedulable, func(i, j int) bool {
+		return s.result.Unschedulable[i].Pod.String() < s.result.Unschedulable[j].Pod.String()
+	})
+	s.result.KarpenterCost = s.totalCost()
+	if !s.opts.KarpenterOnly {
+		s.improve()
+	}
+	s.finalize()
+	s.result.LowerBound = s.lowerBound(pods)
+	return s.result, nil
+}
+
+func (s *scheduler) buildPools(in Input) error {
+	catTypes := map[string][]InstanceType{}
+	for i := range in.NodePools {
+		np := &in.NodePools[i]
+		if np.Name == "" {
+			return fmt.Errorf("nodePools[%d]: name is required", i)
+		}
+		p := &pool{idx: i, name: np.Name, weight: 0, reqs: Requirements{}}
+		if np.Spec.Weight != nil {
+			p.weight = *np.Spec.Weight
+		}
+		for j, r := range np.Spec.Template.Spec.Requirements {
+			req, err := NewRequirement(r.Key, r.Operator, r.Values...)
+			if err != nil {
+				return fmt.Errorf("nodePool %s: spec.template.spec.requirements[%d]: %w", np.Name, j, err)
+			}
+			if r.MinValues != nil {
+				req.MinValues = *r.MinValues
+			}
+			p.reqs.Add(req)
+		}
+		for k, v := range np.Spec.Template.ObjectMeta.Labels {
+			p.reqs.Add(mustIn(k, v))
+		}
+		p.reqs.Add(mustIn(catalog.LabelNodePool, np.Name))
+		p.taints = np.Spec.Template.Spec.Taints
+		for _, t := range p.taints {
+			if t.Effect == corev1.TaintEffectPreferNoSchedule {
+				s.anyPreferNoSchedule = true
+			}
+		}
+		types := np.InstanceTypes
+		if types == nil {
+			if in.Catalog == nil {
+				return fmt.Errorf("nodePool %s: no instance types: set Input.Catalog or NodePool.InstanceTypes", np.Name)
+			}
+			key := fmt.Sprintf("%+v", np.Kubelet)
+			if cached, ok := catTypes[key]; ok {
+				types = cached
+			} else {
+				var err error
+				if types, err = InstanceTypesFromCatalog(in.Catalog, np.Kubelet); err != nil {
+					return fmt.Errorf("nodePool %s: EC2NodeClass kubelet: %w", np.Name, err)
+				}
+				catTypes[key] = types
+			}
+		}
+		dsOverhead, err := s.daemonOverhead(in.DaemonSets, p)
+		if err != nil {
+			return err
+		}
+		p.ds = dsOverhead
+		zones := map[string]bool{}
+		for ti := range types {
+			it, err := s.prepareType(&types[ti], p, dsOverhead)
+			if err != nil {
+				return fmt.Errorf("nodePool %s: instance type %s: %w", np.Name, types[ti].Name, err)
+			}
+			if it == nil {
+				continue
+			}
+			p.types = append(p.types, it)
+			for e := range p.maxAlloc {
+				p.maxAlloc[e] = max(p.maxAlloc[e], it.alloc[e])
+			}
+			for _, o := range it.offerings {
+				zones[o.Zone] = true
+			}
+		}
+		sort.SliceStable(p.types, func(a, b int) bool { return p.types[a].offerings[0].Price < p.types[b].offerings[0].Price })
+		for z := range zones {
+			p.zones = append(p.zones, z)
+		}
+		sort.Strings(p.zones)
+		for _, z := range p.zones {
+			s.universe[catalog.LabelZone] = append(s.universe[catalog.LabelZone], domainSource{domain: z, taints: p.taints})
+		}
+		if lim := np.Spec.Limits; len(lim) > 0 {
+			p.limited = true
+			for name, q := range lim {
+				if name == "nodes" {
+					p.hasNodeLimit, p.nodeLimit = true, q.Value()
+					continue
+				}
+				slot, err := s.ri.slot(name)
+				if err != nil {
+					return fmt.Errorf("nodePool %s: spec.limits: %w", np.Name, err)
+				}
+				p.remaining[slot] = qval(slot, q)
+				p.limitMask[slot] = 1
+			}
+		}
+		s.pools = append(s.pools, p)
+	}
+	sort.SliceStable(s.pools, func(i, j int) bool {
+		if s.pools[i].weight != s.pools[j].weight {
+			return s.pools[i].weight > s.pools[j].weight
+		}
+		return s.pools[i].name < s.pools[j].name
+	})
+	return nil
+}
+
+// prepareType builds the pool's view of a type; nil when the pool's
+// requirements exclude it or it has no allowed offering.
+func (s *scheduler) prepareType(t *InstanceType, p *pool, ds vec) (*itype, error) {
+	reqs := Requirements{}
+	for k, v := range t.Labels {
+		reqs.Add(mustIn(k, v))
+	}
+	for k, vs := range t.MultiLabels {
+		reqs.Add(mustIn(k, vs...))
+	}
+	for _, k := range t.UndefinedLabels {
+		reqs.Add(Requirement{Key: k})
+	}
+	var zones, caps []string
+	for _, o := range t.Offerings {
+		zones = append(zones, o.Zone)
+		caps = append(caps, o.CapacityType)
+	}
+	reqs.Add(mustIn(catalog.LabelZone, zones...))
+	reqs.Add(mustIn(catalog.LabelCapacityType, caps...))
+	if reqs.Intersects(p.reqs) != nil {
+		return nil, nil
+	}
+	capacity, err := s.ri.vec(t.Capacity)
+	if err != nil {
+		return nil, err
+	}
+	overhead, err := s.ri.vec(t.Overhead)
+	if err != nil {
+		return nil, err
+	}
+	it := &itype{name: t.Name, reqs: reqs, capacity: capacity, alloc: capacity.sub(overhead).sub(ds)}
+	for _, o := range t.Offerings {
+		if r, ok := p.reqs[catalog.LabelZone]; ok && !r.Has(o.Zone) {
+			continue
+		}
+		if r, ok := p.reqs[catalog.LabelCapacityType]; ok && !r.Has(o.CapacityType) {
+			continue
+		}
+		it.offerings = append(it.offerings, o)
+	}
+	if len(it.offerings) == 0 {
+		return nil, nil
+	}
+	sort.SliceStable(it.offerings, func(a, b int) bool { return it.offerings[a].Price < it.offerings[b].Price })
+	return it, nil
+}
+
+// daemonOverhead sums the requests of DaemonSets whose pods would run on the
+// pool's nodes (taints tolerated, node selector and required affinity
+// compatible with the pool).
+func (s *scheduler) daemonOverhead(dss []inventory.DaemonSet, p *pool) (vec, error) {
+	var total vec
+	for _, ds := range dss {
+		if _, ok := tolerates(ds.Tolerations, p.taints, false); !ok {
+			continue
+		}
+		reqs := Requirements{}
+		for k, v := range ds.NodeSelector {
+			reqs.Add(mustIn(k, v))
+		}
+		compatible := true
+		if a := ds.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			compatible = false
+			for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+				rs, err := FromNodeSelectorTerm(term.MatchExpressions)
+				if err != nil {
+					return total, fmt.Errorf("daemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+				}
+				for k, r := range reqs {
+					rs.Add(r)
+					_ = k
+				}
+				if p.reqs.Compatible(rs, s.wellKnown) == nil {
+					compatible = true
+					break
+				}
+			}
+		} else if p.reqs.Compatible(reqs, s.wellKnown) != nil {
+			compatible = false
+		}
+		if !compatible {
+			continue
+		}
+		v, err := s.ri.vec(ds.Requests)
+		if err != nil {
+			return total, fmt.Errorf("daemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+		}
+		v[rPods]++
+		total = total.add(v)
+	}
+	return total, nil
+}
+
+func (s *scheduler) buildExisting(in Input) error {
+	for i := range in.ExistingNodes {
+		en := &in.ExistingNodes[i]
+		if en.Node.Unschedulable {
+			continue
+		}
+		alloc, err := s.ri.vec(en.Node.Allocatable)
+		if err != nil {
+			return fmt.Errorf("existing node %s: %w", en.Node.Name, err)
+		}
+		lbl := map[string]string{}
+		for k, v := range en.Node.Labels {
+			lbl[k] = v
+		}
+		if _, ok := lbl[catalog.LabelHostname]; !ok {
+			lbl[catalog.LabelHostname] = en.Node.Name
+		}
+		n := &node{name: en.Node.Name, existing: true, labels: lbl, taints: en.Node.Taints, free: alloc, ports: map[inventory.HostPort]bool{}, bucket: -1}
+		for j := range en.Pods {
+			p := &en.Pods[j]
+			pd := s.newPodData(p, -1)
+			if pd.invalid != nil {
+				return fmt.Errorf("existing node %s: pod %s: %w", n.name, pd.ref, pd.invalid)
+			}
+			if err := s.buildTopology(pd); err != nil {
+				return fmt.Errorf("existing node %s: pod %s: %w", n.name, pd.ref, err)
+			}
+			n.free = n.free.sub(pd.req)
+			for _, hp := range p.HostPorts {
+				n.ports[hp] = true
+			}
+			n.pods = append(n.pods, pd)
+		}
+		for k, v := range lbl {
+			if k != catalog.LabelHostname {
+				s.universe[k] = append(s.universe[k], domainSource{domain: v, taints: n.taints})
+			}
+		}
+		s.existing = append(s.existing, n)
+	}
+	return nil
+}
+
+func (s *scheduler) computeSelected(pd *podData) {
+	pd.selectedBy = pd.selectedBy[:0]
+	for _, g := range s.groups {
+		if g.selects(pd.pod) {
+			pd.selectedBy = append(pd.selectedBy, g)
+		}
+	}
+}
+
+// domain is the node's value for a topology key, "" when undetermined.
+func (n *node) domain(key string) string {
+	if key == catalog.LabelHostname {
+		return n.name
+	}
+	if n.existing {
+		return n.labels[key]
+	}
+	if r, ok := n.reqs[key]; ok && r.Operator() == corev1.NodeSelectorOpIn && len(r.values) == 1 {
+		return r.values[0]
+	}
+	return ""
+}
+
+// allowed is the values the node may take for key (existing: its label).
+func (n *node) allowed(key string, universe []string) []string {
+	if n.existing {
+		if v, ok := n.labels[key]; ok {
+			return []string{v}
+		}
+		return nil
+	}
+	r, ok := n.reqs[key]
+	var out []string
+	for _, d := range universe {
+		if !ok || r.Has(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// trySchedule is Karpenter's add-then-relax loop; nil on success, else the
+// reasons per NodePool.
+func (s *scheduler) trySchedule(pd *podData) map[string]string {
+	for {
+		reasons := s.add(pd)
+		if reasons == nil {
+			return nil
+		}
+		if !pd.relax(s) {
+			return reasons
+		}
+	}
+}
+
+// add places the pod on an existing node, an in-flight claim, or a new
+// claim, in that order.
+func (s *scheduler) add(pd *podData) map[string]string {
+	for _, n := range s.existing {
+		if narrowed, ok := s.canAdd(pd, n); ok {
+			s.commit(pd, n, narrowed)
+			return nil
+		}
+	}
+	if n, narrowed := s.pickClaim(pd); n != nil {
+		s.commit(pd, n, narrowed)
+		return nil
+	}
+	reasons := map[string]string{}
+	if len(s.existing) > 0 || len(s.claims) > 0 {
+		reasons[""] = "does not fit on any existing or in-flight node"
+	}
+	for _, p := range s.pools {
+		n, why := s.newClaim(pd, p)
+		if n != nil {
+			s.commit(pd, n, nil)
+			return nil
+		}
+		reasons[p.name] = why
+	}
+	if len(s.pools) == 0 {
+		reasons[""] = "no NodePools and no existing node fits"
+	}
+	return reasons
+}
+
+// pickClaim chooses an in-flight claim. Karpenter takes the first that fits
+// in order of fewest pods; unless KarpenterOnly, a claim whose current
+// cheapest type already has room for the pod (no extra cost) wins first,
+// best fit.
+func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
+	if !s.opts.KarpenterOnly {
+		var best *node
+		var bestReqs Requirements
+		bestScore := math.MaxFloat64
+		for _, n := range s.claims {
+			if n.dead {
+				continue
+			}
+			t := n.types[n.cur]
+			total := n.used.add(pd.req)
+			if !total.fits(t.alloc) {
+				continue
+			}
+			score := float64(t.alloc[rCPU]-total[rCPU])/float64(max(t.alloc[rCPU], 1)) + float64(t.alloc[rMem]-total[rMem])/float64(max(t.alloc[rMem], 1))
+			if score >= bestScore {
+				continue
+			}
+			if narrowed, ok := s.canAdd(pd, n); ok {
+				best, bestReqs, bestScore = n, narrowed, score
+			}
+		}
+		if best != nil {
+			return best, bestReqs
+		}
+	}
+	for _, bucket := range s.byCount {
+		for _, n := range bucket {
+			if !n.used.add(pd.req).fits(n.maxAlloc) {
+				continue
+			}
+			if narrowed, ok := s.canAdd(pd, n); ok {
+				return n, narrowed
+			}
+		}
+	}
+	return nil, nil
+}
+
+// canAdd checks taints, host ports, resources, requirements and topology;
+// for claims it returns the narrowed requirements.
+func (s *scheduler) canAdd(pd *podData, n *node) (Requirements, bool) {
+	if _, ok := tolerates(pd.pod.Tolerations, n.taints, !pd.tolerateNS); !ok {
+		return nil, false
+	}
+	for _, hp := range pd.ports {
+		if n.ports[hp] {
+			return nil, false
+		}
+	}
+	if n.existing {
+		if !pd.req.fits(n.free) {
+			return nil, false
+		}
+		for k, r := range pd.reqs {
+			v, ok := n.labels[k]
+			if ok && !r.Has(v) {
+				return nil, false
+			}
+			if !ok {
+				if op := r.Operator(); op != corev1.NodeSelectorOpNotIn && op != corev1.NodeSelectorOpDoesNotExist {
+					return nil, false
+				}
+			}
+		}
+		_, ok := s.topology(pd, n, nil)
+		return nil, ok
+	}
+	if !n.used.add(pd.req).fits(n.maxAlloc) {
+		return nil, false
+	}
+	reqs := n.reqs
+	if len(pd.reqs) > 0 {
+		if n.reqs.Compatible(pd.reqs, s.wellKnown) != nil {
+			return nil, false
+		}
+		reqs = n.reqs.Clone()
+		for _, r := range pd.reqs {
+			reqs.Add(r)
+		}
+	}
+	reqs, ok := s.topology(pd, n, reqs)
+	if !ok {
+		return nil, false
+	}
+	total := n.used.add(pd.req)
+	var keys []string
+	if !sameMap(reqs, n.reqs) {
+		keys = diffKeys(n.reqs, reqs)
+	}
+	for _, t := range n.types {
+		if total.fits(t.alloc) && (len(keys) == 0 || typeCompatibleKeys(t, reqs, keys)) {
+			return reqs, true
+		}
+	}
+	return nil, false
+}
+
+// diffKeys lists the keys whose requirement differs between two sets.
+func diffKeys(old, cur Requirements) []string {
+	var keys []string
+	for k, r := range cur {
+		if o, ok := old[k]; !ok || !reqEqual(o, r) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func reqEqual(a, b Requirement) bool {
+	if a.complement != b.complement || len(a.values) != len(b.values) || (a.gt == nil) != (b.gt == nil) || (a.lt == nil) != (b.lt == nil) {
+		return false
+	}
+	if (a.gt != nil && *a.gt != *b.gt) || (a.lt != nil && *a.lt != *b.lt) {
+		return false
+	}
+	for i := range a.values {
+		if a.values[i] != b.values[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// typeCompatibleKeys re-checks a type that was compatible before only on
+// the keys that changed.
+func typeCompatibleKeys(t *itype, reqs Requirements, keys []string) bool {
+	offer := false
+	for _, k := range keys {
+		if k == catalog.LabelZone || k == catalog.LabelCapacityType {
+			offer = true
+		}
+		tr, ok := t.reqs[k]
+		if !ok {
+			continue
+		}
+		if intersectsOne(tr, reqs[k]) != nil {
+			return false
+		}
+	}
+	if offer {
+		_, ok := t.cheapest(reqs)
+		return ok
+	}
+	return true
+}
+
+func typeCompatible(t *itype, reqs Requirements) bool {
+	if t.reqs.Intersects(reqs) != nil {
+		return false
+	}
+	_, ok := t.cheapest(reqs)
+	return ok
+}
+
+// topology checks the pod's own terms, the inverse anti-affinity of placed
+// pods, and pins undetermined domains a counted key needs. For claims it
+// returns reqs narrowed to the chosen domains (copied on write).
+func (s *scheduler) topology(pd *podData, n *node, reqs Requirements) (Requirements, bool) {
+	if len(pd.owned) == 0 && len(pd.selectedBy) == 0 {
+		return reqs, true
+	}
+	copied := false
+	narrow := func(key, d string) {
+		if !copied {
+			reqs = reqs.Clone()
+			copied = true
+		}
+		reqs[key] = mustIn(key, d)
+	}
+	view := n
+	if !n.existing {
+		view = &node{name: n.name, reqs: reqs}
+	}
+	choose := func(key string) []string {
+		if key == catalog.LabelHostname {
+			return []string{n.name}
+		}
+		if !n.existing && reqs != nil {
+			view.reqs = reqs
+		}
+		return view.allowed(key, s.domains(key, pd, nil))
+	}
+	// Inverse anti-affinity: placed owners forbid their domains.
+	for _, g := range pd.selectedBy {
+		if g.kind != kindAnti || len(g.owners) == 0 {
+			continue
+		}
+		cands := filter(choose(g.key), func(d string) bool { return g.owners[d] == 0 })
+		if len(cands) == 0 {
+			return nil, false
+		}
+		if !n.existing && g.key != catalog.LabelHostname && len(cands) == 1 {
+			narrow(g.key, cands[0])
+		} else if !n.existing && g.key != catalog.LabelHostname {
+			narrow(g.key, cands[0])
+		}
+	}
+	for _, g := range pd.owned {
+		cands := choose(g.key)
+		self := g.selects(pd.pod)
+		switch g.kind {
+		case kindAnti:
+			cands = filter(cands, func(d string) bool { return g.counts[d] == 0 })
+		case kindAffinity:
+			if g.total > 0 || !self {
+				cands = filter(cands, func(d string) bool { return g.counts[d] > 0 })
+			}
+		case kindSpread:
+			var minCount int32
+			if g.key != catalog.LabelHostname {
+				minCount = s.minCount(g, pd)
+			}
+			best, bestCount := "", int32(math.MaxInt32)
+			for _, d := range cands {
+				c := g.counts[d]
+				if self {
+					c++
+				}
+				if c-minCount <= g.maxSkew && c < bestCount {
+					best, bestCount = d, c
+				}
+			}
+			cands = nil
+			if best != "" {
+				cands = []string{best}
+			}
+		}
+		if len(cands) == 0 {
+			return nil, false
+		}
+		if !n.existing && g.key != catalog.LabelHostname {
+			narrow(g.key, cands[0])
+		}
+	}
+	// A pod counted by a group needs a determined domain for that key.
+	if !n.existing {
+		for _, g := range pd.selectedBy {
+			if g.key == catalog.LabelHostname || view.domainIn(g.key, reqs) != "" {
+				continue
+			}
+			cands := choose(g.key)
+			if len(cands) > 0 {
+				narrow(g.key, cands[0])
+			}
+		}
+	}
+	return reqs, true
+}
+
+func (n *node) domainIn(key string, reqs Requirements) string {
+	if r, ok := reqs[key]; ok && r.Operator() == corev1.NodeSelectorOpIn && len(r.values) == 1 {
+		return r.values[0]
+	}
+	return ""
+}
+
+// domains is the universe of a key eligible for the pod (nodeAffinityPolicy
+// Honor: the pod's own requirement on the key; nodeTaintsPolicy Honor: only
+// sources whose taints it tolerates).
+func (s *scheduler) domains(key string, pd *podData, g *topoGroup) []string {
+	seen := map[string]bool{}
+	var out []string
+	r, hasR := pd.reqs[key]
+	for _, src := range s.universe[key] {
+		if seen[src.domain] {
+			continue
+		}
+		if hasR && (g == nil || !g.ignoreAff) && !r.Has(src.domain) {
+			continue
+		}
+		if g != nil && g.honorTaints {
+			if _, ok := tolerates(pd.pod.Tolerations, src.taints, true); !ok {
+				continue
+			}
+		}
+		seen[src.domain] = true
+		out = append(out, src.domain)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *scheduler) minCount(g *topoGroup, pd *podData) int32 {
+	ds := s.domains(g.key, pd, g)
+	if int32(len(ds)) < g.minDomains {
+		return 0
+	}
+	m := int32(math.MaxInt32)
+	for _, d := range ds {
+		m = min(m, g.counts[d])
+	}
+	if m == math.MaxInt32 {
+		return 0
+	}
+	return m
+}
+
+// record counts a placed pod in every group that selects it.
+func (s *scheduler) record(pd *podData, n *node, reqs Requirements) {
+	dom := func(key string) string {
+		if reqs != nil {
+			if d := n.domainIn(key, reqs); d != "" || key != catalog.LabelHostname {
+				if key == catalog.LabelHostname {
+					return n.name
+				}
+				return d
+			}
+		}
+		return n.domain(key)
+	}
+	for _, g := range pd.selectedBy {
+		if d := dom(g.key); d != "" {
+			g.counts[d]++
+			g.total++
+		}
+	}
+	for _, g := range pd.owned {
+		if g.kind == kindAnti {
+			if d := dom(g.key); d != "" {
+				g.owners[d]++
+			}
+		}
+	}
+}
+
+func (s *scheduler) unrecord(pd *podData, n *node) {
+	for _, g := range pd.selectedBy {
+		if d := n.domain(g.key); d != "" {
+			g.counts[d]--
+			g.total--
+		}
+	}
+	for _, g := range pd.owned {
+		if g.kind == kindAnti {
+			if d := n.domain(g.key); d != "" {
+				g.owners[d]--
+			}
+		}
+	}
+}
+
+// newClaim opens a claim on the pool for the pod, or says why it cannot.
+func (s *scheduler) newClaim(pd *podData, p *pool) (*node, string) {
+	if t, ok := tolerates(pd.pod.Tolerations, p.taints, !pd.tolerateNS); !ok {
+		return nil, "does not tolerate taint " + taintString(t)
+	}
+	if p.hasNodeLimit && p.nodeLimit <= 0 {
+		return nil, "NodePool node limit reached"
+	}
+	if err := p.reqs.Compatible(pd.reqs, s.wellKnown); err != nil {
+		return nil, "incompatible requirements: " + err.Error()
+	}
+	reqs := p.reqs.Clone()
+	for _, r := range pd.reqs {
+		reqs.Add(r)
+	}
+	p.seq++
+	n := &node{name: fmt.Sprintf("%s-%d", p.name, p.seq), pool: p, taints: p.taints, ports: map[inventory.HostPort]bool{}, bucket: -1}
+	var compatible []*itype
+	var biggest vec
+	if len(pd.reqs) == 0 {
+		compatible, biggest = p.types, p.maxAlloc
+	} else {
+		for _, t := range p.types {
+			if typeCompatible(t, reqs) {
+				compatible = append(compatible, t)
+				for e := range biggest {
+					biggest[e] = max(biggest[e], t.alloc[e])
+				}
+			}
+		}
+	}
+	if len(compatible) == 0 {
+		p.seq--
+		return nil, "no instance type satisfies " + describeReqs(pd.reqs)
+	}
+	narrowed, ok := s.topology(pd, &node{name: n.name, reqs: reqs, pool: p}, reqs)
+	if !ok {
+		p.seq--
+		return nil, s.topologyReason(pd)
+	}
+	keys := diffKeys(reqs, narrowed)
+	var fit []*itype
+	for _, t := range compatible {
+		if pd.req.fits(t.alloc) && (len(keys) == 0 || typeCompatibleKeys(t, narrowed, keys)) && s.withinLimits(p, t) {
+			fit = append(fit, t)
+		}
+	}
+	if len(fit) == 0 {
+		p.seq--
+		if !pd.req.fits(biggest) {
+			return nil, "needs " + s.ri.describe(pd.req, biggest)
+		}
+		if p.limited {
+			return nil, "NodePool limits leave no room for an instance type that fits"
+		}
+		return nil, "no instance type that fits is offered in the zone the topology requires"
+	}
+	n.reqs = narrowed
+	n.types = fit
+	s.refreshMax(n)
+	// Karpenter pessimistically charges the largest option against limits.
+	if p.limited {
+		var largest vec
+		for _, t := range fit {
+			for e := range largest {
+				largest[e] = max(largest[e], t.capacity[e])
+			}
+		}
+		for e := range largest {
+			if p.limitMask[e] == 1 {
+				p.remaining[e] -= largest[e]
+			}
+		}
+		if p.hasNodeLimit {
+			p.nodeLimit--
+		}
+	}
+	s.claims = append(s.claims, n)
+	return n, ""
+}
+
+func (s *scheduler) withinLimits(p *pool, t *itype) bool {
+	if !p.limited {
+		return true
+	}
+	for e := range t.capacity {
+		if p.limitMask[e] == 1 && t.capacity[e] > p.remaining[e] {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *scheduler) topologyReason(pd *podData) string {
+	var parts []string
+	for _, g := range pd.owned {
+		parts = append(parts, g.desc)
+	}
+	for _, g := range pd.selectedBy {
+		if g.kind == kindAnti && len(g.owners) > 0 {
+			parts = append(parts, "inverse "+g.desc)
+		}
+	}
+	return "topology cannot be satisfied: " + strings.Join(parts, "; ")
+}
+
+func describeReqs(rs Requirements) string {
+	if len(rs) == 0 {
+		return "the NodePool's requirements"
+	}
+	var parts []string
+	for _, k := range rs.sortedKeys() {
+		parts = append(parts, rs[k].String())
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (s *scheduler) refreshMax(n *node) {
+	n.maxAlloc = vec{}
+	for _, t := range n.types {
+		for e := range n.maxAlloc {
+			n.maxAlloc[e] = max(n.maxAlloc[e], t.alloc[e])
+		}
+	}
+}
+
+// commit places the pod.
+func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
+	s.seq++
+	if n.existing {
+		n.free = n.free.sub(pd.req)
+		s.result.Placements = append(s.result.Placements, Placement{Pod: pd.ref, Node: n.name, Seq: s.seq})
+	} else {
+		changed := narrowed != nil && !sameMap(narrowed, n.reqs)
+		var keys []string
+		if changed {
+			keys = diffKeys(n.reqs, narrowed)
+			changed = len(keys) > 0
+			n.reqs = narrowed
+		}
+		n.used = n.used.add(pd.req)
+		kept := n.types[:0:0]
+		dropped := false
+		for _, t := range n.types {
+			if n.used.fits(t.alloc) && (!changed || typeCompatibleKeys(t, n.reqs, keys)) {
+				kept = append(kept, t)
+			} else {
+				dropped = true
+			}
+		}
+		if dropped {
+			n.types = kept
+			s.refreshMax(n)
+		}
+		if changed || !n.used.fits(n.types[min(n.cur, len(n.types)-1)].alloc) || dropped {
+			n.cur = s.cheapestIndex(n)
+		}
+		s.moveBucket(n, len(n.pods), len(n.pods)+1)
+	}
+	for _, hp := range pd.ports {
+		n.ports[hp] = true
+	}
+	n.pods = append(n.pods, pd)
+	n.seqs = append(n.seqs, s.seq)
+	s.record(pd, n, nil)
+}
+
+func sameMap(a, b Requirements) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+func (s *scheduler) cheapestIndex(n *node) int {
+	best, bestPrice := 0, math.MaxFloat64
+	for i, t := range n.types {
+		if o, ok := t.cheapest(n.reqs); ok && o.Price < bestPrice {
+			best, bestPrice = i, o.Price
+		}
+	}
+	return best
+}
+
+func (s *scheduler) moveBucket(n *node, from, to int) {
+	if n.bucket >= 0 && from < len(s.byCount) {
+		b := s.byCount[from]
+		last := b[len(b)-1]
+		b[n.bucket] = last
+		last.bucket = n.bucket
+		s.byCount[from] = b[:len(b)-1]
+	}
+	n.bucket = -1
+	if to < 0 {
+		return
+	}
+	for len(s.byCount) <= to {
+		s.byCount = append(s.byCount, nil)
+	}
+	n.bucket = len(s.byCount[to])
+	s.byCount[to] = append(s.byCount[to], n)
+}
+
+func (s *scheduler) totalCost() float64 {
+	var c float64
+	for _, n := range s.claims {
+		if n.dead || len(n.pods) == 0 {
+			continue
+		}
+		if o, ok := n.types[n.cur].cheapest(n.reqs); ok {
+			c += o.Price
+		}
+	}
+	return c
+}
