@@ -89,6 +89,7 @@ func TestGolden(t *testing.T) {
 	for _, fixture := range fixtureNames(t) {
 		for _, strategy := range []Strategy{StrategyMultiple, StrategySingle, StrategyWeighted} {
 			t.Run(fixture+"/"+string(strategy), func(t *testing.T) {
+				t.Parallel()
 				inv := loadFixture(t, fixture)
 				opts := DefaultOptions()
 				opts.Strategy = strategy
