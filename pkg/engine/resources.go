@@ -140,3 +140,5 @@ func (ri *resourceIndex) format(i int, v int64) string {
 		return fmt.Sprintf("%d", v)
 	}
 }
+
+func resourceOne() *resource.Quantity { return resource.NewQuantity(1, resource.DecimalSI) }

@@ -1,0 +1,530 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// Check re-verifies a Result against its Input with code of its own (it
+// shares nothing with the scheduler but the input types): every pending pod
+// is placed once or reported; every NodeClaim's type is allowed by its
+// NodePool and offered where it says; pods fit, tolerate the taints, match
+// their node selectors and required node affinity, do not share host ports;
+// and, replaying placements in order, every DoNotSchedule spread and
+// required pod (anti-)affinity holds, judged as Karpenter judges them.
+// It returns every violation found.
+func Check(in Input, res Result) []error {
+	c := &checker{in: in, nodes: map[string]*cnode{}}
+	c.run(res)
+	return c.errs
+}
+
+type cnode struct {
+	name   string
+	labels map[string]string
+	taints []corev1.Taint
+	alloc  corev1.ResourceList
+	used   corev1.ResourceList
+	ports  map[inventory.HostPort]bool
+}
+
+type checker struct {
+	in     Input
+	nodes  map[string]*cnode
+	placed []cplaced // in order
+	errs   []error
+	zones  map[string]bool
+}
+
+type cplaced struct {
+	pod  *inventory.Pod
+	node *cnode
+}
+
+func (c *checker) fail(format string, a ...any) { c.errs = append(c.errs, fmt.Errorf(format, a...)) }
+
+func (c *checker) run(res Result) {
+	c.zones = map[string]bool{}
+	for i := range c.in.ExistingNodes {
+		en := &c.in.ExistingNodes[i]
+		l := map[string]string{catalog.LabelHostname: en.Node.Name}
+		for k, v := range en.Node.Labels {
+			l[k] = v
+		}
+		n := &cnode{name: en.Node.Name, labels: l, taints: en.Node.Taints, alloc: en.Node.Allocatable, used: corev1.ResourceList{}, ports: map[inventory.HostPort]bool{}}
+		c.nodes[n.name] = n
+		if z, ok := l[catalog.LabelZone]; ok {
+			c.zones[z] = true
+		}
+		for j := range en.Pods {
+			c.bind(&en.Pods[j], n)
+		}
+	}
+	pools := map[string]*NodePool{}
+	for i := range c.in.NodePools {
+		np := &c.in.NodePools[i]
+		pools[np.Name] = np
+		for _, t := range c.poolTypes(np) {
+			for _, o := range t.Offerings {
+				c.zones[o.Zone] = true
+			}
+		}
+	}
+	for _, nc := range res.NodeClaims {
+		np, ok := pools[nc.NodePool]
+		if !ok {
+			c.fail("nodeclaim %s: unknown NodePool %q", nc.Name, nc.NodePool)
+			continue
+		}
+		n := c.claimNode(nc, np)
+		if n != nil {
+			c.nodes[n.name] = n
+		}
+	}
+	pending := map[PodRef]*inventory.Pod{}
+	for i := range c.in.Pods {
+		p := &c.in.Pods[i]
+		pending[PodRef{p.Namespace, p.Name}] = p
+	}
+	type event struct {
+		seq  int
+		pod  PodRef
+		node string
+	}
+	var events []event
+	for _, pl := range res.Placements {
+		events = append(events, event{pl.Seq, pl.Pod, pl.Node})
+	}
+	for _, nc := range res.NodeClaims {
+		if len(nc.Seq) != len(nc.Pods) {
+			c.fail("nodeclaim %s: %d pods but %d sequence numbers", nc.Name, len(nc.Pods), len(nc.Seq))
+			continue
+		}
+		for i, p := range nc.Pods {
+			events = append(events, event{nc.Seq[i], p, nc.Name})
+		}
+	}
+	sort.Slice(events, func(i, j int) bool { return events[i].seq < events[j].seq })
+	seen := map[PodRef]bool{}
+	for _, e := range events {
+		p, ok := pending[e.pod]
+		if !ok {
+			c.fail("%s is placed but is not a pending pod", e.pod)
+			continue
+		}
+		if seen[e.pod] {
+			c.fail("%s is placed twice", e.pod)
+			continue
+		}
+		seen[e.pod] = true
+		n, ok := c.nodes[e.node]
+		if !ok {
+			c.fail("%s is placed on unknown node %s", e.pod, e.node)
+			continue
+		}
+		c.verify(p, n)
+		c.bind(p, n)
+	}
+	for _, u := range res.Unschedulable {
+		if seen[u.Pod] {
+			c.fail("%s is both placed and unschedulable", u.Pod)
+		}
+		seen[u.Pod] = true
+		if len(u.Reasons) == 0 {
+			c.fail("%s is unschedulable without a reason", u.Pod)
+		}
+	}
+	for ref := range pending {
+		if !seen[ref] {
+			c.fail("%s is neither placed nor reported unschedulable", ref)
+		}
+	}
+	for _, n := range c.nodes {
+		for name, q := range n.used {
+			a := n.alloc[name]
+			if q.Cmp(a) > 0 {
+				c.fail("node %s: %s requested %s exceeds allocatable %s", n.name, name, q.String(), a.String())
+			}
+		}
+	}
+}
+
+func (c *checker) poolTypes(np *NodePool) []InstanceType {
+	if np.InstanceTypes != nil {
+		return np.InstanceTypes
+	}
+	if c.in.Catalog == nil {
+		return nil
+	}
+	ts, err := InstanceTypesFromCatalog(c.in.Catalog, np.Kubelet)
+	if err != nil {
+		return nil
+	}
+	return ts
+}
+
+// claimNode builds the node a NodeClaim becomes and checks its type.
+func (c *checker) claimNode(nc NodeClaim, np *NodePool) *cnode {
+	var t *InstanceType
+	types := c.poolTypes(np)
+	for i := range types {
+		if types[i].Name == nc.InstanceType {
+			t = &types[i]
+		}
+	}
+	if t == nil {
+		c.fail("nodeclaim %s: instance type %q is not available to NodePool %s", nc.Name, nc.InstanceType, np.Name)
+		return nil
+	}
+	offered := false
+	for _, o := range t.Offerings {
+		if o.Zone == nc.Zone && o.CapacityType == nc.CapacityType && o.Price == nc.Price {
+			offered = true
+		}
+	}
+	if !offered {
+		c.fail("nodeclaim %s: %s has no %s offering in %s at %v", nc.Name, t.Name, nc.CapacityType, nc.Zone, nc.Price)
+	}
+	l := map[string]string{}
+	for k, v := range t.Labels {
+		l[k] = v
+	}
+	for k, vs := range t.MultiLabels {
+		if len(vs) > 0 {
+			l[k] = vs[0]
+		}
+	}
+	for k, v := range np.Spec.Template.ObjectMeta.Labels {
+		l[k] = v
+	}
+	l[catalog.LabelZone] = nc.Zone
+	l[catalog.LabelCapacityType] = nc.CapacityType
+	l[catalog.LabelNodePool] = np.Name
+	l[catalog.LabelHostname] = nc.Name
+	for i, r := range np.Spec.Template.Spec.Requirements {
+		vals := []string{l[r.Key]}
+		if vs, ok := t.MultiLabels[r.Key]; ok {
+			vals = vs
+		}
+		_, has := l[r.Key]
+		okAny := false
+		for _, v := range vals {
+			if exprMatches(corev1.NodeSelectorRequirement{Key: r.Key, Operator: r.Operator, Values: r.Values}, v, has) {
+				okAny = true
+			}
+		}
+		if !okAny {
+			c.fail("nodeclaim %s: %s violates NodePool %s requirement[%d] %s %s %v", nc.Name, t.Name, np.Name, i, r.Key, r.Operator, r.Values)
+		}
+	}
+	alloc := corev1.ResourceList{}
+	for name, q := range t.Capacity {
+		q = q.DeepCopy()
+		if o, ok := t.Overhead[name]; ok {
+			q.Sub(o)
+		}
+		alloc[name] = q
+	}
+	n := &cnode{name: nc.Name, labels: l, taints: np.Spec.Template.Spec.Taints, alloc: alloc, used: corev1.ResourceList{}, ports: map[inventory.HostPort]bool{}}
+	// DaemonSet pods that would run there.
+	for i := range c.in.DaemonSets {
+		ds := &c.in.DaemonSets[i]
+		if !tolerated(ds.Tolerations, n.taints) || !matchesNode(ds.NodeSelector, ds.Affinity, n.labels) {
+			continue
+		}
+		c.bind(&inventory.Pod{Namespace: ds.Namespace, Name: ds.Name, Requests: ds.Requests}, n)
+	}
+	return n
+}
+
+func (c *checker) bind(p *inventory.Pod, n *cnode) {
+	for name, q := range p.Requests {
+		u := n.used[name]
+		u.Add(q)
+		n.used[name] = u
+	}
+	u := n.used[corev1.ResourcePods]
+	u.Add(*resourceOne())
+	n.used[corev1.ResourcePods] = u
+	for _, hp := range p.HostPorts {
+		n.ports[hp] = true
+	}
+	c.placed = append(c.placed, cplaced{p, n})
+}
+
+func (c *checker) verify(p *inventory.Pod, n *cnode) {
+	ref := p.Namespace + "/" + p.Name
+	if !tolerated(p.Tolerations, n.taints) {
+		c.fail("%s on %s: does not tolerate the node's taints %v", ref, n.name, n.taints)
+	}
+	if !matchesNode(p.NodeSelector, p.Affinity, n.labels) {
+		c.fail("%s on %s: node selector / required node affinity does not match labels", ref, n.name)
+	}
+	for _, hp := range p.HostPorts {
+		if n.ports[hp] {
+			c.fail("%s on %s: host port %d/%s already in use", ref, n.name, hp.Port, hp.Protocol)
+		}
+	}
+	for _, tsc := range p.TopologySpreadConstraints {
+		if tsc.WhenUnsatisfiable != corev1.DoNotSchedule {
+			continue
+		}
+		sel := selectorWith(tsc.LabelSelector, p, tsc.MatchLabelKeys)
+		dom, ok := n.labels[tsc.TopologyKey]
+		if !ok {
+			c.fail("%s on %s: node has no %s label for its topology spread", ref, n.name, tsc.TopologyKey)
+			continue
+		}
+		counts := c.countBy(tsc.TopologyKey, map[string]bool{p.Namespace: true}, sel)
+		self := int32(0)
+		if sel.Matches(labels.Set(p.Labels)) {
+			self = 1
+		}
+		minC := int32(0)
+		if tsc.TopologyKey != catalog.LabelHostname {
+			minC = c.globalMin(tsc, p, counts)
+		}
+		if counts[dom]+self-minC > max(tsc.MaxSkew, 1) {
+			c.fail("%s on %s: topology spread on %s violated: %d in %s, global minimum %d, maxSkew %d", ref, n.name, tsc.TopologyKey, counts[dom]+self, dom, minC, tsc.MaxSkew)
+		}
+	}
+	if a := p.Affinity; a != nil {
+		if a.PodAffinity != nil {
+			for _, t := range a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				sel := selectorWith(t.LabelSelector, p, t.MatchLabelKeys)
+				counts := c.countBy(t.TopologyKey, nsOf(p, t), sel)
+				total := int32(0)
+				for _, v := range counts {
+					total += v
+				}
+				if counts[n.labels[t.TopologyKey]] == 0 && (total > 0 || !sel.Matches(labels.Set(p.Labels))) {
+					c.fail("%s on %s: required pod affinity on %s has no matching pod there", ref, n.name, t.TopologyKey)
+				}
+			}
+		}
+		if a.PodAntiAffinity != nil {
+			for _, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+				sel := selectorWith(t.LabelSelector, p, t.MatchLabelKeys)
+				counts := c.countBy(t.TopologyKey, nsOf(p, t), sel)
+				if d, ok := n.labels[t.TopologyKey]; ok && counts[d] > 0 {
+					c.fail("%s on %s: required pod anti-affinity on %s: %d matching pods in %s", ref, n.name, t.TopologyKey, counts[d], d)
+				}
+			}
+		}
+	}
+	// Symmetry: placed pods' anti-affinity keeps this pod out.
+	for _, q := range c.placed {
+		if q.pod.Affinity == nil || q.pod.Affinity.PodAntiAffinity == nil {
+			continue
+		}
+		for _, t := range q.pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+			sel := selectorWith(t.LabelSelector, q.pod, t.MatchLabelKeys)
+			ns := nsOf(q.pod, t)
+			if !(ns[p.Namespace] || ns["*"]) || !sel.Matches(labels.Set(p.Labels)) {
+				continue
+			}
+			if d, ok := n.labels[t.TopologyKey]; ok && q.node.labels[t.TopologyKey] == d {
+				c.fail("%s on %s: %s/%s there is anti-affine to it on %s", ref, n.name, q.pod.Namespace, q.pod.Name, t.TopologyKey)
+			}
+		}
+	}
+}
+
+func (c *checker) countBy(key string, ns map[string]bool, sel labels.Selector) map[string]int32 {
+	out := map[string]int32{}
+	for _, q := range c.placed {
+		if !(ns[q.pod.Namespace] || ns["*"]) || !sel.Matches(labels.Set(q.pod.Labels)) {
+			continue
+		}
+		if d, ok := q.node.labels[key]; ok {
+			out[d]++
+		}
+	}
+	return out
+}
+
+// globalMin is the minimum count over the domains the pod could use: every
+// zone a NodePool or node offers (Karpenter counts empty domains it can
+// create), filtered by the pod's own requirement on the key.
+func (c *checker) globalMin(tsc corev1.TopologySpreadConstraint, p *inventory.Pod, counts map[string]int32) int32 {
+	var domains []string
+	if tsc.TopologyKey == catalog.LabelZone {
+		for z := range c.zones {
+			domains = append(domains, z)
+		}
+	} else {
+		for _, n := range c.nodes {
+			if d, ok := n.labels[tsc.TopologyKey]; ok {
+				domains = append(domains, d)
+			}
+		}
+	}
+	honor := tsc.NodeAffinityPolicy == nil || *tsc.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor
+	m, n := int32(-1), int32(0)
+	seen := map[string]bool{}
+	for _, d := range domains {
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		if honor && !podAllowsValue(p, tsc.TopologyKey, d) {
+			continue
+		}
+		n++
+		if m < 0 || counts[d] < m {
+			m = counts[d]
+		}
+	}
+	if m < 0 || (tsc.MinDomains != nil && n < *tsc.MinDomains) {
+		return 0
+	}
+	return m
+}
+
+// podAllowsValue: could some term of the pod's node selection accept the
+// value for the key (ignoring other keys)?
+func podAllowsValue(p *inventory.Pod, key, v string) bool {
+	if sv, ok := p.NodeSelector[key]; ok && sv != v {
+		return false
+	}
+	a := p.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return true
+	}
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		ok := true
+		for _, e := range term.MatchExpressions {
+			if e.Key == key && !exprMatches(e, v, true) {
+				ok = false
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func nsOf(p *inventory.Pod, t corev1.PodAffinityTerm) map[string]bool {
+	if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
+		return map[string]bool{p.Namespace: true}
+	}
+	m := map[string]bool{}
+	for _, n := range t.Namespaces {
+		m[n] = true
+	}
+	if t.NamespaceSelector != nil && len(t.NamespaceSelector.MatchLabels) == 0 && len(t.NamespaceSelector.MatchExpressions) == 0 {
+		m["*"] = true
+	}
+	return m
+}
+
+func selectorWith(ls *metav1.LabelSelector, p *inventory.Pod, keys []string) labels.Selector {
+	if ls == nil {
+		return labels.Nothing()
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	if err != nil {
+		return labels.Nothing()
+	}
+	for _, k := range keys {
+		if v, ok := p.Labels[k]; ok {
+			if r, err := labels.NewRequirement(k, "=", []string{v}); err == nil {
+				sel = sel.Add(*r)
+			}
+		}
+	}
+	return sel
+}
+
+func tolerated(tols []corev1.Toleration, taints []corev1.Taint) bool {
+	for _, t := range taints {
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		ok := false
+		for _, tol := range tols {
+			keyOK := tol.Key == "" || tol.Key == t.Key
+			effOK := tol.Effect == "" || tol.Effect == t.Effect
+			valOK := tol.Operator == corev1.TolerationOpExists || (tol.Key != "" && tol.Value == t.Value)
+			if keyOK && effOK && valOK {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func matchesNode(sel map[string]string, a *corev1.Affinity, l map[string]string) bool {
+	for k, v := range sel {
+		if l[k] != v {
+			return false
+		}
+	}
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return true
+	}
+	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		ok := true
+		for _, e := range term.MatchExpressions {
+			v, has := l[e.Key]
+			if !exprMatches(e, v, has) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+func exprMatches(e corev1.NodeSelectorRequirement, v string, has bool) bool {
+	in := func() bool {
+		for _, x := range e.Values {
+			if x == v {
+				return true
+			}
+		}
+		return false
+	}
+	num := func(cmp func(a, b int64) bool) bool {
+		if !has || len(e.Values) != 1 {
+			return false
+		}
+		a, err1 := strconv.ParseInt(v, 10, 64)
+		b, err2 := strconv.ParseInt(e.Values[0], 10, 64)
+		return err1 == nil && err2 == nil && cmp(a, b)
+	}
+	switch e.Operator {
+	case corev1.NodeSelectorOpIn:
+		return has && in()
+	case corev1.NodeSelectorOpNotIn:
+		return !has || !in()
+	case corev1.NodeSelectorOpExists:
+		return has
+	case corev1.NodeSelectorOpDoesNotExist:
+		return !has
+	case corev1.NodeSelectorOpGt:
+		return num(func(a, b int64) bool { return a > b })
+	case corev1.NodeSelectorOpLt:
+		return num(func(a, b int64) bool { return a < b })
+	case "Gte":
+		return num(func(a, b int64) bool { return a >= b })
+	case "Lte":
+		return num(func(a, b int64) bool { return a <= b })
+	}
+	return false
+}
