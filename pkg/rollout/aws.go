@@ -1,0 +1,243 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/smithy-go"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+type kubeClient = kubernetes.Interface
+
+// AutoScalingAPI is the part of the Auto Scaling client the rollout uses;
+// *autoscaling.Client satisfies it.
+type AutoScalingAPI interface {
+	DescribeAutoScalingGroups(ctx context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error)
+	UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.UpdateAutoScalingGroupInput, optFns ...func(*autoscaling.Options)) (*autoscaling.UpdateAutoScalingGroupOutput, error)
+	SuspendProcesses(ctx context.Context, in *autoscaling.SuspendProcessesInput, optFns ...func(*autoscaling.Options)) (*autoscaling.SuspendProcessesOutput, error)
+	ResumeProcesses(ctx context.Context, in *autoscaling.ResumeProcessesInput, optFns ...func(*autoscaling.Options)) (*autoscaling.ResumeProcessesOutput, error)
+	TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, optFns ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error)
+}
+
+// EKSAPI is the part of the EKS client the rollout uses; *eks.Client
+// satisfies it.
+type EKSAPI interface {
+	UpdateNodegroupConfig(ctx context.Context, in *eks.UpdateNodegroupConfigInput, optFns ...func(*eks.Options)) (*eks.UpdateNodegroupConfigOutput, error)
+}
+
+// migrationProcesses are suspended on every group while its nodes are
+// drained and removed, so the ASG neither replaces nor rebalances them.
+var migrationProcesses = []string{"AZRebalance", "ReplaceUnhealthy", "Launch"}
+
+func (s *Session) describeGroup(ctx context.Context, asg string) (*astypes.AutoScalingGroup, error) {
+	out, err := s.ASG.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{asg}})
+	if err != nil {
+		return nil, fmt.Errorf("describe ASG %s: %w", asg, err)
+	}
+	if len(out.AutoScalingGroups) == 0 {
+		return nil, fmt.Errorf("describe ASG %s: not found", asg)
+	}
+	return &out.AutoScalingGroups[0], nil
+}
+
+// recordGroups records each planned group's sizes and suspended processes
+// before anything changes them (once: a resumed run keeps the originals).
+func (s *Session) recordGroups(ctx context.Context) error {
+	for _, g := range s.Plan.NodeGroups {
+		if s.Journal.Recorded.Group(g.Name) != nil {
+			continue
+		}
+		asg, err := s.describeGroup(ctx, g.ASGName)
+		if err != nil {
+			return err
+		}
+		rec := GroupRecord{GroupState: GroupState{
+			Name: g.Name, Kind: g.Kind, ASGName: g.ASGName,
+			Min: ptr.Deref(asg.MinSize, 0), Max: ptr.Deref(asg.MaxSize, 0), Desired: ptr.Deref(asg.DesiredCapacity, 0),
+		}}
+		for _, p := range asg.SuspendedProcesses {
+			rec.SuspendedProcesses = append(rec.SuspendedProcesses, ptr.Deref(p.ProcessName, ""))
+		}
+		slices.Sort(rec.SuspendedProcesses)
+		s.Journal.Recorded.NodeGroups = append(s.Journal.Recorded.NodeGroups, rec)
+		if err := s.save(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepareGroups suspends the migration processes and lowers each group's
+// minimum to zero so instances can be removed with a decrement.
+func (s *Session) prepareGroups(ctx context.Context) error {
+	if err := s.recordGroups(ctx); err != nil {
+		return err
+	}
+	for i := range s.Journal.Recorded.NodeGroups {
+		rec := &s.Journal.Recorded.NodeGroups[i]
+		var suspend []string
+		for _, p := range migrationProcesses {
+			if !slices.Contains(rec.SuspendedProcesses, p) {
+				suspend = append(suspend, p)
+			}
+		}
+		if len(suspend) > 0 && !slices.Equal(rec.WeSuspended, suspend) {
+			s.change("suspend processes %s on ASG %s", strings.Join(suspend, ","), rec.ASGName)
+			if !s.Options.DryRun {
+				rec.WeSuspended = suspend // recorded before the call: resuming a not-suspended process is harmless
+				if err := s.save(ctx); err != nil {
+					return err
+				}
+				if _, err := s.ASG.SuspendProcesses(ctx, &autoscaling.SuspendProcessesInput{AutoScalingGroupName: &rec.ASGName, ScalingProcesses: suspend}); err != nil {
+					return fmt.Errorf("suspend %v on ASG %s: %w", suspend, rec.ASGName, err)
+				}
+			}
+		}
+		if err := s.setGroupSize(ctx, rec, ptr.To(int32(0)), nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setGroupSize changes the given sizes (nil leaves one as it is) through
+// the ASG (self-managed) or the managed node group's scaling config.
+func (s *Session) setGroupSize(ctx context.Context, rec *GroupRecord, minSize, maxSize, desired *int32) error {
+	desc := func(name string, v *int32) string {
+		if v == nil {
+			return ""
+		}
+		return fmt.Sprintf(" %s=%d", name, *v)
+	}
+	s.change("set %s group %s size%s%s%s", rec.Kind, rec.Name, desc("min", minSize), desc("max", maxSize), desc("desired", desired))
+	if s.Options.DryRun {
+		return nil
+	}
+	if rec.Kind == inventory.Managed && s.EKS != nil {
+		asg, err := s.describeGroup(ctx, rec.ASGName)
+		if err != nil {
+			return err
+		}
+		sc := &ekstypes.NodegroupScalingConfig{
+			MinSize: orPtr(minSize, asg.MinSize), MaxSize: orPtr(maxSize, asg.MaxSize), DesiredSize: orPtr(desired, asg.DesiredCapacity),
+		}
+		if ptr.Deref(sc.MaxSize, 0) < 1 {
+			sc.MaxSize = ptr.To(int32(1)) // EKS requires maxSize >= 1
+		}
+		_, err = s.EKS.UpdateNodegroupConfig(ctx, &eks.UpdateNodegroupConfigInput{ClusterName: &s.Plan.Cluster, NodegroupName: &rec.Name, ScalingConfig: sc})
+		if err != nil {
+			return fmt.Errorf("update managed node group %s scaling config: %w", rec.Name, err)
+		}
+		return nil
+	}
+	_, err := s.ASG.UpdateAutoScalingGroup(ctx, &autoscaling.UpdateAutoScalingGroupInput{
+		AutoScalingGroupName: &rec.ASGName, MinSize: minSize, MaxSize: maxSize, DesiredCapacity: desired,
+	})
+	if err != nil {
+		return fmt.Errorf("update ASG %s sizes: %w", rec.ASGName, err)
+	}
+	return nil
+}
+
+func orPtr(v, def *int32) *int32 {
+	if v != nil {
+		return v
+	}
+	return def
+}
+
+// terminate removes an instance from its group without a replacement.
+func (s *Session) terminate(ctx context.Context, instanceID string) error {
+	s.change("terminate instance %s with desired-capacity decrement", instanceID)
+	if s.Options.DryRun {
+		return nil
+	}
+	_, err := s.ASG.TerminateInstanceInAutoScalingGroup(ctx, &autoscaling.TerminateInstanceInAutoScalingGroupInput{
+		InstanceId: &instanceID, ShouldDecrementDesiredCapacity: ptr.To(true),
+	})
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() == "ValidationError" && strings.Contains(strings.ToLower(ae.ErrorMessage()), "not found") {
+		return nil // already gone
+	}
+	if err != nil {
+		return fmt.Errorf("terminate instance %s in its ASG: %w", instanceID, err)
+	}
+	return nil
+}
+
+// ScaleGroupsToZero sets every planned group to zero and resumes the
+// processes the rollout suspended.
+func (s *Session) ScaleGroupsToZero(ctx context.Context) error {
+	if err := s.recordGroups(ctx); err != nil {
+		return err
+	}
+	zero := ptr.To(int32(0))
+	for i := range s.Journal.Recorded.NodeGroups {
+		rec := &s.Journal.Recorded.NodeGroups[i]
+		maxSize := zero
+		if rec.Kind == inventory.Managed && s.EKS != nil {
+			maxSize = nil
+		}
+		if err := s.setGroupSize(ctx, rec, zero, maxSize, zero); err != nil {
+			return err
+		}
+		if err := s.resumeOurs(ctx, rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// GroupsAtZero reports whether every planned group has desired and min 0.
+func (s *Session) GroupsAtZero(ctx context.Context) (bool, string, error) {
+	for _, g := range s.Plan.NodeGroups {
+		asg, err := s.describeGroup(ctx, g.ASGName)
+		if err != nil {
+			return false, "", err
+		}
+		if ptr.Deref(asg.DesiredCapacity, 0) != 0 || ptr.Deref(asg.MinSize, 0) != 0 {
+			return false, fmt.Sprintf("ASG %s is at min %d desired %d", g.ASGName, ptr.Deref(asg.MinSize, 0), ptr.Deref(asg.DesiredCapacity, 0)), nil
+		}
+	}
+	return true, "every group is at zero", nil
+}
+
+func (s *Session) resumeOurs(ctx context.Context, rec *GroupRecord) error {
+	if len(rec.WeSuspended) == 0 {
+		return nil
+	}
+	s.change("resume processes %s on ASG %s", strings.Join(rec.WeSuspended, ","), rec.ASGName)
+	if s.Options.DryRun {
+		return nil
+	}
+	if _, err := s.ASG.ResumeProcesses(ctx, &autoscaling.ResumeProcessesInput{AutoScalingGroupName: &rec.ASGName, ScalingProcesses: rec.WeSuspended}); err != nil {
+		return fmt.Errorf("resume %v on ASG %s: %w", rec.WeSuspended, rec.ASGName, err)
+	}
+	return nil
+}
+
+// RestoreGroups puts every recorded group back to its recorded sizes and
+// processes.
+func (s *Session) RestoreGroups(ctx context.Context) error {
+	for i := range s.Journal.Recorded.NodeGroups {
+		rec := &s.Journal.Recorded.NodeGroups[i]
+		if err := s.resumeOurs(ctx, rec); err != nil {
+			return err
+		}
+		if err := s.setGroupSize(ctx, rec, ptr.To(rec.Min), ptr.To(rec.Max), ptr.To(rec.Desired)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

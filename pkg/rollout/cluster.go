@@ -1,0 +1,500 @@
+package rollout
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+)
+
+// Infra runs the AWS-side runbook groups (pkg/iam): discovery-tags,
+// node-role, controller-role, interruption-queue, node-access.
+type Infra interface {
+	Check(ctx context.Context, group string) (done bool, why string, err error)
+	Up(ctx context.Context, group string) error
+	// Down removes what the tool created for every group.
+	Down(ctx context.Context) error
+}
+
+// Overlay yields the objects of the environment's built kustomize overlay.
+type Overlay interface {
+	Objects(ctx context.Context) ([]*unstructured.Unstructured, error)
+}
+
+// OverlayDir builds DIR/overlays/ENV with pkg/generate.
+type OverlayDir struct{ Dir, Env string }
+
+// Objects builds the overlay and decodes its objects.
+func (o OverlayDir) Objects(context.Context) ([]*unstructured.Unstructured, error) {
+	b, err := generate.BuildOverlay(o.Dir, o.Env)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeObjects(b)
+}
+
+// StaticOverlay is a fixed list of objects (tests, the sandbox).
+type StaticOverlay []*unstructured.Unstructured
+
+// Objects returns the list.
+func (o StaticOverlay) Objects(context.Context) ([]*unstructured.Unstructured, error) { return o, nil }
+
+// DecodeObjects decodes a multi-document YAML stream.
+func DecodeObjects(b []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var out []*unstructured.Unstructured
+	for i := 0; ; i++ {
+		var m map[string]any
+		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i+1, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+}
+
+// DetectDrift compares the planned node groups with the ASGs now: a group
+// gone, resized, or a legacy node in a group the plan does not know.
+func DetectDrift(ctx context.Context, s *Session) ([]string, error) {
+	var changes []string
+	known := map[string]bool{}
+	for _, g := range s.Plan.NodeGroups {
+		known[g.Name] = true
+		if s.ASG == nil {
+			continue
+		}
+		asg, err := s.describeGroup(ctx, g.ASGName)
+		if err != nil {
+			if strings.Contains(err.Error(), "not found") {
+				changes = append(changes, fmt.Sprintf("node group %s (ASG %s) was removed", g.Name, g.ASGName))
+				continue
+			}
+			return nil, err
+		}
+		mn, mx, d := ptr.Deref(asg.MinSize, 0), ptr.Deref(asg.MaxSize, 0), ptr.Deref(asg.DesiredCapacity, 0)
+		if mn != g.Min || mx != g.Max || d != g.Desired {
+			changes = append(changes, fmt.Sprintf("node group %s sizes changed from min/max/desired %d/%d/%d to %d/%d/%d", g.Name, g.Min, g.Max, g.Desired, mn, mx, d))
+		}
+	}
+	nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	added := map[string]bool{}
+	for _, n := range nodes.Items {
+		if g := NodeGroupOf(&n); g != "" && !known[g] && !added[g] {
+			added[g] = true
+			changes = append(changes, fmt.Sprintf("node group %s was added (node %s)", g, n.Name))
+		}
+	}
+	slices.Sort(changes)
+	return changes, nil
+}
+
+// NodeGroupOf returns the legacy node group a node's labels name, or "".
+func NodeGroupOf(n *corev1.Node) string {
+	for _, k := range []string{"eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name", "karpenter-migrate.io/node-group"} {
+		if v := n.Labels[k]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// ScaleClusterAutoscaler records Cluster Autoscaler's replicas (once) and
+// scales it to replicas.
+func (s *Session) ScaleClusterAutoscaler(ctx context.Context, replicas int32) error {
+	ca := s.Plan.ClusterAutoscaler
+	if ca == nil {
+		return nil
+	}
+	scale, err := s.Kube.AppsV1().Deployments(ca.Namespace).GetScale(ctx, ca.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read Cluster Autoscaler scale %s/%s: %w", ca.Namespace, ca.Name, err)
+	}
+	if s.Journal.Recorded.ClusterAutoscaler == nil && !s.Options.DryRun {
+		s.Journal.Recorded.ClusterAutoscaler = &CARef{Namespace: ca.Namespace, Name: ca.Name, Replicas: scale.Spec.Replicas}
+		if err := s.save(ctx); err != nil {
+			return err
+		}
+	}
+	return s.setCAReplicas(ctx, ca.Namespace, ca.Name, scale.Spec.Replicas, replicas)
+}
+
+func (s *Session) setCAReplicas(ctx context.Context, ns, name string, from, to int32) error {
+	if from == to {
+		return nil
+	}
+	s.change("scale Deployment %s/%s replicas %d -> %d", ns, name, from, to)
+	if s.Options.DryRun {
+		return nil
+	}
+	_, err := s.Kube.AppsV1().Deployments(ns).UpdateScale(ctx, name, &autoscalingv1.Scale{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: autoscalingv1.ScaleSpec{Replicas: to},
+	}, metav1.UpdateOptions{FieldManager: kube.FieldManager})
+	if err != nil {
+		return fmt.Errorf("scale Deployment %s/%s to %d: %w", ns, name, to, err)
+	}
+	return nil
+}
+
+// ClusterAutoscalerAt reports whether Cluster Autoscaler runs replicas.
+func (s *Session) ClusterAutoscalerAt(ctx context.Context, replicas int32) (bool, string, error) {
+	ca := s.Plan.ClusterAutoscaler
+	if ca == nil {
+		return true, "the plan has no Cluster Autoscaler", nil
+	}
+	scale, err := s.Kube.AppsV1().Deployments(ca.Namespace).GetScale(ctx, ca.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true, fmt.Sprintf("Deployment %s/%s not found", ca.Namespace, ca.Name), nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("read Cluster Autoscaler scale: %w", err)
+	}
+	return scale.Spec.Replicas == replicas, fmt.Sprintf("Cluster Autoscaler at %d replicas", scale.Spec.Replicas), nil
+}
+
+// RestoreClusterAutoscaler scales Cluster Autoscaler back to its recorded replicas.
+func (s *Session) RestoreClusterAutoscaler(ctx context.Context) error {
+	rec := s.Journal.Recorded.ClusterAutoscaler
+	if rec == nil {
+		return nil
+	}
+	scale, err := s.Kube.AppsV1().Deployments(rec.Namespace).GetScale(ctx, rec.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("read Cluster Autoscaler scale: %w", err)
+	}
+	return s.setCAReplicas(ctx, rec.Namespace, rec.Name, scale.Spec.Replicas, rec.Replicas)
+}
+
+func (s *Session) applier() *kube.Applier {
+	return &kube.Applier{Dynamic: s.Dynamic, Mapper: s.Mapper, Environment: s.Plan.Environment, DryRun: s.Options.DryRun}
+}
+
+// ApplyOverlay server-side applies the environment's NodePools and node
+// classes and records what it applied.
+func (s *Session) ApplyOverlay(ctx context.Context) error {
+	objs, err := s.Overlay.Objects(ctx)
+	if err != nil {
+		return fmt.Errorf("build the environment's overlay: %w", err)
+	}
+	// Node classes first: NodePools reference them.
+	slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int {
+		return boolInt(a.GetKind() == "NodePool") - boolInt(b.GetKind() == "NodePool")
+	})
+	a := s.applier()
+	for _, o := range objs {
+		s.change("apply %s %s", o.GetKind(), o.GetName())
+		if _, err := a.Apply(ctx, o); err != nil {
+			return err
+		}
+		ref := ObjectRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), Namespace: o.GetNamespace()}
+		if !s.Options.DryRun && !slices.Contains(s.Journal.Recorded.Objects, ref) {
+			s.Journal.Recorded.Objects = append(s.Journal.Recorded.Objects, ref)
+			if err := s.save(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// OverlayApplied reports whether every overlay object exists and is ours.
+func (s *Session) OverlayApplied(ctx context.Context) (bool, string, error) {
+	objs, err := s.Overlay.Objects(ctx)
+	if err != nil {
+		return false, "", fmt.Errorf("build the environment's overlay: %w", err)
+	}
+	for _, o := range objs {
+		gvk := o.GroupVersionKind()
+		m, err := s.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return false, "", fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
+		}
+		var ri = s.Dynamic.Resource(m.Resource)
+		var cur *unstructured.Unstructured
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			cur, err = ri.Namespace(o.GetNamespace()).Get(ctx, o.GetName(), metav1.GetOptions{})
+		} else {
+			cur, err = ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+		}
+		if apierrors.IsNotFound(err) {
+			return false, "", nil
+		}
+		if err != nil {
+			return false, "", fmt.Errorf("get %s %s: %w", gvk.Kind, o.GetName(), err)
+		}
+		if cur.GetLabels()[kube.LabelManagedBy] != kube.FieldManager {
+			return false, "", nil
+		}
+	}
+	return true, fmt.Sprintf("%d objects already applied", len(objs)), nil
+}
+
+// RemoveOverlay undoes ApplyOverlay: it stops our NodePools from
+// launching (limits cpu 0), drains their nodes (PDB-safe, pods go back to
+// the legacy nodes), then deletes the objects that carry our label.
+func (s *Session) RemoveOverlay(ctx context.Context) error {
+	var pools []string
+	for _, o := range s.Journal.Recorded.Objects {
+		if o.Kind == "NodePool" {
+			pools = append(pools, o.Name)
+		}
+	}
+	np := s.Dynamic.Resource(kube.NodePoolGVK.GroupVersion().WithResource("nodepools"))
+	for _, p := range pools {
+		s.change("set NodePool %s limits.cpu=0 (no new nodes)", p)
+		if !s.Options.DryRun {
+			_, err := np.Patch(ctx, p, types.MergePatchType, []byte(`{"spec":{"limits":{"cpu":"0"}}}`), metav1.PatchOptions{FieldManager: kube.FieldManager})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("limit NodePool %s: %w", p, err)
+			}
+		}
+	}
+	if len(pools) > 0 {
+		nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool in (" + strings.Join(pools, ",") + ")"})
+		if err != nil {
+			return fmt.Errorf("list Karpenter nodes: %w", err)
+		}
+		var names []string
+		for _, n := range nodes.Items {
+			names = append(names, n.Name)
+			s.change("cordon and drain Karpenter node %s", n.Name)
+			if !s.Options.DryRun {
+				if err := kube.Cordon(ctx, s.Kube, n.Name, true); err != nil {
+					return err
+				}
+			}
+		}
+		if !s.Options.DryRun && len(names) > 0 {
+			d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: s.drainOptions()}
+			res, err := d.DrainNodes(ctx, names, s.Plan.Budget.Concurrency)
+			if err != nil {
+				return fmt.Errorf("drain Karpenter nodes: %w", err)
+			}
+			for _, r := range res {
+				if !r.Complete() {
+					return &PausedError{Step: s.Journal.Current.Step, Reason: fmt.Sprintf("node %s still has pods that may not be evicted: %v; NodePools are kept until their nodes are empty", r.Node, r.Skipped)}
+				}
+			}
+		}
+	}
+	a := s.applier()
+	refs := slices.Clone(s.Journal.Recorded.Objects)
+	slices.SortStableFunc(refs, func(x, y ObjectRef) int { return boolInt(x.Kind != "NodePool") - boolInt(y.Kind != "NodePool") })
+	for _, o := range refs {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(o.APIVersion)
+		u.SetKind(o.Kind)
+		u.SetName(o.Name)
+		u.SetNamespace(o.Namespace)
+		s.change("delete %s %s", o.Kind, o.Name)
+		if err := a.Delete(ctx, u); err != nil {
+			return err
+		}
+	}
+	if !s.Options.DryRun {
+		s.Journal.Recorded.Objects = nil
+		return s.save(ctx)
+	}
+	return nil
+}
+
+// RestoreLegacyNodes uncordons the planned groups' nodes that are left,
+// deletes leftover placeholders and waits until each group has its
+// recorded desired count of Ready nodes.
+func (s *Session) RestoreLegacyNodes(ctx context.Context) error {
+	if err := s.deletePlaceholders(ctx, 0); err != nil {
+		return err
+	}
+	want := map[string]int{}
+	total := 0
+	for _, g := range s.Journal.Recorded.NodeGroups {
+		want[g.Name] = int(g.Desired)
+		total += int(g.Desired)
+	}
+	err := s.poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
+		nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, fmt.Errorf("list nodes: %w", err)
+		}
+		ready := map[string]int{}
+		n := 0
+		for i := range nodes.Items {
+			node := &nodes.Items[i]
+			g := NodeGroupOf(node)
+			if _, ok := want[g]; !ok {
+				continue
+			}
+			if node.Spec.Unschedulable {
+				s.change("uncordon node %s", node.Name)
+				if !s.Options.DryRun {
+					if err := kube.Cordon(ctx, s.Kube, node.Name, false); err != nil {
+						return false, err
+					}
+				}
+			}
+			if nodeReady(node) {
+				ready[g]++
+				n++
+			}
+		}
+		if s.Options.DryRun {
+			return true, nil
+		}
+		s.waiting(ctx, "legacy nodes Ready after restoring the groups' sizes", n, total)
+		for g, w := range want {
+			if ready[g] < w {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if errors.Is(err, errTimeout) {
+		return &PausedError{Step: s.Journal.Current.Step, Reason: fmt.Sprintf("legacy nodes not Ready within %s after restoring group sizes; check the ASGs' activity history", s.Plan.Budget.Gates.NodeReadyTimeout.Duration)}
+	}
+	return err
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Preflight checks the cluster is reachable, the tool may do its work,
+// Karpenter's CRDs are installed and its controller cannot run on its own
+// nodes, and the plan has no unacknowledged blockers.
+func (s *Session) Preflight(ctx context.Context) error {
+	var problems []string
+	if _, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return fmt.Errorf("cluster unreachable or nodes not listable: %w", err)
+	}
+	if s.Dynamic != nil {
+		if _, err := s.Dynamic.Resource(kube.NodePoolGVK.GroupVersion().WithResource("nodepools")).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			problems = append(problems, "Karpenter v1 NodePool CRD not usable ("+err.Error()+"); install Karpenter first")
+		}
+	}
+	for _, dep := range []struct{ ns, name string }{{"kube-system", "karpenter"}, {"karpenter", "karpenter"}} {
+		d, err := s.Kube.AppsV1().Deployments(dep.ns).Get(ctx, dep.name, metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		if d.Status.AvailableReplicas < 1 {
+			problems = append(problems, fmt.Sprintf("Karpenter Deployment %s/%s has no available replica", dep.ns, dep.name))
+		}
+		if !avoidsKarpenterNodes(d.Spec.Template.Spec.Affinity) {
+			problems = append(problems, fmt.Sprintf("Karpenter Deployment %s/%s may be scheduled on nodes it manages: add required node affinity karpenter.sh/nodepool DoesNotExist", dep.ns, dep.name))
+		}
+	}
+	if b := s.Plan.Blockers(); len(b) > 0 && !s.Options.AckBlockers {
+		for _, f := range b {
+			problems = append(problems, "blocker: "+f.Object+": "+f.Message)
+		}
+		problems = append(problems, "resolve the blockers or pass --ack-blockers")
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "\n  "))
+	}
+	return nil
+}
+
+func avoidsKarpenterNodes(a *corev1.Affinity) bool {
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return false
+	}
+	for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		ok := false
+		for _, e := range t.MatchExpressions {
+			if e.Key == "karpenter.sh/nodepool" && e.Operator == corev1.NodeSelectorOpDoesNotExist {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// FinalCheck verifies the end state: no workload pod left on a legacy
+// node, nothing pending, and the gate passing.
+func (s *Session) FinalCheck(ctx context.Context) error {
+	if s.Options.DryRun {
+		return nil
+	}
+	nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	legacy := map[string]bool{}
+	karpenter := 0
+	for _, n := range nodes.Items {
+		if NodeGroupOf(&n) != "" {
+			legacy[n.Name] = true
+		}
+		if n.Labels["karpenter.sh/nodepool"] != "" {
+			karpenter++
+		}
+	}
+	pods, err := s.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	var left []string
+	for _, p := range pods.Items {
+		if legacy[p.Spec.NodeName] && !isDaemon(&p) && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			left = append(left, p.Namespace+"/"+p.Name+" on "+p.Spec.NodeName)
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("pods still on legacy nodes: %s", strings.Join(left, ", "))
+	}
+	res, err := s.EvaluateGate(ctx)
+	if err != nil {
+		return err
+	}
+	s.emit(Event{Kind: EventGate, Step: s.Journal.Current.Step, Gate: &res, Message: fmt.Sprintf("%d Karpenter nodes; %s", karpenter, res.String())})
+	if !res.Passed {
+		return &PausedError{Step: s.Journal.Current.Step, Reason: "final check: " + res.String()}
+	}
+	return nil
+}
+
+func isDaemon(p *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.Kind == "DaemonSet"
+}

@@ -1,0 +1,93 @@
+package rollout
+
+import (
+	"sync"
+	"time"
+)
+
+// EventKind says what an Event reports. Consumers switch on it; the other
+// fields of Event are filled as documented per kind.
+type EventKind string
+
+// Event kinds.
+const (
+	// EventRunStarted/EventRunFinished bracket one apply or rollback;
+	// Message carries the outcome on finish.
+	EventRunStarted  EventKind = "RunStarted"
+	EventRunFinished EventKind = "RunFinished"
+	// EventStepStarted, EventStepSkipped (Check found it done, or it has
+	// nothing to do; Message says why), EventStepFinished, EventStepFailed
+	// (Message is the error): Step is set; Done/Total count steps.
+	EventStepStarted  EventKind = "StepStarted"
+	EventStepSkipped  EventKind = "StepSkipped"
+	EventStepFinished EventKind = "StepFinished"
+	EventStepFailed   EventKind = "StepFailed"
+	// EventWavePhase: Wave (1-based) of Waves entered Phase.
+	EventWavePhase EventKind = "WavePhase"
+	// EventWaiting: the run waits; Message says for what, Done/Total the
+	// progress (e.g. 3 of 5 placeholder pods running).
+	EventWaiting EventKind = "Waiting"
+	// EventEviction: Pod on Node was evicted (Message "evicted"), is being
+	// evicted ("evicting") or was left in place ("skipped: <why>").
+	EventEviction EventKind = "Eviction"
+	// EventPDBWait: an eviction of Pod was refused (429); PDB names the
+	// budget(s) it waits on.
+	EventPDBWait EventKind = "PDBWait"
+	// EventGate: the wave's gate was evaluated; Gate holds the result.
+	EventGate EventKind = "Gate"
+	// EventChange: one change made (or, with DryRun, that would be made):
+	// Message describes it ("scale deployment kube-system/cluster-autoscaler 2 -> 0").
+	EventChange EventKind = "Change"
+)
+
+// Event is one progress report of a run. It is a plain value, safe to copy,
+// send over a channel or encode as JSON (one per line for --log-format json).
+type Event struct {
+	Time   time.Time `json:"time"`
+	Kind   EventKind `json:"kind"`
+	Step   string    `json:"step,omitempty"`
+	Wave   int       `json:"wave,omitempty"`
+	Waves  int       `json:"waves,omitempty"`
+	Phase  string    `json:"phase,omitempty"`
+	Node   string    `json:"node,omitempty"`
+	Pod    string    `json:"pod,omitempty"`
+	PDB    string    `json:"pdb,omitempty"`
+	Done   int       `json:"done,omitempty"`
+	Total  int       `json:"total,omitempty"`
+	DryRun bool      `json:"dryRun,omitempty"`
+	// Message is a one-line human description of the event.
+	Message string      `json:"message,omitempty"`
+	Gate    *GateResult `json:"gate,omitempty"`
+}
+
+// Observer receives events. The runner calls it from one goroutine at a
+// time, in order; it must return quickly (hand off to a channel or a
+// tea.Program.Send, do not do I/O that can stall).
+type Observer func(Event)
+
+// ChannelObserver returns an Observer that sends every event to the
+// returned channel, buffered with size buf; when the buffer is full the
+// run waits for the consumer. Call close after the run to close it.
+func ChannelObserver(buf int) (obs Observer, events <-chan Event, closeFn func()) {
+	ch := make(chan Event, buf)
+	var once sync.Once
+	return func(e Event) { ch <- e }, ch, func() { once.Do(func() { close(ch) }) }
+}
+
+type emitter struct {
+	mu     sync.Mutex
+	obs    Observer
+	now    func() time.Time
+	dryRun bool
+}
+
+func (e *emitter) emit(ev Event) {
+	if e.obs == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ev.Time = e.now()
+	ev.DryRun = e.dryRun
+	e.obs(ev)
+}

@@ -1,0 +1,167 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+)
+
+// Step and run states in the journal.
+const (
+	StateRunning     = "running"
+	StateDone        = "done"
+	StateSkipped     = "skipped"
+	StateFailed      = "failed"
+	StatePaused      = "paused"
+	StateInterrupted = "interrupted"
+	StateCompleted   = "completed"
+	StateRolledBack  = "rolled-back"
+)
+
+// Journal is the rollout's state for one environment, stored in a
+// ConfigMap so that every machine sees it: the steps applied and when,
+// every value recorded before it was changed, and where the run is.
+type Journal struct {
+	Environment string    `json:"environment"`
+	Cluster     string    `json:"cluster,omitempty"`
+	PlanHash    string    `json:"planHash,omitempty"`
+	Operator    string    `json:"operator,omitempty"`
+	ToolVersion string    `json:"toolVersion,omitempty"`
+	State       string    `json:"state,omitempty"`
+	StartedAt   time.Time `json:"startedAt,omitzero"`
+	UpdatedAt   time.Time `json:"updatedAt,omitzero"`
+	// Current says what the run is doing or was doing when it stopped.
+	Current  Progress     `json:"current,omitzero"`
+	Steps    []StepRecord `json:"steps,omitempty"`
+	Waves    []WaveRecord `json:"waves,omitempty"`
+	Recorded Recorded     `json:"recorded,omitzero"`
+	// Message is the last pause or failure reason.
+	Message string `json:"message,omitempty"`
+}
+
+// Progress is the position of a run.
+type Progress struct {
+	Step       string `json:"step,omitempty"`
+	Wave       int    `json:"wave,omitempty"`
+	Phase      string `json:"phase,omitempty"`
+	WaitingFor string `json:"waitingFor,omitempty"`
+}
+
+// StepRecord is one step's outcome.
+type StepRecord struct {
+	ID         string    `json:"id"`
+	State      string    `json:"state"`
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	Message    string    `json:"message,omitempty"`
+}
+
+// WaveRecord is one wave's progress, so a resumed run continues it.
+type WaveRecord struct {
+	Index int    `json:"index"`
+	Phase string `json:"phase"`
+	// Evicted counts pods evicted (or moved by restart) in this wave.
+	Evicted int `json:"evicted,omitempty"`
+	// Removed are instances already terminated out of their groups.
+	Removed []string          `json:"removed,omitempty"`
+	Skipped []kube.SkippedPod `json:"skipped,omitempty"`
+}
+
+// Recorded holds every value the rollout changed, as it was before the
+// first change; rollback restores exactly these. A value is recorded once
+// and never overwritten, so a resumed run keeps the original.
+type Recorded struct {
+	ClusterAutoscaler *CARef        `json:"clusterAutoscaler,omitempty"`
+	NodeGroups        []GroupRecord `json:"nodeGroups,omitempty"`
+	// AWSAuthBackup names the backup of aws-auth taken before editing it.
+	AWSAuthBackup string `json:"awsAuthBackup,omitempty"`
+	// NodePools and NodeClasses are the objects the NodePools step applied.
+	Objects []ObjectRef `json:"objects,omitempty"`
+	// Extra holds values steps record under their own keys (IAM journal).
+	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+}
+
+// GroupRecord is a node group's settings before the rollout touched it.
+type GroupRecord struct {
+	GroupState
+	SuspendedProcesses []string `json:"suspendedProcesses,omitempty"`
+	// WeSuspended are the processes the rollout suspended (and resumes).
+	WeSuspended []string `json:"weSuspended,omitempty"`
+}
+
+// ObjectRef names an applied Kubernetes object.
+type ObjectRef struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	Namespace  string `json:"namespace,omitempty"`
+}
+
+// Group returns the record of a node group, or nil.
+func (r *Recorded) Group(name string) *GroupRecord {
+	for i := range r.NodeGroups {
+		if r.NodeGroups[i].Name == name {
+			return &r.NodeGroups[i]
+		}
+	}
+	return nil
+}
+
+// Step returns the record of a step, or nil.
+func (j *Journal) Step(id string) *StepRecord {
+	for i := range j.Steps {
+		if j.Steps[i].ID == id {
+			return &j.Steps[i]
+		}
+	}
+	return nil
+}
+
+// Wave returns the record of wave index, creating it.
+func (j *Journal) Wave(index int) *WaveRecord {
+	for i := range j.Waves {
+		if j.Waves[i].Index == index {
+			return &j.Waves[i]
+		}
+	}
+	j.Waves = append(j.Waves, WaveRecord{Index: index})
+	return &j.Waves[len(j.Waves)-1]
+}
+
+// JournalName is the ConfigMap (and Lease) name for an environment.
+func JournalName(env string) string { return "karpenter-migrate-" + env }
+
+const journalKey = "journal.json"
+
+// Store reads and writes journals.
+type Store struct{ s *kube.StateStore }
+
+// NewStore returns the journal store of env in namespace.
+func NewStore(client kubeClient, namespace, env string) *Store {
+	return &Store{s: &kube.StateStore{Client: client, Namespace: namespace, Name: JournalName(env), Key: journalKey, Environment: env}}
+}
+
+// Load returns the journal, or nil when the environment was never applied.
+func (s *Store) Load(ctx context.Context) (*Journal, error) {
+	b, err := s.s.Load(ctx)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var j Journal
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, fmt.Errorf("journal in ConfigMap %s/%s key %s is not valid JSON (%v); inspect it with kubectl", s.s.Namespace, s.s.Name, journalKey, err)
+	}
+	return &j, nil
+}
+
+// Save writes the journal.
+func (s *Store) Save(ctx context.Context, j *Journal) error {
+	b, err := json.MarshalIndent(j, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode journal: %w", err)
+	}
+	return s.s.Save(ctx, b)
+}

@@ -1,0 +1,595 @@
+package rollout
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+)
+
+// PlanAPIVersion and PlanKind identify a plan document.
+const (
+	PlanAPIVersion = "karpenter-migrate.io/v1alpha1"
+	PlanKind       = "RolloutPlan"
+)
+
+// Plan is what apply will do to one environment, as the user reviews it in
+// plan.yaml. Hash covers every field but itself and CreatedAt, so two plans
+// of the same cluster state hash the same.
+type Plan struct {
+	APIVersion  string    `json:"apiVersion"`
+	Kind        string    `json:"kind"`
+	Hash        string    `json:"hash"`
+	CreatedAt   time.Time `json:"createdAt"`
+	Environment string    `json:"environment"`
+	Cluster     string    `json:"cluster"`
+	Region      string    `json:"region,omitempty"`
+
+	Steps             []PlannedStep     `json:"steps"`
+	Budget            Budget            `json:"budget"`
+	NodeGroups        []GroupState      `json:"nodeGroups"`
+	ClusterAutoscaler *CARef            `json:"clusterAutoscaler,omitempty"`
+	Waves             []Wave            `json:"waves"`
+	Findings          []Finding         `json:"findings,omitempty"`
+	Cost              Cost              `json:"cost"`
+	NodePools         []string          `json:"nodePools,omitempty"`
+	PoolForGroup      map[string]string `json:"poolForGroup,omitempty"`
+}
+
+// PlannedStep is one runbook step as planned.
+type PlannedStep struct {
+	ID          string `json:"id"`
+	Purpose     string `json:"purpose"`
+	Destructive bool   `json:"destructive,omitempty"`
+}
+
+// Budget is how fast the rollout may go, from the environment's config.
+type Budget struct {
+	WaveSize      int  `json:"waveSize"`
+	Concurrency   int  `json:"concurrency"`
+	PreProvision  bool `json:"preProvision"`
+	AllowEmptyDir bool `json:"allowEmptyDir,omitempty"`
+	ForceEvict    bool `json:"forceEvict,omitempty"`
+	// RestartBlocked lets the drain move a pod whose PDB allows no
+	// disruption (a single replica with minAvailable: 1) by a surge
+	// rollout restart of its Deployment: the new pod is Ready before the
+	// old one goes, so the budget is never broken.
+	RestartBlocked bool `json:"restartBlocked"`
+	Gates          Gates `json:"gates"`
+}
+
+// Gates bound each wave's waits; exceeding one pauses the rollout.
+type Gates struct {
+	NodeReadyTimeout Duration `json:"nodeReadyTimeout"`
+	MaxPodPending    Duration `json:"maxPodPending"`
+	PDBWaitTimeout   Duration `json:"pdbWaitTimeout"`
+}
+
+// Duration is a time.Duration written as "10m0s".
+type Duration struct{ time.Duration }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: want a string like \"10m\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: want a Go duration like 90s or 10m", s)
+	}
+	d.Duration = v
+	return nil
+}
+
+// GroupState is a legacy node group as planned (sizes at plan time).
+type GroupState struct {
+	Name    string                  `json:"name"`
+	Kind    inventory.NodeGroupKind `json:"kind"`
+	ASGName string                  `json:"asgName"`
+	Min     int32                   `json:"min"`
+	Max     int32                   `json:"max"`
+	Desired int32                   `json:"desired"`
+}
+
+// CARef names the Cluster Autoscaler deployment.
+type CARef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Replicas  int32  `json:"replicas"`
+}
+
+// Wave is a set of legacy nodes moved together.
+type Wave struct {
+	Index          int             `json:"index"`
+	Nodes          []WaveNode      `json:"nodes"`
+	NodePools      []string        `json:"nodePools"`
+	Pods           int             `json:"pods"`
+	PredictedNodes []PredictedNode `json:"predictedNodes,omitempty"`
+	PreProvision   []Placeholder   `json:"preProvision,omitempty"`
+}
+
+// WaveNode is a legacy node and the instance behind it.
+type WaveNode struct {
+	Name       string `json:"name"`
+	NodeGroup  string `json:"nodeGroup"`
+	InstanceID string `json:"instanceID,omitempty"`
+	Zone       string `json:"zone,omitempty"`
+}
+
+// PredictedNode is a node Karpenter is expected to launch for a wave.
+type PredictedNode struct {
+	NodePool     string  `json:"nodePool"`
+	InstanceType string  `json:"instanceType,omitempty"`
+	Zone         string  `json:"zone,omitempty"`
+	CapacityType string  `json:"capacityType,omitempty"`
+	Pods         int     `json:"pods"`
+	CPU          string  `json:"cpu"`
+	Memory       string  `json:"memory"`
+	PricePerHour float64 `json:"pricePerHour,omitempty"`
+}
+
+// Placeholder is one pause pod that reserves capacity before a drain.
+type Placeholder struct {
+	NodePool string `json:"nodePool"`
+	CPU      string `json:"cpu"`
+	Memory   string `json:"memory"`
+}
+
+// Finding is a readiness note the user should see before applying.
+type Finding struct {
+	Severity string `json:"severity"` // blocker, warning, info
+	Object   string `json:"object,omitempty"`
+	Message  string `json:"message"`
+}
+
+// Cost compares the fleet before and after, in USD per hour.
+type Cost struct {
+	BeforePerHour float64 `json:"beforePerHour"`
+	AfterPerHour  float64 `json:"afterPerHour"`
+	// Estimated is false when prices were missing for some instances.
+	Complete bool `json:"complete"`
+}
+
+// Predictor predicts the Karpenter nodes that would take a wave's pods
+// (pkg/engine when wired). Nil uses a first-fit-decreasing estimate on the
+// largest legacy node of the wave.
+type Predictor interface {
+	Predict(pods []inventory.Pod, daemonSets []inventory.DaemonSet, pools []string) ([]PredictedNode, error)
+}
+
+// PriceFunc returns the hourly on-demand or spot price of a type in a zone.
+type PriceFunc func(instanceType, capacityType, zone string) (float64, bool)
+
+// PlanOptions are the inputs of BuildPlan besides the inventory.
+type PlanOptions struct {
+	Environment string
+	Config      config.Config
+	Steps       []PlannedStep
+	// PoolForGroup maps a legacy node group to the NodePool that replaces
+	// it (pkg/generate's PoolSummary.NodeGroups); groups not in it map to a
+	// pool of the same name.
+	PoolForGroup map[string]string
+	Predictor    Predictor
+	Prices       PriceFunc
+	// Findings from pkg/readiness, added to the plan's own.
+	Findings []Finding
+	Now      time.Time
+}
+
+// BuildPlan plans the rollout of inv's legacy node groups. It is pure.
+func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
+	if inv == nil {
+		return nil, errors.New("plan: no inventory")
+	}
+	if o.Environment == "" {
+		return nil, errors.New("plan: environment is required (--env)")
+	}
+	cfg := o.Config
+	p := &Plan{
+		APIVersion: PlanAPIVersion, Kind: PlanKind, CreatedAt: o.Now.UTC(),
+		Environment: o.Environment, Cluster: inv.Cluster.Name, Region: inv.Cluster.Region,
+		Steps: o.Steps, PoolForGroup: map[string]string{},
+		Budget: Budget{
+			Concurrency: max(1, cfg.Rollout.Concurrency), PreProvision: cfg.Rollout.PreProvision,
+			AllowEmptyDir: cfg.Rollout.AllowEmptyDir, ForceEvict: cfg.Rollout.ForceEvict, RestartBlocked: true,
+			Gates: Gates{
+				NodeReadyTimeout: Duration{orDefault(cfg.Gates.NodeReadyTimeout.Duration, 10*time.Minute)},
+				MaxPodPending:    Duration{orDefault(cfg.Gates.PodPendingTimeout.Duration, 5*time.Minute)},
+				PDBWaitTimeout:   Duration{orDefault(cfg.Gates.PDBWaitTimeout.Duration, 15*time.Minute)},
+			},
+		},
+	}
+	if ca := inv.ClusterAutoscaler; ca != nil {
+		p.ClusterAutoscaler = &CARef{Namespace: ca.Namespace, Name: ca.Name, Replicas: ca.Replicas}
+	}
+	groups := slices.Clone(inv.NodeGroups)
+	sort.Slice(groups, func(i, j int) bool { return groups[i].Name < groups[j].Name })
+	inScope := map[string]bool{}
+	for _, g := range groups {
+		if !groupInScope(g.Name, cfg.NodeGroups) {
+			continue
+		}
+		inScope[g.Name] = true
+		p.NodeGroups = append(p.NodeGroups, GroupState{Name: g.Name, Kind: g.Kind, ASGName: g.ASGName, Min: g.MinSize, Max: g.MaxSize, Desired: g.DesiredSize})
+		pool := o.PoolForGroup[g.Name]
+		if pool == "" {
+			pool = g.Name
+		}
+		p.PoolForGroup[g.Name] = pool
+		if !slices.Contains(p.NodePools, pool) {
+			p.NodePools = append(p.NodePools, pool)
+		}
+	}
+	sort.Strings(p.NodePools)
+
+	podsByNode := map[string][]inventory.Pod{}
+	for _, pod := range inv.Pods {
+		if pod.OwnerKind == inventory.OwnerDaemonSet || pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed {
+			continue
+		}
+		podsByNode[pod.NodeName] = append(podsByNode[pod.NodeName], pod)
+	}
+	nodesByGroup := map[string][]inventory.Node{}
+	total := 0
+	for _, n := range inv.Nodes {
+		if inScope[n.NodeGroup] {
+			nodesByGroup[n.NodeGroup] = append(nodesByGroup[n.NodeGroup], n)
+			total++
+		}
+	}
+	p.Budget.WaveSize = cfg.Rollout.WaveNodes(total)
+	if cfg.Rollout.WaveSize == "" {
+		p.Budget.WaveSize = max(1, (total+4)/5)
+	}
+
+	cost := Cost{Complete: true}
+	price := func(it, ct, zone string) float64 {
+		if o.Prices == nil || it == "" {
+			cost.Complete = false
+			return 0
+		}
+		v, ok := o.Prices(it, ct, zone)
+		if !ok {
+			cost.Complete = false
+		}
+		return v
+	}
+	for _, g := range p.NodeGroups {
+		for _, chunk := range chunk(zoneBalanced(nodesByGroup[g.Name]), p.Budget.WaveSize) {
+			w := Wave{Index: len(p.Waves) + 1, NodePools: []string{p.PoolForGroup[g.Name]}}
+			var pods []inventory.Pod
+			var largest inventory.Node
+			for _, n := range chunk {
+				w.Nodes = append(w.Nodes, WaveNode{Name: n.Name, NodeGroup: n.NodeGroup, InstanceID: instanceID(n), Zone: n.Zone})
+				pods = append(pods, podsByNode[n.Name]...)
+				if n.Allocatable.Cpu().Cmp(*largest.Allocatable.Cpu()) > 0 || largest.Name == "" {
+					largest = n
+				}
+				cost.BeforePerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
+			}
+			w.Pods = len(pods)
+			var err error
+			if o.Predictor != nil {
+				w.PredictedNodes, err = o.Predictor.Predict(pods, inv.DaemonSets, w.NodePools)
+				if err != nil {
+					return nil, fmt.Errorf("plan wave %d: predict Karpenter nodes: %w", w.Index, err)
+				}
+			} else {
+				w.PredictedNodes = estimateNodes(pods, largest, w.NodePools[0])
+			}
+			for i := range w.PredictedNodes {
+				pn := &w.PredictedNodes[i]
+				if pn.PricePerHour == 0 {
+					pn.PricePerHour = price(pn.InstanceType, capacityOr(pn.CapacityType), pn.Zone)
+				}
+				cost.AfterPerHour += pn.PricePerHour
+				if p.Budget.PreProvision && pn.Pods > 0 {
+					w.PreProvision = append(w.PreProvision, Placeholder{NodePool: pn.NodePool, CPU: pn.CPU, Memory: pn.Memory})
+				}
+			}
+			p.Waves = append(p.Waves, w)
+		}
+	}
+	cost.BeforePerHour, cost.AfterPerHour = round2(cost.BeforePerHour), round2(cost.AfterPerHour)
+	p.Cost = cost
+	p.Findings = append(planFindings(inv, podsByNode, inScope, p.Budget), o.Findings...)
+	if err := p.seal(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+func capacityOr(ct string) string {
+	if ct == "" {
+		return inventory.CapacityOnDemand
+	}
+	return ct
+}
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }
+
+func groupInScope(name string, sel config.NodeGroups) bool {
+	if slices.Contains(sel.Exclude, name) {
+		return false
+	}
+	return len(sel.Include) == 0 || slices.Contains(sel.Include, name)
+}
+
+// instanceID returns the EC2 instance of a node from the inventory or its
+// providerID (aws:///us-east-1a/i-0123...).
+func instanceID(n inventory.Node) string {
+	if n.InstanceID != "" {
+		return n.InstanceID
+	}
+	return InstanceIDFromProviderID(n.ProviderID)
+}
+
+// InstanceIDFromProviderID returns the i-... part of an AWS providerID.
+func InstanceIDFromProviderID(pid string) string {
+	if !strings.HasPrefix(pid, "aws://") {
+		return ""
+	}
+	id := pid[strings.LastIndex(pid, "/")+1:]
+	if !strings.HasPrefix(id, "i-") {
+		return ""
+	}
+	return id
+}
+
+// zoneBalanced orders nodes so consecutive ones alternate zones: each wave
+// then takes capacity from every zone evenly, never a whole zone at once.
+func zoneBalanced(nodes []inventory.Node) []inventory.Node {
+	byZone := map[string][]inventory.Node{}
+	var zones []string
+	for _, n := range nodes {
+		if _, ok := byZone[n.Zone]; !ok {
+			zones = append(zones, n.Zone)
+		}
+		byZone[n.Zone] = append(byZone[n.Zone], n)
+	}
+	sort.Strings(zones)
+	for _, z := range zones {
+		sort.Slice(byZone[z], func(i, j int) bool { return byZone[z][i].Name < byZone[z][j].Name })
+	}
+	out := make([]inventory.Node, 0, len(nodes))
+	for len(out) < len(nodes) {
+		for _, z := range zones {
+			if len(byZone[z]) > 0 {
+				out = append(out, byZone[z][0])
+				byZone[z] = byZone[z][1:]
+			}
+		}
+	}
+	return out
+}
+
+func chunk[T any](s []T, n int) [][]T {
+	var out [][]T
+	for len(s) > 0 {
+		k := min(n, len(s))
+		out = append(out, s[:k])
+		s = s[k:]
+	}
+	return out
+}
+
+// estimateNodes packs pods first-fit-decreasing by CPU into nodes the size
+// of ref (the wave's largest legacy node): the fallback when no engine
+// prediction is available.
+func estimateNodes(pods []inventory.Pod, ref inventory.Node, pool string) []PredictedNode {
+	if len(pods) == 0 {
+		return nil
+	}
+	capCPU, capMem := ref.Allocatable.Cpu().MilliValue(), ref.Allocatable.Memory().Value()
+	if capCPU <= 0 {
+		capCPU = 4000
+	}
+	if capMem <= 0 {
+		capMem = 16 << 30
+	}
+	sorted := slices.Clone(pods)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		return sorted[i].Requests.Cpu().MilliValue() > sorted[j].Requests.Cpu().MilliValue()
+	})
+	type bin struct{ cpu, mem int64; pods int }
+	var bins []bin
+	for _, p := range sorted {
+		c, m := p.Requests.Cpu().MilliValue(), p.Requests.Memory().Value()
+		placed := false
+		for i := range bins {
+			if bins[i].cpu+c <= capCPU && bins[i].mem+m <= capMem {
+				bins[i].cpu += c
+				bins[i].mem += m
+				bins[i].pods++
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			bins = append(bins, bin{cpu: c, mem: m, pods: 1})
+		}
+	}
+	out := make([]PredictedNode, 0, len(bins))
+	for _, b := range bins {
+		out = append(out, PredictedNode{
+			NodePool: pool, InstanceType: ref.InstanceType, CapacityType: capacityOr(ref.CapacityType), Pods: b.pods,
+			CPU:    resource.NewMilliQuantity(b.cpu, resource.DecimalSI).String(),
+			Memory: resource.NewQuantity(b.mem, resource.BinarySI).String(),
+		})
+	}
+	return out
+}
+
+func planFindings(inv *inventory.Inventory, podsByNode map[string][]inventory.Pod, inScope map[string]bool, b Budget) []Finding {
+	var out []Finding
+	legacy := map[string]bool{}
+	for _, n := range inv.Nodes {
+		if inScope[n.NodeGroup] {
+			legacy[n.Name] = true
+		}
+	}
+	for _, pdb := range inv.PDBs {
+		if pdb.DisruptionsAllowed == 0 && pdb.ExpectedPods > 0 {
+			msg := fmt.Sprintf("allows no disruption (healthy %d, needs %d): eviction is refused for its pods", pdb.CurrentHealthy, pdb.DesiredHealthy)
+			if b.RestartBlocked {
+				msg += "; a Deployment's pod is moved by a surge rollout restart instead (new pod Ready first)"
+			}
+			out = append(out, Finding{Severity: "warning", Object: "PodDisruptionBudget " + pdb.Namespace + "/" + pdb.Name, Message: msg})
+		}
+	}
+	names := make([]string, 0, len(podsByNode))
+	for n := range podsByNode {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, node := range names {
+		if !legacy[node] {
+			continue
+		}
+		for _, pod := range podsByNode[node] {
+			obj := "Pod " + pod.Namespace + "/" + pod.Name
+			kp := corev1.Pod{}
+			kp.Annotations = pod.Annotations
+			if why := kube.DisruptionBlocked(&kp); why != "" && !b.ForceEvict {
+				out = append(out, Finding{Severity: "blocker", Object: obj, Message: why + ": it will not be evicted and its node not removed; remove the annotation or pass --force-evict"})
+			}
+			if pod.OwnerKind == inventory.OwnerNone {
+				out = append(out, Finding{Severity: "blocker", Object: obj, Message: "has no controller: evicting it deletes it for good; delete or re-create it under a Deployment first"})
+			}
+			for _, v := range pod.Volumes {
+				if v.Kind == inventory.VolumeEmptyDir && !b.AllowEmptyDir {
+					out = append(out, Finding{Severity: "blocker", Object: obj, Message: "uses emptyDir " + v.Name + ": its data is lost on eviction; set rollout.allowEmptyDir in the environment config to accept that"})
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Blockers returns the findings of severity blocker.
+func (p *Plan) Blockers() []Finding {
+	var out []Finding
+	for _, f := range p.Findings {
+		if f.Severity == "blocker" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// contentHash hashes the plan without Hash and CreatedAt.
+func (p *Plan) contentHash() (string, error) {
+	c := *p
+	c.Hash, c.CreatedAt = "", time.Time{}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("hash plan: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+func (p *Plan) seal() error {
+	h, err := p.contentHash()
+	p.Hash = h
+	return err
+}
+
+// Marshal renders the plan as YAML.
+func (p *Plan) Marshal() ([]byte, error) {
+	b, err := yaml.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("render plan: %w", err)
+	}
+	return b, nil
+}
+
+// WriteFile writes the plan atomically.
+func (p *Plan) WriteFile(path string) error {
+	b, err := p.Marshal()
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, b, 0o644)
+}
+
+// ReadPlanFile loads a plan and verifies its hash, so a hand-edited plan
+// is refused rather than applied unseen.
+func ReadPlanFile(path string) (*Plan, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	p, err := ParsePlan(b)
+	if err != nil {
+		return nil, fmt.Errorf("plan %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// ParsePlan decodes and verifies plan bytes. Errors name the line (YAML
+// syntax) or the field (unknown or mistyped).
+func ParsePlan(b []byte) (*Plan, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errors.New("empty file; write one with `karpenter-migrate plan --env ENV -f plan.yaml`")
+	}
+	var p Plan
+	if err := yaml.UnmarshalStrict(b, &p); err != nil {
+		return nil, err
+	}
+	if p.APIVersion != PlanAPIVersion || p.Kind != PlanKind {
+		return nil, fmt.Errorf("apiVersion %q kind %q: want %s %s", p.APIVersion, p.Kind, PlanAPIVersion, PlanKind)
+	}
+	if p.Environment == "" {
+		return nil, errors.New("environment: missing")
+	}
+	for i, w := range p.Waves {
+		if w.Index != i+1 {
+			return nil, fmt.Errorf("waves[%d].index: %d, want %d", i, w.Index, i+1)
+		}
+		for j, pl := range w.PreProvision {
+			for field, v := range map[string]string{"cpu": pl.CPU, "memory": pl.Memory} {
+				if _, err := resource.ParseQuantity(v); err != nil {
+					return nil, fmt.Errorf("waves[%d].preProvision[%d].%s: %q is not a quantity", i, j, field, v)
+				}
+			}
+		}
+	}
+	want, err := p.contentHash()
+	if err != nil {
+		return nil, err
+	}
+	if p.Hash != want {
+		return nil, fmt.Errorf("hash: the file says %s but its content hashes to %s: it was edited after planning; run `karpenter-migrate plan` again", p.Hash, want)
+	}
+	return &p, nil
+}

@@ -1,0 +1,594 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+)
+
+// Wave phases, in order; the journal records the phase a wave reached so a
+// resumed run continues there.
+const (
+	PhasePreProvision = "pre-provision"
+	PhaseCordon       = "cordon"
+	PhaseDrain        = "drain"
+	PhaseGate         = "gate"
+	PhaseCleanup      = "cleanup"
+	PhaseScaleIn      = "scale-in"
+	PhaseDone         = "done"
+)
+
+var phases = []string{PhasePreProvision, PhaseCordon, PhaseDrain, PhaseGate, PhaseCleanup, PhaseScaleIn, PhaseDone}
+
+// PlaceholderPriorityClass is the low PriorityClass of placeholder pods:
+// any real pod preempts them, and they never preempt anything.
+const PlaceholderPriorityClass = "karpenter-migrate-placeholder"
+
+// PlaceholderImage is the pause image placeholders run.
+const PlaceholderImage = "registry.k8s.io/pause:3.10"
+
+// GateResult is one evaluation of a wave's gate.
+type GateResult struct {
+	Passed bool `json:"passed"`
+	// NotReady are workloads below their desired ready replicas.
+	NotReady []string `json:"notReady,omitempty"`
+	// Pending are pods pending, with how long.
+	Pending []string `json:"pending,omitempty"`
+	// PendingTooLong are pods pending longer than the gate allows.
+	PendingTooLong []string `json:"pendingTooLong,omitempty"`
+	// PDBsBelowMin are budgets with fewer healthy pods than they require.
+	PDBsBelowMin []string `json:"pdbsBelowMin,omitempty"`
+}
+
+func (g GateResult) String() string {
+	if g.Passed {
+		return "passed"
+	}
+	var parts []string
+	add := func(label string, v []string) {
+		if len(v) > 0 {
+			parts = append(parts, label+": "+strings.Join(v, ", "))
+		}
+	}
+	add("not ready", g.NotReady)
+	add("pending too long", g.PendingTooLong)
+	add("pending", g.Pending)
+	add("PDB below minimum", g.PDBsBelowMin)
+	return strings.Join(parts, "; ")
+}
+
+// RunWaves moves every planned wave's pods to Karpenter capacity and
+// removes the wave's instances from their groups.
+func (s *Session) RunWaves(ctx context.Context) error {
+	if err := s.prepareGroups(ctx); err != nil {
+		return err
+	}
+	if err := s.ensurePriorityClass(ctx); err != nil {
+		return err
+	}
+	for _, w := range s.Plan.Waves {
+		if err := s.runWave(ctx, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WavesDone reports whether every planned wave is done under this plan.
+func (s *Session) WavesDone() (bool, string) {
+	if s.Journal.PlanHash != s.Plan.Hash {
+		return false, ""
+	}
+	for _, w := range s.Plan.Waves {
+		i := slices.IndexFunc(s.Journal.Waves, func(r WaveRecord) bool { return r.Index == w.Index })
+		if i < 0 || s.Journal.Waves[i].Phase != PhaseDone {
+			return false, ""
+		}
+	}
+	return true, fmt.Sprintf("all %d waves done", len(s.Plan.Waves))
+}
+
+func (s *Session) setPhase(ctx context.Context, w Wave, rec *WaveRecord, phase string) error {
+	rec.Phase = phase
+	s.Journal.Current.Wave, s.Journal.Current.Phase, s.Journal.Current.WaitingFor = w.Index, phase, ""
+	s.emit(Event{Kind: EventWavePhase, Step: s.Journal.Current.Step, Wave: w.Index, Waves: len(s.Plan.Waves), Phase: phase, Total: len(w.Nodes)})
+	return s.save(ctx)
+}
+
+func (s *Session) runWave(ctx context.Context, w Wave) error {
+	rec := s.Journal.Wave(w.Index)
+	if s.Options.DryRun {
+		rec = &WaveRecord{Index: w.Index}
+	}
+	start := 0
+	if rec.Phase != "" {
+		start = slices.Index(phases, rec.Phase)
+	}
+	if start < 0 {
+		return fmt.Errorf("wave %d: journal has unknown phase %q", w.Index, rec.Phase)
+	}
+	for _, phase := range phases[start:] {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := s.setPhase(ctx, w, rec, phase); err != nil {
+			return err
+		}
+		var err error
+		switch phase {
+		case PhasePreProvision:
+			err = s.preProvision(ctx, w)
+		case PhaseCordon:
+			for _, n := range w.Nodes {
+				s.change("cordon node %s", n.Name)
+				if !s.Options.DryRun {
+					if err = kube.Cordon(ctx, s.Kube, n.Name, true); apierrors.IsNotFound(errors.Unwrap(err)) {
+						err = nil // already removed
+					}
+				}
+				if err != nil {
+					break
+				}
+			}
+		case PhaseDrain:
+			err = s.drainWave(ctx, w, rec)
+		case PhaseGate:
+			err = s.gate(ctx, w)
+		case PhaseCleanup:
+			err = s.deletePlaceholders(ctx, w.Index)
+		case PhaseScaleIn:
+			err = s.scaleIn(ctx, w, rec)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Session) ensurePriorityClass(ctx context.Context) error {
+	if s.Options.DryRun || !s.Plan.Budget.PreProvision {
+		return nil
+	}
+	pc := &schedulingv1.PriorityClass{
+		ObjectMeta:       metav1.ObjectMeta{Name: PlaceholderPriorityClass, Labels: map[string]string{kube.LabelManagedBy: kube.FieldManager}},
+		Value:            -100,
+		PreemptionPolicy: ptr.To(corev1.PreemptNever),
+		Description:      "karpenter-migrate placeholder pods: reserve Karpenter capacity before a drain; every other pod preempts them",
+	}
+	_, err := s.Kube.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{FieldManager: kube.FieldManager})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create PriorityClass %s: %w", PlaceholderPriorityClass, err)
+	}
+	return kube.EnsureNamespace(ctx, s.Kube, s.Namespace)
+}
+
+func placeholderSelector(env string, wave int) string {
+	sel := kube.LabelComponent + "=placeholder," + kube.LabelEnvironment + "=" + env
+	if wave > 0 {
+		sel += ",karpenter-migrate.io/wave=" + strconv.Itoa(wave)
+	}
+	return sel
+}
+
+// preProvision creates the wave's placeholder pods and waits until they
+// all run on Ready nodes; a timeout pauses the rollout.
+func (s *Session) preProvision(ctx context.Context, w Wave) error {
+	if !s.Plan.Budget.PreProvision || len(w.PreProvision) == 0 {
+		return nil
+	}
+	pods := s.Kube.CoreV1().Pods(s.Namespace)
+	for i, ph := range w.PreProvision {
+		name := fmt.Sprintf("km-placeholder-%s-w%d-%d", s.Plan.Environment, w.Index, i)
+		s.change("create placeholder pod %s/%s (%s CPU, %s memory) on NodePool %s", s.Namespace, name, ph.CPU, ph.Memory, ph.NodePool)
+		if s.Options.DryRun {
+			continue
+		}
+		_, err := pods.Create(ctx, s.placeholderPod(name, w.Index, ph), metav1.CreateOptions{FieldManager: kube.FieldManager})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create placeholder pod %s: %w", name, err)
+		}
+	}
+	if s.Options.DryRun {
+		return nil
+	}
+	want := len(w.PreProvision)
+	err := s.poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
+		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: placeholderSelector(s.Plan.Environment, w.Index)})
+		if err != nil {
+			return false, fmt.Errorf("list placeholder pods: %w", err)
+		}
+		running := 0
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
+				running++
+			}
+		}
+		s.waiting(ctx, fmt.Sprintf("placeholder pods running on new Karpenter nodes of %s", strings.Join(w.NodePools, ",")), running, want)
+		return running >= want, nil
+	})
+	if errors.Is(err, errTimeout) {
+		return &PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: fmt.Sprintf(
+			"Karpenter did not bring up capacity for %d placeholder pods on NodePools %s within %s; check the NodePools' limits and requirements and Karpenter's logs",
+			want, strings.Join(w.NodePools, ","), s.Plan.Budget.Gates.NodeReadyTimeout.Duration)}
+	}
+	return err
+}
+
+func (s *Session) placeholderPod(name string, wave int, ph Placeholder) *corev1.Pod {
+	req := corev1.ResourceList{}
+	if q, err := resource.ParseQuantity(ph.CPU); err == nil {
+		req[corev1.ResourceCPU] = q
+	}
+	if q, err := resource.ParseQuantity(ph.Memory); err == nil {
+		req[corev1.ResourceMemory] = q
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: map[string]string{
+			kube.LabelManagedBy: kube.FieldManager, kube.LabelComponent: "placeholder",
+			kube.LabelEnvironment: s.Plan.Environment, "karpenter-migrate.io/wave": strconv.Itoa(wave),
+		}},
+		Spec: corev1.PodSpec{
+			PriorityClassName:             PlaceholderPriorityClass,
+			TerminationGracePeriodSeconds: ptr.To(int64(0)),
+			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+					Key: "karpenter.sh/nodepool", Operator: corev1.NodeSelectorOpIn, Values: []string{ph.NodePool},
+				}}}},
+			}}},
+			Containers: []corev1.Container{{Name: "pause", Image: PlaceholderImage, Resources: corev1.ResourceRequirements{Requests: req}}},
+		},
+	}
+}
+
+func (s *Session) deletePlaceholders(ctx context.Context, wave int) error {
+	s.change("delete placeholder pods of wave %d", wave)
+	if s.Options.DryRun {
+		return nil
+	}
+	err := s.Kube.CoreV1().Pods(s.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))},
+		metav1.ListOptions{LabelSelector: placeholderSelector(s.Plan.Environment, wave)})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete placeholder pods of wave %d: %w", wave, err)
+	}
+	return nil
+}
+
+// owner is a workload whose pods a wave moves.
+type owner struct{ kind, namespace, name string }
+
+func (o owner) String() string { return o.kind + " " + o.namespace + "/" + o.name }
+
+// ownerOf returns the top controller of a pod (ReplicaSet -> Deployment).
+func (s *Session) ownerOf(ctx context.Context, p *corev1.Pod, rsCache map[string]string) (owner, bool) {
+	ref := metav1.GetControllerOf(p)
+	if ref == nil {
+		return owner{}, false
+	}
+	switch ref.Kind {
+	case "ReplicaSet":
+		key := p.Namespace + "/" + ref.Name
+		dep, ok := rsCache[key]
+		if !ok {
+			if rs, err := s.Kube.AppsV1().ReplicaSets(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); err == nil {
+				if d := metav1.GetControllerOf(rs); d != nil && d.Kind == "Deployment" {
+					dep = d.Name
+				}
+			}
+			rsCache[key] = dep
+		}
+		if dep != "" {
+			return owner{"Deployment", p.Namespace, dep}, true
+		}
+		return owner{"ReplicaSet", p.Namespace, ref.Name}, true
+	case "StatefulSet", "ReplicaSet/", "Deployment":
+		return owner{ref.Kind, p.Namespace, ref.Name}, true
+	}
+	return owner{ref.Kind, p.Namespace, ref.Name}, true
+}
+
+// drainWave evicts the wave's pods, moving PDB-blocked Deployment pods by
+// surge restart when the plan allows it.
+func (s *Session) drainWave(ctx context.Context, w Wave, rec *WaveRecord) error {
+	opts := s.drainOptions()
+	var mu sync.Mutex
+	d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: opts, OnEvent: func(e kube.DrainEvent) {
+		switch e.Type {
+		case kube.DrainBlocked:
+			s.emit(Event{Kind: EventPDBWait, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, PDB: e.PDB,
+				Message: fmt.Sprintf("eviction refused by PodDisruptionBudget %s (attempt %d); waiting", e.PDB, e.Attempt)})
+		case kube.DrainEvicted:
+			mu.Lock()
+			rec.Evicted++
+			mu.Unlock()
+			s.emit(Event{Kind: EventEviction, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, Message: "evicted"})
+		case kube.DrainEvicting:
+			if e.Attempt == 1 {
+				s.emit(Event{Kind: EventEviction, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, Message: "evicting"})
+			}
+		case kube.DrainSkipped:
+			s.emit(Event{Kind: EventEviction, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, Message: "skipped: " + e.Message})
+		}
+	}}
+	names := make([]string, len(w.Nodes))
+	for i, n := range w.Nodes {
+		names[i] = n.Name
+	}
+	if s.Options.DryRun {
+		for _, n := range names {
+			pods, skipped, err := d.Pods(ctx, n)
+			if err != nil {
+				return err
+			}
+			for _, p := range pods {
+				s.change("evict pod %s/%s from node %s", p.Namespace, p.Name, n)
+			}
+			for _, sk := range skipped {
+				s.change("leave pod %s on node %s: %s", sk.Pod, n, sk.Reason)
+			}
+		}
+		return nil
+	}
+	if s.Plan.Budget.RestartBlocked {
+		if err := s.restartBlocked(ctx, w, d); err != nil {
+			return err
+		}
+	}
+	results, err := d.DrainNodes(ctx, existing(ctx, s, names), s.Plan.Budget.Concurrency)
+	rec.Skipped = nil
+	for _, r := range results {
+		rec.Skipped = append(rec.Skipped, r.Skipped...)
+	}
+	if serr := s.save(ctx); serr != nil && err == nil {
+		err = serr
+	}
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return &PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: fmt.Sprintf(
+				"evictions still refused after %s (a PodDisruptionBudget allows no disruption; see the PDBWait events): %v", opts.Timeout, err)}
+		}
+		return err
+	}
+	if len(rec.Skipped) > 0 {
+		var list []string
+		for _, sk := range rec.Skipped {
+			list = append(list, sk.Pod+" ("+sk.Reason+")")
+		}
+		return &PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: "pods left on cordoned nodes, which are therefore not removed: " + strings.Join(list, "; ")}
+	}
+	return nil
+}
+
+// existing drops nodes already gone (a resumed run after scale-in).
+func existing(ctx context.Context, s *Session, names []string) []string {
+	var out []string
+	for _, n := range names {
+		if _, err := s.Kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// restartBlocked moves pods whose PDB allows no disruption by restarting
+// their Deployment with a surge: the replacement is Ready before the old
+// pod terminates, so the budget is never broken.
+func (s *Session) restartBlocked(ctx context.Context, w Wave, d *kube.Drainer) error {
+	rsCache := map[string]string{}
+	restarted := map[owner]bool{}
+	for _, n := range w.Nodes {
+		pods, _, err := d.Pods(ctx, n.Name)
+		if apierrors.IsNotFound(errors.Unwrap(err)) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for i := range pods {
+			p := &pods[i]
+			pdb, err := s.blockingBudget(ctx, p)
+			if err != nil || pdb == "" {
+				continue
+			}
+			o, ok := s.ownerOf(ctx, p, rsCache)
+			if !ok || o.kind != "Deployment" || restarted[o] {
+				continue
+			}
+			dep, err := s.Kube.AppsV1().Deployments(o.namespace).Get(ctx, o.name, metav1.GetOptions{})
+			if err != nil || !surges(dep) {
+				continue
+			}
+			restarted[o] = true
+			if err := s.surgeRestart(ctx, w, dep, pdb); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func surges(d *appsv1.Deployment) bool {
+	if d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
+		return false
+	}
+	ru := d.Spec.Strategy.RollingUpdate
+	if ru == nil || ru.MaxSurge == nil {
+		return true // default 25%, at least 1
+	}
+	return ru.MaxSurge.String() != "0" && ru.MaxSurge.String() != "0%"
+}
+
+// blockingBudget names a PDB selecting p that allows no disruption now.
+func (s *Session) blockingBudget(ctx context.Context, p *corev1.Pod) (string, error) {
+	list, err := s.Kube.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	for _, pdb := range list.Items {
+		if pdbSelects(&pdb, p) && pdb.Status.DisruptionsAllowed == 0 {
+			return pdb.Namespace + "/" + pdb.Name, nil
+		}
+	}
+	return "", nil
+}
+
+func pdbSelects(pdb *policyv1.PodDisruptionBudget, p *corev1.Pod) bool {
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	return err == nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels))
+}
+
+func (s *Session) surgeRestart(ctx context.Context, w Wave, dep *appsv1.Deployment, pdb string) error {
+	s.change("restart Deployment %s/%s with surge (PodDisruptionBudget %s allows no eviction)", dep.Namespace, dep.Name, pdb)
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"karpenter-migrate.io/restartedAt":%q}}}}}`, s.Clock.Now().UTC().Format(time.RFC3339))
+	if _, err := s.Kube.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
+		return fmt.Errorf("restart Deployment %s/%s: %w", dep.Namespace, dep.Name, err)
+	}
+	err := s.poll(ctx, s.Plan.Budget.Gates.PDBWaitTimeout.Duration, func() (bool, error) {
+		d, err := s.Kube.AppsV1().Deployments(dep.Namespace).Get(ctx, dep.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("get Deployment %s/%s: %w", dep.Namespace, dep.Name, err)
+		}
+		want := ptr.Deref(d.Spec.Replicas, 1)
+		s.waiting(ctx, fmt.Sprintf("Deployment %s/%s to roll out (surge restart)", d.Namespace, d.Name), int(d.Status.UpdatedReplicas), int(want))
+		return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == want &&
+			d.Status.AvailableReplicas >= want && d.Status.Replicas == want, nil
+	})
+	if errors.Is(err, errTimeout) {
+		return &PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: fmt.Sprintf("Deployment %s/%s did not finish its surge restart within %s", dep.Namespace, dep.Name, s.Plan.Budget.Gates.PDBWaitTimeout.Duration)}
+	}
+	return err
+}
+
+// gate waits until the moved workloads are back to their desired ready
+// replicas and no PDB is below its minimum; a pod pending longer than the
+// gate allows pauses the rollout at once.
+func (s *Session) gate(ctx context.Context, w Wave) error {
+	if s.Options.DryRun {
+		return nil
+	}
+	var last GateResult
+	err := s.poll(ctx, s.Plan.Budget.Gates.PDBWaitTimeout.Duration, func() (bool, error) {
+		res, err := s.EvaluateGate(ctx)
+		if err != nil {
+			return false, err
+		}
+		last = res
+		r := res
+		s.emit(Event{Kind: EventGate, Step: s.Journal.Current.Step, Wave: w.Index, Gate: &r, Message: res.String()})
+		if len(res.PendingTooLong) > 0 {
+			return false, &PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: "pods pending longer than " + s.Plan.Budget.Gates.MaxPodPending.String() + ": " + strings.Join(res.PendingTooLong, ", ")}
+		}
+		if !res.Passed {
+			s.waiting(ctx, "gate: "+res.String(), 0, 0)
+		}
+		return res.Passed, nil
+	})
+	if errors.Is(err, errTimeout) {
+		return &PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: "gate did not pass within " + s.Plan.Budget.Gates.PDBWaitTimeout.String() + ": " + last.String()}
+	}
+	return err
+}
+
+// EvaluateGate checks the whole cluster: every Deployment and StatefulSet
+// at its desired ready replicas, no pod pending too long, every PDB at or
+// above its minimum. Placeholder pods are not counted.
+func (s *Session) EvaluateGate(ctx context.Context) (GateResult, error) {
+	var res GateResult
+	deps, err := s.Kube.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return res, fmt.Errorf("gate: list Deployments: %w", err)
+	}
+	for _, d := range deps.Items {
+		if want := ptr.Deref(d.Spec.Replicas, 1); d.Status.ReadyReplicas < want {
+			res.NotReady = append(res.NotReady, fmt.Sprintf("Deployment %s/%s %d/%d ready", d.Namespace, d.Name, d.Status.ReadyReplicas, want))
+		}
+	}
+	sts, err := s.Kube.AppsV1().StatefulSets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return res, fmt.Errorf("gate: list StatefulSets: %w", err)
+	}
+	for _, d := range sts.Items {
+		if want := ptr.Deref(d.Spec.Replicas, 1); d.Status.ReadyReplicas < want {
+			res.NotReady = append(res.NotReady, fmt.Sprintf("StatefulSet %s/%s %d/%d ready", d.Namespace, d.Name, d.Status.ReadyReplicas, want))
+		}
+	}
+	pods, err := s.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending"})
+	if err != nil {
+		return res, fmt.Errorf("gate: list pending pods: %w", err)
+	}
+	now := s.Clock.Now()
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodPending || p.Labels[kube.LabelComponent] == "placeholder" {
+			continue
+		}
+		age := now.Sub(p.CreationTimestamp.Time).Round(time.Second)
+		entry := fmt.Sprintf("%s/%s (%s)", p.Namespace, p.Name, age)
+		if age > s.Plan.Budget.Gates.MaxPodPending.Duration {
+			res.PendingTooLong = append(res.PendingTooLong, entry)
+		} else {
+			res.Pending = append(res.Pending, entry)
+		}
+	}
+	pdbs, err := s.Kube.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return res, fmt.Errorf("gate: list PodDisruptionBudgets: %w", err)
+	}
+	for _, b := range pdbs.Items {
+		if b.Status.ObservedGeneration >= b.Generation && b.Status.CurrentHealthy < b.Status.DesiredHealthy {
+			res.PDBsBelowMin = append(res.PDBsBelowMin, fmt.Sprintf("%s/%s healthy %d < %d", b.Namespace, b.Name, b.Status.CurrentHealthy, b.Status.DesiredHealthy))
+		}
+	}
+	for _, l := range [][]string{res.NotReady, res.Pending, res.PendingTooLong, res.PDBsBelowMin} {
+		sort.Strings(l)
+	}
+	res.Passed = len(res.NotReady)+len(res.Pending)+len(res.PendingTooLong)+len(res.PDBsBelowMin) == 0
+	return res, nil
+}
+
+// scaleIn removes the wave's drained instances from their groups.
+func (s *Session) scaleIn(ctx context.Context, w Wave, rec *WaveRecord) error {
+	for _, n := range w.Nodes {
+		id := n.InstanceID
+		if id == "" {
+			if node, err := s.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
+				id = InstanceIDFromProviderID(node.Spec.ProviderID)
+			}
+		}
+		if id == "" {
+			return fmt.Errorf("wave %d: node %s: no EC2 instance ID (providerID is not aws:///zone/i-...); remove it from its group by hand", w.Index, n.Name)
+		}
+		if slices.Contains(rec.Removed, id) {
+			continue
+		}
+		if err := s.terminate(ctx, id); err != nil {
+			return err
+		}
+		if !s.Options.DryRun {
+			rec.Removed = append(rec.Removed, id)
+			if err := s.save(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
