@@ -71,7 +71,7 @@ type Budget struct {
 	// disruption (a single replica with minAvailable: 1) by a surge
 	// rollout restart of its Deployment: the new pod is Ready before the
 	// old one goes, so the budget is never broken.
-	RestartBlocked bool `json:"restartBlocked"`
+	RestartBlocked bool  `json:"restartBlocked"`
 	Gates          Gates `json:"gates"`
 }
 
@@ -419,7 +419,10 @@ func estimateNodes(pods []inventory.Pod, ref inventory.Node, pool string) []Pred
 	sort.SliceStable(sorted, func(i, j int) bool {
 		return sorted[i].Requests.Cpu().MilliValue() > sorted[j].Requests.Cpu().MilliValue()
 	})
-	type bin struct{ cpu, mem int64; pods int }
+	type bin struct {
+		cpu, mem int64
+		pods     int
+	}
 	var bins []bin
 	for _, p := range sorted {
 		c, m := p.Requests.Cpu().MilliValue(), p.Requests.Memory().Value()
