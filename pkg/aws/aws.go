@@ -41,6 +41,9 @@ type Options struct {
 	Credentials awssdk.CredentialsProvider
 	// MaxAttempts is the retryer's attempt limit (default 5).
 	MaxAttempts int
+	// RetryMode is adaptive (the default: client-side rate limiting that
+	// backs off under throttling) or standard.
+	RetryMode awssdk.RetryMode
 	// MaxBackoff caps the retry delay (default 20s; tests use milliseconds).
 	MaxBackoff time.Duration
 	// HTTPClient replaces the SDK's default HTTP client.
@@ -56,14 +59,18 @@ func LoadConfig(ctx context.Context, o Options) (awssdk.Config, error) {
 	}
 	loaders := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() awssdk.Retryer {
+			std := func(so *retry.StandardOptions) {
+				so.MaxAttempts = attempts
+				if o.MaxBackoff > 0 {
+					so.MaxBackoff = o.MaxBackoff
+					so.Backoff = retry.NewExponentialJitterBackoff(o.MaxBackoff)
+				}
+			}
+			if o.RetryMode == awssdk.RetryModeStandard {
+				return retry.NewStandard(std)
+			}
 			return retry.NewAdaptiveMode(func(ao *retry.AdaptiveModeOptions) {
-				ao.StandardOptions = append(ao.StandardOptions, func(so *retry.StandardOptions) {
-					so.MaxAttempts = attempts
-					if o.MaxBackoff > 0 {
-						so.MaxBackoff = o.MaxBackoff
-						so.Backoff = retry.NewExponentialJitterBackoff(o.MaxBackoff)
-					}
-				})
+				ao.StandardOptions = append(ao.StandardOptions, std)
 			})
 		}),
 	}

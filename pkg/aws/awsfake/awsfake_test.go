@@ -26,6 +26,11 @@ import (
 // clients points real SDK clients at a fresh fake seeded with acct.
 func clients(t testing.TB, acct *awsfake.Account, opts ...awsfake.Option) (*awsfake.Server, *kmaws.Clients) {
 	t.Helper()
+	return clientsMode(t, awssdk.RetryModeStandard, acct, opts...)
+}
+
+func clientsMode(t testing.TB, mode awssdk.RetryMode, acct *awsfake.Account, opts ...awsfake.Option) (*awsfake.Server, *kmaws.Clients) {
+	t.Helper()
 	srv := awsfake.New(acct, opts...)
 	t.Cleanup(srv.Close)
 	cfg, err := kmaws.LoadConfig(context.Background(), kmaws.Options{
@@ -33,6 +38,7 @@ func clients(t testing.TB, acct *awsfake.Account, opts ...awsfake.Option) (*awsf
 		EndpointURL: srv.URL(),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
 		MaxBackoff:  time.Millisecond,
+		RetryMode:   mode,
 	})
 	if err != nil {
 		t.Fatal(err)
