@@ -4,20 +4,22 @@
 GO          ?= go
 export GOTOOLCHAIN := local
 CACHE       ?= $(HOME)/.cache/karpenter-migrate
+export KM_CACHE := $(CACHE)
 TOOLS       := $(CACHE)/tools
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 PKGS        := ./...
 
-.PHONY: all build test lint fmt-check vet staticcheck unit fuzz bench
+.PHONY: all build test lint fmt-check vet staticcheck unit fuzz bench controlplane e2e
 
 all: build
 
 build:
 	$(GO) build -o bin/karpenter-migrate ./cmd/karpenter-migrate
 
-## test: everything CI runs — format, vet, staticcheck, then the race-enabled suite.
-test: fmt-check vet staticcheck unit
+## test: everything CI runs — format, vet, staticcheck, then the race-enabled suite
+## (which includes the control-plane tests, so the binaries are built first).
+test: fmt-check vet staticcheck controlplane unit
 
 lint: fmt-check vet staticcheck
 
@@ -36,8 +38,17 @@ $(STATICCHECK):
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) $(PKGS)
 
-unit:
+unit: controlplane
 	$(GO) test -race -timeout 20m $(PKGS)
+
+## controlplane: build etcd, Kubernetes, kwok and Karpenter for the end-to-end
+## tests into $(CACHE), only when missing (about 10 min from a clean cache).
+controlplane:
+	scripts/controlplane/build.sh
+
+## e2e: only the tests that run against the real control plane.
+e2e: controlplane
+	$(GO) test -race -count=1 -timeout 20m ./internal/testenv/...
 
 ## fuzz: a short run of every fuzz target.
 fuzz:

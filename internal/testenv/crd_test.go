@@ -1,13 +1,18 @@
 package testenv_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
+
+var ec2NodeClasses = schema.GroupVersionResource{Group: "karpenter.k8s.aws", Version: "v1", Resource: "ec2nodeclasses"}
 
 const validNodePool = `
 apiVersion: karpenter.sh/v1
@@ -81,8 +86,21 @@ func TestCRDsValidateKarpenterV1(t *testing.T) {
 	t.Parallel()
 	env := cluster.Env(t)
 
-	if err := env.ServerDryRun(t.Context(), []byte(validNodePool+"---"+validEC2NodeClass)); err != nil {
+	valid := []byte(validNodePool + "---" + validEC2NodeClass)
+	if err := env.ServerDryRun(t.Context(), valid); err != nil {
 		t.Fatalf("valid NodePool and EC2NodeClass: %v", err)
+	}
+	// Objects that already exist are checked as updates.
+	if _, err := env.ApplyYAML(t.Context(), "", []byte(validEC2NodeClass)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Dynamic.Resource(ec2NodeClasses).Delete(context.Background(), "general", metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete EC2NodeClass: %v", err)
+		}
+	})
+	if err := env.ServerDryRun(t.Context(), valid); err != nil {
+		t.Fatalf("valid NodePool and existing EC2NodeClass: %v", err)
 	}
 
 	tests := []struct {
@@ -107,7 +125,13 @@ func TestCRDsValidateKarpenterV1(t *testing.T) {
 			name:     "v1beta1 expireAfter under disruption",
 			yaml:     strings.Replace(validNodePool, "    consolidateAfter: 1m\n", "    consolidateAfter: 1m\n    expireAfter: 720h\n", 1),
 			wantCode: http.StatusBadRequest,
-			wantMsg:  []string{`unknown field "spec.disruption.expireAfter"`},
+			wantMsg:  []string{`strict decoding error: unknown field "spec.disruption.expireAfter"`},
+		},
+		{
+			name:     "existing EC2NodeClass with an invalid update",
+			yaml:     strings.Replace(validEC2NodeClass, "volumeType: gp3", "volumeType: gp9", 1),
+			wantCode: http.StatusUnprocessableEntity,
+			wantMsg:  []string{`spec.blockDeviceMappings[0].ebs.volumeType: Unsupported value: "gp9"`},
 		},
 		{
 			name:     "EC2NodeClass without amiSelectorTerms",

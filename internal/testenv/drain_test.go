@@ -2,7 +2,9 @@ package testenv_test
 
 import (
 	"context"
+	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +44,7 @@ func TestDrainKeepsPDBMinimum(t *testing.T) {
 
 	var mu sync.Mutex
 	var evicted []string
+	blocked := &countingWriter{w: logWriter{t}, substr: "disruption budget"}
 	helper := &drain.Helper{
 		Ctx:                 ctx,
 		Client:              env.Client,
@@ -49,8 +52,11 @@ func TestDrainKeepsPDBMinimum(t *testing.T) {
 		IgnoreAllDaemonSets: true,
 		DeleteEmptyDirData:  true,
 		Timeout:             2 * time.Minute,
-		Out:                 logWriter{t},
-		ErrOut:              logWriter{t},
+		// The zero value retries a 429 at once, in a busy loop; kubectl
+		// itself waits 5s.
+		EvictErrorRetryDelay: time.Second,
+		Out:                  logWriter{t},
+		ErrOut:               blocked,
 		OnPodDeletionOrEvictionFinished: func(pod *corev1.Pod, usingEviction bool, err error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -93,7 +99,31 @@ func TestDrainKeepsPDBMinimum(t *testing.T) {
 	if minSeen < minAvailable {
 		t.Errorf("healthy pods dropped to %d during the drain, below minAvailable %d", minSeen, minAvailable)
 	}
-	t.Logf("fewest healthy pods during the drain: %d over %d watch events (minAvailable %d)", minSeen, events, minAvailable)
+	t.Logf("fewest healthy pods during the drain: %d over %d watch events (minAvailable %d); %d evictions refused with 429",
+		minSeen, events, minAvailable, blocked.count())
+}
+
+// countingWriter passes writes on and counts those containing substr.
+type countingWriter struct {
+	w      io.Writer
+	substr string
+	mu     sync.Mutex
+	n      int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	if strings.Contains(string(p), c.substr) {
+		c.n++
+	}
+	c.mu.Unlock()
+	return c.w.Write(p)
+}
+
+func (c *countingWriter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
 }
 
 // healthyWatch tracks the fewest healthy pods seen after any watch event.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
@@ -145,36 +143,52 @@ func (e *Env) ApplyYAML(ctx context.Context, namespace string, data []byte) ([]*
 }
 
 // ServerDryRun sends every object in data, a stream of YAML documents, to
-// the API server as a server-side apply with dryRun=All and strict field
-// validation, so that the OpenAPI schema, CEL rules and unknown fields are
-// all checked while nothing is stored. The error names the failing document
-// and wraps the server's *apierrors.StatusError.
+// the API server with dryRun=All and strict field validation, as a create
+// (or an update when the object already exists), so that the OpenAPI schema,
+// CEL rules and unknown fields are all checked while nothing is stored. The
+// error names the failing document and wraps the server's
+// *apierrors.StatusError: 422 Invalid for schema and CEL violations, 400
+// BadRequest for unknown or duplicate fields.
 func (e *Env) ServerDryRun(ctx context.Context, data []byte) error {
 	objs, err := decodeYAML(data)
 	if err != nil {
 		return err
 	}
-	force := true
 	for i, obj := range objs {
 		ri, err := e.resourceFor(ctx, obj, "")
 		if err != nil {
 			return fmt.Errorf("document %d: %w", i+1, err)
 		}
-		body, err := json.Marshal(obj)
-		if err != nil {
-			return fmt.Errorf("encode %s (document %d): %w", describe(obj), i+1, err)
-		}
-		_, err = ri.Patch(ctx, obj.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{
-			DryRun:          []string{metav1.DryRunAll},
-			Force:           &force,
-			FieldManager:    fieldManager,
-			FieldValidation: metav1.FieldValidationStrict,
-		})
-		if err != nil {
+		if err := dryRun(ctx, ri, obj); err != nil {
 			return fmt.Errorf("dry-run %s (document %d): %w", describe(obj), i+1, err)
 		}
 	}
 	return nil
+}
+
+// dryRun validates obj by a dry-run create, or a dry-run update of the
+// stored object's version when it already exists.
+func dryRun(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) error {
+	_, err := ri.Create(ctx, obj, metav1.CreateOptions{
+		DryRun:          []string{metav1.DryRunAll},
+		FieldManager:    fieldManager,
+		FieldValidation: metav1.FieldValidationStrict,
+	})
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	current, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	obj = obj.DeepCopy()
+	obj.SetResourceVersion(current.GetResourceVersion())
+	_, err = ri.Update(ctx, obj, metav1.UpdateOptions{
+		DryRun:          []string{metav1.DryRunAll},
+		FieldManager:    fieldManager,
+		FieldValidation: metav1.FieldValidationStrict,
+	})
+	return err
 }
 
 // resourceFor maps obj's kind to a dynamic client, rediscovering the API
