@@ -13,7 +13,8 @@
 #
 # A group is built only when one of its binaries is missing. Builds go to a
 # temporary directory beside the cache directory and are renamed into place,
-# so an interrupted build never leaves a partial binary behind. The script
+# so an interrupted build never leaves a partial binary behind; concurrent
+# runs are serialised with flock(1) when it is available. The script
 # prints the binary directory on stdout as its last line; progress goes to
 # stderr. `build.sh --print-dir` prints the directory without building.
 set -euo pipefail
@@ -41,6 +42,11 @@ missing() {
 }
 
 mkdir -p "$dir"
+# One build at a time per cache: a second run waits, then finds the binaries.
+if command -v flock >/dev/null; then
+  exec 9>"$dir.lock"
+  flock 9
+fi
 tmp=$(mktemp -d "$dir.tmp.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
