@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -20,13 +21,18 @@ var (
 	stsGVR = appsv1.SchemeGroupVersion.WithResource("statefulsets")
 )
 
-func (s *Sandbox) listPods(ctx context.Context) ([]corev1.Pod, error) {
+// listPods returns every pod, oldest first (then by namespace/name).
+func (s *Sandbox) listPods(ctx context.Context) ([]*corev1.Pod, error) {
 	l, err := s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
-	sortPods(l.Items)
-	return l.Items, nil
+	out := make([]*corev1.Pod, len(l.Items))
+	for i := range l.Items {
+		out[i] = &l.Items[i]
+	}
+	sortPods(out)
+	return out, nil
 }
 
 func (s *Sandbox) nodesByName(ctx context.Context) (map[string]*corev1.Node, error) {
@@ -119,7 +125,7 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 		ds := &dss.Items[i]
 		have := map[string]bool{}
 		for j := range pods {
-			p := &pods[j]
+			p := pods[j]
 			if !ownedBy(p, ds.UID) {
 				continue
 			}
@@ -170,7 +176,7 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 	live := func(uid types.UID) []*corev1.Pod {
 		var out []*corev1.Pod
 		for i := range pods {
-			p := &pods[i]
+			p := pods[i]
 			if ownedBy(p, uid) && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
 				out = append(out, p)
 			}
@@ -373,7 +379,7 @@ func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
 		return err
 	}
 	for i := range pods {
-		p := &pods[i]
+		p := pods[i]
 		if p.Spec.NodeName == "" {
 			continue
 		}
@@ -431,9 +437,10 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 		return err
 	}
 	used := map[string]corev1.ResourceList{}
+	on := map[string][]*corev1.Pod{}
 	var pending []*corev1.Pod
 	for i := range pods {
-		p := &pods[i]
+		p := pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
@@ -441,10 +448,11 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 			pending = append(pending, p)
 			continue
 		}
+		on[p.Spec.NodeName] = append(on[p.Spec.NodeName], p)
 		if used[p.Spec.NodeName] == nil {
 			used[p.Spec.NodeName] = corev1.ResourceList{}
 		}
-		addTo(used[p.Spec.NodeName], podRequests(p))
+		addTo(used[p.Spec.NodeName], PodRequests(p))
 	}
 	sort.SliceStable(pending, func(i, j int) bool {
 		pi, pj := priority(pending[i]), priority(pending[j])
@@ -452,7 +460,7 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 	})
 	ordered := sortedNodes(nodes)
 	for _, p := range pending {
-		vols := s.volumeSelectors(ctx, p)
+		vols := s.VolumeSelectors(ctx, p)
 		var best *corev1.Node
 		bestScore := -1.0
 		preferred := s.nominatedNode(p)
@@ -460,7 +468,7 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 			if s.opts.Fitter.Fit(p, n, used[n.Name], vols) != nil {
 				continue
 			}
-			score := allocatedScore(podRequests(p), used[n.Name], n.Status.Allocatable)
+			score := allocatedScore(PodRequests(p), used[n.Name], n.Status.Allocatable)
 			if s.spread {
 				score = 2 - score
 			}
@@ -469,6 +477,12 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 			}
 			if score > bestScore {
 				best, bestScore = n, score
+			}
+		}
+		if best == nil && priority(p) > 0 {
+			var err error
+			if best, err = s.preempt(ctx, p, ordered, used, on, vols); err != nil {
+				return err
 			}
 		}
 		if best == nil {
@@ -483,9 +497,81 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 		if used[best.Name] == nil {
 			used[best.Name] = corev1.ResourceList{}
 		}
-		addTo(used[best.Name], podRequests(p))
+		addTo(used[best.Name], PodRequests(p))
+		on[best.Name] = append(on[best.Name], p)
 	}
 	return nil
+}
+
+// preempt makes room for a pod that fits nowhere by deleting pods of lower
+// priority on one node, as kube-scheduler's preemption does: the node
+// needing the fewest victims wins, victims go lowest priority and newest
+// first, and pods whose PDB allows no disruption are not chosen.
+func (s *Sandbox) preempt(ctx context.Context, p *corev1.Pod, nodes []*corev1.Node, used map[string]corev1.ResourceList, on map[string][]*corev1.Pod, vols []*corev1.NodeSelector) (*corev1.Node, error) {
+	want := PodRequests(p)
+	var best *corev1.Node
+	var bestVictims []*corev1.Pod
+	for _, n := range nodes {
+		if !nodeReady(n) || n.Spec.Unschedulable || labelsAndTaintsFit(p, n, vols) != nil {
+			continue
+		}
+		var cands []*corev1.Pod
+		for _, q := range on[n.Name] {
+			if priority(q) < priority(p) && !isDaemonSetPod(q) && s.disruptable(q) {
+				cands = append(cands, q)
+			}
+		}
+		sort.SliceStable(cands, func(i, j int) bool {
+			if priority(cands[i]) != priority(cands[j]) {
+				return priority(cands[i]) < priority(cands[j])
+			}
+			return cands[j].CreationTimestamp.Before(&cands[i].CreationTimestamp)
+		})
+		left := corev1.ResourceList{}
+		addTo(left, used[n.Name])
+		var victims []*corev1.Pod
+		for _, q := range cands {
+			if resourcesFit(want, left, n.Status.Allocatable) == nil {
+				break
+			}
+			subtract(left, PodRequests(q))
+			decPods(left)
+			victims = append(victims, q)
+		}
+		if resourcesFit(want, left, n.Status.Allocatable) != nil {
+			continue
+		}
+		if best == nil || len(victims) < len(bestVictims) {
+			best, bestVictims = n, victims
+		}
+	}
+	if best == nil {
+		return nil, nil
+	}
+	for _, q := range bestVictims {
+		if err := s.kube.CoreV1().Pods(q.Namespace).Delete(ctx, q.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("preempt pod %s/%s for %s/%s: %w", q.Namespace, q.Name, p.Namespace, p.Name, err)
+		}
+		subtract(used[best.Name], PodRequests(q))
+		decPods(used[best.Name])
+		s.stats.Preempted++
+	}
+	return best, nil
+}
+
+// disruptable reports whether every PDB selecting the pod allows a disruption.
+func (s *Sandbox) disruptable(p *corev1.Pod) bool {
+	pdbs, err := s.pdbsFor(p)
+	if err != nil {
+		return false
+	}
+	for i := range pdbs {
+		st, err := s.pdbStatus(&pdbs[i])
+		if err != nil || st.DisruptionsAllowed <= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func priority(p *corev1.Pod) int32 {
@@ -522,9 +608,9 @@ func (s *Sandbox) nominatedNode(p *corev1.Pod) string {
 	return ""
 }
 
-// volumeSelectors returns the node affinity of the PVs bound to the pod's
+// VolumeSelectors returns the node affinity of the PVs bound to the pod's
 // claims (the zone of an EBS volume).
-func (s *Sandbox) volumeSelectors(ctx context.Context, p *corev1.Pod) []*corev1.NodeSelector {
+func (s *Sandbox) VolumeSelectors(ctx context.Context, p *corev1.Pod) []*corev1.NodeSelector {
 	var out []*corev1.NodeSelector
 	for _, v := range p.Spec.Volumes {
 		if v.PersistentVolumeClaim == nil {
@@ -572,4 +658,10 @@ func (s *Sandbox) reconcilePDBs(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func decPods(rl corev1.ResourceList) {
+	q := rl[corev1.ResourcePods]
+	q.Sub(*resource.NewQuantity(1, resource.DecimalSI))
+	rl[corev1.ResourcePods] = q
 }

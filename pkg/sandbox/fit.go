@@ -34,7 +34,7 @@ func (SimpleFitter) Fit(pod *corev1.Pod, node *corev1.Node, used corev1.Resource
 	if err := labelsAndTaintsFit(pod, node, volumes); err != nil {
 		return err
 	}
-	return resourcesFit(podRequests(pod), used, node.Status.Allocatable)
+	return resourcesFit(PodRequests(pod), used, node.Status.Allocatable)
 }
 
 // labelsAndTaintsFit is the part of Fit that does not depend on the node's
@@ -79,9 +79,9 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// podRequests is the scheduler's effective request: the larger of the sum
+// PodRequests is the scheduler's effective request: the larger of the sum
 // of containers and the largest init container, plus overhead, and one pod.
-func podRequests(p *corev1.Pod) corev1.ResourceList {
+func PodRequests(p *corev1.Pod) corev1.ResourceList {
 	out := corev1.ResourceList{}
 	for _, c := range p.Spec.Containers {
 		addTo(out, c.Resources.Requests)

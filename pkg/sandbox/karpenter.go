@@ -45,6 +45,9 @@ type ProvisionRequest struct {
 	Region     string
 	// Volumes returns the zone constraints of a pod's volumes.
 	Volumes func(*corev1.Pod) []*corev1.NodeSelector
+	// CPUInUse is each NodePool's launched vCPUs; a pool whose
+	// spec.limits.cpu is reached takes no more pods.
+	CPUInUse map[string]int64
 }
 
 // ProvisionResult is the NodeClaims to create and the pods no NodePool can take.
@@ -77,6 +80,9 @@ func (c *Catalog) Provision(req ProvisionRequest) ProvisionResult {
 	}
 	opts := make([][]option, len(pools))
 	for i := range pools {
+		if lim, ok := pools[i].Spec.Limits[corev1.ResourceCPU]; ok && req.CPUInUse[pools[i].Name] >= lim.Value() {
+			continue
+		}
 		for _, off := range c.poolOfferings(&pools[i], req.Zones, req.Region) {
 			it, _ := c.Get(off.InstanceType)
 			node := offeringNode(&pools[i], it, off, req.Region)
@@ -84,7 +90,7 @@ func (c *Catalog) Provision(req ProvisionRequest) ProvisionResult {
 			for _, ds := range req.DaemonSets {
 				dp := &corev1.Pod{Spec: ds.Spec.Template.Spec}
 				if labelsAndTaintsFit(dp, node, nil) == nil {
-					subtract(alloc, podRequests(dp))
+					subtract(alloc, PodRequests(dp))
 				}
 			}
 			opts[i] = append(opts[i], option{off: off, node: node, alloc: alloc})
@@ -92,7 +98,7 @@ func (c *Catalog) Provision(req ProvisionRequest) ProvisionResult {
 	}
 	pods := append([]*corev1.Pod(nil), req.Pods...)
 	sort.SliceStable(pods, func(i, j int) bool {
-		ri, rj := podRequests(pods[i]), podRequests(pods[j])
+		ri, rj := PodRequests(pods[i]), PodRequests(pods[j])
 		if c := ri.Cpu().Cmp(*rj.Cpu()); c != 0 {
 			return c > 0
 		}
@@ -114,7 +120,7 @@ func (c *Catalog) Provision(req ProvisionRequest) ProvisionResult {
 		if req.Volumes != nil {
 			vols = req.Volumes(p)
 		}
-		want := podRequests(p)
+		want := PodRequests(p)
 		placed := false
 		reason := "no NodePool is compatible (taints, nodeSelector/affinity, volume zones)"
 		for pi := range pools {
@@ -478,7 +484,7 @@ func (s *Sandbox) provision(ctx context.Context) error {
 	}
 	var pending []*corev1.Pod
 	for i := range pods {
-		p := &pods[i]
+		p := pods[i]
 		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
 			delete(s.nominated, podKey(p))
 			continue
@@ -495,9 +501,15 @@ func (s *Sandbox) provision(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list DaemonSets: %w", err)
 	}
+	inUse := map[string]int64{}
+	for _, in := range s.cloud.instances {
+		if it, ok := s.cat.Get(in.InstanceType); ok && in.NodePool != "" {
+			inUse[in.NodePool] += int64(it.VCPU)
+		}
+	}
 	res := s.cat.Provision(ProvisionRequest{
-		Pods: pending, NodePools: pools, DaemonSets: dss.Items, Zones: s.zones(), Region: s.cloud.Cluster.Region,
-		Volumes: func(p *corev1.Pod) []*corev1.NodeSelector { return s.volumeSelectors(ctx, p) },
+		Pods: pending, NodePools: pools, DaemonSets: dss.Items, Zones: s.zones(), Region: s.cloud.Cluster.Region, CPUInUse: inUse,
+		Volumes: func(p *corev1.Pod) []*corev1.NodeSelector { return s.VolumeSelectors(ctx, p) },
 	})
 	byName := map[string]*apisv1.NodePool{}
 	for i := range pools {
@@ -528,7 +540,7 @@ func (s *Sandbox) consolidate(ctx context.Context) error {
 	}
 	busy := map[string]bool{}
 	for i := range pods {
-		if !isDaemonSetPod(&pods[i]) && pods[i].Spec.NodeName != "" {
+		if !isDaemonSetPod(pods[i]) && pods[i].Spec.NodeName != "" {
 			busy[pods[i].Spec.NodeName] = true
 		}
 	}

@@ -310,14 +310,11 @@ func (s *Sandbox) loadPods(ctx context.Context, inv inventory.Inventory, owners 
 		if p.NodeName == "" && owned {
 			continue
 		}
-		tmpl := podTemplate(p)
-		pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec, Status: corev1.PodStatus{Phase: corev1.PodPending}}
-		pod.Namespace, pod.Name = p.Namespace, p.Name
-		pod.Labels = copyMap(p.Labels)
+		pod := PodObject(p)
+		pod.Status.Phase = corev1.PodPending
 		if owned {
 			pod.OwnerReferences = []metav1.OwnerReference{ref}
 		}
-		pod.Spec.NodeName = p.NodeName
 		if p.OwnerKind == inventory.OwnerStatefulSet {
 			pod.Spec.Hostname = p.Name
 		}
@@ -386,6 +383,24 @@ var daemonSetTolerations = []corev1.Toleration{
 }
 
 func (s *Sandbox) createDaemonSet(ctx context.Context, ds inventory.DaemonSet) error {
+	obj := DaemonSetObject(ds)
+	if _, err := s.kube.AppsV1().DaemonSets(ds.Namespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
+	}
+	return nil
+}
+
+// PodObject rebuilds a pod from its inventory record (scheduling fields only).
+func PodObject(p inventory.Pod) *corev1.Pod {
+	tmpl := podTemplate(p)
+	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
+	pod.Namespace, pod.Name, pod.Labels, pod.Spec.NodeName = p.Namespace, p.Name, copyMap(p.Labels), p.NodeName
+	return pod
+}
+
+// DaemonSetObject rebuilds a DaemonSet from its inventory record, with the
+// tolerations the DaemonSet controller adds to its pods.
+func DaemonSetObject(ds inventory.DaemonSet) *appsv1.DaemonSet {
 	lbl := copyMap(ds.Labels)
 	if len(lbl) == 0 {
 		lbl = map[string]string{"app.kubernetes.io/name": ds.Name}
@@ -393,12 +408,8 @@ func (s *Sandbox) createDaemonSet(ctx context.Context, ds inventory.DaemonSet) e
 	tmpl := podTemplate(inventory.Pod{Labels: lbl, Requests: ds.Requests, NodeSelector: ds.NodeSelector, Affinity: ds.Affinity,
 		Tolerations: ds.Tolerations, HostPorts: ds.HostPorts})
 	tmpl.Spec.Tolerations = append(tmpl.Spec.Tolerations, daemonSetTolerations...)
-	obj := &appsv1.DaemonSet{
+	return &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ds.Namespace, Name: ds.Name, Labels: lbl},
 		Spec:       appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: lbl}, Template: tmpl},
 	}
-	if _, err := s.kube.AppsV1().DaemonSets(ds.Namespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create DaemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
-	}
-	return nil
 }

@@ -128,6 +128,8 @@ type Stats struct {
 	// NodesLaunched and NodesTerminated count instances.
 	NodesLaunched   int `json:"nodesLaunched"`
 	NodesTerminated int `json:"nodesTerminated"`
+	// Preempted counts pods the scheduler deleted to place higher-priority ones.
+	Preempted int `json:"preempted"`
 }
 
 // New builds a sandbox empty of workloads: load one with Load.
@@ -239,7 +241,7 @@ func (s *Sandbox) busy(ctx context.Context) (bool, string, error) {
 		return false, "", err
 	}
 	for i := range pods {
-		p := &pods[i]
+		p := pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
@@ -311,9 +313,9 @@ func (s *Sandbox) stampMeta(m metav1.Object) {
 
 func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
 
-func sortPods(pods []corev1.Pod) {
+func sortPods(pods []*corev1.Pod) {
 	sort.Slice(pods, func(i, j int) bool {
-		a, b := &pods[i], &pods[j]
+		a, b := pods[i], pods[j]
 		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
 			return a.CreationTimestamp.Before(&b.CreationTimestamp)
 		}
@@ -344,3 +346,9 @@ func newFastClientset() (*fake.Clientset, k8stesting.ObjectTracker) {
 	})
 	return cs, o
 }
+
+// Zones are the availability zones the account's node groups use.
+func (s *Sandbox) Zones() []string { return s.zones() }
+
+// Region is the account's region.
+func (s *Sandbox) Region() string { return s.cloud.Cluster.Region }

@@ -1,0 +1,316 @@
+// Package demo runs a whole Cluster Autoscaler → Karpenter migration
+// against the embedded sandbox (pkg/sandbox): discover, readiness,
+// generate, IAM plan/apply, plan, apply in PDB-safe waves, and optionally a
+// full rollback, reporting progress as events and ending with a Summary.
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
+)
+
+// Options configure a demo run.
+type Options struct {
+	// Seed makes the run reproducible.
+	Seed uint64
+	// OutDir receives snapshot.json, readiness.json, karpenter/ (the
+	// kustomize tree), iam-plan.json, plan.yaml and summary.json.
+	OutDir string
+	// Snapshot, when set, replays this inventory instead of the demo account.
+	Snapshot *inventory.Snapshot
+	// Rollback continues with a full rollback after the migration.
+	Rollback bool
+	// Events receives progress; it is called from Run's goroutine.
+	Events func(Event)
+	// Now is the wall clock, for the time-taken figure (default time.Now).
+	Now func() time.Time
+}
+
+// Step statuses.
+const (
+	StatusRunning = "running"
+	StatusDone    = "done"
+	StatusFailed  = "failed"
+	StatusSkipped = "skipped"
+)
+
+// Event is one progress report.
+type Event struct {
+	// SimTime is the sandbox's simulated time.
+	SimTime time.Time `json:"simTime"`
+	Step    string    `json:"step"`
+	Status  string    `json:"status"`
+	Message string    `json:"message,omitempty"`
+	// Progress is 0..1 within a wave step, -1 when not measured.
+	Progress float64 `json:"progress"`
+}
+
+// StepResult is a finished step in the summary.
+type StepResult struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Summary is what the demo reports at the end.
+type Summary struct {
+	Cluster string `json:"cluster"`
+	Seed    uint64 `json:"seed"`
+	OutDir  string `json:"outDir"`
+
+	NodesBefore       int            `json:"nodesBefore"`
+	NodesAfter        int            `json:"nodesAfter"`
+	NodesBeforeByType map[string]int `json:"nodesBeforeByType"`
+	NodesAfterByType  map[string]int `json:"nodesAfterByType"`
+	CostPerHourBefore float64        `json:"costPerHourBefore"`
+	CostPerHourAfter  float64        `json:"costPerHourAfter"`
+	// PlannedCostPerHour is the plan's predicted cost of the new fleet.
+	PlannedCostPerHour float64 `json:"plannedCostPerHour"`
+
+	PodsMoved         int      `json:"podsMoved"`
+	PDBViolations     int      `json:"pdbViolations"`
+	PDBRejections     int      `json:"pdbRejections"`
+	MaxPendingSeconds float64  `json:"maxPendingSeconds"`
+	Findings          []string `json:"findings"`
+
+	// LegacyPodsLeft counts non-DaemonSet pods not on a Karpenter node.
+	LegacyPodsLeft int `json:"legacyPodsLeft"`
+	// GroupsAtZero is true when every node group's desired size is 0.
+	GroupsAtZero bool `json:"groupsAtZero"`
+	// ClusterAutoscalerReplicas is CA's replicas after the migration.
+	ClusterAutoscalerReplicas int32 `json:"clusterAutoscalerReplicas"`
+
+	Rollback *RollbackSummary `json:"rollback,omitempty"`
+
+	SimulatedSeconds float64      `json:"simulatedSeconds"`
+	WallSeconds      float64      `json:"wallSeconds"`
+	Steps            []StepResult `json:"steps"`
+}
+
+// RollbackSummary reports the state after `--rollback`.
+type RollbackSummary struct {
+	// Restored is true when every group is back at its recorded size with
+	// Ready nodes, CA is back, no NodePool is left and every pod is on a
+	// legacy node.
+	Restored         bool           `json:"restored"`
+	Groups           []GroupSize    `json:"groups"`
+	NodesAfter       int            `json:"nodesAfter"`
+	NodesAfterByType map[string]int `json:"nodesAfterByType"`
+	CostPerHour      float64        `json:"costPerHour"`
+	PodsMoved        int            `json:"podsMoved"`
+	KarpenterNodes   int            `json:"karpenterNodes"`
+	Problems         []string       `json:"problems,omitempty"`
+}
+
+// GroupSize is a node group's recorded and current size.
+type GroupSize struct {
+	Name          string `json:"name"`
+	Recorded      int32  `json:"recorded"`
+	RecordedMin   int32  `json:"recordedMin"`
+	RecordedMax   int32  `json:"recordedMax"`
+	Desired       int32  `json:"desired"`
+	ReadyNodes    int    `json:"readyNodes"`
+	InstanceCount int    `json:"instanceCount"`
+}
+
+// runner carries one run's state between steps.
+type runner struct {
+	opts    Options
+	sb      *sandbox.Sandbox
+	sum     *Summary
+	inv     inventory.Inventory
+	pools   []apisv1.NodePool
+	classes []apisv1.EC2NodeClass
+	plan    *Plan
+	state   *State
+}
+
+// Run performs the demo and returns its summary. On a step failure it
+// returns the summary so far (with the failed step) and the error.
+func Run(ctx context.Context, opts Options) (*Summary, error) {
+	if opts.OutDir == "" {
+		return nil, fmt.Errorf("demo: no output directory; pass --out DIR")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Events == nil {
+		opts.Events = func(Event) {}
+	}
+	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
+		return nil, fmt.Errorf("demo: create output directory: %w", err)
+	}
+	wallStart := opts.Now()
+	sb, err := sandbox.New(sandbox.Options{Seed: opts.Seed})
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	r := &runner{opts: opts, sb: sb, sum: &Summary{Seed: opts.Seed, OutDir: opts.OutDir}, state: &State{}}
+	simStart := sb.Now()
+	steps := []struct {
+		id string
+		fn func(context.Context) (string, error)
+	}{
+		{"sandbox", r.stepSandbox},
+		{"discover", r.stepDiscover},
+		{"readiness", r.stepReadiness},
+		{"generate", r.stepGenerate},
+		{"iam-plan", r.stepIAMPlan},
+		{"iam-apply", r.stepIAMApply},
+		{"plan", r.stepPlan},
+		{"apply", r.stepApply},
+		{"final-state", r.stepFinal},
+	}
+	if opts.Rollback {
+		steps = append(steps, struct {
+			id string
+			fn func(context.Context) (string, error)
+		}{"rollback", r.stepRollback})
+	}
+	var runErr error
+	for _, st := range steps {
+		if runErr != nil {
+			r.sum.Steps = append(r.sum.Steps, StepResult{ID: st.id, Status: StatusSkipped})
+			continue
+		}
+		r.emit(st.id, StatusRunning, "", -1)
+		detail, err := st.fn(ctx)
+		if err != nil {
+			runErr = fmt.Errorf("demo step %s: %w", st.id, err)
+			r.emit(st.id, StatusFailed, err.Error(), -1)
+			r.sum.Steps = append(r.sum.Steps, StepResult{ID: st.id, Status: StatusFailed, Detail: err.Error()})
+			continue
+		}
+		r.emit(st.id, StatusDone, detail, 1)
+		r.sum.Steps = append(r.sum.Steps, StepResult{ID: st.id, Status: StatusDone, Detail: detail})
+	}
+	st := sb.Stats()
+	r.sum.PDBViolations = st.PDBViolations
+	r.sum.PDBRejections = st.Rejected
+	r.sum.MaxPendingSeconds = st.MaxPending.Seconds()
+	r.sum.SimulatedSeconds = sb.Now().Sub(simStart).Seconds()
+	r.sum.WallSeconds = opts.Now().Sub(wallStart).Seconds()
+	if err := writeJSON(filepath.Join(opts.OutDir, "summary.json"), r.sum); err != nil && runErr == nil {
+		runErr = err
+	}
+	return r.sum, runErr
+}
+
+func (r *runner) emit(step, status, msg string, progress float64) {
+	r.opts.Events(Event{SimTime: r.sb.Now(), Step: step, Status: status, Message: msg, Progress: progress})
+}
+
+func (r *runner) stepSandbox(ctx context.Context) (string, error) {
+	inv := sandbox.DemoInventory()
+	what := "seeded demo account"
+	if r.opts.Snapshot != nil {
+		inv = r.opts.Snapshot.Inventory
+		what = "snapshot of " + inv.Cluster.Name
+	}
+	if err := r.sb.Load(ctx, inv); err != nil {
+		return "", err
+	}
+	r.sb.StartTracking()
+	nodes, pods, err := r.counts(ctx)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s: %d node groups, %d nodes, %d pods", what, len(r.sb.Cloud().Groups()), nodes, pods), nil
+}
+
+func (r *runner) counts(ctx context.Context) (nodes, pods int, err error) {
+	nl, err := r.sb.Kube().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, 0, fmt.Errorf("list nodes: %w", err)
+	}
+	pl, err := r.sb.Kube().CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, 0, fmt.Errorf("list pods: %w", err)
+	}
+	return len(nl.Items), len(pl.Items), nil
+}
+
+// fleet returns nodes by instance type and the fleet's cost per hour.
+func (r *runner) fleet() (int, map[string]int, float64) {
+	byType := map[string]int{}
+	cost := 0.0
+	n := 0
+	for _, in := range r.sb.Cloud().Instances() {
+		n++
+		byType[in.InstanceType]++
+		cost += r.sb.Catalog().Price(in.InstanceType, in.Zone, in.CapacityType)
+	}
+	return n, byType, round4(cost)
+}
+
+func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
+
+func (r *runner) stepFinal(ctx context.Context) (string, error) {
+	n, byType, cost := r.fleet()
+	r.sum.NodesAfter, r.sum.NodesAfterByType, r.sum.CostPerHourAfter = n, byType, cost
+	pods, err := r.sb.Kube().CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("list pods: %w", err)
+	}
+	nodes, err := r.sb.Kube().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("list nodes: %w", err)
+	}
+	karpenter := map[string]bool{}
+	for _, nd := range nodes.Items {
+		if nd.Labels[apisv1.NodePoolLabelKey] != "" {
+			karpenter[nd.Name] = true
+		}
+	}
+	left := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if isDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded {
+			continue
+		}
+		if !karpenter[p.Spec.NodeName] {
+			left++
+		}
+	}
+	r.sum.LegacyPodsLeft = left
+	r.sum.GroupsAtZero = true
+	for _, g := range r.sb.Cloud().Groups() {
+		if g.DesiredSize != 0 || len(g.Instances) != 0 {
+			r.sum.GroupsAtZero = false
+		}
+	}
+	r.sum.ClusterAutoscalerReplicas, err = r.caReplicas(ctx)
+	if err != nil {
+		return "", err
+	}
+	if left > 0 {
+		return "", fmt.Errorf("%d pods are still on legacy nodes", left)
+	}
+	return fmt.Sprintf("%d nodes ($%.4f/h) → %d nodes ($%.4f/h); legacy groups at zero: %t", r.sum.NodesBefore, r.sum.CostPerHourBefore, n, cost, r.sum.GroupsAtZero), nil
+}
+
+func isDaemonSetPod(p *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.Kind == "DaemonSet"
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
