@@ -97,6 +97,8 @@ be resumed and rolled back.`,
 		newConvertCmd(g),
 		newConfigCmd(g),
 		newGenerateCmd(g),
+		newPlanCmd(g), newApplyCmd(g), newStatusCmd(g), newRollbackCmd(g),
+		newDemoCmd(g),
 	)
 	return root
 }

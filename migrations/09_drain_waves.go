@@ -1,0 +1,28 @@
+package migrations
+
+import (
+	"context"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+)
+
+func init() {
+	register(rollout.Step{
+		ID:          "09_drain_waves",
+		Purpose:     "per wave: pre-provision Karpenter capacity, cordon, drain PDB-safe, gate, remove the instances from their groups",
+		Destructive: true,
+		Check: func(_ context.Context, s *rollout.Session) (bool, string, error) {
+			done, why := s.WavesDone()
+			return done, why, nil
+		},
+		Up: func(ctx context.Context, s *rollout.Session) error { return s.RunWaves(ctx) },
+		// Down brings the legacy nodes back: restore the groups' recorded
+		// sizes and processes (again, if 10's Down did), uncordon, wait Ready.
+		Down: func(ctx context.Context, s *rollout.Session) error {
+			if err := s.RestoreGroups(ctx); err != nil {
+				return err
+			}
+			return s.RestoreLegacyNodes(ctx)
+		},
+	})
+}

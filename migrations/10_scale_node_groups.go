@@ -1,0 +1,23 @@
+package migrations
+
+import (
+	"context"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+)
+
+func init() {
+	register(rollout.Step{
+		ID:          "10_scale_node_groups",
+		Purpose:     "scale the legacy node groups to zero (min/max/desired and processes recorded) and resume the processes suspended for the drain",
+		Destructive: true,
+		Check: func(ctx context.Context, s *rollout.Session) (bool, string, error) {
+			if s.Journal.Step("09_drain_waves") == nil {
+				return false, "", nil
+			}
+			return s.GroupsAtZero(ctx)
+		},
+		Up:   func(ctx context.Context, s *rollout.Session) error { return s.ScaleGroupsToZero(ctx) },
+		Down: func(ctx context.Context, s *rollout.Session) error { return s.RestoreGroups(ctx) },
+	})
+}

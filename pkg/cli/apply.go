@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"os/user"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/version"
+)
+
+// Exit codes of apply and rollback that scripts act on.
+const (
+	exitPaused  = 4 // a gate failed or a wait timed out: fix, then apply again
+	exitDrifted = 5 // the cluster changed since the plan: review a new plan
+)
+
+type runFlags struct {
+	plan          string
+	dir           string
+	dryRun        bool
+	yes           bool
+	forceEvict    bool
+	ackBlockers   bool
+	leaseDuration time.Duration
+	pollInterval  time.Duration
+}
+
+func (f *runFlags) bind(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.plan, "plan", "plan.yaml", "plan written by `karpenter-migrate plan`")
+	fl.StringVar(&f.dir, "dir", "", "generated tree (from `generate`) whose overlays/<env> holds the NodePools to apply")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print what would change; change nothing")
+	fl.BoolVarP(&f.yes, "yes", "y", false, "do not ask before destructive steps (CI)")
+	fl.BoolVar(&f.forceEvict, "force-evict", false, "also evict pods annotated do-not-disrupt / safe-to-evict=false")
+	fl.BoolVar(&f.ackBlockers, "ack-blockers", false, "proceed although the plan lists blocker findings")
+	fl.DurationVar(&f.leaseDuration, "lease-duration", time.Minute, "how long the lock outlives a run that died (kill -9) before another may take it")
+	fl.DurationVar(&f.pollInterval, "poll-interval", 2*time.Second, "how often waits poll the cluster")
+}
+
+func newApplyCmd(g *GlobalOptions) *cobra.Command {
+	f := &runFlags{}
+	var replan bool
+	cmd := &cobra.Command{
+		Use:   "apply --plan plan.yaml",
+		Short: "Apply a plan: run the migrations/ steps, resuming where a previous run stopped",
+		Long: `apply runs the runbook steps of the plan's environment in order, recording each step and
+every value it changes in a ConfigMap journal and holding a Lease so no other run interleaves.
+Ctrl-C finishes the evictions in flight and writes the journal; run apply again to resume.
+
+Exit codes: 4 paused (a gate failed or a wait timed out), 5 the cluster changed since the plan.`,
+		Example: `  # See what would change
+  karpenter-migrate apply --plan plan.yaml --dir karpenter --dry-run
+
+  # Apply from CI without prompts
+  karpenter-migrate apply --plan plan.yaml --dir karpenter --yes`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRollout(cmd.Context(), g, f, func(ctx context.Context, r *rollout.Runner) error {
+				if replan {
+					return errors.New("--replan needs a live discovery, which this build cannot do yet; run `karpenter-migrate plan` on a fresh snapshot and apply that plan")
+				}
+				return r.Apply(ctx)
+			})
+		},
+	}
+	f.bind(cmd)
+	cmd.Flags().BoolVar(&replan, "replan", false, "plan again when the cluster changed since the plan, instead of refusing")
+	return cmd
+}
+
+// runRollout loads the plan, builds the runner and maps its errors to exit codes.
+func runRollout(ctx context.Context, g *GlobalOptions, f *runFlags, run func(context.Context, *rollout.Runner) error) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	p, err := rollout.ReadPlanFile(f.plan)
+	if err != nil {
+		return err
+	}
+	if !f.yes && !f.dryRun && !g.IO.CanPrompt() {
+		return errors.New("this changes the cluster and cannot ask for confirmation here: pass --yes (or --dry-run to only look)")
+	}
+	r, err := newRunner(ctx, g, f, p)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err = run(ctx, r)
+	var drift *rollout.DriftError
+	var paused *rollout.PausedError
+	switch {
+	case errors.As(err, &drift):
+		return &ExitError{Code: exitDrifted, Err: err}
+	case errors.As(err, &paused):
+		return &ExitError{Code: exitPaused, Err: err}
+	}
+	return err
+}
+
+func newRunner(ctx context.Context, g *GlobalOptions, f *runFlags, p *rollout.Plan) (*rollout.Runner, error) {
+	cfg, err := g.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
+	}
+	awsCfg, err := kmaws.LoadConfig(ctx, kmaws.Options{Region: firstNonEmpty(g.Region, p.Region), Profile: g.Profile, EndpointURL: g.EndpointURL})
+	if err != nil {
+		return nil, err
+	}
+	clients := kmaws.NewClients(awsCfg)
+	operator := "unknown"
+	if u, err := user.Current(); err == nil {
+		operator = u.Username
+	}
+	host, _ := os.Hostname()
+	drain := kube.DefaultDrainOptions()
+	drain.PollInterval = min(drain.PollInterval, f.pollInterval)
+	r := &rollout.Runner{
+		Session: rollout.Session{
+			Kube: kc, Dynamic: dc, ASG: clients.AutoScaling, EKS: clients.EKS, Namespace: g.Namespace, Plan: p,
+			Options: rollout.Options{
+				DryRun: f.dryRun, ForceEvict: f.forceEvict, AckBlockers: f.ackBlockers,
+				Operator: operator, ToolVersion: version.Version,
+				Identity:      fmt.Sprintf("%s@%s pid %d", operator, host, os.Getpid()),
+				LeaseDuration: f.leaseDuration, PollInterval: f.pollInterval, Drain: &drain,
+				Observer: eventPrinter(g),
+			},
+		},
+		Steps: migrations.All(),
+	}
+	if f.dir != "" {
+		r.Overlay = rollout.OverlayDir{Dir: f.dir, Env: p.Environment}
+	}
+	if !f.yes && !f.dryRun {
+		r.Options.Confirm = func(q string) (bool, error) { return g.IO.Confirm(q, "--yes") }
+	}
+	return r, nil
+}
+
+func firstNonEmpty(v ...string) string {
+	for _, s := range v {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// eventPrinter renders progress events: one JSON object per line with
+// --log-format json, else one readable line each on stderr.
+func eventPrinter(g *GlobalOptions) rollout.Observer {
+	w := g.IO.ErrOut
+	if g.LogFormat == "json" {
+		enc := json.NewEncoder(w)
+		return func(e rollout.Event) { _ = enc.Encode(e) }
+	}
+	return func(e rollout.Event) {
+		prefix := e.Time.Format("15:04:05")
+		if e.DryRun {
+			prefix += " [dry-run]"
+		}
+		where := e.Step
+		if e.Wave > 0 {
+			where += fmt.Sprintf(" wave %d", e.Wave)
+			if e.Waves > 0 {
+				where += fmt.Sprintf("/%d", e.Waves)
+			}
+		}
+		switch e.Kind {
+		case rollout.EventWavePhase:
+			fmt.Fprintf(w, "%s %s: %s\n", prefix, where, e.Phase)
+		case rollout.EventEviction:
+			fmt.Fprintf(w, "%s %s: %s %s (node %s)\n", prefix, where, e.Message, e.Pod, e.Node)
+		case rollout.EventPDBWait:
+			fmt.Fprintf(w, "%s %s: %s waits on PDB %s\n", prefix, where, e.Pod, e.PDB)
+		case rollout.EventWaiting:
+			if e.Total > 0 {
+				fmt.Fprintf(w, "%s %s: waiting for %s (%d/%d)\n", prefix, where, e.Message, e.Done, e.Total)
+			} else {
+				fmt.Fprintf(w, "%s %s: waiting for %s\n", prefix, where, e.Message)
+			}
+		default:
+			fmt.Fprintf(w, "%s %s %s: %s\n", prefix, e.Kind, where, e.Message)
+		}
+	}
+}
