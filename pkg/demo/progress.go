@@ -1,0 +1,192 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/charmbracelet/bubbles/progress"
+	"github.com/charmbracelet/bubbles/spinner"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+)
+
+// PlainProgress returns an event sink that writes one timestamped line per
+// step change (simulated time), and wave progress at each quarter.
+func PlainProgress(w io.Writer) func(Event) {
+	var mu sync.Mutex
+	lastQuarter := map[string]int{}
+	return func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Status == StatusRunning && e.Progress >= 0 {
+			q := int(e.Progress * 4)
+			if q == lastQuarter[e.Step] && e.Progress > 0 {
+				return
+			}
+			lastQuarter[e.Step] = q
+		}
+		line := fmt.Sprintf("%s  %-14s %-8s %s", e.SimTime.Format("15:04:05"), e.Step, e.Status, e.Message)
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+}
+
+// RunWithTUI runs the demo under a bubbletea program: one line per step with
+// a spinner while it runs and a progress bar for waves.
+func RunWithTUI(ctx context.Context, opts Options, in io.Reader, out io.Writer) (*Summary, error) {
+	m := newTUIModel()
+	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithContext(ctx))
+	var sum *Summary
+	var runErr error
+	go func() {
+		inner := opts.Events
+		opts.Events = func(e Event) {
+			if inner != nil {
+				inner(e)
+			}
+			p.Send(eventMsg(e))
+		}
+		sum, runErr = Run(ctx, opts)
+		p.Send(doneMsg{})
+	}()
+	if _, err := p.Run(); err != nil {
+		return sum, fmt.Errorf("progress display: %w", err)
+	}
+	return sum, runErr
+}
+
+type eventMsg Event
+type doneMsg struct{}
+
+type tuiStep struct {
+	id, status, msg string
+	progress        float64
+}
+
+type tuiModel struct {
+	steps   []*tuiStep
+	index   map[string]*tuiStep
+	spinner spinner.Model
+	bar     progress.Model
+	done    bool
+}
+
+var (
+	styleDone   = lipgloss.NewStyle().Foreground(lipgloss.Color("2"))
+	styleFailed = lipgloss.NewStyle().Foreground(lipgloss.Color("1"))
+	styleDim    = lipgloss.NewStyle().Foreground(lipgloss.Color("8"))
+)
+
+func newTUIModel() *tuiModel {
+	return &tuiModel{
+		index:   map[string]*tuiStep{},
+		spinner: spinner.New(spinner.WithSpinner(spinner.Dot)),
+		bar:     progress.New(progress.WithDefaultGradient(), progress.WithWidth(30), progress.WithoutPercentage()),
+	}
+}
+
+func (m *tuiModel) Init() tea.Cmd { return m.spinner.Tick }
+
+func (m *tuiModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case eventMsg:
+		st, ok := m.index[msg.Step]
+		if !ok {
+			st = &tuiStep{id: msg.Step}
+			m.index[msg.Step] = st
+			m.steps = append(m.steps, st)
+		}
+		st.status = msg.Status
+		if msg.Message != "" {
+			st.msg = msg.Message
+		}
+		if msg.Progress >= 0 {
+			st.progress = msg.Progress
+		}
+		return m, nil
+	case doneMsg:
+		m.done = true
+		return m, tea.Quit
+	case tea.KeyMsg:
+		if msg.String() == "ctrl+c" {
+			return m, tea.Quit
+		}
+	case spinner.TickMsg:
+		var cmd tea.Cmd
+		m.spinner, cmd = m.spinner.Update(msg)
+		return m, cmd
+	}
+	return m, nil
+}
+
+func (m *tuiModel) View() string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, st := range m.steps {
+		mark := m.spinner.View()
+		switch st.status {
+		case StatusDone:
+			mark = styleDone.Render("✓")
+		case StatusFailed:
+			mark = styleFailed.Render("✗")
+		}
+		extra := styleDim.Render(st.msg)
+		if strings.HasPrefix(st.id, "wave-") || strings.HasPrefix(st.id, "rollback-") {
+			extra = m.bar.ViewAs(st.progress) + "  " + extra
+		}
+		fmt.Fprintf(tw, "%s %s\t%s\n", mark, st.id, extra)
+	}
+	_ = tw.Flush()
+	return b.String()
+}
+
+// WriteTable renders the summary for people.
+func WriteTable(w io.Writer, s *Summary) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nMigration of cluster %s (seed %d): %.1fs wall, %s simulated\n\n", s.Cluster, s.Seed, s.WallSeconds, fmtSeconds(s.SimulatedSeconds))
+	fmt.Fprintln(tw, "\tBEFORE\tAFTER")
+	fmt.Fprintf(tw, "nodes\t%d\t%d\n", s.NodesBefore, s.NodesAfter)
+	fmt.Fprintf(tw, "$/hour\t%.4f\t%.4f\t(plan predicted %.4f)\n", s.CostPerHourBefore, s.CostPerHourAfter, s.PlannedCostPerHour)
+	fmt.Fprintf(tw, "pods moved\t\t%d\n", s.PodsMoved)
+	fmt.Fprintf(tw, "PDB violations\t\t%d\t(%d evictions refused with 429 and retried)\n", s.PDBViolations, s.PDBRejections)
+	fmt.Fprintf(tw, "longest pending\t\t%s\n", fmtSeconds(s.MaxPendingSeconds))
+	fmt.Fprintf(tw, "node groups at zero\t\t%t\n", s.GroupsAtZero)
+	fmt.Fprintf(tw, "Cluster Autoscaler replicas\t\t%d\n", s.ClusterAutoscalerReplicas)
+	fmt.Fprintln(tw, "\nINSTANCE TYPE\tBEFORE\tAFTER")
+	types := map[string]bool{}
+	for t := range s.NodesBeforeByType {
+		types[t] = true
+	}
+	for t := range s.NodesAfterByType {
+		types[t] = true
+	}
+	for _, t := range sortedKeys(types) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\n", t, s.NodesBeforeByType[t], s.NodesAfterByType[t])
+	}
+	if rb := s.Rollback; rb != nil {
+		fmt.Fprintf(tw, "\nROLLBACK\trestored: %t\t%d nodes, $%.4f/h, %d pods moved back\n", rb.Restored, rb.NodesAfter, rb.CostPerHour, rb.PodsMoved)
+		fmt.Fprintln(tw, "GROUP\tRECORDED\tDESIRED\tREADY NODES")
+		for _, g := range rb.Groups {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", g.Name, g.Recorded, g.Desired, g.ReadyNodes)
+		}
+		for _, p := range rb.Problems {
+			fmt.Fprintf(tw, "problem:\t%s\n", p)
+		}
+	}
+	fmt.Fprintln(tw, "\nSTEP\tSTATUS\tDETAIL")
+	for _, st := range s.Steps {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", st.ID, st.Status, st.Detail)
+	}
+	fmt.Fprintf(tw, "\nFiles: %s (snapshot.json, readiness.json, karpenter/, iam-plan.json, plan.yaml, state.json, summary.json)\n", s.OutDir)
+	return tw.Flush()
+}
+
+func fmtSeconds(s float64) string {
+	if s >= 120 {
+		return fmt.Sprintf("%dm%02ds", int(s)/60, int(s)%60)
+	}
+	return fmt.Sprintf("%.0fs", s)
+}
