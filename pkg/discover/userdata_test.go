@@ -38,8 +38,8 @@ max-pods = 29
 	}{
 		{"empty", "", nil},
 		{"al2", al2, &inventory.Bootstrap{Format: inventory.BootstrapAL2, MaxPods: i32(58),
-			NodeLabels: map[string]string{"team": "data", "tier": "db"},
-			Taints:     []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}},
+			NodeLabels:   map[string]string{"team": "data", "tier": "db"},
+			Taints:       []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}},
 			KubeReserved: map[string]string{"cpu": "250m", "memory": "1Gi"}, EvictionHard: map[string]string{"memory.available": "200Mi"},
 			ExtraArgs: []string{"--cpu-cfs-quota=false"}}},
 		{"al2 base64", base64.StdEncoding.EncodeToString([]byte("/etc/eks/bootstrap.sh prod --kubelet-extra-args --max-pods=17\n")),

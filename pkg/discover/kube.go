@@ -1,0 +1,320 @@
+package discover
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/pager"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// listAll lists every object of a kind in pages of 500.
+func listAll[T any](ctx context.Context, list func(context.Context, metav1.ListOptions) (runtime.Object, error)) ([]T, error) {
+	var out []T
+	p := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return list(ctx, o) })
+	p.PageSize = 500
+	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+		if v, ok := obj.(T); ok {
+			out = append(out, v)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// kube reads the Kubernetes side.
+func (d *run) kube(ctx context.Context) error {
+	k := d.src.Kube
+	nodes, err := listAll[*corev1.Node](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return k.CoreV1().Nodes().List(ctx, o)
+	})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	for _, n := range nodes {
+		d.inv.Nodes = append(d.inv.Nodes, nodeOf(n))
+	}
+	rsOwner := map[string]metav1.OwnerReference{} // ns/name -> owner of a ReplicaSet
+	rss, err := listAll[*appsv1.ReplicaSet](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return k.AppsV1().ReplicaSets("").List(ctx, o)
+	})
+	if err != nil {
+		return fmt.Errorf("list replicasets: %w", err)
+	}
+	for _, rs := range rss {
+		if ref := metav1.GetControllerOf(rs); ref != nil {
+			rsOwner[rs.Namespace+"/"+rs.Name] = *ref
+		}
+	}
+	jobOwner := map[string]metav1.OwnerReference{}
+	jobs, err := listAll[*batchv1.Job](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return k.BatchV1().Jobs("").List(ctx, o)
+	})
+	if err != nil {
+		return fmt.Errorf("list jobs: %w", err)
+	}
+	for _, j := range jobs {
+		if ref := metav1.GetControllerOf(j); ref != nil {
+			jobOwner[j.Namespace+"/"+j.Name] = *ref
+		}
+	}
+	pods, err := listAll[*corev1.Pod](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return k.CoreV1().Pods("").List(ctx, o)
+	})
+	if err != nil {
+		return fmt.Errorf("list pods: %w", err)
+	}
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		d.inv.Pods = append(d.inv.Pods, podOf(p, rsOwner, jobOwner))
+	}
+
+	deps, err := k.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list deployments: %w", err)
+	}
+	for i := range deps.Items {
+		dep := &deps.Items[i]
+		d.inv.Workloads = append(d.inv.Workloads, inventory.Workload{Kind: inventory.OwnerDeployment, Namespace: dep.Namespace, Name: dep.Name,
+			Replicas: replicas(dep.Spec.Replicas), ReadyReplicas: dep.Status.ReadyReplicas, Selector: dep.Spec.Selector})
+		d.detectControllers(dep)
+	}
+	sts, err := k.AppsV1().StatefulSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list statefulsets: %w", err)
+	}
+	for _, s := range sts.Items {
+		d.inv.Workloads = append(d.inv.Workloads, inventory.Workload{Kind: inventory.OwnerStatefulSet, Namespace: s.Namespace, Name: s.Name,
+			Replicas: replicas(s.Spec.Replicas), ReadyReplicas: s.Status.ReadyReplicas, Selector: s.Spec.Selector})
+	}
+	dss, err := k.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list daemonsets: %w", err)
+	}
+	for _, ds := range dss.Items {
+		spec := &ds.Spec.Template.Spec
+		d.inv.DaemonSets = append(d.inv.DaemonSets, inventory.DaemonSet{Namespace: ds.Namespace, Name: ds.Name, Labels: ds.Labels,
+			Requests: resourcehelper.PodRequests(&corev1.Pod{Spec: *spec}, resourcehelper.PodResourcesOptions{}),
+			NodeSelector: spec.NodeSelector, Affinity: spec.Affinity, Tolerations: spec.Tolerations, HostPorts: hostPorts(spec)})
+	}
+	pdbs, err := k.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list poddisruptionbudgets: %w", err)
+	}
+	for _, p := range pdbs.Items {
+		d.inv.PDBs = append(d.inv.PDBs, pdbOf(p))
+	}
+	if err := d.volumes(ctx); err != nil {
+		return err
+	}
+	cm, err := k.CoreV1().ConfigMaps("kube-system").Get(ctx, "aws-auth", metav1.GetOptions{})
+	switch {
+	case err == nil:
+		d.inv.AWSAuth = &inventory.AWSAuth{ResourceVersion: cm.ResourceVersion, Data: cm.Data}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("read kube-system/aws-auth: %w", err)
+	}
+	d.karpenterCRDs()
+	return nil
+}
+
+func (d *run) volumes(ctx context.Context) error {
+	pvs, err := d.src.Kube.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list persistentvolumes: %w", err)
+	}
+	for _, pv := range pvs.Items {
+		zones := pvZones(&pv)
+		if len(zones) == 0 {
+			continue // not zonal: it moves with its pod
+		}
+		v := inventory.PersistentVolume{Name: pv.Name, StorageClass: pv.Spec.StorageClassName, Zones: zones}
+		if ref := pv.Spec.ClaimRef; ref != nil {
+			v.ClaimNamespace, v.ClaimName = ref.Namespace, ref.Name
+		}
+		d.inv.PersistentVolumes = append(d.inv.PersistentVolumes, v)
+	}
+	return nil
+}
+
+// pvZones reads a volume's zones from its required node affinity (or the
+// legacy zone labels).
+func pvZones(pv *corev1.PersistentVolume) []string {
+	var zones []string
+	if na := pv.Spec.NodeAffinity; na != nil && na.Required != nil {
+		for _, term := range na.Required.NodeSelectorTerms {
+			for _, e := range term.MatchExpressions {
+				if (e.Key == corev1.LabelTopologyZone || e.Key == corev1.LabelFailureDomainBetaZone || e.Key == "topology.ebs.csi.aws.com/zone") && e.Operator == corev1.NodeSelectorOpIn {
+					zones = append(zones, e.Values...)
+				}
+			}
+		}
+	}
+	for _, key := range []string{corev1.LabelTopologyZone, corev1.LabelFailureDomainBetaZone} {
+		if z := pv.Labels[key]; z != "" {
+			zones = append(zones, z)
+		}
+	}
+	return unique(zones)
+}
+
+// detectControllers recognises the Cluster Autoscaler and Karpenter
+// deployments by their labels or images.
+func (d *run) detectControllers(dep *appsv1.Deployment) {
+	spec := &dep.Spec.Template.Spec
+	for _, c := range spec.Containers {
+		img := c.Image
+		switch {
+		case strings.Contains(img, "cluster-autoscaler") || dep.Labels["app"] == "cluster-autoscaler" || dep.Labels["app.kubernetes.io/name"] == "aws-cluster-autoscaler":
+			if d.inv.ClusterAutoscaler != nil {
+				continue
+			}
+			args := append(append([]string{}, c.Command...), c.Args...)
+			ca := &inventory.ClusterAutoscaler{Namespace: dep.Namespace, Name: dep.Name, Replicas: replicas(dep.Spec.Replicas), Image: img, Version: imageTag(img), Args: args}
+			for _, a := range args {
+				if v, ok := strings.CutPrefix(a, "--node-group-auto-discovery="); ok {
+					ca.AutoDiscovery = append(ca.AutoDiscovery, v)
+				}
+			}
+			d.inv.ClusterAutoscaler = ca
+		case strings.Contains(img, "karpenter/controller") || (dep.Labels["app.kubernetes.io/name"] == "karpenter" && c.Name == "controller"):
+			if d.inv.Karpenter == nil {
+				d.inv.Karpenter = &inventory.KarpenterInstall{}
+			}
+			kp := d.inv.Karpenter
+			kp.Installed, kp.Version, kp.Namespace, kp.Deployment = true, imageTag(img), dep.Namespace, dep.Name
+			kp.Ready = dep.Status.ReadyReplicas > 0
+			kp.ControllerAffinity, kp.ControllerNodeSelector = spec.Affinity, spec.NodeSelector
+		}
+	}
+}
+
+// karpenterCRDs records which Karpenter API groups the server serves.
+func (d *run) karpenterCRDs() {
+	for _, gv := range []string{"karpenter.sh/v1", "karpenter.sh/v1beta1", "karpenter.k8s.aws/v1", "karpenter.k8s.aws/v1beta1"} {
+		rl, err := d.src.Kube.Discovery().ServerResourcesForGroupVersion(gv)
+		if err != nil || rl == nil {
+			continue // not served
+		}
+		if d.inv.Karpenter == nil {
+			d.inv.Karpenter = &inventory.KarpenterInstall{}
+		}
+		for _, r := range rl.APIResources {
+			if !strings.Contains(r.Name, "/") {
+				d.inv.Karpenter.CRDs = append(d.inv.Karpenter.CRDs, r.Name+"."+strings.Split(gv, "/")[0]+"/"+strings.Split(gv, "/")[1])
+			}
+		}
+	}
+	if d.inv.Karpenter != nil {
+		sort.Strings(d.inv.Karpenter.CRDs)
+	}
+}
+
+func imageTag(img string) string {
+	img, _, _ = strings.Cut(img, "@")
+	if i := strings.LastIndex(img, ":"); i > strings.LastIndex(img, "/") {
+		return img[i+1:]
+	}
+	return ""
+}
+
+func replicas(r *int32) int32 {
+	if r == nil {
+		return 1
+	}
+	return *r
+}
+
+func nodeOf(n *corev1.Node) inventory.Node {
+	out := inventory.Node{
+		Name: n.Name, ProviderID: n.Spec.ProviderID, Labels: n.Labels, Annotations: n.Annotations, Taints: n.Spec.Taints,
+		Capacity: n.Status.Capacity, Allocatable: n.Status.Allocatable, Unschedulable: n.Spec.Unschedulable, CreatedAt: n.CreationTimestamp,
+		InstanceType: n.Labels[corev1.LabelInstanceTypeStable], Zone: n.Labels[corev1.LabelTopologyZone], NodePool: n.Labels["karpenter.sh/nodepool"],
+	}
+	// aws:///us-east-1a/i-0123456789abcdef0
+	if id, ok := strings.CutPrefix(n.Spec.ProviderID, "aws:///"); ok {
+		out.InstanceID = id[strings.LastIndex(id, "/")+1:]
+	}
+	switch {
+	case n.Labels["karpenter.sh/capacity-type"] != "":
+		out.CapacityType = n.Labels["karpenter.sh/capacity-type"]
+	case n.Labels["eks.amazonaws.com/capacityType"] == "SPOT":
+		out.CapacityType = inventory.CapacitySpot
+	case n.Labels["eks.amazonaws.com/capacityType"] == "ON_DEMAND":
+		out.CapacityType = inventory.CapacityOnDemand
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			out.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	return out
+}
+
+func podOf(p *corev1.Pod, rsOwner, jobOwner map[string]metav1.OwnerReference) inventory.Pod {
+	out := inventory.Pod{
+		Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName, Phase: p.Status.Phase, Labels: p.Labels, Annotations: p.Annotations,
+		Requests:     resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}),
+		NodeSelector: p.Spec.NodeSelector, Affinity: p.Spec.Affinity, Tolerations: p.Spec.Tolerations,
+		TopologySpreadConstraints: p.Spec.TopologySpreadConstraints, PriorityClassName: p.Spec.PriorityClassName, Priority: p.Spec.Priority,
+		HostPorts: hostPorts(&p.Spec), TerminationGracePeriodSeconds: p.Spec.TerminationGracePeriodSeconds,
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		out.OwnerKind, out.OwnerName = ref.Kind, ref.Name
+		switch ref.Kind {
+		case "ReplicaSet":
+			if up, ok := rsOwner[p.Namespace+"/"+ref.Name]; ok {
+				out.OwnerKind, out.OwnerName = up.Kind, up.Name
+			}
+		case "Job":
+			if up, ok := jobOwner[p.Namespace+"/"+ref.Name]; ok {
+				out.OwnerKind, out.OwnerName = up.Kind, up.Name
+			}
+		}
+	}
+	for _, v := range p.Spec.Volumes {
+		vol := inventory.Volume{Name: v.Name, Kind: inventory.VolumeOther}
+		switch {
+		case v.EmptyDir != nil:
+			vol.Kind = inventory.VolumeEmptyDir
+		case v.HostPath != nil:
+			vol.Kind = inventory.VolumeHostPath
+		case v.PersistentVolumeClaim != nil:
+			vol.Kind, vol.ClaimName = inventory.VolumePVC, v.PersistentVolumeClaim.ClaimName
+		}
+		out.Volumes = append(out.Volumes, vol)
+	}
+	return out
+}
+
+func hostPorts(spec *corev1.PodSpec) []inventory.HostPort {
+	var out []inventory.HostPort
+	for _, c := range spec.Containers {
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				out = append(out, inventory.HostPort{Port: p.HostPort, Protocol: p.Protocol, HostIP: p.HostIP})
+			}
+		}
+	}
+	return out
+}
+
+func pdbOf(p policyv1.PodDisruptionBudget) inventory.PDB {
+	return inventory.PDB{Namespace: p.Namespace, Name: p.Name, Selector: p.Spec.Selector, MinAvailable: p.Spec.MinAvailable,
+		MaxUnavailable: p.Spec.MaxUnavailable, UnhealthyPodEvictionPolicy: p.Spec.UnhealthyPodEvictionPolicy,
+		DisruptionsAllowed: p.Status.DisruptionsAllowed, CurrentHealthy: p.Status.CurrentHealthy, DesiredHealthy: p.Status.DesiredHealthy,
+		ExpectedPods: p.Status.ExpectedPods}
+}
