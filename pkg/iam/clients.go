@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 )
 
 // IAMAPI is the part of the IAM client this package uses; *iam.Client
@@ -88,30 +90,11 @@ type EC2API interface {
 	DeleteTags(context.Context, *ec2.DeleteTagsInput, ...func(*ec2.Options)) (*ec2.DeleteTagsOutput, error)
 }
 
-// AWSAuthEntry is the aws-auth mapRoles entry for the node role.
-type AWSAuthEntry struct {
-	RoleARN  string   `json:"rolearn"`
-	Username string   `json:"username"`
-	Groups   []string `json:"groups"`
-}
-
-// AWSAuthStatus is what the aws-auth ConfigMap holds for the node role.
-type AWSAuthStatus struct {
-	// Present is true when a mapRoles entry names the role.
-	Present bool
-	// Ours is true when that entry was written by this tool.
-	Ours bool
-	// Matches is true when the entry's username and groups are the desired ones.
-	Matches bool
-	// Diff describes how an existing entry differs.
-	Diff []string
-}
-
 // AWSAuthAPI edits the aws-auth ConfigMap; *awsauth.Editor implements it.
 type AWSAuthAPI interface {
-	Lookup(ctx context.Context, e AWSAuthEntry) (AWSAuthStatus, error)
-	Ensure(ctx context.Context, e AWSAuthEntry) error
-	Remove(ctx context.Context, e AWSAuthEntry) (bool, error)
+	Lookup(ctx context.Context, e awsauth.MapRole) (awsauth.Status, error)
+	Ensure(ctx context.Context, e awsauth.MapRole) error
+	Remove(ctx context.Context, e awsauth.MapRole) (bool, error)
 }
 
 // Clients are the collaborators Plan, Apply and Down call. AWSAuth is only

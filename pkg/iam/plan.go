@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 )
 
 // Action is what Apply (or Down) does to one object.
@@ -125,7 +127,7 @@ func resources(d *Desired) []resource {
 	case NodeAccessAccessEntry:
 		out = append(out, &accessEntryRes{cluster: d.Target.Cluster, principal: d.NodeRoleARN, typ: d.AccessEntryType})
 	case NodeAccessConfigMap:
-		out = append(out, &awsAuthRes{entry: AWSAuthEntry{RoleARN: d.NodeRoleARN, Username: "system:node:{{EC2PrivateDNSName}}", Groups: d.AWSAuthGroups}})
+		out = append(out, &awsAuthRes{entry: awsauth.MapRole{RoleARN: d.NodeRoleARN, Username: "system:node:{{EC2PrivateDNSName}}", Groups: d.AWSAuthGroups}})
 	}
 	return out
 }
@@ -366,7 +368,7 @@ func downCandidates(d *Desired, j *Journal) []resource {
 	// Both node-access kinds: a changed authentication mode leaves the other.
 	add(&accessEntryRes{cluster: d.Target.Cluster, principal: d.NodeRoleARN})
 	if d.NodeAccess == NodeAccessConfigMap || j != nil && slices.ContainsFunc(j.Entries, func(e JournalEntry) bool { return e.Kind == KindAWSAuth }) {
-		add(&awsAuthRes{entry: AWSAuthEntry{RoleARN: d.NodeRoleARN, Username: "system:node:{{EC2PrivateDNSName}}", Groups: d.AWSAuthGroups}})
+		add(&awsAuthRes{entry: awsauth.MapRole{RoleARN: d.NodeRoleARN, Username: "system:node:{{EC2PrivateDNSName}}", Groups: d.AWSAuthGroups}})
 	}
 	if j != nil {
 		for _, e := range j.Entries {

@@ -15,6 +15,8 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 )
 
 // queueRes is the interruption queue.
@@ -592,7 +594,7 @@ func (x *discoveryTagRes) remove(ctx context.Context, r *runner) (bool, error) {
 
 // awsAuthRes is the node role's mapRoles entry in aws-auth.
 type awsAuthRes struct {
-	entry AWSAuthEntry
+	entry awsauth.MapRole
 }
 
 func (x *awsAuthRes) ref() Ref      { return Ref{Kind: KindAWSAuth, Name: x.entry.RoleARN} }

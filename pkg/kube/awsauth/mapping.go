@@ -80,7 +80,10 @@ func parseSeq(key, text string) (*yaml.Node, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &ParseError{Key: key, Line: yamlErrLine(err), Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+		line := yamlErrLine(err)
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		msg = strings.TrimPrefix(msg, fmt.Sprintf("line %d: ", line))
+		return nil, &ParseError{Key: key, Line: line, Msg: msg}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
@@ -369,34 +372,26 @@ func Remove(mapRoles string, e MapRole) (out string, changed bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	var ours *Entry
-	for i := range entries {
-		if entries[i].RoleARN == e.RoleARN && entries[i].Ours {
-			ours = &entries[i]
-			break
-		}
-	}
-	if ours == nil {
+	ours := slices.IndexFunc(entries, func(x Entry) bool { return x.RoleARN == e.RoleARN && x.Ours })
+	if ours < 0 {
 		return mapRoles, false, nil
 	}
 	seq, _ := parseSeq(KeyMapRoles, mapRoles)
-	blk := block(e, strings.Repeat(" ", max(seq.Column-1, 0)))
-	// Exactly as written: remove the bytes.
-	if i := indexAtLineStart(mapRoles, blk); i >= 0 {
-		return mapRoles[:i] + mapRoles[i+len(blk):], true, nil
-	}
-	if tail := "\n" + strings.TrimSuffix(blk, "\n"); strings.HasSuffix(mapRoles, tail) {
-		return strings.TrimSuffix(mapRoles, tail), true, nil
-	}
-	// Edited since: drop the node and re-render.
-	kept := seq.Content[:0:0]
-	for _, item := range seq.Content {
-		if item != ours.node {
-			kept = append(kept, item)
+	// Exactly as written: remove the bytes. Merge used the list's
+	// indentation, which is found by trying each.
+	for n := 0; n <= seq.Column+8; n++ {
+		blk := block(e, strings.Repeat(" ", n))
+		if i := indexAtLineStart(mapRoles, blk); i >= 0 {
+			return mapRoles[:i] + mapRoles[i+len(blk):], true, nil
+		}
+		if tail := "\n" + strings.TrimSuffix(blk, "\n"); strings.HasSuffix(mapRoles, tail) {
+			return strings.TrimSuffix(mapRoles, tail), true, nil
 		}
 	}
-	seq.Content = kept
-	if len(kept) == 0 {
+	// Edited since: drop the node and re-render.
+	// entries and seq.Content are parallel: both come from the same text.
+	seq.Content = slices.Delete(seq.Content, ours, ours+1)
+	if len(seq.Content) == 0 {
 		return "", true, nil
 	}
 	var buf bytes.Buffer

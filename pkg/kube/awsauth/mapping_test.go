@@ -137,7 +137,7 @@ func TestMalformedReportsLine(t *testing.T) {
 		key  string
 		line int
 	}{
-		{"syntax", map[string]string{KeyMapRoles: "- rolearn: a\n  username: [x\n"}, KeyMapRoles, 3},
+		{"syntax", map[string]string{KeyMapRoles: "- rolearn: arn:aws:iam::1:role/a\n  username: a\n  groups: a: b\n"}, KeyMapRoles, 3},
 		{"not a list", map[string]string{KeyMapRoles: "rolearn: arn:aws:iam::1:role/a\n"}, KeyMapRoles, 1},
 		{"entry not a mapping", map[string]string{KeyMapRoles: "- rolearn: arn:aws:iam::1:role/a\n- just-a-string\n"}, KeyMapRoles, 2},
 		{"missing rolearn", map[string]string{KeyMapRoles: "- rolearn: arn:aws:iam::1:role/a\n- username: x\n"}, KeyMapRoles, 2},
@@ -145,7 +145,7 @@ func TestMalformedReportsLine(t *testing.T) {
 		{"groups not a list", map[string]string{KeyMapRoles: "- rolearn: arn:aws:iam::1:role/a\n  groups:\n    a: b\n"}, KeyMapRoles, 3},
 		{"mapUsers without userarn", map[string]string{KeyMapUsers: "- username: x\n"}, KeyMapUsers, 1},
 		{"mapAccounts nested", map[string]string{KeyMapAccounts: "- '1'\n- [2]\n"}, KeyMapAccounts, 2},
-		{"two documents", map[string]string{KeyMapRoles: "- rolearn: arn:aws:iam::1:role/a\n---\n- rolearn: arn:aws:iam::1:role/b\n"}, KeyMapRoles, 3},
+		{"two documents", map[string]string{KeyMapRoles: "- rolearn: arn:aws:iam::1:role/a\n---\n- rolearn: arn:aws:iam::1:role/b\n"}, KeyMapRoles, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
