@@ -199,15 +199,25 @@ func (s *Session) ScaleGroupsToZero(ctx context.Context) error {
 	return nil
 }
 
-// GroupsAtZero reports whether every planned group has desired and min 0.
+// GroupsAtZero reports whether every planned group is at zero (min and
+// desired, and max for self-managed groups) with the processes the rollout
+// suspended resumed.
 func (s *Session) GroupsAtZero(ctx context.Context) (bool, string, error) {
 	for _, g := range s.Plan.NodeGroups {
 		asg, err := s.describeGroup(ctx, g.ASGName)
 		if err != nil {
 			return false, "", err
 		}
-		if ptr.Deref(asg.DesiredCapacity, 0) != 0 || ptr.Deref(asg.MinSize, 0) != 0 {
-			return false, fmt.Sprintf("ASG %s is at min %d desired %d", g.ASGName, ptr.Deref(asg.MinSize, 0), ptr.Deref(asg.DesiredCapacity, 0)), nil
+		mn, mx, d := ptr.Deref(asg.MinSize, 0), ptr.Deref(asg.MaxSize, 0), ptr.Deref(asg.DesiredCapacity, 0)
+		if d != 0 || mn != 0 || (mx != 0 && !(g.Kind == inventory.Managed && s.EKS != nil)) {
+			return false, fmt.Sprintf("ASG %s is at min/max/desired %d/%d/%d", g.ASGName, mn, mx, d), nil
+		}
+		if rec := s.Journal.Recorded.Group(g.Name); rec != nil {
+			for _, p := range asg.SuspendedProcesses {
+				if slices.Contains(rec.WeSuspended, ptr.Deref(p.ProcessName, "")) {
+					return false, fmt.Sprintf("ASG %s still has %s suspended", g.ASGName, ptr.Deref(p.ProcessName, "")), nil
+				}
+			}
 		}
 	}
 	return true, "every group is at zero", nil

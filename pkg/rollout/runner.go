@@ -219,7 +219,9 @@ func (r *Runner) Apply(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	resuming := j != nil && j.PlanHash == s.Plan.Hash && j.State != StateCompleted && j.State != StateRolledBack
+	// The same plan again (resume, or a no-op re-run) skips the drift check:
+	// the differences are our own changes.
+	resuming := j != nil && j.PlanHash == s.Plan.Hash && j.State != StateRolledBack
 	if j == nil || j.State == StateRolledBack {
 		j = &Journal{Environment: s.Plan.Environment, Cluster: s.Plan.Cluster}
 	}
