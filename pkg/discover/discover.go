@@ -489,7 +489,9 @@ func sortInventory(inv *inventory.Inventory) {
 		sort.Slice(ins, func(a, b int) bool { return ins[a].ID < ins[b].ID })
 	}
 	sort.Slice(inv.Nodes, func(i, j int) bool { return inv.Nodes[i].Name < inv.Nodes[j].Name })
-	sort.Slice(inv.Pods, func(i, j int) bool { return nsLess(inv.Pods[i].Namespace, inv.Pods[i].Name, inv.Pods[j].Namespace, inv.Pods[j].Name) })
+	sort.Slice(inv.Pods, func(i, j int) bool {
+		return nsLess(inv.Pods[i].Namespace, inv.Pods[i].Name, inv.Pods[j].Namespace, inv.Pods[j].Name)
+	})
 	sort.Slice(inv.Workloads, func(i, j int) bool {
 		a, b := inv.Workloads[i], inv.Workloads[j]
 		if a.Kind != b.Kind {
@@ -500,7 +502,9 @@ func sortInventory(inv *inventory.Inventory) {
 	sort.Slice(inv.DaemonSets, func(i, j int) bool {
 		return nsLess(inv.DaemonSets[i].Namespace, inv.DaemonSets[i].Name, inv.DaemonSets[j].Namespace, inv.DaemonSets[j].Name)
 	})
-	sort.Slice(inv.PDBs, func(i, j int) bool { return nsLess(inv.PDBs[i].Namespace, inv.PDBs[i].Name, inv.PDBs[j].Namespace, inv.PDBs[j].Name) })
+	sort.Slice(inv.PDBs, func(i, j int) bool {
+		return nsLess(inv.PDBs[i].Namespace, inv.PDBs[i].Name, inv.PDBs[j].Namespace, inv.PDBs[j].Name)
+	})
 	sort.Slice(inv.PersistentVolumes, func(i, j int) bool { return inv.PersistentVolumes[i].Name < inv.PersistentVolumes[j].Name })
 	sort.Slice(inv.Subnets, func(i, j int) bool { return inv.Subnets[i].ID < inv.Subnets[j].ID })
 	sort.Slice(inv.SecurityGroups, func(i, j int) bool { return inv.SecurityGroups[i].ID < inv.SecurityGroups[j].ID })

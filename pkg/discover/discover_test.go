@@ -83,7 +83,7 @@ func world(groups, nodesPer, podsPer int) (*awsfake.Account, []runtime.Object) {
 			for p := 0; p < podsPer; p++ {
 				objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("web-%s-%d", id, p),
 					OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-1", Controller: awssdk.Bool(true)}}},
-					Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}},
+					Spec:   corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}},
 					Status: corev1.PodStatus{Phase: corev1.PodRunning}})
 			}
 		}
@@ -206,7 +206,6 @@ func TestCallsDoNotGrowWithNodes(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
 
 // BenchmarkDiscover runs discovery of 500 ASGs, 5,000 nodes and 50,000 pods
 // against the AWS fake and reports AWS calls per run.

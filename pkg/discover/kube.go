@@ -107,7 +107,7 @@ func (d *run) kube(ctx context.Context) error {
 	for _, ds := range dss.Items {
 		spec := &ds.Spec.Template.Spec
 		d.inv.DaemonSets = append(d.inv.DaemonSets, inventory.DaemonSet{Namespace: ds.Namespace, Name: ds.Name, Labels: ds.Labels,
-			Requests: resourcehelper.PodRequests(&corev1.Pod{Spec: *spec}, resourcehelper.PodResourcesOptions{}),
+			Requests:     resourcehelper.PodRequests(&corev1.Pod{Spec: *spec}, resourcehelper.PodResourcesOptions{}),
 			NodeSelector: spec.NodeSelector, Affinity: spec.Affinity, Tolerations: spec.Tolerations, HostPorts: hostPorts(spec)})
 	}
 	pdbs, err := k.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})

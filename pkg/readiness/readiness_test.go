@@ -1,0 +1,105 @@
+package readiness
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+func i32(v int32) *int32 { return &v }
+
+// clean is a cluster ready to move: nothing must be reported.
+func clean() *inventory.Inventory {
+	return &inventory.Inventory{
+		Cluster: inventory.Cluster{Name: "prod"},
+		NodeGroups: []inventory.NodeGroup{{Name: "ng", Kind: inventory.SelfManaged, Zones: []string{"us-east-1a"},
+			Labels:         map[string]string{"kubernetes.io/arch": "amd64"},
+			LaunchTemplate: &inventory.LaunchTemplate{MetadataOptions: &inventory.MetadataOptions{HTTPPutResponseHopLimit: i32(1)}}}},
+		Nodes: []inventory.Node{{Name: "n1", NodeGroup: "ng", Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi")}}},
+		Pods: []inventory.Pod{{Namespace: "app", Name: "web-1", NodeName: "n1", OwnerKind: inventory.OwnerDeployment, OwnerName: "web",
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}, Volumes: []inventory.Volume{{Name: "data", Kind: inventory.VolumePVC, ClaimName: "d"}}}},
+		Workloads:         []inventory.Workload{{Kind: inventory.OwnerDeployment, Namespace: "app", Name: "web", Replicas: 3}},
+		PDBs:              []inventory.PDB{{Namespace: "app", Name: "web", DisruptionsAllowed: 1, ExpectedPods: 3}},
+		PersistentVolumes: []inventory.PersistentVolume{{Name: "pv", Zones: []string{"us-east-1a"}}},
+		DaemonSets:        []inventory.DaemonSet{{Namespace: "kube-system", Name: "agent", Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}},
+		ClusterAutoscaler: &inventory.ClusterAutoscaler{Namespace: "kube-system", Name: "cluster-autoscaler", Replicas: 0},
+		Karpenter: &inventory.KarpenterInstall{Installed: true, Namespace: "karpenter", Deployment: "karpenter",
+			ControllerAffinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "karpenter.sh/nodepool", Operator: corev1.NodeSelectorOpDoesNotExist}}}}}}}},
+	}
+}
+
+var taints = []corev1.Taint{{Key: "karpenter.sh/migrated", Effect: corev1.TaintEffectNoSchedule}}
+
+func TestCleanClusterHasNoFindings(t *testing.T) {
+	r := Evaluate(clean(), Options{NodeTaints: taints})
+	if len(r.Findings) != 0 || r.Worst() != "" {
+		t.Fatalf("clean cluster reported %+v", r.Findings)
+	}
+}
+
+// TestEachFinding adds one problem at a time to the clean cluster: exactly
+// that finding must appear, naming the object.
+func TestEachFinding(t *testing.T) {
+	for _, tc := range []struct {
+		id, object string
+		sev        Severity
+		mutate     func(*inventory.Inventory)
+	}{
+		{IDPDBZeroDisruptions, "PodDisruptionBudget app/web", Blocker, func(inv *inventory.Inventory) { inv.PDBs[0].DisruptionsAllowed = 0 }},
+		{IDSingleReplica, "Deployment app/web", Warning, func(inv *inventory.Inventory) { inv.Workloads[0].Replicas = 1 }},
+		{IDNoController, "Pod app/web-1", Blocker, func(inv *inventory.Inventory) { inv.Pods[0].OwnerKind, inv.Pods[0].OwnerName = "", "" }},
+		{IDLocalData, "Deployment app/web (emptyDir scratch)", Warning, func(inv *inventory.Inventory) {
+			inv.Pods[0].Volumes = append(inv.Pods[0].Volumes, inventory.Volume{Name: "scratch", Kind: inventory.VolumeEmptyDir})
+		}},
+		{IDSafeToEvictFalse, "Deployment app/web", Warning, func(inv *inventory.Inventory) {
+			inv.Pods[0].Annotations = map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+		}},
+		{IDPinnedToNodeGroup, "Deployment app/web (eks.amazonaws.com/nodegroup)", Blocker, func(inv *inventory.Inventory) {
+			inv.Pods[0].NodeSelector = map[string]string{"eks.amazonaws.com/nodegroup": "ng"}
+		}},
+		{IDPinnedToNodeGroup, "Deployment app/web (team)", Blocker, func(inv *inventory.Inventory) {
+			inv.NodeGroups[0].Labels["team"] = "data"
+			inv.Pods[0].Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "team", Operator: corev1.NodeSelectorOpIn, Values: []string{"data"}}}}}}}}
+		}},
+		{IDZonalVolume, "PersistentVolume pv (us-east-1c, claim /)", Blocker, func(inv *inventory.Inventory) { inv.PersistentVolumes[0].Zones = []string{"us-east-1c"} }},
+		{IDPodTooLarge, "Deployment app/web", Blocker, func(inv *inventory.Inventory) { inv.Pods[0].Requests[corev1.ResourceCPU] = resource.MustParse("8") }},
+		{IDDaemonSetNoToleration, "DaemonSet kube-system/agent (karpenter.sh/migrated:NoSchedule)", Warning, func(inv *inventory.Inventory) { inv.DaemonSets[0].Tolerations = nil }},
+		{IDCARunning, "Deployment kube-system/cluster-autoscaler", Warning, func(inv *inventory.Inventory) { inv.ClusterAutoscaler.Replicas = 1 }},
+		{IDIaCOwned, "node group ng (CloudFormation)", Warning, func(inv *inventory.Inventory) {
+			inv.NodeGroups[0].Tags = map[string]string{"aws:cloudformation:stack-name": "eksctl-prod-nodegroup-ng"}
+		}},
+		{IDIMDSHopLimit, "node group ng", Warning, func(inv *inventory.Inventory) {
+			inv.NodeGroups[0].LaunchTemplate.MetadataOptions.HTTPPutResponseHopLimit = i32(2)
+		}},
+		{IDKarpenterSelfHosted, "Deployment karpenter/karpenter", Blocker, func(inv *inventory.Inventory) { inv.Karpenter.ControllerAffinity = nil }},
+	} {
+		t.Run(tc.id, func(t *testing.T) {
+			inv := clean()
+			tc.mutate(inv)
+			r := Evaluate(inv, Options{NodeTaints: taints})
+			if len(r.Findings) != 1 {
+				t.Fatalf("want exactly %s, got %+v", tc.id, r.Findings)
+			}
+			f := r.Findings[0]
+			if f.ID != tc.id || f.Severity != tc.sev || len(f.Objects) != 1 || f.Objects[0] != tc.object || f.Why == "" || f.Fix == "" {
+				t.Errorf("got %+v, want %s (%s) on %q", f, tc.id, tc.sev, tc.object)
+			}
+			if r.Worst() != tc.sev {
+				t.Errorf("Worst = %s", r.Worst())
+			}
+		})
+	}
+}
+
+func TestKeptNodeGroupLabelIsNotReported(t *testing.T) {
+	inv := clean()
+	inv.Pods[0].NodeSelector = map[string]string{"eks.amazonaws.com/nodegroup": "ng"}
+	if r := Evaluate(inv, Options{NodeTaints: taints, NodeGroupLabels: []string{"eks.amazonaws.com/nodegroup"}}); len(r.Findings) != 0 {
+		t.Fatalf("label generate keeps still reported: %+v", r.Findings)
+	}
+}
