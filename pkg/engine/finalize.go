@@ -89,7 +89,6 @@ func (s *scheduler) improve() {
 			order[i] = i
 		}
 		sort.SliceStable(order, func(a, b int) bool { return src.pods[order[a]].req[rCPU] > src.pods[order[b]].req[rCPU] })
-		var moved []*podData
 		for _, i := range order {
 			pd := src.pods[i]
 			if !movable(pd) {
@@ -116,7 +115,6 @@ func (s *scheduler) improve() {
 			}
 			best.used = best.used.add(pd.req)
 			moves = append(moves, move{pd, src, best})
-			moved = append(moved, pd)
 		}
 		if len(moves) == 0 {
 			continue
@@ -168,7 +166,6 @@ func (s *scheduler) improve() {
 		src.types = newTypes
 		s.refreshMax(src)
 		src.cur = s.cheapestIndex(src)
-		_ = moved
 	}
 }
 
@@ -292,8 +289,7 @@ func (s *scheduler) lowerBound(all []*podData) float64 {
 	for i := range parent {
 		parent[i] = i
 	}
-	var find func(int) int
-	find = func(i int) int {
+	find := func(i int) int {
 		for parent[i] != i {
 			parent[i] = parent[parent[i]]
 			i = parent[i]

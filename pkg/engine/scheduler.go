@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -84,6 +85,7 @@ type scheduler struct {
 	groups              []*topoGroup
 	groupsByID          map[string]*topoGroup
 	universe            map[string][]domainSource
+	univ                map[string][]string
 	anyPreferNoSchedule bool
 	seq                 int
 	result              Result
@@ -116,6 +118,14 @@ func Solve(in Input) (Result, error) {
 	}
 	if err := s.buildExisting(in); err != nil {
 		return Result{}, err
+	}
+	s.univ = map[string][]string{}
+	for key, srcs := range s.universe {
+		var ds []string
+		for _, src := range srcs {
+			ds = append(ds, src.domain)
+		}
+		s.univ[key] = sortedUnique(ds)
 	}
 	pods := make([]*podData, 0, len(in.Pods))
 	var invalid []*podData
@@ -572,6 +582,9 @@ func (s *scheduler) canAdd(pd *podData, n *node) (Requirements, bool) {
 			return nil, false
 		}
 	}
+	if !hostnameOK(pd, n) {
+		return nil, false
+	}
 	if n.existing {
 		if !pd.req.fits(n.free) {
 			return nil, false
@@ -675,6 +688,32 @@ func typeCompatible(t *itype, reqs Requirements) bool {
 	}
 	_, ok := t.cheapest(reqs)
 	return ok
+}
+
+// hostnameOK is the cheap part of topology: the pod's own hostname-keyed
+// anti-affinity and spread terms, which reject most nodes for pods that must
+// be alone or spread per node.
+func hostnameOK(pd *podData, n *node) bool {
+	for _, g := range pd.owned {
+		if g.key != catalog.LabelHostname {
+			continue
+		}
+		c := g.counts[n.name]
+		switch g.kind {
+		case kindAnti:
+			if c > 0 {
+				return false
+			}
+		case kindSpread:
+			if g.selects(pd.pod) {
+				c++
+			}
+			if c > g.maxSkew {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // topology checks the pod's own terms, the inverse anti-affinity of placed
@@ -783,6 +822,12 @@ func (n *node) domainIn(key string, reqs Requirements) string {
 // Honor: the pod's own requirement on the key; nodeTaintsPolicy Honor: only
 // sources whose taints it tolerates).
 func (s *scheduler) domains(key string, pd *podData, g *topoGroup) []string {
+	_, hasReq := pd.reqs[key]
+	if !hasReq && (g == nil || !g.honorTaints) {
+		if u, ok := s.univ[key]; ok {
+			return u
+		}
+	}
 	seen := map[string]bool{}
 	var out []string
 	r, hasR := pd.reqs[key]
@@ -840,7 +885,8 @@ func (s *scheduler) record(pd *podData, n *node, reqs Requirements) {
 		}
 	}
 	for _, g := range pd.owned {
-		if g.kind == kindAnti {
+		// Only required anti-affinity is symmetric (as in kube-scheduler).
+		if g.kind == kindAnti && !slices.Contains(pd.softAnti, g) {
 			if d := dom(g.key); d != "" {
 				g.owners[d]++
 			}
@@ -856,7 +902,7 @@ func (s *scheduler) unrecord(pd *podData, n *node) {
 		}
 	}
 	for _, g := range pd.owned {
-		if g.kind == kindAnti {
+		if g.kind == kindAnti && !slices.Contains(pd.softAnti, g) {
 			if d := n.domain(g.key); d != "" {
 				g.owners[d]--
 			}
