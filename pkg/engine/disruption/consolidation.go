@@ -1,0 +1,390 @@
+package disruption
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	apiv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// Karpenter's constants (pkg/controllers/disruption).
+const (
+	// MinInstanceTypesForSpotToSpot is how many cheaper spot types a
+	// single-node spot-to-spot replacement needs.
+	MinInstanceTypesForSpotToSpot = 15
+	// BalancedK is the Balanced policy's k: a move is approved when its
+	// share of the pool's savings is at least 1/k of its share of the pool's
+	// disruption.
+	BalancedK = 2
+	// simMaxInstanceTypes is the scheduler's truncation in simulations
+	// (Karpenter v1.7+: 600); launch truncation is the AWS provider's 60.
+	simMaxInstanceTypes = 600
+	launchMaxInstanceTypes = 60
+)
+
+// simulation is one "schedule without these nodes".
+type simulation struct {
+	in  engine.Input
+	res engine.Result
+	// pending marks pods that were pending before (their failures do not
+	// block a command).
+	pending map[engine.PodRef]bool
+}
+
+// simulate schedules the candidates' reschedulable pods, the pods of nodes
+// already being deleted and the pending pods onto the remaining nodes and,
+// if needed, new NodeClaims (Karpenter's SimulateScheduling).
+func (st *state) simulate(cands []*nodeInfo, karpenterOnly bool) (*simulation, error) {
+	removed := make(map[*nodeInfo]bool, len(cands))
+	for _, c := range cands {
+		removed[c] = true
+	}
+	sim := &simulation{pending: map[engine.PodRef]bool{}}
+	in := engine.Input{NodePools: st.in.NodePools, DaemonSets: st.in.DaemonSets, Catalog: st.in.Catalog,
+		Options: engine.Options{KarpenterOnly: karpenterOnly, MaxInstanceTypes: simMaxInstanceTypes}}
+	in.Pods = make([]inventory.Pod, 0, len(st.in.Pending)+16*len(cands))
+	for _, p := range st.in.Pending {
+		in.Pods = append(in.Pods, p)
+		sim.pending[engine.PodRef{Namespace: p.Namespace, Name: p.Name}] = true
+	}
+	in.ExistingNodes = make([]engine.ExistingNode, 0, len(st.nodes))
+	for _, n := range st.nodes {
+		if removed[n] || n.deleting {
+			for _, p := range n.resched {
+				in.Pods = append(in.Pods, *p)
+			}
+			continue
+		}
+		en := n.in.ExistingNode
+		// Karpenter skips nodes still inside consolidateAfter when it
+		// simulates consolidation; a taint no pod tolerates keeps pods off
+		// them while their pods still count for topology.
+		if n.pool != nil && !n.never && st.now.Before(n.consolidatableAt) {
+			en.Node.Taints = append(slices.Clip(en.Node.Taints), corev1.Taint{Key: simulationTaint, Effect: corev1.TaintEffectNoSchedule})
+		}
+		in.ExistingNodes = append(in.ExistingNodes, en)
+	}
+	res, err := engine.Solve(in)
+	if err != nil {
+		return nil, fmt.Errorf("simulate scheduling without %s: %w", names(cands), err)
+	}
+	sim.in, sim.res = in, res
+	return sim, nil
+}
+
+func names(cs []*nodeInfo) string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.ref.Name
+	}
+	return strings.Join(out, ", ")
+}
+
+// consolidation is the outcome of computeConsolidation: a command, or why not.
+type consolidation struct {
+	cmd *Command
+	why string
+}
+
+// computeConsolidation is Karpenter's computeConsolidation for a set of
+// candidates: Delete when every pod fits on the remaining nodes, Replace
+// when exactly one new node, cheaper at its worst launch price, takes the
+// rest; nothing otherwise.
+func (st *state) computeConsolidation(cands []*nodeInfo, method Method, karpenterOnly bool) (consolidation, error) {
+	sim, err := st.simulate(cands, karpenterOnly)
+	if err != nil {
+		return consolidation{}, err
+	}
+	res := sim.res
+	for _, u := range res.Unschedulable {
+		if !sim.pending[u.Pod] {
+			return consolidation{why: fmt.Sprintf("pod %s would not schedule elsewhere: %s", u.Pod, strings.TrimSpace(strings.TrimPrefix(u.String(), u.Pod.String()+":")))}, nil
+		}
+	}
+	fromDeleting := map[engine.PodRef]bool{}
+	for _, n := range st.nodes {
+		if n.deleting {
+			for _, p := range n.resched {
+				fromDeleting[engine.PodRef{Namespace: p.Namespace, Name: p.Name}] = true
+			}
+		}
+	}
+	for _, pl := range res.Placements {
+		if n := st.byNm[pl.Node]; n != nil && (!n.initialized || n.in.InFlight) && !fromDeleting[pl.Pod] {
+			return consolidation{why: fmt.Sprintf("pod %s would land on node %s, which is not initialized yet", pl.Pod, pl.Node)}, nil
+		}
+	}
+	price := 0.0
+	for _, c := range cands {
+		price += c.ref.Price
+	}
+	cmd := &Command{Method: method, Reason: apiv1.DisruptionReasonUnderutilized, Price: price, Placements: res.Placements}
+	for _, c := range cands {
+		cmd.Nodes = append(cmd.Nodes, c.ref)
+	}
+	switch len(res.NodeClaims) {
+	case 0:
+		cmd.Action, cmd.Savings = ActionDelete, price
+		cmd.Why = "all pods fit on the remaining nodes"
+	case 1:
+		nc, why := st.replacement(cands, res.NodeClaims[0], price, method)
+		if nc == nil {
+			return consolidation{why: why}, nil
+		}
+		cmd.Action, cmd.Replacement = ActionReplace, nc
+		cmd.ReplacementPrice, cmd.Savings = nc.Price, price-nc.Price
+		cmd.Why = fmt.Sprintf("pods fit on the remaining nodes plus one %s %s at $%.4f/h, below $%.4f/h", nc.CapacityType, nc.InstanceType, nc.Price, price)
+	default:
+		return consolidation{why: fmt.Sprintf("pods would need %d new nodes; Karpenter never replaces one node with several", len(res.NodeClaims))}, nil
+	}
+	if why := st.balancedRejects(cands, cmd.Savings); why != "" {
+		return consolidation{why: why}, nil
+	}
+	return consolidation{cmd: cmd}, nil
+}
+
+// balancedRejects applies the Balanced policy's score to the pools of the
+// candidates that use it: (savings/poolCost) / (disruption/poolDisruption)
+// must be at least 1/BalancedK.
+func (st *state) balancedRejects(cands []*nodeInfo, savings float64) string {
+	pools := map[*poolInfo]bool{}
+	disruption := 0.0
+	for _, c := range cands {
+		if c.pool.np.Spec.Disruption.ConsolidationPolicy == apiv1.ConsolidationPolicyBalanced {
+			pools[c.pool] = true
+		}
+		disruption += c.disruptionCost
+	}
+	if len(pools) == 0 {
+		return ""
+	}
+	poolCost, poolDisruption := 0.0, 0.0
+	for p := range pools {
+		poolCost += p.cost
+		poolDisruption += p.disruption
+	}
+	if poolCost <= 0 || poolDisruption <= 0 || disruption <= 0 {
+		return ""
+	}
+	score := (savings / poolCost) / (disruption / poolDisruption)
+	if score+1e-12 < 1.0/BalancedK {
+		return fmt.Sprintf("Balanced policy: savings share %.3f over disruption share %.3f scores %.2f, below 1/%d", savings/poolCost, disruption/poolDisruption, score, BalancedK)
+	}
+	return ""
+}
+
+// offeringReqs reads the zone and capacity-type sets of a claim.
+type offeringReqs struct {
+	zone, ct engine.Requirements
+}
+
+func (r offeringReqs) allows(o catalog.Offering) bool {
+	return r.has(catalog.LabelZone, o.Zone) && r.has(catalog.LabelCapacityType, o.CapacityType)
+}
+
+func (r offeringReqs) has(key, v string) bool {
+	rs := r.zone
+	if key == catalog.LabelCapacityType {
+		rs = r.ct
+	}
+	req, ok := rs[key]
+	return !ok || req.Has(v)
+}
+
+// worstLaunchPrice is the most expensive allowed offering, with reserved
+// before spot before on-demand (what a launch may cost at worst).
+func worstLaunchPrice(t *engine.InstanceType, r offeringReqs) (float64, bool) {
+	for _, ct := range []string{apiv1.CapacityTypeReserved, catalog.CapacityTypeSpot, catalog.CapacityTypeOnDemand} {
+		worst, found := 0.0, false
+		for _, o := range t.Offerings {
+			if o.CapacityType == ct && r.allows(o) {
+				worst, found = max(worst, o.Price), true
+			}
+		}
+		if found {
+			return worst, true
+		}
+	}
+	return 0, false
+}
+
+func cheapestOffering(t *engine.InstanceType, r offeringReqs) (catalog.Offering, bool) {
+	var best catalog.Offering
+	found := false
+	for _, o := range t.Offerings {
+		if r.allows(o) && (!found || o.Price < best.Price) {
+			best, found = o, true
+		}
+	}
+	return best, found
+}
+
+// replacement filters the one new NodeClaim of a consolidation: types whose
+// worst launch price is below the candidates' price (multi-node: below the
+// cheapest candidate of the same type), spot-to-spot rules, pinning to spot.
+func (st *state) replacement(cands []*nodeInfo, nc engine.NodeClaim, price float64, method Method) (*engine.NodeClaim, string) {
+	p := st.byPNm[nc.NodePool]
+	if p == nil {
+		return nil, "replacement NodePool " + nc.NodePool + " is unknown"
+	}
+	var ctReq, zoneReq *corev1.NodeSelectorRequirement
+	for i := range nc.Requirements {
+		switch nc.Requirements[i].Key {
+		case catalog.LabelCapacityType:
+			ctReq = &nc.Requirements[i]
+		case catalog.LabelZone:
+			zoneReq = &nc.Requirements[i]
+		}
+	}
+	r := offeringReqs{zone: engine.Requirements{}, ct: engine.Requirements{}}
+	add := func(rs engine.Requirements, q *corev1.NodeSelectorRequirement) error {
+		if q == nil {
+			return nil
+		}
+		req, err := engine.NewRequirement(q.Key, q.Operator, q.Values...)
+		if err == nil {
+			rs.Add(req)
+		}
+		return err
+	}
+	if err := add(r.zone, zoneReq); err != nil {
+		return nil, "replacement zone requirement: " + err.Error()
+	}
+	if err := add(r.ct, ctReq); err != nil {
+		return nil, "replacement capacity-type requirement: " + err.Error()
+	}
+	maxPrice := price
+	if method == MethodMultiNode {
+		// filterOutSameInstanceType: replacing several nodes with one of a
+		// type being removed must beat the cheapest such node, or deleting
+		// the others alone would do.
+		cheapest := map[string]float64{}
+		for _, c := range cands {
+			if v, ok := cheapest[c.ref.InstanceType]; !ok || c.ref.Price < v {
+				cheapest[c.ref.InstanceType] = c.ref.Price
+			}
+		}
+		for _, name := range nc.InstanceTypes {
+			if v, ok := cheapest[name]; ok {
+				maxPrice = min(maxPrice, v)
+			}
+		}
+	}
+	allSpot := true
+	for _, c := range cands {
+		allSpot = allSpot && c.ref.CapacityType == catalog.CapacityTypeSpot
+	}
+	spotToSpot := allSpot && r.has(catalog.LabelCapacityType, catalog.CapacityTypeSpot)
+	if spotToSpot {
+		if !st.opts.SpotToSpot {
+			return nil, "all candidates are spot and the replacement would be spot: spot-to-spot consolidation is off (Karpenter feature gate SpotToSpotConsolidation)"
+		}
+		r.ct = engine.Requirements{}
+		r.ct.Add(mustReq(catalog.LabelCapacityType, catalog.CapacityTypeSpot))
+	}
+	var kept []*engine.InstanceType
+	for _, name := range nc.InstanceTypes {
+		t := p.types[name]
+		if t == nil {
+			continue
+		}
+		if w, ok := worstLaunchPrice(t, r); ok && w < maxPrice {
+			kept = append(kept, t)
+		}
+	}
+	order := func() {
+		sort.SliceStable(kept, func(i, j int) bool {
+			a, _ := cheapestOffering(kept[i], r)
+			b, _ := cheapestOffering(kept[j], r)
+			return a.Price < b.Price
+		})
+	}
+	order()
+	if len(kept) == 0 {
+		return nil, fmt.Sprintf("no instance type for the replacement has a worst launch price below $%.4f/h", maxPrice)
+	}
+	pinned := false
+	if spotToSpot {
+		if len(cands) == 1 {
+			if len(kept) < MinInstanceTypesForSpotToSpot {
+				return nil, fmt.Sprintf("spot-to-spot needs at least %d cheaper spot instance types, found %d", MinInstanceTypesForSpotToSpot, len(kept))
+			}
+			kept = kept[:MinInstanceTypesForSpotToSpot]
+		}
+		pinned = true
+	} else if r.has(catalog.LabelCapacityType, catalog.CapacityTypeSpot) && r.has(catalog.LabelCapacityType, catalog.CapacityTypeOnDemand) {
+		// A failed spot launch must not fall back to a pricier on-demand node.
+		r.ct = engine.Requirements{}
+		r.ct.Add(mustReq(catalog.LabelCapacityType, catalog.CapacityTypeSpot))
+		pinned = true
+		var spot []*engine.InstanceType
+		for _, t := range kept {
+			if _, ok := cheapestOffering(t, r); ok {
+				spot = append(spot, t)
+			}
+		}
+		kept = spot
+		order()
+		if len(kept) == 0 {
+			return nil, "no cheaper instance type has a spot offering to pin the replacement to"
+		}
+	}
+	if len(kept) > launchMaxInstanceTypes {
+		kept = kept[:launchMaxInstanceTypes]
+	}
+	out := nc
+	best, _ := cheapestOffering(kept[0], r)
+	out.InstanceType, out.Zone, out.CapacityType, out.Price = kept[0].Name, best.Zone, best.CapacityType, best.Price
+	out.InstanceTypes = make([]string, len(kept))
+	for i, t := range kept {
+		out.InstanceTypes[i] = t.Name
+	}
+	out.Allocatable = kept[0].Capacity.DeepCopy()
+	for name, q := range kept[0].Overhead {
+		if v, ok := out.Allocatable[name]; ok {
+			v.Sub(q)
+			out.Allocatable[name] = v
+		}
+	}
+	out.Requirements = nil
+	for _, q := range nc.Requirements {
+		q = *q.DeepCopy()
+		switch q.Key {
+		case catalog.LabelInstanceType:
+			q.Operator, q.Values = corev1.NodeSelectorOpIn, out.InstanceTypes
+		case catalog.LabelCapacityType:
+			if pinned {
+				q.Operator, q.Values = corev1.NodeSelectorOpIn, []string{catalog.CapacityTypeSpot}
+			}
+		}
+		out.Requirements = append(out.Requirements, q)
+	}
+	if pinned && ctReq == nil {
+		out.Requirements = append(out.Requirements, corev1.NodeSelectorRequirement{Key: catalog.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{catalog.CapacityTypeSpot}})
+		sort.SliceStable(out.Requirements, func(i, j int) bool { return out.Requirements[i].Key < out.Requirements[j].Key })
+	}
+	return &out, ""
+}
+
+func mustReq(key string, values ...string) engine.Requirement {
+	r, _ := engine.NewRequirement(key, corev1.NodeSelectorOpIn, values...) // In never fails
+	return r
+}
+
+// better reports whether a saves more than b (nil is worst).
+func better(a, b *Command) bool {
+	if a == nil {
+		return false
+	}
+	if b == nil {
+		return true
+	}
+	return a.Savings > b.Savings+1e-9
+}

@@ -1,0 +1,250 @@
+package disruption
+
+import (
+	"fmt"
+	"time"
+
+	apiv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+)
+
+// Decide runs one disruption pass at in.Now: Emptiness, Drift (reported,
+// never acting), MultiNodeConsolidation, SingleNodeConsolidation, in
+// Karpenter's order; the first method that produces commands acts. It
+// explains every node and reports the budgets. It is pure and deterministic.
+func Decide(in Input) (Decision, error) {
+	st, err := newState(&in)
+	if err != nil {
+		return Decision{}, err
+	}
+	b, err := st.buildBudgets()
+	if err != nil {
+		return Decision{}, err
+	}
+	d := Decision{Now: in.Now, Budgets: b.status}
+	if d.Drifted, err = st.drift(b); err != nil {
+		return Decision{}, err
+	}
+	// Candidacy common to the consolidation methods.
+	var empty, underutilized []*nodeInfo
+	for _, n := range st.nodes {
+		e := n.expl
+		e.Node, e.Empty, e.SavingsRatio = n.ref, len(n.resched) == 0, n.savingsRatio
+		e.Reasons = append(append(e.Reasons, n.blockers...), n.podBlockers...)
+		if len(e.Reasons) > 0 {
+			continue
+		}
+		pd := n.pool.np.Spec.Disruption
+		switch {
+		case n.never:
+			e.Reasons = append(e.Reasons, fmt.Sprintf("NodePool %s has consolidateAfter: Never", n.pool.name))
+		case st.now.Before(n.consolidatableAt):
+			e.Reasons = append(e.Reasons, fmt.Sprintf("consolidateAfter %s not reached (consolidatable at %s)", pd.ConsolidateAfter.String(), n.consolidatableAt.UTC().Format(time.RFC3339)))
+		case e.Empty:
+			e.Candidate = true
+			empty = append(empty, n)
+		case pd.ConsolidationPolicy == apiv1.ConsolidationPolicyWhenEmpty:
+			e.Reasons = append(e.Reasons, fmt.Sprintf("NodePool %s has consolidationPolicy WhenEmpty and the node runs %d reschedulable pods", n.pool.name, len(n.resched)))
+		default:
+			e.Candidate = true
+			underutilized = append(underutilized, n)
+		}
+	}
+	sortCandidates(empty)
+	sortCandidates(underutilized)
+
+	acted := func(m Method, cmds []Command) {
+		d.Method, d.Commands = m, cmds
+		for i, c := range cmds {
+			d.Savings += c.Savings
+			for _, nr := range c.Nodes {
+				e := st.byNm[nr.Name].expl
+				switch c.Action {
+				case ActionDelete:
+					e.Outcome = fmt.Sprintf("deleted by %s (command %d): %s", m, i+1, c.Why)
+				default:
+					e.Outcome = fmt.Sprintf("replaced by %s (command %d): %s", m, i+1, c.Why)
+				}
+			}
+		}
+	}
+	if cmd := st.emptiness(empty, b.clone()); cmd != nil {
+		acted(MethodEmptiness, []Command{*cmd})
+	} else if cmd, err := st.multiNode(underutilized, b.clone()); err != nil {
+		return Decision{}, err
+	} else if cmd != nil {
+		acted(MethodMultiNode, []Command{*cmd})
+	} else if cmd, err := st.singleNode(underutilized, b.clone()); err != nil {
+		return Decision{}, err
+	} else if cmd != nil {
+		acted(MethodSingleNode, []Command{*cmd})
+	}
+	if in.Options.ExplainAll {
+		for _, n := range underutilized {
+			if n.expl.Outcome != "" || len(n.expl.Reasons) > 0 {
+				continue
+			}
+			c, err := st.computeConsolidation([]*nodeInfo{n}, MethodSingleNode, st.opts.KarpenterOnly)
+			if err != nil {
+				return Decision{}, err
+			}
+			st.explainSingle(n, c)
+		}
+	}
+	for _, n := range st.nodes {
+		d.Nodes = append(d.Nodes, *n.expl)
+	}
+	return d, nil
+}
+
+func (st *state) explainSingle(n *nodeInfo, c consolidation) {
+	if c.cmd == nil {
+		n.expl.Reasons = append(n.expl.Reasons, "cannot be consolidated on its own: "+c.why)
+		return
+	}
+	verb := "deleted"
+	if c.cmd.Action == ActionReplace {
+		verb = "replaced"
+	}
+	n.expl.Reasons = append(n.expl.Reasons, fmt.Sprintf("could be %s on its own (saves $%.4f/h): %s", verb, c.cmd.Savings, c.cmd.Why))
+}
+
+// emptiness deletes every empty candidate the Empty budget allows, in one
+// command.
+func (st *state) emptiness(cands []*nodeInfo, b *budgets) *Command {
+	var cmd *Command
+	for _, n := range cands {
+		if !b.allows(n.pool.name, apiv1.DisruptionReasonEmpty) {
+			n.expl.Reasons = append(n.expl.Reasons, fmt.Sprintf("NodePool %s's disruption budget for Empty allows no more nodes now", n.pool.name))
+			continue
+		}
+		if st.balancedRejects([]*nodeInfo{n}, n.ref.Price) != "" {
+			continue
+		}
+		b.take(n.pool.name, apiv1.DisruptionReasonEmpty)
+		if cmd == nil {
+			cmd = &Command{Method: MethodEmptiness, Reason: apiv1.DisruptionReasonEmpty, Action: ActionDelete, Why: "no reschedulable pods"}
+		}
+		cmd.Nodes = append(cmd.Nodes, n.ref)
+		cmd.Price += n.ref.Price
+	}
+	if cmd != nil {
+		cmd.Savings = cmd.Price
+	}
+	return cmd
+}
+
+// multiNode is MultiNodeConsolidation: the budget-filtered prefix of the
+// sorted candidates (at most MaxCandidates+1), binary searched for the
+// largest prefix that consolidates into deletes or one cheaper node.
+func (st *state) multiNode(cands []*nodeInfo, b *budgets) (*Command, error) {
+	var within []*nodeInfo
+	for _, n := range cands {
+		if !b.allows(n.pool.name, apiv1.DisruptionReasonUnderutilized) {
+			n.expl.Reasons = append(n.expl.Reasons, fmt.Sprintf("NodePool %s's disruption budget for Underutilized allows no more nodes now", n.pool.name))
+			continue
+		}
+		b.take(n.pool.name, apiv1.DisruptionReasonUnderutilized)
+		within = append(within, n)
+	}
+	best, err := st.firstN(within, true)
+	if err != nil || st.opts.KarpenterOnly {
+		return best, err
+	}
+	improved, err := st.firstN(within, false)
+	if err != nil {
+		return nil, err
+	}
+	if better(improved, best) {
+		best = improved
+	}
+	return best, nil
+}
+
+// firstN is Karpenter's firstNConsolidationOption.
+func (st *state) firstN(cands []*nodeInfo, karpenterOnly bool) (*Command, error) {
+	if len(cands) < 2 {
+		return nil, nil
+	}
+	lo, hi := 1, st.opts.MaxCandidates
+	if len(cands) <= hi {
+		hi = len(cands) - 1
+	}
+	var last *Command
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		c, err := st.computeConsolidation(cands[:mid+1], MethodMultiNode, karpenterOnly)
+		if err != nil {
+			return nil, err
+		}
+		if c.cmd != nil {
+			last = c.cmd
+			lo = mid + 1
+		} else {
+			hi = mid - 1
+		}
+	}
+	return last, nil
+}
+
+// singleNode is SingleNodeConsolidation: candidates round-robin across
+// NodePools, the first that consolidates wins. Unless KarpenterOnly, each
+// candidate up to that one is also simulated with the improved packing and
+// the command that saves most is kept.
+func (st *state) singleNode(cands []*nodeInfo, b *budgets) (*Command, error) {
+	var best *Command
+	for _, n := range interleave(cands) {
+		if !b.allows(n.pool.name, apiv1.DisruptionReasonUnderutilized) {
+			n.expl.Reasons = append(n.expl.Reasons, fmt.Sprintf("NodePool %s's disruption budget for Underutilized allows no more nodes now", n.pool.name))
+			continue
+		}
+		cf, err := st.computeConsolidation([]*nodeInfo{n}, MethodSingleNode, true)
+		if err != nil {
+			return nil, err
+		}
+		shown := cf
+		if !st.opts.KarpenterOnly {
+			ci, err := st.computeConsolidation([]*nodeInfo{n}, MethodSingleNode, false)
+			if err != nil {
+				return nil, err
+			}
+			if better(ci.cmd, best) {
+				best = ci.cmd
+			}
+			if cf.cmd == nil && ci.cmd != nil {
+				shown = ci
+			}
+		}
+		st.explainSingle(n, shown)
+		if better(cf.cmd, best) {
+			best = cf.cmd
+		}
+		// Stop where Karpenter stops: at the first candidate its own
+		// simulation consolidates.
+		if cf.cmd != nil {
+			return best, nil
+		}
+	}
+	return best, nil
+}
+
+// interleave orders candidates round-robin across NodePools, pools in the
+// order their best candidate appears.
+func interleave(cands []*nodeInfo) []*nodeInfo {
+	var order []string
+	byPool := map[string][]*nodeInfo{}
+	for _, c := range cands {
+		if _, ok := byPool[c.pool.name]; !ok {
+			order = append(order, c.pool.name)
+		}
+		byPool[c.pool.name] = append(byPool[c.pool.name], c)
+	}
+	out := make([]*nodeInfo, 0, len(cands))
+	for i := 0; len(out) < len(cands); i++ {
+		for _, p := range order {
+			if i < len(byPool[p]) {
+				out = append(out, byPool[p][i])
+			}
+		}
+	}
+	return out
+}
