@@ -99,6 +99,7 @@ be resumed and rolled back.`,
 		newGenerateCmd(g),
 		newPlanCmd(g), newApplyCmd(g), newStatusCmd(g), newRollbackCmd(g),
 		newDemoCmd(g),
+		newDiscoverCmd(g), newReadinessCmd(g),
 	)
 	return root
 }

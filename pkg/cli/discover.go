@@ -1,0 +1,196 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+
+	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/discover"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
+)
+
+type discoverOptions struct {
+	cluster         string
+	snapshot        string
+	includeUserData bool
+	skipKube        bool
+}
+
+func newDiscoverCmd(g *GlobalOptions) *cobra.Command {
+	o := &discoverOptions{}
+	cmd := &cobra.Command{
+		Use:   "discover --cluster NAME [--snapshot FILE] [--include-user-data]",
+		Short: "Find the Cluster Autoscaler node groups, their nodes and workloads, and what blocks a move",
+		Long: `discover reads EKS (cluster, managed node groups), Auto Scaling (groups tagged for Cluster
+Autoscaler or owned by EKS, with their node-template tags), EC2 (launch templates and
+their user data, instances, subnets, security groups, spot prices) and Kubernetes
+(nodes, pods, PDBs, DaemonSets, volumes, Cluster Autoscaler, aws-auth, Karpenter), and
+prints a table per node group followed by the readiness report.
+
+--snapshot writes the inventory as versioned, deterministic JSON that generate, plan,
+readiness and demo read offline. Launch template user data is parsed, then redacted
+unless --include-user-data.`,
+		Example: `  # Discover a cluster and save the snapshot
+  karpenter-migrate discover --cluster prod --region eu-west-1 --snapshot snapshot.json
+
+  # Machine-readable inventory
+  karpenter-migrate discover --cluster prod -o json > inventory.json
+
+  # AWS side only, against a local endpoint
+  karpenter-migrate discover --cluster prod --skip-kubernetes --endpoint-url http://127.0.0.1:4566`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDiscover(cmd.Context(), g, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.cluster, "cluster", "", "EKS cluster name (also the suffix of the k8s.io/cluster-autoscaler/<name> tag)")
+	f.StringVar(&o.snapshot, "snapshot", "", "write the inventory snapshot to this file")
+	f.BoolVar(&o.includeUserData, "include-user-data", false, "keep launch template user data in the snapshot (it may hold secrets)")
+	f.BoolVar(&o.skipKube, "skip-kubernetes", false, "read AWS only")
+	return cmd
+}
+
+func runDiscover(ctx context.Context, g *GlobalOptions, o *discoverOptions) error {
+	if o.cluster == "" {
+		return fmt.Errorf("--cluster is required: the EKS cluster name")
+	}
+	cfg, err := kmaws.LoadConfig(ctx, kmaws.Options{Region: g.Region, Profile: g.Profile, EndpointURL: g.EndpointURL})
+	if err != nil {
+		return err
+	}
+	c := kmaws.NewClients(cfg)
+	src := discover.Sources{AutoScaling: c.AutoScaling, EC2: c.EC2, EKS: c.EKS}
+	if !o.skipKube {
+		rc, err := g.RESTConfig()
+		if err != nil {
+			return err
+		}
+		if src.Kube, err = kubernetes.NewForConfig(rc); err != nil {
+			return fmt.Errorf("kubernetes client: %w", err)
+		}
+	}
+	prog := newProgress(g.IO.ErrOut, g.IO.IsStdoutTTY())
+	inv, err := discover.Run(ctx, src, discover.Options{ClusterName: o.cluster, Region: cfg.Region, IncludeUserData: o.includeUserData, Progress: prog.step})
+	prog.done()
+	if err != nil {
+		return err
+	}
+	if o.snapshot != "" {
+		if err := inventory.NewSnapshot(*inv, time.Now()).WriteFile(o.snapshot); err != nil {
+			return fmt.Errorf("write snapshot: %w", err)
+		}
+		fmt.Fprintf(g.IO.ErrOut, "wrote %s\n", o.snapshot)
+	}
+	report := readiness.Evaluate(inv, readiness.Options{})
+	if done, err := printStructured(g.IO.Out, g.Output, struct {
+		Inventory *inventory.Inventory `json:"inventory"`
+		Readiness readiness.Report     `json:"readiness"`
+	}{inv, report}); done {
+		return err
+	}
+	printNodeGroups(g.IO.Out, inv, catalog.Default())
+	fmt.Fprintln(g.IO.Out)
+	printReadiness(g.IO.Out, report)
+	return nil
+}
+
+// progress reports discovery steps: a rewritten status line on a terminal,
+// one plain line per step otherwise.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	start time.Time
+}
+
+func newProgress(w io.Writer, tty bool) *progress {
+	return &progress{w: w, tty: tty, start: time.Now()}
+}
+
+func (p *progress) step(s string) {
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K⠿ reading %s…", s)
+		return
+	}
+	fmt.Fprintf(p.w, "reading %s\n", s)
+}
+
+func (p *progress) done() {
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K")
+	}
+	fmt.Fprintf(p.w, "discovery took %s\n", time.Since(p.start).Round(time.Millisecond))
+}
+
+// printNodeGroups writes one row per node group.
+func printNodeGroups(w io.Writer, inv *inventory.Inventory, cat *catalog.Catalog) {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "NODE GROUP\tKIND\tNODES\tINSTANCE TYPES\tZONES\tCAPACITY\tPODS\tCPU REQ/ALLOC\tMEM REQ/ALLOC\t$/H")
+	for _, ng := range inv.NodeGroups {
+		nodes := inv.NodesOf(ng.Name)
+		names := make([]string, len(nodes))
+		var cpuA, memA resource.Quantity
+		for i, n := range nodes {
+			names[i] = n.Name
+			cpuA.Add(n.Allocatable[corev1.ResourceCPU])
+			memA.Add(n.Allocatable[corev1.ResourceMemory])
+		}
+		pods := inv.PodsOn(names...)
+		var cpuR, memR resource.Quantity
+		for _, p := range pods {
+			cpuR.Add(p.Requests[corev1.ResourceCPU])
+			memR.Add(p.Requests[corev1.ResourceMemory])
+		}
+		var price float64
+		priced := true
+		for _, in := range ng.Instances {
+			pr, ok := cat.Price(in.InstanceType, in.CapacityType, in.Zone)
+			priced = priced && ok
+			price += pr
+		}
+		cost := fmt.Sprintf("%.3f", price)
+		if !priced {
+			cost += "*"
+		}
+		count := len(nodes)
+		if count == 0 {
+			count = len(ng.Instances)
+		}
+		zones := append([]string{}, ng.Zones...)
+		sort.Strings(zones)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s/%s\t%s/%s\t%s\n", ng.Name, ng.Kind, count, strings.Join(ng.InstanceTypes, ","),
+			strings.Join(zones, ","), ng.CapacityType, len(pods), cpuR.String(), cpuA.String(), gib(memR), gib(memA), cost)
+	}
+	_ = tw.Flush()
+}
+
+func gib(q resource.Quantity) string {
+	return fmt.Sprintf("%.1fGi", float64(q.Value())/(1<<30))
+}
+
+// printReadiness writes the findings, most severe first.
+func printReadiness(w io.Writer, r readiness.Report) {
+	if len(r.Findings) == 0 {
+		fmt.Fprintln(w, "Readiness: no findings.")
+		return
+	}
+	fmt.Fprintf(w, "Readiness: %d blocker(s), %d warning(s)\n", r.Blockers, r.Warnings)
+	for _, f := range r.Findings {
+		fmt.Fprintf(w, "\n[%s] %s (%s)\n", strings.ToUpper(string(f.Severity)), f.Title, f.ID)
+		for _, o := range f.Objects {
+			fmt.Fprintf(w, "  - %s\n", o)
+		}
+		fmt.Fprintf(w, "  why: %s\n  fix: %s\n", f.Why, f.Fix)
+	}
+}
