@@ -25,7 +25,7 @@ const (
 	BalancedK = 2
 	// simMaxInstanceTypes is the scheduler's truncation in simulations
 	// (Karpenter v1.7+: 600); launch truncation is the AWS provider's 60.
-	simMaxInstanceTypes = 600
+	simMaxInstanceTypes    = 600
 	launchMaxInstanceTypes = 60
 )
 

@@ -69,14 +69,10 @@ func Decide(in Input) (Decision, error) {
 	}
 	if cmd := st.emptiness(empty, b.clone()); cmd != nil {
 		acted(MethodEmptiness, []Command{*cmd})
-	} else if cmd, err := st.multiNode(underutilized, b.clone()); err != nil {
+	} else if cmd, err := st.consolidate(underutilized, b); err != nil {
 		return Decision{}, err
 	} else if cmd != nil {
-		acted(MethodMultiNode, []Command{*cmd})
-	} else if cmd, err := st.singleNode(underutilized, b.clone()); err != nil {
-		return Decision{}, err
-	} else if cmd != nil {
-		acted(MethodSingleNode, []Command{*cmd})
+		acted(cmd.Method, []Command{*cmd})
 	}
 	if in.Options.ExplainAll {
 		for _, n := range underutilized {
@@ -133,29 +129,49 @@ func (st *state) emptiness(cands []*nodeInfo, b *budgets) *Command {
 	return cmd
 }
 
-// multiNode is MultiNodeConsolidation: the budget-filtered prefix of the
-// sorted candidates (at most MaxCandidates+1), binary searched for the
-// largest prefix that consolidates into deletes or one cheaper node.
-func (st *state) multiNode(cands []*nodeInfo, b *budgets) (*Command, error) {
-	var within []*nodeInfo
+// consolidate runs MultiNodeConsolidation, then SingleNodeConsolidation if
+// it found nothing. Unless KarpenterOnly, multi-node is also searched with
+// the improved packing, and the command that saves most among Karpenter's
+// own and the improved ones is kept, so it never saves less than
+// Karpenter's.
+func (st *state) consolidate(cands []*nodeInfo, b *budgets) (*Command, error) {
+	var eligible, within []*nodeInfo
+	left := b.clone()
 	for _, n := range cands {
 		if !b.allows(n.pool.name, apiv1.DisruptionReasonUnderutilized) {
-			n.expl.Reasons = append(n.expl.Reasons, fmt.Sprintf("NodePool %s's disruption budget for Underutilized allows no more nodes now", n.pool.name))
+			n.expl.Reasons = append(n.expl.Reasons, fmt.Sprintf("NodePool %s's disruption budget for Underutilized allows no nodes now", n.pool.name))
 			continue
 		}
-		b.take(n.pool.name, apiv1.DisruptionReasonUnderutilized)
-		within = append(within, n)
+		eligible = append(eligible, n)
+		// Multi-node takes candidates in order while the budget lasts.
+		if left.allows(n.pool.name, apiv1.DisruptionReasonUnderutilized) {
+			left.take(n.pool.name, apiv1.DisruptionReasonUnderutilized)
+			within = append(within, n)
+		}
 	}
 	best, err := st.firstN(within, true)
-	if err != nil || st.opts.KarpenterOnly {
-		return best, err
-	}
-	improved, err := st.firstN(within, false)
 	if err != nil {
 		return nil, err
 	}
-	if better(improved, best) {
-		best = improved
+	faithfulActs := best != nil
+	if !st.opts.KarpenterOnly {
+		improved, err := st.firstN(within, false)
+		if err != nil {
+			return nil, err
+		}
+		if better(improved, best) {
+			best = improved
+		}
+	}
+	if faithfulActs {
+		return best, nil
+	}
+	single, err := st.singleNode(eligible)
+	if err != nil {
+		return nil, err
+	}
+	if better(single, best) {
+		best = single
 	}
 	return best, nil
 }
@@ -190,13 +206,9 @@ func (st *state) firstN(cands []*nodeInfo, karpenterOnly bool) (*Command, error)
 // NodePools, the first that consolidates wins. Unless KarpenterOnly, each
 // candidate up to that one is also simulated with the improved packing and
 // the command that saves most is kept.
-func (st *state) singleNode(cands []*nodeInfo, b *budgets) (*Command, error) {
+func (st *state) singleNode(cands []*nodeInfo) (*Command, error) {
 	var best *Command
 	for _, n := range interleave(cands) {
-		if !b.allows(n.pool.name, apiv1.DisruptionReasonUnderutilized) {
-			n.expl.Reasons = append(n.expl.Reasons, fmt.Sprintf("NodePool %s's disruption budget for Underutilized allows no more nodes now", n.pool.name))
-			continue
-		}
 		cf, err := st.computeConsolidation([]*nodeInfo{n}, MethodSingleNode, true)
 		if err != nil {
 			return nil, err
