@@ -521,25 +521,33 @@ func (x *discoveryTagRes) document() any {
 }
 
 func (x *discoveryTagRes) tags(ctx context.Context, r *runner) (map[string]string, error) {
-	m := map[string]string{}
-	in := &ec2.DescribeTagsInput{Filters: []ec2types.Filter{{Name: aws.String("resource-id"), Values: []string{x.id}}}}
-	for {
-		var out *ec2.DescribeTagsOutput
-		err := r.call(ctx, func() (err error) {
-			out, err = r.c.EC2.DescribeTags(ctx, in)
+	var tags []ec2types.Tag
+	err := r.call(ctx, func() error {
+		if strings.HasPrefix(x.id, "sg-") {
+			out, err := r.c.EC2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: []string{x.id}})
+			if err == nil && len(out.SecurityGroups) == 1 {
+				tags = out.SecurityGroups[0].Tags
+			} else if err == nil {
+				err = fmt.Errorf("security group %s not found", x.id)
+			}
 			return err
-		})
-		if err != nil {
-			return nil, wrap("describe tags of", x.ref(), err)
 		}
-		for _, t := range out.Tags {
-			m[aws.ToString(t.Key)] = aws.ToString(t.Value)
+		out, err := r.c.EC2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: []string{x.id}})
+		if err == nil && len(out.Subnets) == 1 {
+			tags = out.Subnets[0].Tags
+		} else if err == nil {
+			err = fmt.Errorf("subnet %s not found", x.id)
 		}
-		if aws.ToString(out.NextToken) == "" {
-			return m, nil
-		}
-		in.NextToken = out.NextToken
+		return err
+	})
+	if err != nil {
+		return nil, wrap("describe", x.ref(), err)
 	}
+	m := make(map[string]string, len(tags))
+	for _, t := range tags {
+		m[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	return m, nil
 }
 
 func (x *discoveryTagRes) observe(ctx context.Context, r *runner) (observed, error) {

@@ -37,7 +37,10 @@ type Account struct {
 	AutoScaling AutoScalingState `json:"autoScaling"`
 	EKS         EKSState         `json:"eks"`
 	SSM         SSMState         `json:"ssm"`
-	// IAM, SQS and EventBridge state structs go here with their handlers.
+	IAM         IAMState         `json:"iam"`
+	SQS         SQSState         `json:"sqs"`
+	EventBridge EventBridgeState `json:"eventBridge"`
+	EKSAccess   EKSAccessState   `json:"eksAccess"`
 
 	launchSeq uint64 // IDs of instances and activities the fake creates
 }

@@ -40,7 +40,7 @@ var services = map[string]serviceInfo{
 	"ec2":         {protocol: ec2Query, xmlns: "http://ec2.amazonaws.com/doc/2016-11-15/", names: ec2Names},
 	"autoscaling": {protocol: awsQuery, xmlns: "http://autoscaling.amazonaws.com/doc/2011-01-01/", names: autoscalingNames},
 	"sts":         {protocol: awsQuery, xmlns: "https://sts.amazonaws.com/doc/2011-06-15/", names: stsNames},
-	"iam":         {protocol: awsQuery, xmlns: "https://iam.amazonaws.com/doc/2010-05-08/"},
+	"iam":         {protocol: awsQuery, xmlns: "https://iam.amazonaws.com/doc/2010-05-08/", names: iamNames},
 	"eks":         {protocol: restJSON1},
 	"ssm":         {protocol: awsJSON11, targetPrefix: "AmazonSSM"},
 	"sqs":         {protocol: awsJSON10, targetPrefix: "AmazonSQS"},

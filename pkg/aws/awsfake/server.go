@@ -49,6 +49,10 @@ var serviceRegistrations = []func(*Server){
 	registerEKS,
 	registerSTS,
 	registerSSM,
+	registerIAM,
+	registerSQS,
+	registerEventBridge,
+	registerEKSAccess,
 }
 
 // Option configures a Server.
