@@ -71,7 +71,10 @@ func controllerPolicies(s policyScope) ([]ControllerPolicy, error) {
 	ec2 := func(kind string) string { return s.arn("ec2", "*:"+kind+"/*") }
 	ownedKey := "kubernetes.io/cluster/" + s.cluster
 	taggedResources := []string{ec2("fleet"), ec2("instance"), ec2("volume"), ec2("network-interface"), ec2("launch-template"), ec2("spot-instances-request")}
-	instanceAccess := []string{s.arn("ec2", ":image/*"), s.arn("ec2", ":snapshot/*"), ec2("security-group"), ec2("subnet"), ec2("capacity-reservation")}
+	instanceAccess := []string{s.arn("ec2", ":image/*"), s.arn("ec2", ":snapshot/*"), ec2("security-group"), ec2("subnet")}
+	if s.version.AtLeast(1, 3) { // capacity reservations
+		instanceAccess = append(instanceAccess, ec2("capacity-reservation"))
+	}
 
 	nodeLifecycle := []Statement{
 		allow("AllowScopedEC2InstanceAccessActions", []string{"ec2:RunInstances", "ec2:CreateFleet"}, instanceAccess),
@@ -125,10 +128,13 @@ func controllerPolicies(s policyScope) ([]ControllerPolicy, error) {
 		allow("AllowInterruptionQueueActions", []string{"sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"}, []string{s.queueARN}),
 	}
 	describe := []string{
-		"ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages",
+		"ec2:DescribeAvailabilityZones", "ec2:DescribeImages",
 		"ec2:DescribeInstances", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes",
 		"ec2:DescribeLaunchTemplates", "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory",
 		"ec2:DescribeSubnets",
+	}
+	if s.version.AtLeast(1, 3) {
+		describe = append(describe, "ec2:DescribeCapacityReservations")
 	}
 	if s.version.AtLeast(1, 11) {
 		describe = append(describe, "ec2:DescribePlacementGroups")
