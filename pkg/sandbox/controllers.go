@@ -21,8 +21,13 @@ var (
 	stsGVR = appsv1.SchemeGroupVersion.WithResource("statefulsets")
 )
 
-// listPods returns every pod, oldest first (then by namespace/name).
+// listPods returns every pod, oldest first (then by namespace/name). The
+// list is cached until a pod is written, so controllers that only read
+// share one copy per tick; callers may modify the pods they then write.
 func (s *Sandbox) listPods(ctx context.Context) ([]*corev1.Pod, error) {
+	if !s.podsDirty && s.podsCache != nil {
+		return s.podsCache, nil
+	}
 	l, err := s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
@@ -32,6 +37,7 @@ func (s *Sandbox) listPods(ctx context.Context) ([]*corev1.Pod, error) {
 		out[i] = &l.Items[i]
 	}
 	sortPods(out)
+	s.podsCache, s.podsDirty = out, false
 	return out, nil
 }
 
@@ -415,7 +421,7 @@ func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
 			return fmt.Errorf("start pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 		delete(s.boundAt, p.UID)
-		if s.tracking && p.CreationTimestamp.Time.After(s.trackFrom) {
+		if s.tracking && !p.CreationTimestamp.Time.Before(s.trackFrom) {
 			if d := s.Now().Sub(p.CreationTimestamp.Time); d > s.stats.MaxPending {
 				s.stats.MaxPending = d
 			}

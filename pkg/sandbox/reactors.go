@@ -68,6 +68,13 @@ func (s *Sandbox) installReactors() {
 	s.kube.PrependReactor("create", "*", s.stampReactor)
 	s.kube.PrependReactor("list", "pods", s.listPodsReactor)
 	s.kube.PrependReactor("create", "pods", s.evictionReactor)
+	s.kube.PrependReactor("*", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		switch action.GetVerb() {
+		case "create", "update", "patch", "delete", "delete-collection", "apply":
+			s.podsDirty = true
+		}
+		return false, nil, nil
+	})
 }
 
 // stampReactor fills in what the API server would on create: a name from
@@ -202,8 +209,7 @@ func (s *Sandbox) pdbsFor(pod *corev1.Pod) ([]policyv1.PodDisruptionBudget, erro
 // pdbStatus computes a PDB's status as the disruption controller does:
 // expected pods from the owning controllers' scale, healthy pods are Ready.
 func (s *Sandbox) pdbStatus(pdb *policyv1.PodDisruptionBudget) (policyv1.PodDisruptionBudgetStatus, error) {
-	tr := s.tracker
-	obj, err := tr.List(podsGVR, podGVK, pdb.Namespace)
+	nsPods, err := s.podsIn(pdb.Namespace)
 	if err != nil {
 		return policyv1.PodDisruptionBudgetStatus{}, err
 	}
@@ -213,15 +219,15 @@ func (s *Sandbox) pdbStatus(pdb *policyv1.PodDisruptionBudget) (policyv1.PodDisr
 	}
 	var healthy, podCount int32
 	scales := map[string]int32{}
-	for _, p := range obj.(*corev1.PodList).Items {
+	for _, p := range nsPods {
 		if !sel.Matches(labels.Set(p.Labels)) {
 			continue
 		}
 		podCount++
-		if podReady(&p) {
+		if podReady(p) {
 			healthy++
 		}
-		if ref := metav1.GetControllerOf(&p); ref != nil {
+		if ref := metav1.GetControllerOf(p); ref != nil {
 			key := ref.Kind + "/" + ref.Name
 			if _, seen := scales[key]; !seen {
 				scales[key] = s.scaleOf(p.Namespace, ref.Kind, ref.Name)
@@ -263,6 +269,30 @@ func (s *Sandbox) pdbStatus(pdb *policyv1.PodDisruptionBudget) (policyv1.PodDisr
 		DesiredHealthy:     desired,
 		ExpectedPods:       expected,
 	}, nil
+}
+
+// podsIn returns a namespace's pods from the cache when it is current,
+// else from the tracker (never through the clientset: reactors call this
+// while the fake holds its lock).
+func (s *Sandbox) podsIn(ns string) ([]*corev1.Pod, error) {
+	var out []*corev1.Pod
+	if !s.podsDirty && s.podsCache != nil {
+		for _, p := range s.podsCache {
+			if p.Namespace == ns {
+				out = append(out, p)
+			}
+		}
+		return out, nil
+	}
+	obj, err := s.tracker.List(podsGVR, podGVK, ns)
+	if err != nil {
+		return nil, err
+	}
+	items := obj.(*corev1.PodList).Items
+	for i := range items {
+		out = append(out, &items[i])
+	}
+	return out, nil
 }
 
 // scaleOf returns the replicas a controller wants, or -1 when the kind has

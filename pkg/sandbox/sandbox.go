@@ -112,6 +112,9 @@ type Sandbox struct {
 	tracking   bool
 	trackFrom  time.Time
 	violations []string
+	// podsCache is the last pod list; podsDirty is set by any pod write.
+	podsCache []*corev1.Pod
+	podsDirty bool
 }
 
 // Stats are what the sandbox observed, for the demo's summary.

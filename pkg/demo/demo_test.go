@@ -1,0 +1,191 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// TestDemoMigratesAndRollsBack runs the whole demo (with --rollback) and
+// checks the summary: every legacy pod on a Karpenter node, no PDB
+// violation, groups and Cluster Autoscaler at zero, cost not up; then the
+// rollback restores every recorded size.
+func TestDemoMigratesAndRollsBack(t *testing.T) {
+	dir := t.TempDir()
+	var events []Event
+	sum, err := Run(context.Background(), Options{Seed: 1, OutDir: dir, Rollback: true, Events: func(e Event) { events = append(events, e) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.LegacyPodsLeft != 0 {
+		t.Errorf("%d pods left on legacy nodes", sum.LegacyPodsLeft)
+	}
+	if sum.PDBViolations != 0 {
+		t.Errorf("%d PDB violations", sum.PDBViolations)
+	}
+	if !sum.GroupsAtZero || sum.ClusterAutoscalerReplicas != 0 {
+		t.Errorf("groups at zero %t, CA replicas %d; want true, 0", sum.GroupsAtZero, sum.ClusterAutoscalerReplicas)
+	}
+	if sum.CostPerHourAfter > sum.CostPerHourBefore || sum.CostPerHourAfter <= 0 {
+		t.Errorf("cost %.4f → %.4f; want lower and positive", sum.CostPerHourBefore, sum.CostPerHourAfter)
+	}
+	if sum.PodsMoved < 150 || sum.NodesBefore != 23 || sum.NodesAfter == 0 {
+		t.Errorf("moved %d pods, nodes %d → %d", sum.PodsMoved, sum.NodesBefore, sum.NodesAfter)
+	}
+	if sum.MaxPendingSeconds <= 0 || sum.MaxPendingSeconds > 600 {
+		t.Errorf("longest pending %.0fs; want between 0 and 10m", sum.MaxPendingSeconds)
+	}
+	ids := map[string]string{}
+	for _, s := range sum.Steps {
+		ids[s.ID] = s.Status
+	}
+	for _, id := range []string{"sandbox", "discover", "readiness", "generate", "iam-plan", "iam-apply", "plan", "wave-apps", "apply", "final-state", "rollback"} {
+		if ids[id] != StatusDone {
+			t.Errorf("step %s: %q, want done", id, ids[id])
+		}
+	}
+	kinds := map[string]bool{}
+	fs := Readiness(mustSnapshot(t, filepath.Join(dir, "snapshot.json")))
+	for _, f := range fs {
+		kinds[f.ID] = true
+	}
+	for _, k := range []string{"ca-safe-to-evict", "local-storage", "no-requests", "nodegroup-selector", "pdb-blocks-eviction", "single-replica", "zonal-volume"} {
+		if !kinds[k] {
+			t.Errorf("the demo account has no %s finding", k)
+		}
+	}
+	for _, f := range []string{"snapshot.json", "readiness.json", "iam-plan.json", "plan.yaml", "state.json", "summary.json",
+		"karpenter/base/kustomization.yaml", "karpenter/base/nodepools/apps.yaml", "karpenter/overlays/demo/kustomization.yaml"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("output %s: %v", f, err)
+		}
+	}
+	rb := sum.Rollback
+	if rb == nil || !rb.Restored || rb.KarpenterNodes != 0 {
+		t.Fatalf("rollback = %+v; want restored with no Karpenter node", rb)
+	}
+	for _, g := range rb.Groups {
+		if g.Desired != g.Recorded || int32(g.ReadyNodes) != g.Recorded {
+			t.Errorf("group %s: desired %d, ready %d, recorded %d", g.Name, g.Desired, g.ReadyNodes, g.Recorded)
+		}
+	}
+	if rb.NodesAfter != sum.NodesBefore {
+		t.Errorf("after rollback %d nodes, before %d", rb.NodesAfter, sum.NodesBefore)
+	}
+	if len(events) == 0 || events[0].Step != "sandbox" || events[0].Status != StatusRunning {
+		t.Errorf("first event %+v, want sandbox running", events)
+	}
+	if sum.SimulatedSeconds < 10*sum.WallSeconds {
+		t.Logf("simulated %.0fs in %.1fs wall (machine busy?)", sum.SimulatedSeconds, sum.WallSeconds)
+	}
+}
+
+// TestDemoReplaysSnapshot replays the snapshot a demo wrote, as
+// `demo --snapshot` does, and migrates it too.
+func TestDemoReplaysSnapshot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("replays a whole migration; the main demo test covers short mode")
+	}
+	first := t.TempDir()
+	if _, err := Run(context.Background(), Options{Seed: 5, OutDir: first}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := inventory.ReadSnapshotFile(filepath.Join(first, "snapshot.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := Run(context.Background(), Options{Seed: 9, OutDir: t.TempDir(), Snapshot: snap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.LegacyPodsLeft != 0 || sum.PDBViolations != 0 || !sum.GroupsAtZero || sum.NodesBefore != 23 {
+		t.Errorf("replay: %d legacy pods left, %d violations, groups at zero %t, %d nodes before", sum.LegacyPodsLeft, sum.PDBViolations, sum.GroupsAtZero, sum.NodesBefore)
+	}
+}
+
+func TestRunNeedsOutDir(t *testing.T) {
+	if _, err := Run(context.Background(), Options{}); err == nil {
+		t.Fatal("Run without OutDir succeeded")
+	}
+}
+
+func mustSnapshot(t *testing.T, path string) *inventory.Inventory {
+	t.Helper()
+	s, err := inventory.ReadSnapshotFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &s.Inventory
+}
+
+func TestWriteTableGolden(t *testing.T) {
+	sum := &Summary{
+		Cluster: "demo", Seed: 1, OutDir: "/tmp/out", NodesBefore: 3, NodesAfter: 1,
+		NodesBeforeByType: map[string]int{"m5.large": 3}, NodesAfterByType: map[string]int{"m5.xlarge": 1},
+		CostPerHourBefore: 0.288, CostPerHourAfter: 0.0712, PlannedCostPerHour: 0.0712, PodsMoved: 12, PDBRejections: 4,
+		MaxPendingSeconds: 70, GroupsAtZero: true, SimulatedSeconds: 540, WallSeconds: 2.5,
+		Steps: []StepResult{{ID: "discover", Status: StatusDone, Detail: "1 node group"}, {ID: "apply", Status: StatusFailed, Detail: "boom"}},
+		Rollback: &RollbackSummary{Restored: false, Groups: []GroupSize{{Name: "system", Recorded: 3, Desired: 3, ReadyNodes: 2}},
+			NodesAfter: 3, CostPerHour: 0.288, PodsMoved: 12, Problems: []string{"node group system has 2 Ready nodes, want 3"}},
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, sum); err != nil {
+		t.Fatal(err)
+	}
+	var events bytes.Buffer
+	sink := PlainProgress(&events)
+	at := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	for i, e := range []Event{
+		{Step: "wave-apps", Status: StatusRunning, Message: "12 nodes", Progress: 0},
+		{Step: "wave-apps", Status: StatusRunning, Message: "10/100 pods evicted", Progress: 0.1},
+		{Step: "wave-apps", Status: StatusRunning, Message: "20/100 pods evicted", Progress: 0.2},
+		{Step: "wave-apps", Status: StatusRunning, Message: "30/100 pods evicted", Progress: 0.3},
+		{Step: "wave-apps", Status: StatusDone, Message: "100 pods moved", Progress: 1},
+	} {
+		e.SimTime = at.Add(time.Duration(i) * 5 * time.Second)
+		sink(e)
+	}
+	b.WriteString("\n--- progress ---\n")
+	b.Write(events.Bytes())
+	golden(t, "summary-table.golden", b.Bytes())
+	js, err := json.Marshal(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(js, &fields); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"nodesBefore", "nodesAfter", "costPerHourBefore", "costPerHourAfter", "podsMoved", "pdbViolations", "maxPendingSeconds", "steps"} {
+		if _, ok := fields[k]; !ok {
+			t.Errorf("JSON summary lacks %q", k)
+		}
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (go test -update to accept):\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
+	}
+}

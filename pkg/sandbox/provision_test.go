@@ -1,0 +1,117 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+func toUnstructuredForTest(v any) (*unstructured.Unstructured, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	return u, json.Unmarshal(b, &u.Object)
+}
+
+func testPool(name string, weight int32, families []string, capacity []string, taints []corev1.Taint) apisv1.NodePool {
+	return apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: apisv1.NodePoolSpec{Weight: &weight,
+		Template: apisv1.NodeClaimTemplate{Spec: apisv1.NodeClaimTemplateSpec{Taints: taints, Requirements: []apisv1.NodeSelectorRequirementWithMinValues{
+			{Key: apisv1.LabelInstanceFamily, Operator: corev1.NodeSelectorOpIn, Values: families},
+			{Key: apisv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: capacity},
+		}}}}}
+}
+
+func testPods(n int, cpu, mem string, mut func(*inventory.Pod)) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := 0; i < n; i++ {
+		ip := inventory.Pod{Namespace: "ns", Name: string(rune('a'+i%26)) + string(rune('a'+i/26)), Requests: requests(cpu, mem)}
+		if mut != nil {
+			mut(&ip)
+		}
+		out = append(out, PodObject(ip))
+	}
+	return out
+}
+
+func TestProvision(t *testing.T) {
+	cat, err := DefaultCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpuTaint := []corev1.Taint{{Key: "nvidia.com/gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	zones := []string{"us-east-1a", "us-east-1b"}
+	tests := []struct {
+		name          string
+		pods          []*corev1.Pod
+		pools         []apisv1.NodePool
+		wantPods      int
+		wantMaxNodes  int
+		wantPool      string
+		wantCapacity  string
+		unschedulable int
+	}{
+		{"packs small pods on few nodes", testPods(40, "500m", "512Mi", nil),
+			[]apisv1.NodePool{testPool("general", 10, []string{"m5"}, []string{"spot", "on-demand"}, nil)}, 40, 2, "general", "spot", 0},
+		{"on-demand only pool launches on-demand", testPods(3, "1", "1Gi", nil),
+			[]apisv1.NodePool{testPool("od", 10, []string{"c5"}, []string{"on-demand"}, nil)}, 3, 1, "od", "on-demand", 0},
+		{"highest weight wins", testPods(2, "1", "1Gi", nil),
+			[]apisv1.NodePool{testPool("low", 1, []string{"m5"}, []string{"spot"}, nil), testPool("high", 50, []string{"c5"}, []string{"spot"}, nil)}, 2, 1, "high", "spot", 0},
+		{"tainted pool refuses intolerant pods", testPods(2, "1", "1Gi", nil),
+			[]apisv1.NodePool{testPool("gpu", 10, []string{"g4dn"}, []string{"on-demand"}, gpuTaint)}, 0, 0, "", "", 2},
+		{"pod bigger than any type", testPods(1, "64", "1Gi", nil),
+			[]apisv1.NodePool{testPool("general", 10, []string{"m5"}, []string{"spot"}, nil)}, 0, 0, "", "", 1},
+		{"nodeSelector on a pool label", testPods(1, "1", "1Gi", func(p *inventory.Pod) { p.NodeSelector = map[string]string{"karpenter.k8s.aws/instance-family": "c5"} }),
+			[]apisv1.NodePool{testPool("m", 20, []string{"m5"}, []string{"spot"}, nil), testPool("c", 10, []string{"c5"}, []string{"spot"}, nil)}, 1, 1, "c", "spot", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := cat.Provision(ProvisionRequest{Pods: tt.pods, NodePools: tt.pools, Zones: zones, Region: "us-east-1"})
+			placed := 0
+			for _, c := range res.Claims {
+				placed += len(c.Pods)
+				if c.NodePool != tt.wantPool || c.Offering.CapacityType != tt.wantCapacity {
+					t.Errorf("claim %s/%s %s, want pool %s %s", c.NodePool, c.Offering.InstanceType, c.Offering.CapacityType, tt.wantPool, tt.wantCapacity)
+				}
+				if c.Offering.Price <= 0 {
+					t.Errorf("claim %s has no price", c.Offering.InstanceType)
+				}
+			}
+			if placed != tt.wantPods || len(res.Claims) > tt.wantMaxNodes || len(res.Unschedulable) != tt.unschedulable {
+				t.Errorf("placed %d pods on %d nodes, %d unschedulable; want %d pods on <= %d nodes, %d unschedulable",
+					placed, len(res.Claims), len(res.Unschedulable), tt.wantPods, tt.wantMaxNodes, tt.unschedulable)
+			}
+		})
+	}
+}
+
+func TestCatalogPrices(t *testing.T) {
+	cat, err := DefaultCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range cat.Types() {
+		od := cat.Price(it.Name, "us-east-1a", inventory.CapacityOnDemand)
+		spot := cat.Price(it.Name, "us-east-1a", inventory.CapacitySpot)
+		if od <= 0 || spot <= 0 || spot >= od {
+			t.Errorf("%s: on-demand %v, spot %v; want 0 < spot < on-demand", it.Name, od, spot)
+		}
+		if spot != cat.Price(it.Name, "us-east-1a", inventory.CapacitySpot) {
+			t.Errorf("%s: spot price not deterministic", it.Name)
+		}
+		alloc, capacity := it.Allocatable(), it.Capacity()
+		if alloc.Cpu().Cmp(*capacity.Cpu()) >= 0 || alloc.Memory().Cmp(*capacity.Memory()) >= 0 || alloc.Memory().Sign() <= 0 {
+			t.Errorf("%s: allocatable %v not below capacity %v", it.Name, alloc, capacity)
+		}
+	}
+	if cat.Price("nope.large", "us-east-1a", inventory.CapacityOnDemand) != 0 {
+		t.Error("unknown type has a price")
+	}
+}

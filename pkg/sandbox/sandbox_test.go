@@ -1,0 +1,365 @@
+package sandbox
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/kubectl/pkg/drain"
+
+	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// smallInventory is one group of two m5.xlarge nodes and a Deployment.
+func smallInventory(replicas int32, pdb *inventory.PDB, mut func(*inventory.Inventory)) inventory.Inventory {
+	inv := inventory.Inventory{
+		Cluster: inventory.Cluster{Name: "small", Region: "us-east-1", AccountID: "111122223333"},
+		NodeGroups: []inventory.NodeGroup{{Name: "ng", Kind: inventory.Managed, MinSize: 0, MaxSize: 5, DesiredSize: 2,
+			InstanceTypes: []string{"m5.xlarge"}, CapacityType: inventory.CapacityOnDemand, Zones: []string{"us-east-1a"}}},
+		Workloads: []inventory.Workload{{Kind: inventory.OwnerDeployment, Namespace: "app", Name: "web", Replicas: replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}},
+		Pods: []inventory.Pod{{Namespace: "app", Name: "web-0", OwnerKind: inventory.OwnerDeployment, OwnerName: "web",
+			Labels: map[string]string{"app": "web"}, Requests: requests("500m", "512Mi")}},
+	}
+	if pdb != nil {
+		pdb.Namespace, pdb.Name = "app", "web"
+		pdb.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+		inv.PDBs = []inventory.PDB{*pdb}
+	}
+	if mut != nil {
+		mut(&inv)
+	}
+	return inv
+}
+
+func load(t *testing.T, inv inventory.Inventory) *Sandbox {
+	t.Helper()
+	s, err := New(Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load(context.Background(), inv); err != nil {
+		t.Fatal(err)
+	}
+	s.StartTracking()
+	return s
+}
+
+func pods(t *testing.T, s *Sandbox, ns string) []corev1.Pod {
+	t.Helper()
+	l, err := s.Kube().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+func evict(s *Sandbox, p corev1.Pod) error {
+	return s.Kube().PolicyV1().Evictions(p.Namespace).Evict(context.Background(), &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}})
+}
+
+func TestEvictionHonoursPDB(t *testing.T) {
+	i := func(v int) *intstr.IntOrString { x := intstr.FromInt32(int32(v)); return &x }
+	p := func(v string) *intstr.IntOrString { x := intstr.FromString(v); return &x }
+	tests := []struct {
+		name    string
+		pdb     *inventory.PDB
+		allowed int // evictions accepted back to back before the first 429
+	}{
+		{"no PDB", nil, 3},
+		{"minAvailable 2 of 3", &inventory.PDB{MinAvailable: i(2)}, 1},
+		{"maxUnavailable 0", &inventory.PDB{MaxUnavailable: i(0)}, 0},
+		{"minAvailable 100%", &inventory.PDB{MinAvailable: p("100%")}, 0},
+		{"maxUnavailable 50% rounds up", &inventory.PDB{MaxUnavailable: p("50%")}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := load(t, smallInventory(3, tt.pdb, nil))
+			ps := pods(t, s, "app")
+			if len(ps) != 3 {
+				t.Fatalf("got %d pods, want 3", len(ps))
+			}
+			accepted := 0
+			var refusal error
+			for _, pod := range ps {
+				if err := evict(s, pod); err != nil {
+					refusal = err
+					break
+				}
+				accepted++
+			}
+			if accepted != tt.allowed {
+				t.Fatalf("accepted %d evictions, want %d (last error %v)", accepted, tt.allowed, refusal)
+			}
+			if tt.allowed < 3 {
+				if !apierrors.IsTooManyRequests(refusal) {
+					t.Fatalf("refusal = %v, want 429 TooManyRequests", refusal)
+				}
+				if !strings.Contains(refusalCause(refusal), "disruption budget web") {
+					t.Errorf("429 does not name the PDB: %q", refusalCause(refusal))
+				}
+				if s.Stats().Rejected != 1 {
+					t.Errorf("Stats.Rejected = %d, want 1", s.Stats().Rejected)
+				}
+			}
+			if s.Stats().PDBViolations != 0 {
+				t.Errorf("PDB violations = %d, want 0 (evictions never break a budget)", s.Stats().PDBViolations)
+			}
+		})
+	}
+}
+
+func refusalCause(err error) string {
+	if se, ok := err.(apierrors.APIStatus); ok && se.Status().Details != nil && len(se.Status().Details.Causes) > 0 {
+		return se.Status().Details.Causes[0].Message
+	}
+	return ""
+}
+
+func TestReplicaSetRecreatesEvictedPod(t *testing.T) {
+	ctx := context.Background()
+	s := load(t, smallInventory(2, nil, nil))
+	before := pods(t, s, "app")
+	victim := before[0]
+	if err := evict(s, victim); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(pods(t, s, "app")); got != 1 {
+		t.Fatalf("after eviction %d pods, want 1", got)
+	}
+	if err := s.Settle(ctx, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	after := pods(t, s, "app")
+	if len(after) != 2 {
+		t.Fatalf("after settling %d pods, want 2", len(after))
+	}
+	for _, p := range after {
+		if p.Name == victim.Name || p.UID == victim.UID {
+			t.Errorf("evicted pod %s came back with the same name or UID", p.Name)
+		}
+		if p.Spec.NodeName == "" || !podReady(&p) {
+			t.Errorf("pod %s is not bound and Ready", p.Name)
+		}
+		if ref := metav1.GetControllerOf(&p); ref == nil || ref.Kind != "ReplicaSet" {
+			t.Errorf("pod %s is not owned by the ReplicaSet", p.Name)
+		}
+	}
+}
+
+func TestSchedulerRespectsTaintsCordonAndSelectors(t *testing.T) {
+	taint := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	tests := []struct {
+		name      string
+		groupMut  func(*inventory.NodeGroup)
+		podMut    func(*inventory.Pod)
+		cordon    bool
+		wantBound bool
+	}{
+		{"plain", nil, nil, false, true},
+		{"untolerated taint", func(g *inventory.NodeGroup) { g.Taints = []corev1.Taint{taint} }, nil, false, false},
+		{"tolerated taint", func(g *inventory.NodeGroup) { g.Taints = []corev1.Taint{taint} }, func(p *inventory.Pod) {
+			p.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+		}, false, true},
+		{"cordoned", nil, nil, true, false},
+		{"nodeSelector mismatch", nil, func(p *inventory.Pod) { p.NodeSelector = map[string]string{"role": "db"} }, false, false},
+		{"nodeSelector match", func(g *inventory.NodeGroup) { g.Labels = map[string]string{"role": "db"} },
+			func(p *inventory.Pod) { p.NodeSelector = map[string]string{"role": "db"} }, false, true},
+		{"too big", nil, func(p *inventory.Pod) { p.Requests = requests("16", "1Gi") }, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			inv := smallInventory(1, nil, func(inv *inventory.Inventory) {
+				inv.Workloads = nil
+				inv.Pods = nil
+				if tt.groupMut != nil {
+					tt.groupMut(&inv.NodeGroups[0])
+				}
+			})
+			s := load(t, inv)
+			if tt.cordon {
+				nodes, _ := s.Kube().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+				h := &drain.Helper{Ctx: ctx, Client: s.Kube()}
+				for i := range nodes.Items {
+					if err := drain.RunCordonOrUncordon(h, &nodes.Items[i], true); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			ip := inventory.Pod{Namespace: "default", Name: "probe", Requests: requests("100m", "64Mi")}
+			if tt.podMut != nil {
+				tt.podMut(&ip)
+			}
+			if _, err := s.Kube().CoreV1().Pods("default").Create(ctx, PodObject(ip), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Step(ctx, 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			p, err := s.Kube().CoreV1().Pods("default").Get(ctx, "probe", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bound := p.Spec.NodeName != ""; bound != tt.wantBound {
+				t.Errorf("bound = %t (node %q), want %t", bound, p.Spec.NodeName, tt.wantBound)
+			}
+		})
+	}
+}
+
+func TestDiscoveryAndFieldSelectorsServeKubectlDrain(t *testing.T) {
+	ctx := context.Background()
+	s := load(t, smallInventory(4, nil, nil))
+	gv, err := drain.CheckEvictionSupport(s.Kube())
+	if err != nil || gv != policyv1.SchemeGroupVersion {
+		t.Fatalf("CheckEvictionSupport = %v, %v; want policy/v1", gv, err)
+	}
+	v, err := s.Kube().Discovery().ServerVersion()
+	if err != nil || v.Minor != "35" {
+		t.Fatalf("ServerVersion = %v, %v; want 1.35", v, err)
+	}
+	nodes, _ := s.Kube().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	total := 0
+	for _, n := range nodes.Items {
+		h := &drain.Helper{Ctx: ctx, Client: s.Kube(), IgnoreAllDaemonSets: true}
+		list, errs := h.GetPodsForDeletion(n.Name)
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		for _, p := range list.Pods() {
+			if p.Spec.NodeName != n.Name {
+				t.Errorf("drain of %s listed pod %s on %s", n.Name, p.Name, p.Spec.NodeName)
+			}
+		}
+		total += len(list.Pods())
+	}
+	if total != 4 {
+		t.Errorf("drain listed %d pods over all nodes, want 4", total)
+	}
+}
+
+func TestKarpenterStandInProvisionsAndConsolidates(t *testing.T) {
+	ctx := context.Background()
+	s := load(t, smallInventory(0, nil, func(inv *inventory.Inventory) { inv.NodeGroups[0].DesiredSize = 0 }))
+	pool := &apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.NodePoolSpec{
+		Template: apisv1.NodeClaimTemplate{Spec: apisv1.NodeClaimTemplateSpec{Requirements: []apisv1.NodeSelectorRequirementWithMinValues{
+			{Key: apisv1.LabelInstanceFamily, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5"}},
+			{Key: apisv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot", "on-demand"}},
+		}}},
+		Disruption: apisv1.Disruption{ConsolidateAfter: apisv1.NewNillableDuration(time.Minute)},
+	}}
+	u, err := toUnstructuredForTest(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Dynamic().Resource(NodePoolGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := scaleDeployment(ctx, s, "app", "web", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(ctx, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	in := s.Cloud().Instances()
+	if len(in) != 1 || in[0].NodePool != "default" || in[0].CapacityType != inventory.CapacitySpot {
+		t.Fatalf("instances = %+v, want one spot instance of NodePool default", in)
+	}
+	if got := s.Stats().MaxPending; got < s.opts.LaunchDelay {
+		t.Errorf("MaxPending = %s, want at least the launch delay %s", got, s.opts.LaunchDelay)
+	}
+	if err := scaleDeployment(ctx, s, "app", "web", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Step(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.Cloud().Instances()); n != 1 {
+		t.Fatalf("empty node removed after 30s, before consolidateAfter (1m): %d instances", n)
+	}
+	if err := s.Step(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.Cloud().Instances()); n != 0 {
+		t.Fatalf("%d instances left after consolidateAfter, want 0", n)
+	}
+}
+
+func scaleDeployment(ctx context.Context, s *Sandbox, ns, name string, n int32) error {
+	d, err := s.Kube().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	d.Spec.Replicas = &n
+	_, err = s.Kube().AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+	return err
+}
+
+func TestNodeGroupScaleInTerminatesCordonedFirst(t *testing.T) {
+	ctx := context.Background()
+	s := load(t, smallInventory(0, nil, func(inv *inventory.Inventory) { inv.NodeGroups[0].DesiredSize = 3 }))
+	nodes, _ := s.Kube().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if len(nodes.Items) != 3 {
+		t.Fatalf("%d nodes, want 3", len(nodes.Items))
+	}
+	cordoned := nodes.Items[1].Name
+	h := &drain.Helper{Ctx: ctx, Client: s.Kube()}
+	if err := drain.RunCordonOrUncordon(h, &nodes.Items[1], true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Cloud().UpdateGroupSize("ng", 0, 5, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Step(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Kube().CoreV1().Nodes().Get(ctx, cordoned, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("cordoned node %s still exists (err %v); scale-in should pick it", cordoned, err)
+	}
+	if err := s.Cloud().UpdateGroupSize("ng", 3, 5, 2); err == nil {
+		t.Error("UpdateGroupSize accepted min > desired")
+	}
+}
+
+func TestSeedMakesRunsReproducible(t *testing.T) {
+	names := func(seed uint64) (nodes, podNames string) {
+		s, err := New(Options{Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Load(context.Background(), DemoInventory()); err != nil {
+			t.Fatal(err)
+		}
+		var ns, ps []string
+		for _, in := range s.Cloud().Instances() {
+			ns = append(ns, in.ID+"="+in.NodeName+"/"+in.InstanceType+"/"+in.CapacityType)
+		}
+		for _, p := range pods(t, s, "") {
+			ps = append(ps, p.Namespace+"/"+p.Name+"@"+p.Spec.NodeName)
+		}
+		sort.Strings(ns)
+		sort.Strings(ps)
+		return strings.Join(ns, ","), strings.Join(ps, ",")
+	}
+	n1, p1 := names(42)
+	n2, p2 := names(42)
+	if n1 != n2 || p1 != p2 {
+		t.Error("two loads with seed 42 differ")
+	}
+	n3, p3 := names(43)
+	if n1 == n3 || p1 == p3 {
+		t.Error("seeds 42 and 43 gave the same instance IDs or pod names")
+	}
+	if got := strings.Count(p1, ",") + 1; got < 280 || got > 320 {
+		t.Errorf("demo account has %d pods, want about 300", got)
+	}
+}
