@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	goruntime "runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -213,6 +215,26 @@ func BenchmarkDiscover(b *testing.B) {
 	acct, objs := world(500, 10, 10)
 	srv, src := sources(b, acct, objs)
 	b.ReportAllocs()
+	goruntime.GC()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	go func() { // sample the heap discover adds on top of the fixtures
+		var m goruntime.MemStats
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				goruntime.ReadMemStats(&m)
+				if m.HeapInuse > base && m.HeapInuse-base > peak.Load() {
+					peak.Store(m.HeapInuse - base)
+				}
+			}
+		}
+	}()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		srv.ResetCalls()
@@ -224,5 +246,7 @@ func BenchmarkDiscover(b *testing.B) {
 			b.Fatalf("nodes %d pods %d", len(inv.Nodes), len(inv.Pods))
 		}
 	}
+	close(stop)
 	b.ReportMetric(float64(srv.TotalCalls()), "aws-calls/op")
+	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MB")
 }

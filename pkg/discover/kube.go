@@ -22,15 +22,21 @@ import (
 // listAll lists every object of a kind in pages of 500.
 func listAll[T any](ctx context.Context, list func(context.Context, metav1.ListOptions) (runtime.Object, error)) ([]T, error) {
 	var out []T
+	err := eachItem(ctx, list, func(v T) { out = append(out, v) })
+	return out, err
+}
+
+// eachItem calls fn for every object of a kind, page by page, so a large
+// list (pods) is never held whole.
+func eachItem[T any](ctx context.Context, list func(context.Context, metav1.ListOptions) (runtime.Object, error), fn func(T)) error {
 	p := pager.New(func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return list(ctx, o) })
 	p.PageSize = 500
-	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+	return p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
 		if v, ok := obj.(T); ok {
-			out = append(out, v)
+			fn(v)
 		}
 		return nil
 	})
-	return out, err
 }
 
 // kube reads the Kubernetes side.
@@ -69,17 +75,15 @@ func (d *run) kube(ctx context.Context) error {
 			jobOwner[j.Namespace+"/"+j.Name] = *ref
 		}
 	}
-	pods, err := listAll[*corev1.Pod](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	err = eachItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return k.CoreV1().Pods("").List(ctx, o)
+	}, func(p *corev1.Pod) {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			d.inv.Pods = append(d.inv.Pods, podOf(p, rsOwner, jobOwner))
+		}
 	})
 	if err != nil {
 		return fmt.Errorf("list pods: %w", err)
-	}
-	for _, p := range pods {
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		d.inv.Pods = append(d.inv.Pods, podOf(p, rsOwner, jobOwner))
 	}
 
 	deps, err := k.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
