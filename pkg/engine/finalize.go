@@ -50,7 +50,7 @@ func (s *scheduler) canMove(pd *podData, from, to *node) bool {
 	}
 	for _, g := range pd.selectedBy {
 		if g.key == catalog.LabelHostname {
-			if g.kind == kindAnti && g.owners[to.name] > 0 {
+			if g.kind == kindAnti && g.howner(to.id) > 0 {
 				return false
 			}
 			continue
@@ -149,14 +149,14 @@ func (s *scheduler) improve() {
 			continue
 		}
 		for _, m := range moves {
-			s.unrecord(m.pd, src)
+			s.record(m.pd, src, -1)
 			i := indexOf(src.pods, m.pd)
 			src.pods = append(src.pods[:i], src.pods[i+1:]...)
 			src.seqs = append(src.seqs[:i], src.seqs[i+1:]...)
 			s.seq++
 			m.to.pods = append(m.to.pods, m.pd)
 			m.to.seqs = append(m.to.seqs, s.seq)
-			s.record(m.pd, m.to, nil)
+			s.record(m.pd, m.to, 1)
 		}
 		src.used = remaining
 		if len(src.pods) == 0 {

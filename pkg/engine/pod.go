@@ -26,6 +26,7 @@ type podData struct {
 	// is required until relaxed.
 	prefs      []Requirements
 	reqs       Requirements // effective: base ∩ alts[alt] ∩ prefs[0]
+	reqKey     string       // canonical form of reqs, for caches
 	tolerateNS bool         // PreferNoSchedule tolerated (relaxed)
 	ports      []inventory.HostPort
 
@@ -90,6 +91,20 @@ func (pd *podData) recompute() {
 		}
 	}
 	pd.reqs = rs
+	pd.reqKey = ""
+	if len(rs) > 0 {
+		pd.reqKey = describeReqs(rs)
+	}
+}
+
+// isSelectedBy reports whether one of the pod's own groups counts the pod.
+func (pd *podData) isSelectedBy(g *topoGroup) bool {
+	for _, x := range pd.selectedBy {
+		if x == g {
+			return true
+		}
+	}
+	return false
 }
 
 // relax drops one preference in Karpenter's order; false when nothing is left.
@@ -195,7 +210,33 @@ type topoGroup struct {
 	counts      map[string]int32
 	total       int32
 	owners      map[string]int32 // domains of owner pods (inverse anti-affinity)
-	desc        string
+	nOwners     int32
+	// hc and ho are counts and owners of hostname-keyed groups, indexed by
+	// node id (a node is its own hostname domain).
+	hc, ho []int32
+	desc   string
+}
+
+func (g *topoGroup) hcount(id int) int32 {
+	if id < len(g.hc) {
+		return g.hc[id]
+	}
+	return 0
+}
+
+func (g *topoGroup) howner(id int) int32 {
+	if id < len(g.ho) {
+		return g.ho[id]
+	}
+	return 0
+}
+
+func bump(s []int32, id int, d int32) []int32 {
+	if id >= len(s) {
+		s = append(s, make([]int32, id+1-len(s))...)
+	}
+	s[id] += d
+	return s
 }
 
 func (g *topoGroup) selects(p *inventory.Pod) bool {

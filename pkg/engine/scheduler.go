@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"reflect"
 	"slices"
 	"sort"
@@ -25,10 +26,31 @@ type itype struct {
 
 // cheapest returns the cheapest offering allowed by reqs.
 func (t *itype) cheapest(reqs Requirements) (catalog.Offering, bool) {
-	zr, hasZ := reqs[catalog.LabelZone]
-	cr, hasC := reqs[catalog.LabelCapacityType]
+	f := offerFilterOf(reqs)
+	return t.cheapestF(&f)
+}
+
+// offerFilter is the zone and capacity-type part of a set of requirements,
+// looked up once for many types.
+type offerFilter struct {
+	zr, cr     Requirement
+	hasZ, hasC bool
+}
+
+func offerFilterOf(reqs Requirements) offerFilter {
+	var f offerFilter
+	f.zr, f.hasZ = reqs[catalog.LabelZone]
+	f.cr, f.hasC = reqs[catalog.LabelCapacityType]
+	return f
+}
+
+// cheapestF returns the cheapest offering the filter allows.
+func (t *itype) cheapestF(f *offerFilter) (catalog.Offering, bool) {
+	if !f.hasZ && !f.hasC {
+		return t.offerings[0], true
+	}
 	for _, o := range t.offerings {
-		if (!hasZ || zr.Has(o.Zone)) && (!hasC || cr.Has(o.CapacityType)) {
+		if (!f.hasZ || f.zr.Has(o.Zone)) && (!f.hasC || f.cr.Has(o.CapacityType)) {
 			return o, true
 		}
 	}
@@ -51,11 +73,14 @@ type pool struct {
 	seq          int
 	zones        []string
 	ds           vec
+	limit        vec // spec.limits as given (with limitMask)
+	nodeLimitMax int64
 }
 
 // node is an existing node or a NodeClaim being filled (Karpenter's
 // ExistingNode and NodeClaim share this shape here).
 type node struct {
+	id       int // dense index for hostname-keyed counts
 	name     string
 	existing bool
 	pool     *pool
@@ -66,10 +91,13 @@ type node struct {
 	used     vec // claims: pod requests
 	types    []*itype
 	maxAlloc vec
+	minAlloc vec // component-wise minimum over types: used ≤ minAlloc means every type fits
 	pods     []*podData
 	seqs     []int
 	ports    map[inventory.HostPort]bool
 	bucket   int // index in the fewest-pods bucket, -1 when not bucketed
+	room     int // bucket in the room index, -1 when not indexed
+	roomPos  int
 	cur      int // claims: index into types of the cheapest fitting type
 	dead     bool
 }
@@ -88,7 +116,30 @@ type scheduler struct {
 	univ                map[string][]string
 	anyPreferNoSchedule bool
 	seq                 int
+	nextID              int
+	compat              map[compatKey]*compatEntry
+	domCache            map[domKey][]string
+	rooms               roomIndex
 	result              Result
+}
+
+// compatKey and compatEntry cache the types of a pool compatible with a
+// pod's requirements.
+type compatKey struct {
+	pool int
+	reqs string
+}
+
+type compatEntry struct {
+	types   []*itype
+	biggest vec
+}
+
+type domKey struct {
+	key, reqs   string
+	honorTaints bool
+	ignoreAff   bool
+	tols        string
 }
 
 type domainSource struct {
@@ -109,7 +160,8 @@ func wellKnownSet() map[string]bool {
 // its price without breaking a constraint, and explains every pod it cannot
 // place. It is pure and deterministic.
 func Solve(in Input) (Result, error) {
-	s := &scheduler{opts: in.Options, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topoGroup{}, universe: map[string][]domainSource{}}
+	s := &scheduler{opts: in.Options, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topoGroup{}, universe: map[string][]domainSource{},
+		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}}
 	if s.opts.MaxInstanceTypes == 0 {
 		s.opts.MaxInstanceTypes = 60
 	}
@@ -146,7 +198,7 @@ func Solve(in Input) (Result, error) {
 	for _, n := range s.existing {
 		for _, pd := range n.pods {
 			s.computeSelected(pd)
-			s.record(pd, n, nil)
+			s.record(pd, n, 1)
 		}
 	}
 	for _, pd := range pods {
@@ -293,6 +345,7 @@ func (s *scheduler) buildPools(in Input) error {
 				p.remaining[slot] = qval(slot, q)
 				p.limitMask[slot] = 1
 			}
+			p.limit, p.nodeLimitMax = p.remaining, p.nodeLimit
 		}
 		s.pools = append(s.pools, p)
 	}
@@ -416,7 +469,8 @@ func (s *scheduler) buildExisting(in Input) error {
 		if _, ok := lbl[catalog.LabelHostname]; !ok {
 			lbl[catalog.LabelHostname] = en.Node.Name
 		}
-		n := &node{name: en.Node.Name, existing: true, labels: lbl, taints: en.Node.Taints, free: alloc, ports: map[inventory.HostPort]bool{}, bucket: -1}
+		n := &node{id: s.nextID, name: en.Node.Name, existing: true, labels: lbl, taints: en.Node.Taints, free: alloc, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1}
+		s.nextID++
 		for j := range en.Pods {
 			p := &en.Pods[j]
 			pd := s.newPodData(p, -1)
@@ -463,24 +517,6 @@ func (n *node) domain(key string) string {
 		return r.values[0]
 	}
 	return ""
-}
-
-// allowed is the values the node may take for key (existing: its label).
-func (n *node) allowed(key string, universe []string) []string {
-	if n.existing {
-		if v, ok := n.labels[key]; ok {
-			return []string{v}
-		}
-		return nil
-	}
-	r, ok := n.reqs[key]
-	var out []string
-	for _, d := range universe {
-		if !ok || r.Has(d) {
-			out = append(out, d)
-		}
-	}
-	return out
 }
 
 // trySchedule is Karpenter's add-then-relax loop; nil on success, else the
@@ -531,27 +567,33 @@ func (s *scheduler) add(pd *podData) map[string]string {
 // pickClaim chooses an in-flight claim. Karpenter takes the first that fits
 // in order of fewest pods; unless KarpenterOnly, a claim whose current
 // cheapest type already has room for the pod (no extra cost) wins first,
-// best fit.
+// best fit, found through the room index instead of a scan of every claim.
 func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 	if !s.opts.KarpenterOnly {
 		var best *node
 		var bestReqs Requirements
 		bestScore := math.MaxFloat64
-		for _, n := range s.claims {
-			if n.dead {
-				continue
+		found := -1
+		for b := s.rooms.next(roomBucket(pd.req[rCPU])); b >= 0; b = s.rooms.next(b + 1) {
+			if found >= 0 && b > found+1 {
+				break
 			}
-			t := n.types[n.cur]
-			total := n.used.add(pd.req)
-			if !total.fits(t.alloc) {
-				continue
-			}
-			score := float64(t.alloc[rCPU]-total[rCPU])/float64(max(t.alloc[rCPU], 1)) + float64(t.alloc[rMem]-total[rMem])/float64(max(t.alloc[rMem], 1))
-			if score >= bestScore {
-				continue
-			}
-			if narrowed, ok := s.canAdd(pd, n); ok {
-				best, bestReqs, bestScore = n, narrowed, score
+			for _, n := range s.rooms.buckets[b] {
+				t := n.types[n.cur]
+				total := n.used.add(pd.req)
+				if !total.fits(t.alloc) {
+					continue
+				}
+				score := float64(t.alloc[rCPU]-total[rCPU])/float64(max(t.alloc[rCPU], 1)) + float64(t.alloc[rMem]-total[rMem])/float64(max(t.alloc[rMem], 1))
+				if score >= bestScore || (score == bestScore && best != nil && n.id > best.id) {
+					continue
+				}
+				if narrowed, ok := s.canAdd(pd, n); ok {
+					best, bestReqs, bestScore = n, narrowed, score
+					if found < 0 {
+						found = b
+					}
+				}
 			}
 		}
 		if best != nil {
@@ -571,11 +613,65 @@ func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 	return nil, nil
 }
 
+// roomIndex buckets live claims by the CPU left on their current cheapest
+// type, so best fit looks only at claims with room.
+type roomIndex struct {
+	buckets [roomBuckets][]*node
+	bits    [roomBuckets / 64]uint64
+}
+
+const (
+	roomBuckets = 1024
+	roomStep    = 100 // milli-CPU per bucket
+)
+
+func roomBucket(freeCPU int64) int {
+	return int(min(max(freeCPU/roomStep, 0), roomBuckets-1))
+}
+
+func (r *roomIndex) put(n *node) {
+	b := roomBucket(n.types[n.cur].alloc[rCPU] - n.used[rCPU])
+	n.room, n.roomPos = b, len(r.buckets[b])
+	r.buckets[b] = append(r.buckets[b], n)
+	r.bits[b/64] |= 1 << (b % 64)
+}
+
+func (r *roomIndex) remove(n *node) {
+	if n.room < 0 {
+		return
+	}
+	b := r.buckets[n.room]
+	last := b[len(b)-1]
+	b[n.roomPos] = last
+	last.roomPos = n.roomPos
+	r.buckets[n.room] = b[:len(b)-1]
+	if len(b) == 1 {
+		r.bits[n.room/64] &^= 1 << (n.room % 64)
+	}
+	n.room = -1
+}
+
+// next is the first non-empty bucket ≥ b, or -1.
+func (r *roomIndex) next(b int) int {
+	for w := b / 64; w < len(r.bits); w++ {
+		word := r.bits[w]
+		if w == b/64 {
+			word &^= (1 << (b % 64)) - 1
+		}
+		if word != 0 {
+			return w*64 + bits.TrailingZeros64(word)
+		}
+	}
+	return -1
+}
+
 // canAdd checks taints, host ports, resources, requirements and topology;
 // for claims it returns the narrowed requirements.
 func (s *scheduler) canAdd(pd *podData, n *node) (Requirements, bool) {
-	if _, ok := tolerates(pd.pod.Tolerations, n.taints, !pd.tolerateNS); !ok {
-		return nil, false
+	if len(n.taints) > 0 {
+		if _, ok := tolerates(pd.pod.Tolerations, n.taints, !pd.tolerateNS); !ok {
+			return nil, false
+		}
 	}
 	for _, hp := range pd.ports {
 		if n.ports[hp] {
@@ -603,7 +699,8 @@ func (s *scheduler) canAdd(pd *podData, n *node) (Requirements, bool) {
 		_, ok := s.topology(pd, n, nil)
 		return nil, ok
 	}
-	if !n.used.add(pd.req).fits(n.maxAlloc) {
+	total := n.used.add(pd.req)
+	if !total.fits(n.maxAlloc) {
 		return nil, false
 	}
 	reqs := n.reqs
@@ -620,10 +717,12 @@ func (s *scheduler) canAdd(pd *podData, n *node) (Requirements, bool) {
 	if !ok {
 		return nil, false
 	}
-	total := n.used.add(pd.req)
 	var keys []string
 	if !sameMap(reqs, n.reqs) {
 		keys = diffKeys(n.reqs, reqs)
+	}
+	if len(keys) == 0 && total.fits(n.types[n.cur].alloc) {
+		return reqs, true
 	}
 	for _, t := range n.types {
 		if total.fits(t.alloc) && (len(keys) == 0 || typeCompatibleKeys(t, reqs, keys)) {
@@ -691,26 +790,32 @@ func typeCompatible(t *itype, reqs Requirements) bool {
 }
 
 // hostnameOK is the cheap part of topology: the pod's own hostname-keyed
-// anti-affinity and spread terms, which reject most nodes for pods that must
-// be alone or spread per node.
+// anti-affinity and spread terms, and placed pods' hostname anti-affinity
+// against it, which reject most nodes for pods that must be alone or spread
+// per node.
 func hostnameOK(pd *podData, n *node) bool {
 	for _, g := range pd.owned {
 		if g.key != catalog.LabelHostname {
 			continue
 		}
-		c := g.counts[n.name]
+		c := g.hcount(n.id)
 		switch g.kind {
 		case kindAnti:
 			if c > 0 {
 				return false
 			}
 		case kindSpread:
-			if g.selects(pd.pod) {
+			if pd.isSelectedBy(g) {
 				c++
 			}
 			if c > g.maxSkew {
 				return false
 			}
+		}
+	}
+	for _, g := range pd.selectedBy {
+		if g.kind == kindAnti && g.key == catalog.LabelHostname && g.howner(n.id) > 0 {
+			return false
 		}
 	}
 	return true
@@ -719,6 +824,7 @@ func hostnameOK(pd *podData, n *node) bool {
 // topology checks the pod's own terms, the inverse anti-affinity of placed
 // pods, and pins undetermined domains a counted key needs. For claims it
 // returns reqs narrowed to the chosen domains (copied on write).
+// Hostname-keyed terms are checked by hostnameOK.
 func (s *scheduler) topology(pd *podData, n *node, reqs Requirements) (Requirements, bool) {
 	if len(pd.owned) == 0 && len(pd.selectedBy) == 0 {
 		return reqs, true
@@ -731,37 +837,34 @@ func (s *scheduler) topology(pd *podData, n *node, reqs Requirements) (Requireme
 		}
 		reqs[key] = mustIn(key, d)
 	}
-	view := n
-	if !n.existing {
-		view = &node{name: n.name, reqs: reqs}
+	choose := func(key string, g *topoGroup) []string {
+		return s.allowed(n, reqs, key, s.domains(key, pd, g))
 	}
-	choose := func(key string) []string {
-		if key == catalog.LabelHostname {
-			return []string{n.name}
+	// Hostname-keyed affinity needs a matching pod on this very node.
+	for _, g := range pd.owned {
+		if g.key == catalog.LabelHostname && g.kind == kindAffinity && (g.total > 0 || !pd.isSelectedBy(g)) && g.hcount(n.id) == 0 {
+			return nil, false
 		}
-		if !n.existing && reqs != nil {
-			view.reqs = reqs
-		}
-		return view.allowed(key, s.domains(key, pd, nil))
 	}
 	// Inverse anti-affinity: placed owners forbid their domains.
 	for _, g := range pd.selectedBy {
-		if g.kind != kindAnti || len(g.owners) == 0 {
+		if g.kind != kindAnti || g.nOwners == 0 || g.key == catalog.LabelHostname {
 			continue
 		}
-		cands := filter(choose(g.key), func(d string) bool { return g.owners[d] == 0 })
+		cands := filter(choose(g.key, nil), func(d string) bool { return g.owners[d] == 0 })
 		if len(cands) == 0 {
 			return nil, false
 		}
-		if !n.existing && g.key != catalog.LabelHostname && len(cands) == 1 {
-			narrow(g.key, cands[0])
-		} else if !n.existing && g.key != catalog.LabelHostname {
+		if !n.existing {
 			narrow(g.key, cands[0])
 		}
 	}
 	for _, g := range pd.owned {
-		cands := choose(g.key)
-		self := g.selects(pd.pod)
+		if g.key == catalog.LabelHostname {
+			continue
+		}
+		cands := choose(g.key, nil)
+		self := pd.isSelectedBy(g)
 		switch g.kind {
 		case kindAnti:
 			cands = filter(cands, func(d string) bool { return g.counts[d] == 0 })
@@ -770,10 +873,7 @@ func (s *scheduler) topology(pd *podData, n *node, reqs Requirements) (Requireme
 				cands = filter(cands, func(d string) bool { return g.counts[d] > 0 })
 			}
 		case kindSpread:
-			var minCount int32
-			if g.key != catalog.LabelHostname {
-				minCount = s.minCount(g, pd)
-			}
+			minCount := s.minCount(g, pd)
 			best, bestCount := "", int32(math.MaxInt32)
 			for _, d := range cands {
 				c := g.counts[d]
@@ -792,23 +892,51 @@ func (s *scheduler) topology(pd *podData, n *node, reqs Requirements) (Requireme
 		if len(cands) == 0 {
 			return nil, false
 		}
-		if !n.existing && g.key != catalog.LabelHostname {
+		if !n.existing {
 			narrow(g.key, cands[0])
 		}
 	}
 	// A pod counted by a group needs a determined domain for that key.
 	if !n.existing {
 		for _, g := range pd.selectedBy {
-			if g.key == catalog.LabelHostname || view.domainIn(g.key, reqs) != "" {
+			if g.key == catalog.LabelHostname || n.domainIn(g.key, reqs) != "" {
 				continue
 			}
-			cands := choose(g.key)
+			cands := choose(g.key, nil)
 			if len(cands) > 0 {
 				narrow(g.key, cands[0])
 			}
 		}
 	}
 	return reqs, true
+}
+
+// allowed is the values of universe the node may take for key: an existing
+// node's label, or what a claim's requirements allow.
+func (s *scheduler) allowed(n *node, reqs Requirements, key string, universe []string) []string {
+	if n.existing {
+		if v, ok := n.labels[key]; ok {
+			return []string{v}
+		}
+		return nil
+	}
+	r, ok := reqs[key]
+	if !ok {
+		return universe
+	}
+	if r.Operator() == corev1.NodeSelectorOpIn && len(r.values) == 1 {
+		if slices.Contains(universe, r.values[0]) {
+			return r.values
+		}
+		return nil
+	}
+	var out []string
+	for _, d := range universe {
+		if r.Has(d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func (n *node) domainIn(key string, reqs Requirements) string {
@@ -820,25 +948,34 @@ func (n *node) domainIn(key string, reqs Requirements) string {
 
 // domains is the universe of a key eligible for the pod (nodeAffinityPolicy
 // Honor: the pod's own requirement on the key; nodeTaintsPolicy Honor: only
-// sources whose taints it tolerates).
+// sources whose taints it tolerates). Results are cached; callers must not
+// modify them.
 func (s *scheduler) domains(key string, pd *podData, g *topoGroup) []string {
 	_, hasReq := pd.reqs[key]
-	if !hasReq && (g == nil || !g.honorTaints) {
+	honorTaints := g != nil && g.honorTaints
+	if !hasReq && !honorTaints {
 		if u, ok := s.univ[key]; ok {
 			return u
 		}
 	}
+	dk := domKey{key: key, reqs: pd.reqKey, honorTaints: honorTaints, ignoreAff: g != nil && g.ignoreAff}
+	if honorTaints {
+		dk.tols = tolKey(pd.pod.Tolerations)
+	}
+	if out, ok := s.domCache[dk]; ok {
+		return out
+	}
 	seen := map[string]bool{}
-	var out []string
+	out := []string{}
 	r, hasR := pd.reqs[key]
 	for _, src := range s.universe[key] {
 		if seen[src.domain] {
 			continue
 		}
-		if hasR && (g == nil || !g.ignoreAff) && !r.Has(src.domain) {
+		if hasR && !dk.ignoreAff && !r.Has(src.domain) {
 			continue
 		}
-		if g != nil && g.honorTaints {
+		if honorTaints {
 			if _, ok := tolerates(pd.pod.Tolerations, src.taints, true); !ok {
 				continue
 			}
@@ -847,6 +984,7 @@ func (s *scheduler) domains(key string, pd *podData, g *topoGroup) []string {
 		out = append(out, src.domain)
 	}
 	sort.Strings(out)
+	s.domCache[dk] = out
 	return out
 }
 
@@ -865,49 +1003,54 @@ func (s *scheduler) minCount(g *topoGroup, pd *podData) int32 {
 	return m
 }
 
-// record counts a placed pod in every group that selects it.
-func (s *scheduler) record(pd *podData, n *node, reqs Requirements) {
-	dom := func(key string) string {
-		if reqs != nil {
-			if d := n.domainIn(key, reqs); d != "" || key != catalog.LabelHostname {
-				if key == catalog.LabelHostname {
-					return n.name
-				}
-				return d
-			}
-		}
-		return n.domain(key)
-	}
+// record counts a placed pod (delta 1) or forgets it (delta −1) in every
+// group that selects it, and, for required anti-affinity, as an owner.
+func (s *scheduler) record(pd *podData, n *node, delta int32) {
 	for _, g := range pd.selectedBy {
-		if d := dom(g.key); d != "" {
-			g.counts[d]++
-			g.total++
+		if g.key == catalog.LabelHostname {
+			g.hc = bump(g.hc, n.id, delta)
+			g.total += delta
+		} else if d := n.domain(g.key); d != "" {
+			g.counts[d] += delta
+			g.total += delta
 		}
 	}
 	for _, g := range pd.owned {
 		// Only required anti-affinity is symmetric (as in kube-scheduler).
-		if g.kind == kindAnti && !slices.Contains(pd.softAnti, g) {
-			if d := dom(g.key); d != "" {
-				g.owners[d]++
-			}
+		if g.kind != kindAnti || slices.Contains(pd.softAnti, g) {
+			continue
+		}
+		if g.key == catalog.LabelHostname {
+			g.ho = bump(g.ho, n.id, delta)
+			g.nOwners += delta
+		} else if d := n.domain(g.key); d != "" {
+			g.owners[d] += delta
+			g.nOwners += delta
 		}
 	}
 }
 
-func (s *scheduler) unrecord(pd *podData, n *node) {
-	for _, g := range pd.selectedBy {
-		if d := n.domain(g.key); d != "" {
-			g.counts[d]--
-			g.total--
-		}
+// compatible returns the pool's types compatible with the pod's
+// requirements (cached per distinct requirement set).
+func (s *scheduler) compatible(pd *podData, p *pool, reqs Requirements) *compatEntry {
+	if len(pd.reqs) == 0 {
+		return &compatEntry{types: p.types, biggest: p.maxAlloc}
 	}
-	for _, g := range pd.owned {
-		if g.kind == kindAnti && !slices.Contains(pd.softAnti, g) {
-			if d := n.domain(g.key); d != "" {
-				g.owners[d]--
+	k := compatKey{pool: p.idx, reqs: pd.reqKey}
+	if e, ok := s.compat[k]; ok {
+		return e
+	}
+	e := &compatEntry{}
+	for _, t := range p.types {
+		if typeCompatible(t, reqs) {
+			e.types = append(e.types, t)
+			for i := range e.biggest {
+				e.biggest[i] = max(e.biggest[i], t.alloc[i])
 			}
 		}
 	}
+	s.compat[k] = e
+	return e
 }
 
 // newClaim opens a claim on the pool for the pod, or says why it cannot.
@@ -921,54 +1064,52 @@ func (s *scheduler) newClaim(pd *podData, p *pool) (*node, string) {
 	if err := p.reqs.Compatible(pd.reqs, s.wellKnown); err != nil {
 		return nil, "incompatible requirements: " + err.Error()
 	}
-	reqs := p.reqs.Clone()
-	for _, r := range pd.reqs {
-		reqs.Add(r)
-	}
-	p.seq++
-	n := &node{name: fmt.Sprintf("%s-%d", p.name, p.seq), pool: p, taints: p.taints, ports: map[inventory.HostPort]bool{}, bucket: -1}
-	var compatible []*itype
-	var biggest vec
-	if len(pd.reqs) == 0 {
-		compatible, biggest = p.types, p.maxAlloc
-	} else {
-		for _, t := range p.types {
-			if typeCompatible(t, reqs) {
-				compatible = append(compatible, t)
-				for e := range biggest {
-					biggest[e] = max(biggest[e], t.alloc[e])
-				}
-			}
+	reqs := p.reqs
+	if len(pd.reqs) > 0 {
+		reqs = p.reqs.Clone()
+		for _, r := range pd.reqs {
+			reqs.Add(r)
 		}
 	}
-	if len(compatible) == 0 {
-		p.seq--
+	ce := s.compatible(pd, p, reqs)
+	if len(ce.types) == 0 {
 		return nil, "no instance type satisfies " + describeReqs(pd.reqs)
 	}
-	narrowed, ok := s.topology(pd, &node{name: n.name, reqs: reqs, pool: p}, reqs)
-	if !ok {
-		p.seq--
+	name := fmt.Sprintf("%s-%d", p.name, p.seq+1)
+	probe := node{id: s.nextID, name: name, reqs: reqs, pool: p}
+	if !hostnameOK(pd, &probe) {
 		return nil, s.topologyReason(pd)
 	}
-	keys := diffKeys(reqs, narrowed)
-	var fit []*itype
-	for _, t := range compatible {
+	narrowed, ok := s.topology(pd, &probe, reqs)
+	if !ok {
+		return nil, s.topologyReason(pd)
+	}
+	var keys []string
+	if !sameMap(narrowed, reqs) {
+		keys = diffKeys(reqs, narrowed)
+	}
+	fit := make([]*itype, 0, len(ce.types))
+	for _, t := range ce.types {
 		if pd.req.fits(t.alloc) && (len(keys) == 0 || typeCompatibleKeys(t, narrowed, keys)) && s.withinLimits(p, t) {
 			fit = append(fit, t)
 		}
 	}
 	if len(fit) == 0 {
-		p.seq--
-		if !pd.req.fits(biggest) {
-			return nil, "needs " + s.ri.describe(pd.req, biggest)
+		if !pd.req.fits(ce.biggest) {
+			return nil, "needs " + s.ri.describe(pd.req, ce.biggest)
 		}
 		if p.limited {
 			return nil, "NodePool limits leave no room for an instance type that fits"
 		}
 		return nil, "no instance type that fits is offered in the zone the topology requires"
 	}
-	n.reqs = narrowed
-	n.types = fit
+	p.seq++
+	s.nextID++
+	if sameMap(narrowed, p.reqs) {
+		narrowed = p.reqs.Clone() // claims narrow their own copy
+	}
+	n := &node{id: probe.id, name: name, pool: p, taints: p.taints, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1,
+		reqs: narrowed, types: fit}
 	s.refreshMax(n)
 	// Karpenter pessimistically charges the largest option against limits.
 	if p.limited {
@@ -1009,7 +1150,7 @@ func (s *scheduler) topologyReason(pd *podData) string {
 		parts = append(parts, g.desc)
 	}
 	for _, g := range pd.selectedBy {
-		if g.kind == kindAnti && len(g.owners) > 0 {
+		if g.kind == kindAnti && g.nOwners > 0 {
 			parts = append(parts, "inverse "+g.desc)
 		}
 	}
@@ -1029,9 +1170,13 @@ func describeReqs(rs Requirements) string {
 
 func (s *scheduler) refreshMax(n *node) {
 	n.maxAlloc = vec{}
+	for e := range n.minAlloc {
+		n.minAlloc[e] = math.MaxInt64
+	}
 	for _, t := range n.types {
 		for e := range n.maxAlloc {
 			n.maxAlloc[e] = max(n.maxAlloc[e], t.alloc[e])
+			n.minAlloc[e] = min(n.minAlloc[e], t.alloc[e])
 		}
 	}
 }
@@ -1051,40 +1196,49 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 			n.reqs = narrowed
 		}
 		n.used = n.used.add(pd.req)
-		kept := n.types[:0:0]
-		dropped := false
-		for _, t := range n.types {
-			if n.used.fits(t.alloc) && (!changed || typeCompatibleKeys(t, n.reqs, keys)) {
-				kept = append(kept, t)
-			} else {
-				dropped = true
+		if changed || !n.used.fits(n.minAlloc) {
+			// The claim owns its types slice (newClaim allocates it): filter in place.
+			kept := n.types[:0]
+			for _, t := range n.types {
+				if n.used.fits(t.alloc) && (!changed || typeCompatibleKeys(t, n.reqs, keys)) {
+					kept = append(kept, t)
+				}
 			}
-		}
-		if dropped {
+			clear(n.types[len(kept):])
 			n.types = kept
 			s.refreshMax(n)
-		}
-		if changed || !n.used.fits(n.types[min(n.cur, len(n.types)-1)].alloc) || dropped {
+			n.cur = s.cheapestIndex(n)
+		} else if !n.used.fits(n.types[n.cur].alloc) {
 			n.cur = s.cheapestIndex(n)
 		}
 		s.moveBucket(n, len(n.pods), len(n.pods)+1)
+		if !s.opts.KarpenterOnly {
+			s.rooms.remove(n)
+			s.rooms.put(n)
+		}
 	}
 	for _, hp := range pd.ports {
 		n.ports[hp] = true
 	}
 	n.pods = append(n.pods, pd)
 	n.seqs = append(n.seqs, s.seq)
-	s.record(pd, n, nil)
+	s.record(pd, n, 1)
 }
 
 func sameMap(a, b Requirements) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
+// cheapestIndex is the index of the claim's cheapest type that fits and is
+// offered where its requirements allow.
 func (s *scheduler) cheapestIndex(n *node) int {
+	f := offerFilterOf(n.reqs)
 	best, bestPrice := 0, math.MaxFloat64
 	for i, t := range n.types {
-		if o, ok := t.cheapest(n.reqs); ok && o.Price < bestPrice {
+		if t.offerings[0].Price >= bestPrice || !n.used.fits(t.alloc) {
+			continue // offerings are sorted: the type cannot beat the best
+		}
+		if o, ok := t.cheapestF(&f); ok && o.Price < bestPrice {
 			best, bestPrice = i, o.Price
 		}
 	}
