@@ -2,7 +2,11 @@ package testenv_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,7 +71,7 @@ var nodeClaims = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1
 // consolidateAfter.
 func TestKarpenterLaunchesAndConsolidates(t *testing.T) {
 	t.Parallel()
-	env := testenv.Start(t, testenv.Options{Karpenter: true})
+	env := testenv.Start(t, testenv.Options{Karpenter: true, InstanceTypesFile: writeInstanceTypes(t)})
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
 
@@ -98,11 +102,22 @@ func TestKarpenterLaunchesAndConsolidates(t *testing.T) {
 	t.Logf("%d pending pods Running on Karpenter's nodes %s after creation", replicas, time.Since(began).Round(time.Millisecond))
 
 	launched := karpenterNodes(ctx, t, env)
-	if len(launched) == 0 {
-		t.Fatal("no nodes with karpenter.sh/nodepool=testenv after the pods ran")
+	if len(launched) < 2 {
+		t.Fatalf("Karpenter launched %d nodes for %d 1-CPU pods, want at least 2 (no type in the file has 5 CPUs)", len(launched), replicas)
+	}
+	var launchedTypes []string
+	for name, node := range launched {
+		it := node.Labels[corev1.LabelInstanceTypeStable]
+		launchedTypes = append(launchedTypes, it)
+		if _, ok := instanceTypes[it]; !ok {
+			t.Errorf("node %s has instance type %q, want one of the instance types file", name, it)
+		}
+		if zone := node.Labels[corev1.LabelTopologyZone]; !strings.HasPrefix(zone, "us-east-1") {
+			t.Errorf("node %s is in zone %q, want a us-east-1 zone of the file", name, zone)
+		}
 	}
 	for _, p := range pods {
-		if !launched[p.Spec.NodeName] {
+		if _, ok := launched[p.Spec.NodeName]; !ok {
 			t.Errorf("pod %s runs on %s, not on a node Karpenter launched (%v)", p.Name, p.Spec.NodeName, launched)
 		}
 	}
@@ -113,7 +128,7 @@ func TestKarpenterLaunchesAndConsolidates(t *testing.T) {
 	if len(claims.Items) != len(launched) {
 		t.Errorf("%d NodeClaims for %d launched nodes", len(claims.Items), len(launched))
 	}
-	t.Logf("Karpenter launched %d node(s) for %d pods", len(launched), replicas)
+	t.Logf("Karpenter launched %d nodes (%v) for %d pods", len(launched), launchedTypes, replicas)
 
 	scale := []byte(`{"spec":{"replicas":0}}`)
 	if _, err := env.Client.AppsV1().Deployments(ns).Patch(ctx, "inflate", types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
@@ -147,18 +162,82 @@ func TestKarpenterLaunchesAndConsolidates(t *testing.T) {
 	t.Logf("empty nodes removed %s after the pods were gone (consolidateAfter 10s, %d nudges)", time.Since(emptied).Round(time.Millisecond), nudges)
 }
 
-// karpenterNodes returns the names of the nodes of the testenv NodePool.
-func karpenterNodes(ctx context.Context, t *testing.T, env *testenv.Env) map[string]bool {
+// karpenterNodes returns the nodes of the testenv NodePool by name.
+func karpenterNodes(ctx context.Context, t *testing.T, env *testenv.Env) map[string]corev1.Node {
 	t.Helper()
 	list, err := env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "karpenter.sh/nodepool=testenv"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := map[string]bool{}
+	nodes := map[string]corev1.Node{}
 	for _, n := range list.Items {
-		names[n.Name] = true
+		nodes[n.Name] = n
 	}
-	return names
+	return nodes
+}
+
+// instanceType is one entry of the instance types file: AWS shapes and
+// us-east-1 on-demand prices (spot at 40%).
+type instanceType struct {
+	cpu, memory, pods string
+	onDemand          float64
+}
+
+var instanceTypes = map[string]instanceType{
+	"m5.large":  {"2", "8Gi", "29", 0.096},
+	"m5.xlarge": {"4", "16Gi", "58", 0.192},
+	"c5.xlarge": {"4", "8Gi", "58", 0.17},
+}
+
+// writeInstanceTypes writes instanceTypes in the format of Karpenter's
+// kwok/examples/aws_instance_types.json (INSTANCE_TYPES_FILE_PATH), offered
+// on demand and as spot in three us-east-1 zones, and returns its path.
+func writeInstanceTypes(t *testing.T) string {
+	t.Helper()
+	type requirement struct {
+		Key      string   `json:"key"`
+		Operator string   `json:"operator"`
+		Values   []string `json:"values"`
+	}
+	type offering struct {
+		Price        float64       `json:"Price"`
+		Available    bool          `json:"Available"`
+		Requirements []requirement `json:"Requirements"`
+	}
+	type entry struct {
+		Name             string            `json:"name"`
+		Offerings        []offering        `json:"offerings"`
+		Architecture     string            `json:"architecture"`
+		OperatingSystems []string          `json:"operatingSystems"`
+		Resources        map[string]string `json:"resources"`
+	}
+	var entries []entry
+	for name, it := range instanceTypes {
+		e := entry{
+			Name:             name,
+			Architecture:     "amd64",
+			OperatingSystems: []string{"linux"},
+			Resources:        map[string]string{"cpu": it.cpu, "memory": it.memory, "pods": it.pods, "ephemeral-storage": "20Gi"},
+		}
+		for _, zone := range []string{"us-east-1a", "us-east-1b", "us-east-1c"} {
+			for capacityType, price := range map[string]float64{"on-demand": it.onDemand, "spot": it.onDemand * 0.4} {
+				e.Offerings = append(e.Offerings, offering{Price: price, Available: true, Requirements: []requirement{
+					{Key: "karpenter.sh/capacity-type", Operator: "In", Values: []string{capacityType}},
+					{Key: corev1.LabelTopologyZone, Operator: "In", Values: []string{zone}},
+				}})
+			}
+		}
+		entries = append(entries, e)
+	}
+	data, err := json.MarshalIndent(entries, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "instance-types.json")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // nudge binds a tiny pod to the legacy node and deletes it again, a cluster
