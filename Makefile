@@ -10,12 +10,16 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 PKGS        := ./...
 
-.PHONY: all build test lint fmt-check vet staticcheck unit fuzz bench controlplane e2e
+.PHONY: all build test lint fmt-check vet staticcheck unit fuzz bench controlplane e2e demo
 
 all: build
 
 build:
 	$(GO) build -o bin/karpenter-migrate ./cmd/karpenter-migrate
+
+## demo: a full migration of the embedded sandbox cluster, in seconds (ARGS="--rollback" etc.).
+demo:
+	$(GO) run ./cmd/karpenter-migrate demo $(ARGS)
 
 ## test: everything CI runs — format, vet, staticcheck, then the race-enabled suite
 ## (which includes the control-plane tests, so the binaries are built first).
