@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
@@ -121,9 +122,10 @@ type CARef struct {
 
 // Wave is a set of legacy nodes moved together.
 type Wave struct {
-	Index          int             `json:"index"`
-	Nodes          []WaveNode      `json:"nodes"`
-	NodePools      []string        `json:"nodePools"`
+	Index     int        `json:"index"`
+	Nodes     []WaveNode `json:"nodes"`
+	NodePools []string   `json:"nodePools"`
+	// Pods counts the pods the wave moves (not DaemonSet or do-not-disrupt ones).
 	Pods           int             `json:"pods"`
 	PredictedNodes []PredictedNode `json:"predictedNodes,omitempty"`
 	PreProvision   []Placeholder   `json:"preProvision,omitempty"`
@@ -282,7 +284,12 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 			var largest inventory.Node
 			for _, n := range chunk {
 				w.Nodes = append(w.Nodes, WaveNode{Name: n.Name, NodeGroup: n.NodeGroup, InstanceID: instanceID(n), Zone: n.Zone})
-				pods = append(pods, podsByNode[n.Name]...)
+				for _, pod := range podsByNode[n.Name] {
+					// Pods that will stay put need no new capacity.
+					if kube.DisruptionBlocked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations}}) == "" || p.Budget.ForceEvict {
+						pods = append(pods, pod)
+					}
+				}
 				if n.Allocatable.Cpu().Cmp(*largest.Allocatable.Cpu()) > 0 || largest.Name == "" {
 					largest = n
 				}
@@ -479,9 +486,7 @@ func planFindings(inv *inventory.Inventory, podsByNode map[string][]inventory.Po
 		}
 		for _, pod := range podsByNode[node] {
 			obj := "Pod " + pod.Namespace + "/" + pod.Name
-			kp := corev1.Pod{}
-			kp.Annotations = pod.Annotations
-			if why := kube.DisruptionBlocked(&kp); why != "" && !b.ForceEvict {
+			if why := kube.DisruptionBlocked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations}}); why != "" && !b.ForceEvict {
 				out = append(out, Finding{Severity: "blocker", Object: obj, Message: why + ": it will not be evicted and its node not removed; remove the annotation or pass --force-evict"})
 			}
 			if pod.OwnerKind == inventory.OwnerNone {
