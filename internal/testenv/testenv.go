@@ -75,7 +75,7 @@ func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
 	skipIfRequested(t)
 	began := time.Now()
-	env, err := start(context.Background(), t.TempDir(), opts)
+	env, err := start(t.Context(), t.TempDir(), opts)
 	if err != nil {
 		t.Fatalf("start control plane: %v", err)
 	}
