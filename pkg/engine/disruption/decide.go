@@ -149,21 +149,32 @@ func (st *state) consolidate(cands []*nodeInfo, b *budgets) (*Command, error) {
 			within = append(within, n)
 		}
 	}
-	best, err := st.firstN(within, true)
+	best, size, err := st.firstN(within, true, 1)
 	if err != nil {
 		return nil, err
 	}
-	faithfulActs := best != nil
-	if !st.opts.KarpenterOnly {
-		improved, err := st.firstN(within, false)
+	if !st.opts.KarpenterOnly && len(within) >= 2 {
+		// The improved packing, at the prefix Karpenter settled on (a
+		// cheaper replacement, or a delete), then searching longer prefixes.
+		if size > 0 {
+			c, err := st.computeConsolidation(within[:size], MethodMultiNode, false)
+			if err != nil {
+				return nil, err
+			}
+			if better(c.cmd, best) {
+				best = c.cmd
+			}
+		}
+		longer, _, err := st.firstN(within, false, max(size, 1))
 		if err != nil {
 			return nil, err
 		}
-		if better(improved, best) {
-			best = improved
+		if better(longer, best) {
+			best = longer
 		}
 	}
-	if faithfulActs {
+	if size > 0 { // Karpenter's multi-node acts: single-node does not run
+
 		return best, nil
 	}
 	single, err := st.singleNode(eligible)
@@ -176,30 +187,34 @@ func (st *state) consolidate(cands []*nodeInfo, b *budgets) (*Command, error) {
 	return best, nil
 }
 
-// firstN is Karpenter's firstNConsolidationOption.
-func (st *state) firstN(cands []*nodeInfo, karpenterOnly bool) (*Command, error) {
+// firstN is Karpenter's firstNConsolidationOption: a binary search for the
+// longest prefix (of at least two candidates) that consolidates, with
+// prefixes of mid+1 candidates for mid in [lo, hi]. It returns the last
+// valid command and its prefix length (0: none).
+func (st *state) firstN(cands []*nodeInfo, karpenterOnly bool, lo int) (*Command, int, error) {
 	if len(cands) < 2 {
-		return nil, nil
+		return nil, 0, nil
 	}
-	lo, hi := 1, st.opts.MaxCandidates
+	hi := st.opts.MaxCandidates
 	if len(cands) <= hi {
 		hi = len(cands) - 1
 	}
 	var last *Command
+	size := 0
 	for lo <= hi {
 		mid := (lo + hi) / 2
 		c, err := st.computeConsolidation(cands[:mid+1], MethodMultiNode, karpenterOnly)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if c.cmd != nil {
-			last = c.cmd
+			last, size = c.cmd, mid+1
 			lo = mid + 1
 		} else {
 			hi = mid - 1
 		}
 	}
-	return last, nil
+	return last, size, nil
 }
 
 // singleNode is SingleNodeConsolidation: candidates round-robin across
