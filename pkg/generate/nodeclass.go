@@ -155,7 +155,7 @@ func customAMI(g *inventory.NodeGroup, p *groupPlan, amiType, amiID string) (ami
 	}
 	switch {
 	case windows:
-		return c, fmt.Errorf("Windows with custom AMI %s of unknown family: Karpenter needs amiFamily Windows2019, Windows2022 or Windows2025; write this EC2NodeClass by hand", amiID)
+		return c, fmt.Errorf("custom Windows AMI %s of unknown family: Karpenter needs amiFamily Windows2019, Windows2022 or Windows2025; write this EC2NodeClass by hand", amiID)
 	case format == inventory.BootstrapAL2:
 		c.sourceFamily = karpv1.AMIFamilyAL2
 		p.note("custom AMI %s bootstraps like AL2 (amiFamily AL2; AL2 is end of life: rebuild it on AL2023)", amiID)
