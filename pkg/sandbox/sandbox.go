@@ -96,8 +96,7 @@ type Sandbox struct {
 	rng     *rand.Rand
 	cloud   *Cloud
 
-	uidSeq  int
-	nameSeq int
+	uidSeq int
 	// boundAt records when each pod was bound, for the pod-start delay.
 	boundAt map[types.UID]time.Time
 	// emptySince records when a Karpenter node last became empty.
