@@ -9,175 +9,6 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 )
 
-// movable reports whether a pod can be moved between claims by the
-// improvement pass without changing any other pod's constraints: it declares
-// no topology terms or host ports, and no hostname-keyed pod affinity counts
-// it. Zone-keyed groups that count it require the same zone at the target.
-func movable(pd *podData) bool {
-	if len(pd.owned) > 0 || len(pd.ports) > 0 {
-		return false
-	}
-	for _, g := range pd.selectedBy {
-		if g.key == catalog.LabelHostname && g.kind == kindAffinity {
-			return false
-		}
-	}
-	return true
-}
-
-// canMove checks a movable pod against a target claim without narrowing it.
-func (s *scheduler) canMove(pd *podData, from, to *node) bool {
-	t := to.types[to.cur]
-	if !to.used.add(pd.req).fits(t.alloc) {
-		return false
-	}
-	if _, ok := tolerates(pd.pod.Tolerations, to.taints, !pd.tolerateNS); !ok {
-		return false
-	}
-	for k, r := range pd.reqs {
-		tr, ok := to.reqs[k]
-		if !ok || tr.Operator() != corev1.NodeSelectorOpIn {
-			if op := r.Operator(); ok || (op != corev1.NodeSelectorOpNotIn && op != corev1.NodeSelectorOpDoesNotExist) {
-				return false
-			}
-			continue
-		}
-		for _, v := range tr.values {
-			if !r.Has(v) {
-				return false
-			}
-		}
-	}
-	for _, g := range pd.selectedBy {
-		if g.key == catalog.LabelHostname {
-			if g.kind == kindAnti && g.howner(to.id) > 0 {
-				return false
-			}
-			continue
-		}
-		d := to.domain(g.key)
-		if d == "" || d != from.domain(g.key) {
-			return false
-		}
-	}
-	return true
-}
-
-// improve re-packs: it moves movable pods off each claim into room other
-// claims already pay for, and keeps the moves only when the claim gets
-// cheaper (or empty, merging it away).
-func (s *scheduler) improve() {
-	live := make([]*node, 0, len(s.claims))
-	for _, n := range s.claims {
-		if !n.dead && len(n.pods) > 0 {
-			live = append(live, n)
-		}
-	}
-	sort.SliceStable(live, func(i, j int) bool { return live[i].used[rCPU] < live[j].used[rCPU] })
-	type move struct {
-		pd       *podData
-		from, to *node
-	}
-	for _, src := range live {
-		if src.dead {
-			continue
-		}
-		before := s.price(src)
-		var moves []move
-		order := make([]int, len(src.pods))
-		for i := range order {
-			order[i] = i
-		}
-		sort.SliceStable(order, func(a, b int) bool { return src.pods[order[a]].req[rCPU] > src.pods[order[b]].req[rCPU] })
-		for _, i := range order {
-			pd := src.pods[i]
-			if !movable(pd) {
-				continue
-			}
-			var best *node
-			bestScore := math.MaxFloat64
-			for _, dst := range live {
-				if dst == src || dst.dead || len(dst.pods) == 0 {
-					continue
-				}
-				t := dst.types[dst.cur]
-				total := dst.used.add(pd.req)
-				if !total.fits(t.alloc) {
-					continue
-				}
-				score := float64(t.alloc[rCPU]-total[rCPU])/float64(max(t.alloc[rCPU], 1)) + float64(t.alloc[rMem]-total[rMem])/float64(max(t.alloc[rMem], 1))
-				if score < bestScore && s.canMove(pd, src, dst) {
-					best, bestScore = dst, score
-				}
-			}
-			if best == nil {
-				continue
-			}
-			best.used = best.used.add(pd.req)
-			moves = append(moves, move{pd, src, best})
-		}
-		if len(moves) == 0 {
-			continue
-		}
-		remaining := src.used
-		for _, m := range moves {
-			remaining = remaining.sub(m.pd.req)
-		}
-		after := 0.0
-		var newTypes []*itype
-		if len(moves) < len(src.pods) {
-			for _, t := range src.pool.types {
-				if remaining.fits(t.alloc) && typeCompatible(t, src.reqs) {
-					newTypes = append(newTypes, t)
-				}
-			}
-			if len(newTypes) == 0 {
-				after = math.MaxFloat64
-			} else {
-				after = math.MaxFloat64
-				for _, t := range newTypes {
-					if o, ok := t.cheapest(src.reqs); ok && o.Price < after {
-						after = o.Price
-					}
-				}
-			}
-		}
-		if after >= before-1e-12 {
-			for _, m := range moves { // revert
-				m.to.used = m.to.used.sub(m.pd.req)
-			}
-			continue
-		}
-		for _, m := range moves {
-			s.record(m.pd, src, -1)
-			i := indexOf(src.pods, m.pd)
-			src.pods = append(src.pods[:i], src.pods[i+1:]...)
-			src.seqs = append(src.seqs[:i], src.seqs[i+1:]...)
-			s.seq++
-			m.to.pods = append(m.to.pods, m.pd)
-			m.to.seqs = append(m.to.seqs, s.seq)
-			s.record(m.pd, m.to, 1)
-		}
-		src.used = remaining
-		if len(src.pods) == 0 {
-			src.dead = true
-			continue
-		}
-		src.types = newTypes
-		s.refreshMax(src)
-		src.cur = s.cheapestIndex(src)
-	}
-}
-
-func indexOf(pods []*podData, pd *podData) int {
-	for i, p := range pods {
-		if p == pd {
-			return i
-		}
-	}
-	return -1
-}
-
 func (s *scheduler) price(n *node) float64 {
 	if o, ok := n.types[n.cur].cheapest(n.reqs); ok {
 		return o.Price
@@ -187,39 +18,44 @@ func (s *scheduler) price(n *node) float64 {
 
 // finalize renders the claims.
 func (s *scheduler) finalize() {
+	type opt struct {
+		t     *itype
+		o     catalog.Offering
+		price float64
+	}
+	var opts []opt // scratch, reused across claims
 	for _, n := range s.claims {
 		if n.dead || len(n.pods) == 0 {
 			continue
 		}
-		type opt struct {
-			t *itype
-			o catalog.Offering
-		}
-		var opts []opt
+		f := offerFilterOf(n.reqs)
+		opts = opts[:0]
 		for _, t := range n.types {
-			if o, ok := t.cheapest(n.reqs); ok {
-				opts = append(opts, opt{t, o})
+			if o, ok := t.cheapestF(&f); ok {
+				opts = append(opts, opt{t, o, o.Price})
 			}
 		}
-		sort.SliceStable(opts, func(i, j int) bool {
-			if opts[i].o.Price != opts[j].o.Price {
-				return opts[i].o.Price < opts[j].o.Price
-			}
-			return opts[i].t.name < opts[j].t.name
-		})
 		if len(opts) == 0 {
 			continue
 		}
+		sort.Slice(opts, func(i, j int) bool {
+			if opts[i].price != opts[j].price {
+				return opts[i].price < opts[j].price
+			}
+			return opts[i].t.name < opts[j].t.name
+		})
 		best := opts[0]
 		nc := NodeClaim{Name: n.name, NodePool: n.pool.name, InstanceType: best.t.name, Zone: best.o.Zone,
 			CapacityType: best.o.CapacityType, Price: best.o.Price,
 			Requests: s.ri.list(n.used.add(n.pool.ds)), Allocatable: s.ri.list(best.t.alloc.add(n.pool.ds))}
+		nc.InstanceTypes = make([]string, 0, min(len(opts), s.opts.MaxInstanceTypes))
 		for i, o := range opts {
 			if i == s.opts.MaxInstanceTypes {
 				break
 			}
 			nc.InstanceTypes = append(nc.InstanceTypes, o.t.name)
 		}
+		nc.Requirements = make([]corev1.NodeSelectorRequirement, 0, len(n.reqs)+1)
 		for _, k := range n.reqs.sortedKeys() {
 			if k == catalog.LabelHostname || k == catalog.LabelInstanceType {
 				continue
@@ -228,10 +64,11 @@ func (s *scheduler) finalize() {
 		}
 		nc.Requirements = append(nc.Requirements, corev1.NodeSelectorRequirement{Key: catalog.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: nc.InstanceTypes})
 		sort.SliceStable(nc.Requirements, func(i, j int) bool { return nc.Requirements[i].Key < nc.Requirements[j].Key })
+		nc.Pods = make([]PodRef, len(n.pods))
 		for i, pd := range n.pods {
-			nc.Pods = append(nc.Pods, pd.ref)
-			nc.Seq = append(nc.Seq, n.seqs[i])
+			nc.Pods[i] = pd.ref
 		}
+		nc.Seq = n.seqs
 		s.result.NodeClaims = append(s.result.NodeClaims, nc)
 		s.result.Cost += best.o.Price
 	}
@@ -253,8 +90,10 @@ func (s *scheduler) lowerBound(all []*podData) float64 {
 	}
 	// Classes of pods by the types they may use.
 	type class struct {
+		rep    *podData
 		types  map[*itype]bool
 		demand vec
+		minReq vec
 	}
 	var classes []*class
 	byKey := map[string]*class{}
@@ -262,27 +101,35 @@ func (s *scheduler) lowerBound(all []*podData) float64 {
 		if !onClaims[pd] {
 			continue
 		}
-		key := describeReqs(pd.reqs) + "|" + tolKey(pd.pod.Tolerations)
+		key := pd.reqKey + "|" + tolKey(pd.pod.Tolerations) + "|" + extKey(pd.req)
 		c, ok := byKey[key]
 		if !ok {
-			c = &class{types: map[*itype]bool{}}
-			for _, p := range s.pools {
-				if _, ok := tolerates(pd.pod.Tolerations, p.taints, true); !ok {
-					continue
-				}
-				if p.reqs.Compatible(pd.reqs, s.wellKnown) != nil {
-					continue
-				}
-				for _, t := range p.types {
-					if t.reqs.Intersects(pd.reqs) == nil {
-						c.types[t] = true
-					}
-				}
-			}
+			c = &class{rep: pd, types: map[*itype]bool{}, minReq: pd.req}
 			byKey[key] = c
 			classes = append(classes, c)
 		}
 		c.demand = c.demand.add(pd.req)
+		for i := range c.minReq {
+			c.minReq[i] = min(c.minReq[i], pd.req[i])
+		}
+	}
+	// The types a class may use: compatible with its requirements and taints
+	// and big enough for its smallest pod (every pod is at least that).
+	for _, c := range classes {
+		pd := c.rep
+		for _, p := range s.pools {
+			if _, ok := tolerates(pd.pod.Tolerations, p.taints, true); !ok {
+				continue
+			}
+			if p.reqs.Compatible(pd.reqs, s.wellKnown) != nil {
+				continue
+			}
+			for _, t := range p.types {
+				if c.minReq.fits(t.alloc) && t.reqs.Intersects(pd.reqs) == nil {
+					c.types[t] = true
+				}
+			}
+		}
 	}
 	// Union classes that share a type name.
 	parent := make([]int, len(classes))
@@ -330,6 +177,17 @@ func (s *scheduler) lowerBound(all []*podData) float64 {
 	return total
 }
 
+// extKey names the extended resources a request asks for.
+func extKey(v vec) string {
+	var b []byte
+	for i := rExt; i < nres; i++ {
+		if v[i] > 0 {
+			b = append(b, byte('0'+i))
+		}
+	}
+	return string(b)
+}
+
 func tolKey(tols []corev1.Toleration) string {
 	s := ""
 	for _, t := range tols {
@@ -359,40 +217,59 @@ func bound(ts []*itype, d vec) float64 {
 			best = max(best, rate*float64(d[r]))
 		}
 	}
-	// Dual of min Σ x_t p_t s.t. Σ x_t a_t ≥ C, Σ x_t b_t ≥ M: maximise
-	// y1 C + y2 M with y1 a_t + y2 b_t ≤ p_t; concave in y1 once y2 is
-	// chosen optimally, so a ternary search finds it.
-	C, M := float64(d[rCPU]), float64(d[rMem])
-	if C > 0 && M > 0 {
-		hi := math.MaxFloat64
-		for _, t := range ts {
-			if t.alloc[rCPU] > 0 {
-				hi = min(hi, price(t)/float64(t.alloc[rCPU]))
-			}
-		}
-		f := func(y1 float64) float64 {
-			y2 := math.MaxFloat64
-			for _, t := range ts {
-				if t.alloc[rMem] <= 0 {
-					continue
-				}
-				y2 = min(y2, (price(t)-y1*float64(t.alloc[rCPU]))/float64(t.alloc[rMem]))
-			}
-			if y2 < 0 || y2 == math.MaxFloat64 {
-				return -1
-			}
-			return y1*C + y2*M
-		}
-		lo := 0.0
-		for i := 0; i < 100; i++ {
-			m1, m2 := lo+(hi-lo)/3, hi-(hi-lo)/3
-			if f(m1) < f(m2) {
-				lo = m1
-			} else {
-				hi = m2
-			}
-		}
-		best = max(best, f((lo+hi)/2))
+	if d[rCPU] > 0 && d[rMem] > 0 {
+		_, _, v := lpDual(ts, float64(d[rCPU]), float64(d[rMem]))
+		best = max(best, v)
 	}
 	return best
+}
+
+// lpDual solves the dual of the LP relaxation min Σ x_t p_t subject to
+// Σ x_t a_t ≥ C (CPU) and Σ x_t b_t ≥ M (memory): maximise y1 C + y2 M with
+// y1 a_t + y2 b_t ≤ p_t. Once y2 is chosen optimally for y1 the objective is
+// concave in y1, so a ternary search finds it. y1 and y2 are the prices of a
+// milli-CPU and a byte that the cheapest fleet implies; v is the LP optimum.
+func lpDual(ts []*itype, C, M float64) (y1, y2, v float64) {
+	price := func(t *itype) float64 { return t.offerings[0].Price }
+	hi := math.MaxFloat64
+	for _, t := range ts {
+		if t.alloc[rCPU] > 0 {
+			hi = min(hi, price(t)/float64(t.alloc[rCPU]))
+		}
+	}
+	if hi == math.MaxFloat64 {
+		return 0, 0, 0
+	}
+	y2of := func(y1 float64) float64 {
+		y2 := math.MaxFloat64
+		for _, t := range ts {
+			if t.alloc[rMem] <= 0 {
+				continue
+			}
+			y2 = min(y2, (price(t)-y1*float64(t.alloc[rCPU]))/float64(t.alloc[rMem]))
+		}
+		return y2
+	}
+	f := func(y1 float64) float64 {
+		y2 := y2of(y1)
+		if y2 < 0 || y2 == math.MaxFloat64 {
+			return -1
+		}
+		return y1*C + y2*M
+	}
+	lo := 0.0
+	for i := 0; i < 100; i++ {
+		m1, m2 := lo+(hi-lo)/3, hi-(hi-lo)/3
+		if f(m1) < f(m2) {
+			lo = m1
+		} else {
+			hi = m2
+		}
+	}
+	y1 = (lo + hi) / 2
+	y2 = max(y2of(y1), 0)
+	if y2 == math.MaxFloat64 {
+		y2 = 0
+	}
+	return y1, y2, max(f(y1), 0)
 }

@@ -27,6 +27,7 @@ type podData struct {
 	prefs      []Requirements
 	reqs       Requirements // effective: base ∩ alts[alt] ∩ prefs[0]
 	reqKey     string       // canonical form of reqs, for caches
+	pins       Requirements // domains a re-pack must keep (improvement pass)
 	tolerateNS bool         // PreferNoSchedule tolerated (relaxed)
 	ports      []inventory.HostPort
 
