@@ -41,8 +41,8 @@ type runFlags struct {
 
 func (f *runFlags) bind(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.plan, "plan", "plan.yaml", "plan written by `karpenter-migrate plan`")
-	fl.StringVar(&f.dir, "dir", "", "generated tree (from `generate`) whose overlays/<env> holds the NodePools to apply")
+	fl.StringVar(&f.plan, "plan", "plan.yaml", "plan file written by the plan command")
+	fl.StringVar(&f.dir, "dir", "", "DIR: tree written by the generate command; its overlays/<env> holds the NodePools to apply")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print what would change; change nothing")
 	fl.BoolVarP(&f.yes, "yes", "y", false, "do not ask before destructive steps (CI)")
 	fl.BoolVar(&f.forceEvict, "force-evict", false, "also evict pods annotated do-not-disrupt / safe-to-evict=false")

@@ -38,7 +38,7 @@ and after, and writes plan.yaml with a content hash that apply verifies.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.env, "env", "", "environment name (dev, staging, prod, ...)")
-	f.StringVar(&o.snapshot, "snapshot", "", "inventory snapshot from `discover --snapshot`")
+	f.StringVar(&o.snapshot, "snapshot", "", "inventory snapshot written by discover --snapshot")
 	f.StringVar(&o.config, "config", "", "environment migration config (default: built-in defaults for --env)")
 	f.StringVarP(&o.out, "file", "f", "plan.yaml", "where to write the plan")
 	f.StringToStringVar(&o.pools, "pool-for-group", nil, "NodePool replacing a node group, GROUP=POOL (default: the group's name, as generate's multiple strategy names them)")
