@@ -197,8 +197,11 @@ func (s *scheduler) repack() bool {
 	}
 	duals := s.duals(live, classes)
 	budget := s.limitBudgets(live)
-	for _, n := range live {
-		s.topUp(n, classes, duals[n.pool], budget)
+	sort.SliceStable(live, func(i, j int) bool { return live[i].used[rCPU] > live[j].used[rCPU] })
+	for _, current := range []bool{true, false} {
+		for _, n := range live {
+			s.topUp(n, classes, duals[n.pool], budget, current)
+		}
 	}
 	for _, c := range classes {
 		for c.left > 0 {
@@ -567,8 +570,9 @@ func (s *scheduler) claimCountsOn(n *node, key string) bool {
 	return false
 }
 
-// topUp fills a remaining claim with loose pods, possibly on a bigger type.
-func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets map[*pool]*budget) {
+// topUp fills a remaining claim with loose pods: the room its current type
+// has (current), or on a bigger type when that holds more value per dollar.
+func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets map[*pool]*budget, current bool) {
 	if d == nil {
 		return
 	}
@@ -622,10 +626,17 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 			}
 		}
 		f := offerFilterOf(reqs)
-		cands := candidates(n.types, d.eff, func(t *itype) bool {
-			_, ok := t.cheapestF(&f)
-			return ok
-		})
+		var cands []*itype
+		if current {
+			if _, ok := n.types[n.cur].cheapestF(&f); ok {
+				cands = []*itype{n.types[n.cur]}
+			}
+		} else {
+			cands = candidates(n.types, d.eff, func(t *itype) bool {
+				_, ok := t.cheapestF(&f)
+				return ok
+			})
+		}
 		for _, t := range cands {
 			off, _ := t.cheapestF(&f)
 			if b != nil && !b.allows(n.pool, t.capacity.sub(curCap), 0) {
