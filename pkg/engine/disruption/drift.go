@@ -86,6 +86,17 @@ func (st *state) drifted(n *nodeInfo, proposed *engine.NodePool) (reason, detail
 			return "", "", fmt.Errorf("nodePool %s: spec.template.spec.requirements[%d]: %w", target.Name, i, err)
 		}
 		v, ok := nd.Labels[r.Key]
+		if !ok {
+			// A snapshot may lack the instance-type labels Karpenter puts on
+			// its NodeClaims; the node's instance type supplies them.
+			if t := n.pool.types[n.ref.InstanceType]; t != nil {
+				v, ok = t.Labels[r.Key]
+			} else if st.in.Catalog != nil {
+				if t, found := st.in.Catalog.Get(n.ref.InstanceType); found {
+					v, ok = t.Labels[r.Key]
+				}
+			}
+		}
 		if ok && !req.Has(v) {
 			return RequirementsDrifted, fmt.Sprintf("label %s=%s does not satisfy %s", r.Key, v, req), nil
 		}
