@@ -27,6 +27,7 @@ func actions(rep *Report) map[string]FileAction {
 }
 
 func TestRerunProducesNoDiff(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := runAll(t, dir, false)
 	for _, f := range first.Tree.Files {
@@ -53,6 +54,7 @@ func TestRerunProducesNoDiff(t *testing.T) {
 }
 
 func TestUserEditsAreKept(t *testing.T) {
+	t.Parallel()
 	const target = "base/nodepools/general.yaml"
 	tests := []struct {
 		name  string
@@ -72,6 +74,7 @@ func TestUserEditsAreKept(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			runAll(t, dir, false)
 			p := filepath.Join(dir, filepath.FromSlash(target))
@@ -111,6 +114,7 @@ func TestUserEditsAreKept(t *testing.T) {
 }
 
 func TestKeptEditedBuildsUserVersion(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	runAll(t, dir, false)
 	p := filepath.Join(dir, "base", "nodepools", "general.yaml")
@@ -133,6 +137,7 @@ func TestKeptEditedBuildsUserVersion(t *testing.T) {
 }
 
 func TestEditedKustomizationMissingPoolWarns(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	runAll(t, dir, false)
 	edit := func(rel, drop string) {
@@ -173,6 +178,7 @@ func TestEditedKustomizationMissingPoolWarns(t *testing.T) {
 }
 
 func TestBrokenOverlayWritesNothing(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	runAll(t, dir, false)
 	// A user edit that breaks the prod overlay: the patch names a field

@@ -51,39 +51,42 @@ func TestOverlaysPassServerSideDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	envs := []string{"dev", "staging", "prod"}
-	for _, e := range entries {
-		fixture := strings.TrimSuffix(e.Name(), ".json")
-		snap, err := inventory.ReadSnapshotFile(filepath.Join("testdata", "inventories", e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, strategy := range []generate.Strategy{generate.StrategyMultiple, generate.StrategySingle, generate.StrategyWeighted} {
-			flexes := []generate.Flexibility{generate.FlexibilityExact}
-			if fixture == "all" {
-				flexes = append(flexes, generate.FlexibilityFamily, generate.FlexibilitySimilar)
+	t.Run("fixtures", func(t *testing.T) {
+		for _, e := range entries {
+			fixture := strings.TrimSuffix(e.Name(), ".json")
+			snap, err := inventory.ReadSnapshotFile(filepath.Join("testdata", "inventories", e.Name()))
+			if err != nil {
+				t.Fatal(err)
 			}
-			for _, flex := range flexes {
-				t.Run(fixture+"/"+string(strategy)+"/"+string(flex), func(t *testing.T) {
-					o := opts
-					o.Strategy, o.Flexibility = strategy, flex
-					o.Overprovisioning = fixture == "all"
-					dir := t.TempDir()
-					if _, err := generate.Run(ctx, &snap.Inventory, o, generate.TreeOptions{Dir: dir, Envs: envs}); err != nil {
-						t.Fatal(err)
-					}
-					for _, name := range envs {
-						built, err := generate.BuildOverlay(dir, name)
-						if err != nil {
+			for _, strategy := range []generate.Strategy{generate.StrategyMultiple, generate.StrategySingle, generate.StrategyWeighted} {
+				flexes := []generate.Flexibility{generate.FlexibilityExact}
+				if fixture == "all" {
+					flexes = append(flexes, generate.FlexibilityFamily, generate.FlexibilitySimilar)
+				}
+				for _, flex := range flexes {
+					t.Run(fixture+"/"+string(strategy)+"/"+string(flex), func(t *testing.T) {
+						t.Parallel()
+						o := opts
+						o.Strategy, o.Flexibility = strategy, flex
+						o.Overprovisioning = fixture == "all"
+						dir := t.TempDir()
+						if _, err := generate.Run(ctx, &snap.Inventory, o, generate.TreeOptions{Dir: dir, Envs: envs}); err != nil {
 							t.Fatal(err)
 						}
-						if err := env.ServerDryRun(ctx, built); err != nil {
-							t.Errorf("overlay %s: %v", name, err)
+						for _, name := range envs {
+							built, err := generate.BuildOverlay(dir, name)
+							if err != nil {
+								t.Fatal(err)
+							}
+							if err := env.ServerDryRun(ctx, built); err != nil {
+								t.Errorf("overlay %s: %v", name, err)
+							}
 						}
-					}
-				})
+					})
+				}
 			}
 		}
-	}
+	})
 
 	// The check can fail: a label in Karpenter's own domain is refused.
 	t.Run("invalid label is refused", func(t *testing.T) {
