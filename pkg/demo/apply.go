@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -52,10 +51,11 @@ func (r *runner) writeState() error {
 
 func (r *runner) stepApply(ctx context.Context) (string, error) {
 	const id = "apply"
-	if err := r.applyNodePools(ctx); err != nil {
+	applied, err := r.applyObjects(ctx)
+	if err != nil {
 		return "", err
 	}
-	r.emit(id, StatusRunning, fmt.Sprintf("applied %d EC2NodeClasses and %d NodePools", len(r.classes), len(r.pools)), -1)
+	r.emit(id, StatusRunning, fmt.Sprintf("applied %d objects of overlay %s (%d NodePools)", applied, Env, len(r.pools)), -1)
 
 	ca, err := r.caReplicas(ctx)
 	if err != nil {
@@ -123,7 +123,7 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 	}
 	r.emit(id, StatusRunning, fmt.Sprintf("%d node groups scaled to 0 (sizes recorded in state.json)", len(r.state.Groups)), -1)
 
-	if err := r.sb.Step(ctx, consolidateAfter+3*tick); err != nil {
+	if err := r.sb.Step(ctx, r.maxConsolidateAfter()+3*tick); err != nil {
 		return "", err
 	}
 	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
@@ -132,36 +132,52 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%d pods moved in %d waves; Cluster Autoscaler and %d node groups at 0", moved, len(r.plan.Waves), len(r.state.Groups)), nil
 }
 
-func (r *runner) applyNodePools(ctx context.Context) error {
-	for _, c := range r.classes {
-		if err := r.createOrUpdate(ctx, sandbox.EC2NodeClassGVR, c.Name, c); err != nil {
-			return err
+// applyObjects creates or updates the overlay's objects that the sandbox
+// serves (NodePools and EC2NodeClasses).
+func (r *runner) applyObjects(ctx context.Context) (int, error) {
+	n := 0
+	for _, o := range r.objects {
+		var gvr schema.GroupVersionResource
+		switch o.GetKind() {
+		case apisv1.NodePoolKind:
+			gvr = sandbox.NodePoolGVR
+		case apisv1.EC2NodeClassKind:
+			gvr = sandbox.EC2NodeClassGVR
+		default:
+			continue
 		}
-	}
-	for _, p := range r.pools {
-		if err := r.createOrUpdate(ctx, sandbox.NodePoolGVR, p.Name, p); err != nil {
-			return err
+		res := r.sb.Dynamic().Resource(gvr)
+		u := o.DeepCopy()
+		cur, err := res.Get(ctx, u.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = res.Create(ctx, u, metav1.CreateOptions{})
+		case err == nil:
+			u.SetResourceVersion(cur.GetResourceVersion())
+			_, err = res.Update(ctx, u, metav1.UpdateOptions{})
 		}
+		if err != nil {
+			return n, fmt.Errorf("apply %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		n++
 	}
-	return nil
+	return n, nil
 }
 
-func (r *runner) createOrUpdate(ctx context.Context, gvr schema.GroupVersionResource, name string, obj any) error {
-	u, err := toUnstructured(obj)
-	if err != nil {
-		return fmt.Errorf("convert %s %s: %w", gvr, name, err)
-	}
-	res := r.sb.Dynamic().Resource(gvr)
-	cur, err := res.Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = res.Create(ctx, u, metav1.CreateOptions{})
-	case err == nil:
-		u.SetResourceVersion(cur.GetResourceVersion())
-		_, err = res.Update(ctx, u, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		return fmt.Errorf("apply %s %s: %w", gvr, name, err)
+// deleteObjects deletes the overlay's NodePools and EC2NodeClasses.
+func (r *runner) deleteObjects(ctx context.Context) error {
+	for _, o := range r.objects {
+		gvr := sandbox.EC2NodeClassGVR
+		switch o.GetKind() {
+		case apisv1.NodePoolKind:
+			gvr = sandbox.NodePoolGVR
+		case apisv1.EC2NodeClassKind:
+		default:
+			continue
+		}
+		if err := r.sb.Dynamic().Resource(gvr).Delete(ctx, o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
 	}
 	return nil
 }
@@ -500,10 +516,14 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	}
 	r.emit(id, StatusRunning, fmt.Sprintf("%d node groups restored to their recorded sizes", len(r.state.Groups)), -1)
 	// NodePool limits at zero stop Karpenter launching while its nodes drain.
-	for i := range r.pools {
-		r.pools[i].Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0")}
+	for _, o := range r.objects {
+		if o.GetKind() == apisv1.NodePoolKind {
+			if err := unstructured.SetNestedStringMap(o.Object, map[string]string{"cpu": "0"}, "spec", "limits"); err != nil {
+				return "", fmt.Errorf("NodePool %s: %w", o.GetName(), err)
+			}
+		}
 	}
-	if err := r.applyNodePools(ctx); err != nil {
+	if _, err := r.applyObjects(ctx); err != nil {
 		return "", err
 	}
 	kn, err := r.nodes(ctx, func(n *corev1.Node) bool { return n.Labels[apisv1.NodePoolLabelKey] != "" })
@@ -528,15 +548,8 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	if err := r.unsurge(ctx); err != nil {
 		return "", err
 	}
-	for _, p := range r.pools {
-		if err := r.sb.Dynamic().Resource(sandbox.NodePoolGVR).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("delete NodePool %s: %w", p.Name, err)
-		}
-	}
-	for _, c := range r.classes {
-		if err := r.sb.Dynamic().Resource(sandbox.EC2NodeClassGVR).Delete(ctx, c.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("delete EC2NodeClass %s: %w", c.Name, err)
-		}
+	if err := r.deleteObjects(ctx); err != nil {
+		return "", err
 	}
 	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
 		return "", fmt.Errorf("remove Karpenter nodes: %w", err)

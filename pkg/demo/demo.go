@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -130,8 +131,9 @@ type runner struct {
 	sb      *sandbox.Sandbox
 	sum     *Summary
 	inv     inventory.Inventory
+	// objects are the built overlay (NodePools, EC2NodeClasses, ...).
+	objects []*unstructured.Unstructured
 	pools   []apisv1.NodePool
-	classes []apisv1.EC2NodeClass
 	plan    *Plan
 	state   *State
 }

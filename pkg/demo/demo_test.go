@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -53,18 +54,28 @@ func TestDemoMigratesAndRollsBack(t *testing.T) {
 			t.Errorf("step %s: %q, want done", id, ids[id])
 		}
 	}
+	var rep readiness.Report
+	b, err := os.ReadFile(filepath.Join(dir, "readiness.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
 	kinds := map[string]bool{}
-	fs := Readiness(mustSnapshot(t, filepath.Join(dir, "snapshot.json")))
-	for _, f := range fs {
+	for _, f := range rep.Findings {
 		kinds[f.ID] = true
 	}
-	for _, k := range []string{"ca-safe-to-evict", "local-storage", "no-requests", "nodegroup-selector", "pdb-blocks-eviction", "single-replica", "zonal-volume"} {
+	for _, k := range []string{"pdb-zero-disruptions", "safe-to-evict-false", "local-data", "single-replica", "cluster-autoscaler-running"} {
 		if !kinds[k] {
-			t.Errorf("the demo account has no %s finding", k)
+			t.Errorf("the demo account has no %s finding; got %v", k, kinds)
 		}
 	}
+	if kinds["pinned-to-node-group"] {
+		t.Error("pods pinned to labels the generated NodePools keep are reported as pinned")
+	}
 	for _, f := range []string{"snapshot.json", "readiness.json", "iam-plan.json", "plan.yaml", "state.json", "summary.json",
-		"karpenter/base/kustomization.yaml", "karpenter/base/nodepools/apps.yaml", "karpenter/overlays/demo/kustomization.yaml"} {
+		"karpenter/base/kustomization.yaml", "karpenter/overlays/prod/kustomization.yaml"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("output %s: %v", f, err)
 		}
@@ -116,15 +127,6 @@ func TestRunNeedsOutDir(t *testing.T) {
 	if _, err := Run(context.Background(), Options{}); err == nil {
 		t.Fatal("Run without OutDir succeeded")
 	}
-}
-
-func mustSnapshot(t *testing.T, path string) *inventory.Inventory {
-	t.Helper()
-	s, err := inventory.ReadSnapshotFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &s.Inventory
 }
 
 func TestWriteTableGolden(t *testing.T) {
