@@ -127,10 +127,10 @@ type GroupSize struct {
 
 // runner carries one run's state between steps.
 type runner struct {
-	opts    Options
-	sb      *sandbox.Sandbox
-	sum     *Summary
-	inv     inventory.Inventory
+	opts Options
+	sb   *sandbox.Sandbox
+	sum  *Summary
+	inv  inventory.Inventory
 	// objects are the built overlay (NodePools, EC2NodeClasses, ...).
 	objects []*unstructured.Unstructured
 	pools   []apisv1.NodePool
