@@ -28,6 +28,7 @@ type podData struct {
 	reqs       Requirements // effective: base ∩ alts[alt] ∩ prefs[0]
 	reqKey     string       // canonical form of reqs, for caches
 	pins       Requirements // domains a re-pack must keep (improvement pass)
+	seq        int          // place in the order, kept by a re-pack
 	tolerateNS bool         // PreferNoSchedule tolerated (relaxed)
 	ports      []inventory.HostPort
 

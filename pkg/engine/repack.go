@@ -27,10 +27,12 @@ import (
 //     size and CPU:memory band) whose best first-fit fill has the most value
 //     per dollar, so a claim's type matches the mix it carries.
 //
-// Moved pods keep the zone of every zone-keyed group that counts them, do
-// not land where a placed pod's required anti-affinity forbids them, and are
-// placed (Seq) after every other pod, so each constraint judged at placement
-// time still holds. The pass is kept only when the fleet gets cheaper.
+// Moved pods keep their place in the order (Seq) and the zone of every
+// zone-keyed group that counts them, so every zone count is the same at
+// every moment; they do not land where a placed pod's required
+// anti-affinity forbids them, nor next to a pod whose hostname spread counts
+// them. So each constraint judged at placement time still holds. The pass
+// is kept only when the fleet gets cheaper.
 
 // movable reports whether a pod can be re-packed: it declares no topology
 // terms or host ports and no pod affinity counts it.
@@ -56,15 +58,16 @@ type sizeGroup struct {
 
 // looseClass is loose pods that may go to the same claims.
 type looseClass struct {
-	rep      *podData
-	reqs     Requirements // the pod's requirements and its zone pins
-	pins     Requirements
-	antiHost []*topoGroup // hostname anti-affinity groups that count the pods
-	sizes    []*sizeGroup // by value, largest first
-	left     int
-	pool     *pool
-	nodeReqs Requirements // pool ∩ reqs
-	types    []*itype     // pool types compatible with nodeReqs, by price
+	rep        *podData
+	reqs       Requirements // the pod's requirements and its zone pins
+	pins       Requirements
+	antiHost   []*topoGroup // hostname anti-affinity groups that count the pods
+	spreadHost []*topoGroup // hostname spread groups that count the pods
+	sizes      []*sizeGroup // by value, largest first
+	left       int
+	pool       *pool
+	nodeReqs   Requirements // pool ∩ reqs
+	types      []*itype     // pool types compatible with nodeReqs, by price
 }
 
 // poolDuals are a pool's dual prices (per slot) and the types' efficiency.
@@ -143,18 +146,39 @@ func (s *scheduler) restore(snap repackSnapshot) {
 	s.seq, s.nextID = snap.seq, snap.nextID
 }
 
-// improve runs the re-pack and keeps it only when the fleet gets cheaper.
+// improve runs the re-pack and keeps it only when the fleet gets cheaper
+// without more nodes, or at least 5 % cheaper. When the first re-pack needs
+// more nodes, a second one grows existing claims before opening new ones.
 func (s *scheduler) improve() {
-	before := s.totalCost()
+	before, nodes := s.totalCost(), s.liveClaims()
 	snap := s.snapshotState()
-	if !s.repack() || s.totalCost() >= before-1e-9 {
+	for _, absorb := range []bool{false, true} {
+		ok := s.repack(absorb)
+		cost, n := s.totalCost(), s.liveClaims()
+		if ok && cost < before-1e-9 && (n <= nodes || cost <= 0.95*before) {
+			return
+		}
 		s.restore(snap)
+		if !ok || n <= nodes {
+			return
+		}
 	}
 }
 
+func (s *scheduler) liveClaims() int {
+	n := 0
+	for _, c := range s.claims {
+		if !c.dead && len(c.pods) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // repack re-packs the movable pods; false when some pod found no place (the
-// caller restores the greedy result).
-func (s *scheduler) repack() bool {
+// caller restores the greedy result). absorb grows existing claims whenever
+// that holds more pods, before any new claim is opened.
+func (s *scheduler) repack(absorb bool) bool {
 	var loose []*podData
 	var live []*node
 	for _, n := range s.claims {
@@ -167,7 +191,7 @@ func (s *scheduler) repack() bool {
 		for i, pd := range n.pods {
 			if movable(pd) {
 				loose = append(loose, pd)
-				pd.pins = s.pinsOf(pd, n)
+				pd.pins, pd.seq = s.pinsOf(pd, n), n.seqs[i]
 				s.record(pd, n, -1)
 				n.used = n.used.sub(pd.req)
 				removed = true
@@ -200,7 +224,7 @@ func (s *scheduler) repack() bool {
 	sort.SliceStable(live, func(i, j int) bool { return live[i].used[rCPU] > live[j].used[rCPU] })
 	for _, current := range []bool{true, false} {
 		for _, n := range live {
-			s.topUp(n, classes, duals[n.pool], budget, current)
+			s.topUp(n, classes, duals[n.pool], budget, current, absorb)
 		}
 	}
 	for _, c := range classes {
@@ -255,20 +279,23 @@ func (s *scheduler) classify(loose []*podData) ([]*looseClass, bool) {
 	byKey := map[string]*looseClass{}
 	var classes []*looseClass
 	for _, pd := range loose {
-		var anti []*topoGroup
+		var anti, spread []*topoGroup
 		for _, g := range pd.selectedBy {
-			if g.kind == kindAnti && g.key == catalog.LabelHostname {
+			if g.key == catalog.LabelHostname && g.kind == kindAnti {
 				anti = append(anti, g)
 			}
+			if g.key == catalog.LabelHostname && g.kind == kindSpread {
+				spread = append(spread, g)
+			}
 		}
-		key := pd.reqKey + "|" + tolKey(pd.pod.Tolerations) + "|" + strconv.FormatBool(pd.tolerateNS) + "|" + describeReqs(pd.pins) + "|" + fmt.Sprint(anti)
+		key := pd.reqKey + "|" + tolKey(pd.pod.Tolerations) + "|" + strconv.FormatBool(pd.tolerateNS) + "|" + describeReqs(pd.pins) + "|" + fmt.Sprint(anti, spread)
 		c, ok := byKey[key]
 		if !ok {
 			reqs := pd.reqs.Clone()
 			for _, r := range pd.pins {
 				reqs.Add(r)
 			}
-			c = &looseClass{rep: pd, reqs: reqs, pins: pd.pins, antiHost: anti}
+			c = &looseClass{rep: pd, reqs: reqs, pins: pd.pins, antiHost: anti, spreadHost: spread}
 			byKey[key] = c
 			classes = append(classes, c)
 		}
@@ -520,6 +547,15 @@ func (s *scheduler) compatibleWith(c *looseClass, n *node) (Requirements, bool) 
 			return nil, false
 		}
 	}
+	if len(c.spreadHost) > 0 {
+		for _, pd := range n.pods {
+			for _, g := range pd.owned {
+				if g.kind == kindSpread && slices.Contains(c.spreadHost, g) {
+					return nil, false
+				}
+			}
+		}
+	}
 	var narrow Requirements
 	for k, r := range c.reqs {
 		tr, ok := n.reqs[k]
@@ -572,7 +608,7 @@ func (s *scheduler) claimCountsOn(n *node, key string) bool {
 
 // topUp fills a remaining claim with loose pods: the room its current type
 // has (current), or on a bigger type when that holds more value per dollar.
-func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets map[*pool]*budget, current bool) {
+func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets map[*pool]*budget, current, absorb bool) {
 	if d == nil {
 		return
 	}
@@ -617,6 +653,9 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 	}
 	curPrice := s.price(n)
 	best.score = preVal / max(curPrice, 1e-12)
+	if absorb {
+		best.score = 0
+	}
 	for _, o := range opts {
 		reqs := n.reqs
 		if len(o.narrow) > 0 {
@@ -646,7 +685,11 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 			if v == 0 {
 				continue
 			}
-			if score := (preVal + v) / off.Price; score > best.score*(1+1e-9) {
+			score := (preVal + v) / off.Price
+			if absorb {
+				score = v / max(off.Price-curPrice, 1e-12) // marginal value per dollar
+			}
+			if score > best.score*(1+1e-9) {
 				best.score, best.t, best.o, best.reqs = score, t, o, reqs
 			}
 		}
@@ -679,9 +722,8 @@ func (s *scheduler) place(n *node, groups []*sizeGroup, take []int) {
 		for k := 0; k < take[i]; k++ {
 			pd := sg.pods[len(sg.pods)-1]
 			sg.pods = sg.pods[:len(sg.pods)-1]
-			s.seq++
 			n.pods = append(n.pods, pd)
-			n.seqs = append(n.seqs, s.seq)
+			n.seqs = append(n.seqs, pd.seq)
 			n.used = n.used.add(pd.req)
 			s.record(pd, n, 1)
 			sg.cls.left--
