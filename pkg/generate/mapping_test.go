@@ -499,3 +499,21 @@ func TestOverprovisioningAndHelm(t *testing.T) {
 		t.Errorf("a managed group named by the option is accepted even if tainted: %v", err)
 	}
 }
+
+func TestStrategySingleNothingMerges(t *testing.T) {
+	a := inventory.NodeGroup{Name: "a", Kind: inventory.Managed, MaxSize: 1, InstanceTypes: []string{"m5.large"}, AMIType: "AL2023_x86_64_STANDARD"}
+	b := a
+	b.Name, b.CapacityType = "b", "spot"
+	opts := DefaultOptions()
+	opts.Strategy = StrategySingle
+	res, err := Generate(&inventory.Inventory{Cluster: inventory.Cluster{Name: "c"}, NodeGroups: []inventory.NodeGroup{a, b}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Pools) != 2 || res.Pools[0].Name != "a" || res.Pools[1].Name != "b" {
+		t.Errorf("pools = %+v, want each group's own name when nothing merges", res.Pools)
+	}
+	if notes := joinFindings(res.Notes); !strings.Contains(notes, "b: single: stays out of pool a (in pool b): capacity types differ (on-demand vs spot)") {
+		t.Errorf("notes = %s", notes)
+	}
+}

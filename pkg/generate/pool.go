@@ -172,15 +172,23 @@ func strategySingle(plans []*groupPlan, opts *Options) ([]*poolPlan, []Finding) 
 		byKey[k] = bk
 		buckets = append(buckets, bk)
 	}
+	// The largest mergeable bucket becomes "default"; when nothing merges
+	// and there is more than one pool, every pool keeps its group's name.
+	pinned := func(b *bucket) bool { return strings.HasPrefix(b.key, "pinned/") }
 	primary := buckets[0]
 	for _, b := range buckets[1:] {
-		if len(b.plans) > len(primary.plans) {
+		if len(b.plans) > len(primary.plans) || (pinned(primary) && !pinned(b) && len(b.plans) == len(primary.plans)) {
 			primary = b
 		}
 	}
 	names := newNameAllocator()
 	var out []*poolPlan
-	primaryName := names.name("default", "")
+	var primaryName string
+	if len(primary.plans) > 1 || len(buckets) == 1 {
+		primaryName = names.name("default", "")
+	} else {
+		primaryName = names.name(primary.plans[0].g.Name, "")
+	}
 	first := primary.plans[0]
 	for _, b := range buckets {
 		var name string
