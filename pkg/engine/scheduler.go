@@ -761,6 +761,12 @@ func reqEqual(a, b Requirement) bool {
 // typeCompatibleKeys re-checks a type that was compatible before only on
 // the keys that changed.
 func typeCompatibleKeys(t *itype, reqs Requirements, keys []string) bool {
+	return typeCompatibleKeysF(t, reqs, keys, nil)
+}
+
+// typeCompatibleKeysF is typeCompatibleKeys with the offer filter of reqs
+// looked up once by the caller (nil: look it up).
+func typeCompatibleKeysF(t *itype, reqs Requirements, keys []string, f *offerFilter) bool {
 	offer := false
 	for _, k := range keys {
 		if k == catalog.LabelZone || k == catalog.LabelCapacityType {
@@ -775,7 +781,11 @@ func typeCompatibleKeys(t *itype, reqs Requirements, keys []string) bool {
 		}
 	}
 	if offer {
-		_, ok := t.cheapest(reqs)
+		if f == nil {
+			_, ok := t.cheapest(reqs)
+			return ok
+		}
+		_, ok := t.cheapestF(f)
 		return ok
 	}
 	return true
@@ -1199,8 +1209,9 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 		if changed || !n.used.fits(n.minAlloc) {
 			// The claim owns its types slice (newClaim allocates it): filter in place.
 			kept := n.types[:0]
+			f := offerFilterOf(n.reqs)
 			for _, t := range n.types {
-				if n.used.fits(t.alloc) && (!changed || typeCompatibleKeys(t, n.reqs, keys)) {
+				if n.used.fits(t.alloc) && (!changed || typeCompatibleKeysF(t, n.reqs, keys, &f)) {
 					kept = append(kept, t)
 				}
 			}
