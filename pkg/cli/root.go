@@ -98,9 +98,9 @@ be resumed and rolled back.`,
 		newConfigCmd(g),
 		newGenerateCmd(g),
 		newPlanCmd(g), newApplyCmd(g), newStatusCmd(g), newRollbackCmd(g),
-		newConsolidationCmd(g),
 		newDemoCmd(g),
 		newDiscoverCmd(g), newReadinessCmd(g),
+		newIAMCmd(g),
 	)
 	return root
 }
