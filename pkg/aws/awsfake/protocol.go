@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"reflect"
 	"sort"
@@ -113,19 +114,15 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 	w.Header().Set("X-Amzn-RequestId", id)
 	switch c.proto {
 	case ec2Query:
-		w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
-		w.WriteHeader(e.Status)
-		fmt.Fprintf(w, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>%s</RequestID></Response>",
-			xmlText(e.Code), xmlText(e.Message), id)
+		send(w, e.Status, "text/xml;charset=UTF-8", fmt.Sprintf("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Response><Errors><Error><Code>%s</Code><Message>%s</Message></Error></Errors><RequestID>%s</RequestID></Response>",
+			xmlText(e.Code), xmlText(e.Message), id))
 	case awsQuery:
 		typ := "Sender"
 		if e.Status >= 500 {
 			typ = "Receiver"
 		}
-		w.Header().Set("Content-Type", "text/xml")
-		w.WriteHeader(e.Status)
-		fmt.Fprintf(w, "<ErrorResponse xmlns=%q><Error><Type>%s</Type><Code>%s</Code><Message>%s</Message></Error><RequestId>%s</RequestId></ErrorResponse>",
-			services[c.service].xmlns, typ, xmlText(e.Code), xmlText(e.Message), id)
+		send(w, e.Status, "text/xml", fmt.Sprintf("<ErrorResponse xmlns=%q><Error><Type>%s</Type><Code>%s</Code><Message>%s</Message></Error><RequestId>%s</RequestId></ErrorResponse>",
+			services[c.service].xmlns, typ, xmlText(e.Code), xmlText(e.Message), id))
 	default:
 		writeBareError(w, e.Status, e.Code, e.Message)
 	}
@@ -151,9 +148,7 @@ func (s *Server) writeOutput(w http.ResponseWriter, c *call, out any) {
 			fmt.Fprintf(&b, "</%sResult><ResponseMetadata><RequestId>%s</RequestId></ResponseMetadata>", c.action, id)
 		}
 		fmt.Fprintf(&b, "</%sResponse>", c.action)
-		w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write([]byte(b.String()))
+		send(w, http.StatusOK, "text/xml;charset=UTF-8", b.String())
 	default:
 		body := []byte("{}")
 		if sv, ok := out.(smithy.Serializable); ok && out != nil {
@@ -167,10 +162,18 @@ func (s *Server) writeOutput(w http.ResponseWriter, c *call, out any) {
 		} else if c.proto == awsJSON11 {
 			ct = "application/x-amz-json-1.1"
 		}
-		w.Header().Set("Content-Type", ct)
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(body)
+		send(w, http.StatusOK, ct, string(body))
 	}
+}
+
+// send writes a response with its Content-Length, as AWS does: with a
+// chunked body the SDK's decoder stops before the final chunk, the client
+// closes the connection and the next request on it fails and is retried.
+func send(w http.ResponseWriter, status int, contentType, body string) {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
 }
 
 func xmlText(s string) string {

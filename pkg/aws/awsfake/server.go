@@ -384,8 +384,6 @@ func (discard) WriteHeader(int)             {}
 func writeBareError(w http.ResponseWriter, status int, code, msg string) {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `{"__type":%q,"message":%q}`, code, msg)
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Amzn-ErrorType", code)
-	w.WriteHeader(status)
-	_, _ = w.Write(b.Bytes())
+	send(w, status, "application/json", b.String())
 }
