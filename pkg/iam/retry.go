@@ -58,8 +58,6 @@ func ErrorCode(err error) string {
 	return ""
 }
 
-func isThrottle(err error) bool { return throttleCodes[ErrorCode(err)] }
-
 // retry runs fn until it succeeds, fails with an error that is not
 // retryable, or the attempts run out. consistency also retries the errors
 // that IAM's eventual consistency produces.
