@@ -42,6 +42,9 @@ type checker struct {
 	placed []cplaced // in order
 	errs   []error
 	zones  map[string]bool
+	// zoneTaints are the taints of every node or NodePool that provides a
+	// zone (nodeTaintsPolicy Honor keeps only zones some tolerated source has).
+	zoneTaints map[string][][]corev1.Taint
 }
 
 type cplaced struct {
@@ -53,6 +56,7 @@ func (c *checker) fail(format string, a ...any) { c.errs = append(c.errs, fmt.Er
 
 func (c *checker) run(res Result) {
 	c.zones = map[string]bool{}
+	c.zoneTaints = map[string][][]corev1.Taint{}
 	for i := range c.in.ExistingNodes {
 		en := &c.in.ExistingNodes[i]
 		l := map[string]string{catalog.LabelHostname: en.Node.Name}
@@ -63,6 +67,7 @@ func (c *checker) run(res Result) {
 		c.nodes[n.name] = n
 		if z, ok := l[catalog.LabelZone]; ok {
 			c.zones[z] = true
+			c.zoneTaints[z] = append(c.zoneTaints[z], en.Node.Taints)
 		}
 		for j := range en.Pods {
 			c.bind(&en.Pods[j], n)
@@ -74,7 +79,11 @@ func (c *checker) run(res Result) {
 		pools[np.Name] = np
 		for _, t := range c.poolTypes(np) {
 			for _, o := range t.Offerings {
+				if !poolAllowsZone(np, o.Zone) {
+					continue
+				}
 				c.zones[o.Zone] = true
+				c.zoneTaints[o.Zone] = append(c.zoneTaints[o.Zone], np.Spec.Template.Spec.Taints)
 			}
 		}
 	}
@@ -368,6 +377,7 @@ func (c *checker) globalMin(tsc corev1.TopologySpreadConstraint, p *inventory.Po
 		}
 	}
 	honor := tsc.NodeAffinityPolicy == nil || *tsc.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor
+	honorTaints := tsc.NodeTaintsPolicy != nil && *tsc.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor
 	m, n := int32(-1), int32(0)
 	seen := map[string]bool{}
 	for _, d := range domains {
@@ -376,6 +386,9 @@ func (c *checker) globalMin(tsc corev1.TopologySpreadConstraint, p *inventory.Po
 		}
 		seen[d] = true
 		if honor && !podAllowsValue(p, tsc.TopologyKey, d) {
+			continue
+		}
+		if honorTaints && tsc.TopologyKey == catalog.LabelZone && !c.someSourceTolerated(p, d) {
 			continue
 		}
 		n++
@@ -527,4 +540,23 @@ func exprMatches(e corev1.NodeSelectorRequirement, v string, has bool) bool {
 		return num(func(a, b int64) bool { return a <= b })
 	}
 	return false
+}
+
+func (c *checker) someSourceTolerated(p *inventory.Pod, zone string) bool {
+	for _, taints := range c.zoneTaints[zone] {
+		if tolerated(p.Tolerations, taints) {
+			return true
+		}
+	}
+	return false
+}
+
+// poolAllowsZone: the NodePool's zone requirements (In / NotIn) admit zone.
+func poolAllowsZone(np *NodePool, zone string) bool {
+	for _, r := range np.Spec.Template.Spec.Requirements {
+		if r.Key == catalog.LabelZone && !exprMatches(corev1.NodeSelectorRequirement{Key: r.Key, Operator: r.Operator, Values: r.Values}, zone, true) {
+			return false
+		}
+	}
+	return true
 }

@@ -146,8 +146,8 @@ type Result struct {
 	Unschedulable []Unschedulable `json:"unschedulable,omitempty"`
 	// Cost is the $/h of the new NodeClaims at their cheapest offering.
 	Cost float64 `json:"cost"`
-	// KarpenterCost is the $/h of Karpenter's greedy result for the same
-	// input (before the improvement pass).
+	// KarpenterCost is the $/h after the greedy pass, before the re-pack
+	// (Options.KarpenterOnly gives Karpenter's own greedy result).
 	KarpenterCost float64 `json:"karpenterCost"`
 	// LowerBound is a $/h no placement of the same pods on new nodes can beat.
 	LowerBound float64 `json:"lowerBound"`
