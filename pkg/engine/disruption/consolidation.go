@@ -63,6 +63,7 @@ func (st *state) simulate(cands []*nodeInfo, karpenterOnly bool) (*simulation, e
 			continue
 		}
 		en := n.in.ExistingNode
+		en.Pods = n.simPods
 		// Karpenter skips nodes still inside consolidateAfter when it
 		// simulates consolidation; a taint no pod tolerates keeps pods off
 		// them while their pods still count for topology.

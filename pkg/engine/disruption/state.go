@@ -47,6 +47,8 @@ type nodeInfo struct {
 	deleting    bool
 	// resched are the pods that must move when the node goes.
 	resched []*inventory.Pod
+	// simPods are the pods simulations see on the node (compactPods).
+	simPods []inventory.Pod
 	// blockers are reasons no method may disrupt the node (node- or
 	// pod-level); podBlockers is the pod-level subset (drift ignores them
 	// when the pool sets terminationGracePeriod).
@@ -134,6 +136,7 @@ func newState(in *Input) (*state, error) {
 		st.nodes = append(st.nodes, ni)
 		st.byNm[n.Node.Name] = ni
 	}
+	st.compactPods()
 	for _, ni := range st.nodes {
 		if ni.pool != nil && !ni.in.InFlight {
 			ni.pool.cost += ni.ref.Price

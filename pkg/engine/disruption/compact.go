@@ -1,0 +1,120 @@
+package disruption
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// compactPods prepares each node's pods for simulations. A pod that
+// declares no topology term, binds no host port and is selected by no
+// topology term of any pod in the cluster only takes room on its node, so
+// the pods of that kind on a node are folded into one stand-in pod with
+// their summed requests (its "pods" request keeps the pod count). The
+// scheduler then parses a fraction of the pods on every simulation, with
+// the same outcome. Any selector that does not parse disables folding.
+func (st *state) compactPods() {
+	var sels []labels.Selector
+	seen := map[string]bool{}
+	addSel := func(ls *metav1.LabelSelector) bool {
+		if ls == nil {
+			return true
+		}
+		s, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			return false
+		}
+		if k := s.String(); !seen[k] {
+			seen[k] = true
+			sels = append(sels, s)
+		}
+		return true
+	}
+	scan := func(p *inventory.Pod) bool {
+		for _, c := range p.TopologySpreadConstraints {
+			if !addSel(c.LabelSelector) {
+				return false
+			}
+		}
+		if a := p.Affinity; a != nil {
+			var terms []corev1.PodAffinityTerm
+			if a.PodAffinity != nil {
+				terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+				for _, w := range a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+					terms = append(terms, w.PodAffinityTerm)
+				}
+			}
+			if a.PodAntiAffinity != nil {
+				terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+				for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+					terms = append(terms, w.PodAffinityTerm)
+				}
+			}
+			for _, t := range terms {
+				if !addSel(t.LabelSelector) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	ok := true
+	for _, n := range st.nodes {
+		for i := range n.in.Pods {
+			ok = ok && scan(&n.in.Pods[i])
+		}
+	}
+	for i := range st.in.Pending {
+		ok = ok && scan(&st.in.Pending[i])
+	}
+	for _, n := range st.nodes {
+		n.simPods = n.in.Pods
+		if !ok {
+			continue
+		}
+		var kept []inventory.Pod
+		sum := corev1.ResourceList{}
+		folded := 0
+		for i := range n.in.Pods {
+			p := &n.in.Pods[i]
+			if foldable(p, sels) {
+				addList(sum, p.Requests)
+				folded++
+				continue
+			}
+			kept = append(kept, *p)
+		}
+		if folded < 2 {
+			continue
+		}
+		// The scheduler adds one pod per pod; the stand-in carries the rest.
+		sum[corev1.ResourcePods] = *resource.NewQuantity(int64(folded-1), resource.DecimalSI)
+		kept = append(kept, inventory.Pod{Namespace: "karpenter-migrate.io", Name: fmt.Sprintf("%s-folded-pods", n.ref.Name),
+			NodeName: n.ref.Name, Phase: corev1.PodRunning, OwnerKind: inventory.OwnerDaemonSet, Requests: sum})
+		n.simPods = kept
+	}
+}
+
+func foldable(p *inventory.Pod, sels []labels.Selector) bool {
+	if len(p.TopologySpreadConstraints) > 0 || len(p.HostPorts) > 0 {
+		return false
+	}
+	if a := p.Affinity; a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil) {
+		return false
+	}
+	if _, ok := p.Requests[corev1.ResourcePods]; ok {
+		return false
+	}
+	set := labels.Set(p.Labels)
+	for _, s := range sels {
+		if s.Matches(set) {
+			return false
+		}
+	}
+	return true
+}
