@@ -112,7 +112,12 @@ func DetectDrift(ctx context.Context, s *Session) ([]string, error) {
 }
 
 // NodeGroupOf returns the legacy node group a node's labels name, or "".
+// Karpenter's nodes are never legacy, although generated NodePools keep
+// eks.amazonaws.com/nodegroup on them for workloads that select it.
 func NodeGroupOf(n *corev1.Node) string {
+	if n.Labels["karpenter.sh/nodepool"] != "" {
+		return ""
+	}
 	for _, k := range []string{"eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name", "karpenter-migrate.io/node-group"} {
 		if v := n.Labels[k]; v != "" {
 			return v

@@ -20,7 +20,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
@@ -51,7 +53,11 @@ type Plan struct {
 	Findings          []Finding         `json:"findings,omitempty"`
 	Cost              Cost              `json:"cost"`
 	NodePools         []string          `json:"nodePools,omitempty"`
-	PoolForGroup      map[string]string `json:"poolForGroup,omitempty"`
+	// PoolForGroup is the preferred NodePool replacing each group; a
+	// wave's NodePools lists all of them (weighted strategies have several).
+	PoolForGroup map[string]string `json:"poolForGroup,omitempty"`
+	// IAM is what the IAM steps create (nil: they are not run).
+	IAM *PlanIAM `json:"iam,omitempty"`
 }
 
 // PlannedStep is one runbook step as planned.
@@ -139,7 +145,9 @@ type WaveNode struct {
 	Zone       string `json:"zone,omitempty"`
 }
 
-// PredictedNode is a node Karpenter is expected to launch for a wave.
+// PredictedNode is a node Karpenter is expected to launch for a wave
+// (pkg/engine's cheapest offering). CPU and Memory are its pods' requests,
+// without DaemonSet overhead: what a placeholder must reserve.
 type PredictedNode struct {
 	NodePool     string  `json:"nodePool"`
 	InstanceType string  `json:"instanceType,omitempty"`
@@ -149,6 +157,17 @@ type PredictedNode struct {
 	CPU          string  `json:"cpu"`
 	Memory       string  `json:"memory"`
 	PricePerHour float64 `json:"pricePerHour,omitempty"`
+}
+
+// poolsFor returns the NodePools replacing a group, preferred first.
+func poolsFor(group string, o PlanOptions) []string {
+	if p := o.PoolForGroup[group]; p != "" {
+		return []string{p}
+	}
+	if o.Pools != nil && len(o.Pools.ForGroup[group]) > 0 {
+		return slices.Clone(o.Pools.ForGroup[group])
+	}
+	return []string{group}
 }
 
 // Placeholder is one pause pod that reserves capacity before a drain.
@@ -173,13 +192,6 @@ type Cost struct {
 	Complete bool `json:"complete"`
 }
 
-// Predictor predicts the Karpenter nodes that would take a wave's pods
-// (pkg/engine when wired). Nil uses a first-fit-decreasing estimate on the
-// largest legacy node of the wave.
-type Predictor interface {
-	Predict(pods []inventory.Pod, daemonSets []inventory.DaemonSet, pools []string) ([]PredictedNode, error)
-}
-
 // PriceFunc returns the hourly on-demand or spot price of a type in a zone.
 type PriceFunc func(instanceType, capacityType, zone string) (float64, bool)
 
@@ -188,12 +200,21 @@ type PlanOptions struct {
 	Environment string
 	Config      config.Config
 	Steps       []PlannedStep
-	// PoolForGroup maps a legacy node group to the NodePool that replaces
-	// it (pkg/generate's PoolSummary.NodeGroups); groups not in it map to a
-	// pool of the same name.
+	// Pools are the environment's NodePools (PoolsFromObjects on the built
+	// overlay, or PoolsFromGenerate): they say which pools replace each
+	// group, and pkg/engine predicts each wave's Karpenter nodes on them.
+	// Without them nothing is predicted and nothing pre-provisioned.
+	Pools *Pools
+	// PoolForGroup overrides Pools' choice for a group (GROUP=POOL); a
+	// group in neither maps to a pool of its own name.
 	PoolForGroup map[string]string
-	Predictor    Predictor
-	Prices       PriceFunc
+	// Catalog prices and sizes predicted nodes; nil means catalog.Default().
+	Catalog *catalog.Catalog
+	// Prices prices the legacy nodes; nil uses Catalog.
+	Prices PriceFunc
+	// IAM, when set, plans the IAM steps (02..06) for the inventory's
+	// cluster with these options; nil leaves them out of the run.
+	IAM *IAMOptions
 	// Findings from pkg/readiness, added to the plan's own.
 	Findings []Finding
 	Now      time.Time
@@ -228,19 +249,20 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	groups := slices.Clone(inv.NodeGroups)
 	sort.Slice(groups, func(i, j int) bool { return groups[i].Name < groups[j].Name })
 	inScope := map[string]bool{}
+	poolsOf := map[string][]string{}
 	for _, g := range groups {
 		if !groupInScope(g.Name, cfg.NodeGroups) {
 			continue
 		}
 		inScope[g.Name] = true
 		p.NodeGroups = append(p.NodeGroups, GroupState{Name: g.Name, Kind: g.Kind, ASGName: g.ASGName, Min: g.MinSize, Max: g.MaxSize, Desired: g.DesiredSize})
-		pool := o.PoolForGroup[g.Name]
-		if pool == "" {
-			pool = g.Name
-		}
-		p.PoolForGroup[g.Name] = pool
-		if !slices.Contains(p.NodePools, pool) {
-			p.NodePools = append(p.NodePools, pool)
+		pools := poolsFor(g.Name, o)
+		p.PoolForGroup[g.Name] = pools[0]
+		poolsOf[g.Name] = pools
+		for _, pool := range pools {
+			if !slices.Contains(p.NodePools, pool) {
+				p.NodePools = append(p.NodePools, pool)
+			}
 		}
 	}
 	sort.Strings(p.NodePools)
@@ -265,23 +287,38 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		p.Budget.WaveSize = max(1, (total+4)/5)
 	}
 
+	cat := o.Catalog
+	if cat == nil {
+		cat = catalog.Default()
+	}
+	prices := o.Prices
+	if prices == nil {
+		prices = cat.Price
+	}
 	cost := Cost{Complete: true}
 	price := func(it, ct, zone string) float64 {
-		if o.Prices == nil || it == "" {
+		if it == "" {
 			cost.Complete = false
 			return 0
 		}
-		v, ok := o.Prices(it, ct, zone)
+		v, ok := prices(it, ct, zone)
 		if !ok {
 			cost.Complete = false
 		}
 		return v
 	}
+	var pred *predictor
+	var findings []Finding
+	if o.Pools != nil && len(o.Pools.NodePools) > 0 {
+		pred = &predictor{pools: o.Pools.NodePools, catalog: cat, daemonSets: inv.DaemonSets}
+	} else {
+		cost.Complete = false
+		findings = append(findings, Finding{Severity: "warning", Message: "no NodePools were given (plan --dir with the generated tree): Karpenter nodes are not predicted and nothing is pre-provisioned before a drain"})
+	}
 	for _, g := range p.NodeGroups {
 		for _, chunk := range chunk(zoneBalanced(nodesByGroup[g.Name]), p.Budget.WaveSize) {
-			w := Wave{Index: len(p.Waves) + 1, NodePools: []string{p.PoolForGroup[g.Name]}}
+			w := Wave{Index: len(p.Waves) + 1, NodePools: poolsOf[g.Name]}
 			var pods []inventory.Pod
-			var largest inventory.Node
 			for _, n := range chunk {
 				w.Nodes = append(w.Nodes, WaveNode{Name: n.Name, NodeGroup: n.NodeGroup, InstanceID: instanceID(n), Zone: n.Zone})
 				for _, pod := range podsByNode[n.Name] {
@@ -290,20 +327,20 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 						pods = append(pods, pod)
 					}
 				}
-				if n.Allocatable.Cpu().Cmp(*largest.Allocatable.Cpu()) > 0 || largest.Name == "" {
-					largest = n
-				}
 				cost.BeforePerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
 			}
 			w.Pods = len(pods)
-			var err error
-			if o.Predictor != nil {
-				w.PredictedNodes, err = o.Predictor.Predict(pods, inv.DaemonSets, w.NodePools)
+			if pred != nil {
+				var unschedulable []engine.Unschedulable
+				var err error
+				w.PredictedNodes, unschedulable, err = pred.predict(pods, w.NodePools)
 				if err != nil {
 					return nil, fmt.Errorf("plan wave %d: predict Karpenter nodes: %w", w.Index, err)
 				}
-			} else {
-				w.PredictedNodes = estimateNodes(pods, largest, w.NodePools[0])
+				for _, u := range unschedulable {
+					findings = append(findings, Finding{Severity: "blocker", Object: "Pod " + u.Pod.String(),
+						Message: fmt.Sprintf("fits no NodePool of wave %d (%s), so it would stay Pending after its eviction:%s", w.Index, strings.Join(w.NodePools, ", "), strings.TrimPrefix(u.String(), u.Pod.String()+":"))})
+				}
 			}
 			for i := range w.PredictedNodes {
 				pn := &w.PredictedNodes[i]
@@ -320,7 +357,13 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	}
 	cost.BeforePerHour, cost.AfterPerHour = round2(cost.BeforePerHour), round2(cost.AfterPerHour)
 	p.Cost = cost
-	p.Findings = append(planFindings(inv, podsByNode, inScope, p.Budget), o.Findings...)
+	p.Findings = append(append(planFindings(inv, podsByNode, inScope, p.Budget), findings...), o.Findings...)
+	if o.IAM != nil {
+		p.IAM = planIAM(inv, *o.IAM)
+		if p.IAM.Error != "" {
+			p.Findings = append(p.Findings, Finding{Severity: "warning", Object: "IAM", Message: "the IAM steps will not run: " + p.IAM.Error})
+		}
+	}
 	if err := p.seal(); err != nil {
 		return nil, err
 	}
@@ -404,56 +447,6 @@ func chunk[T any](s []T, n int) [][]T {
 		k := min(n, len(s))
 		out = append(out, s[:k])
 		s = s[k:]
-	}
-	return out
-}
-
-// estimateNodes packs pods first-fit-decreasing by CPU into nodes the size
-// of ref (the wave's largest legacy node): the fallback when no engine
-// prediction is available.
-func estimateNodes(pods []inventory.Pod, ref inventory.Node, pool string) []PredictedNode {
-	if len(pods) == 0 {
-		return nil
-	}
-	capCPU, capMem := ref.Allocatable.Cpu().MilliValue(), ref.Allocatable.Memory().Value()
-	if capCPU <= 0 {
-		capCPU = 4000
-	}
-	if capMem <= 0 {
-		capMem = 16 << 30
-	}
-	sorted := slices.Clone(pods)
-	sort.SliceStable(sorted, func(i, j int) bool {
-		return sorted[i].Requests.Cpu().MilliValue() > sorted[j].Requests.Cpu().MilliValue()
-	})
-	type bin struct {
-		cpu, mem int64
-		pods     int
-	}
-	var bins []bin
-	for _, p := range sorted {
-		c, m := p.Requests.Cpu().MilliValue(), p.Requests.Memory().Value()
-		placed := false
-		for i := range bins {
-			if bins[i].cpu+c <= capCPU && bins[i].mem+m <= capMem {
-				bins[i].cpu += c
-				bins[i].mem += m
-				bins[i].pods++
-				placed = true
-				break
-			}
-		}
-		if !placed {
-			bins = append(bins, bin{cpu: c, mem: m, pods: 1})
-		}
-	}
-	out := make([]PredictedNode, 0, len(bins))
-	for _, b := range bins {
-		out = append(out, PredictedNode{
-			NodePool: pool, InstanceType: ref.InstanceType, CapacityType: capacityOr(ref.CapacityType), Pods: b.pods,
-			CPU:    resource.NewMilliQuantity(b.cpu, resource.DecimalSI).String(),
-			Memory: resource.NewQuantity(b.mem, resource.BinarySI).String(),
-		})
 	}
 	return out
 }

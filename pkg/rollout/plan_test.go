@@ -1,15 +1,21 @@
 package rollout_test
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	apiv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -29,11 +35,22 @@ func planInventory() *inventory.Inventory {
 	return inv
 }
 
+// generalPool is an on-demand m5.xlarge NodePool replacing group general.
+func generalPool() *rollout.Pools {
+	np := &apiv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "general-od"}}
+	np.Spec.Template.Spec.Requirements = []apiv1.NodeSelectorRequirementWithMinValues{
+		{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.xlarge"}},
+		{Key: apiv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{apiv1.CapacityTypeOnDemand}},
+	}
+	return &rollout.Pools{NodePools: []engine.NodePool{engine.NodePoolFromV1(np, nil)}, ForGroup: map[string][]string{"general": {"general-od"}}}
+}
+
 func TestBuildPlan(t *testing.T) {
 	cfg := config.Default("prod")
 	cfg.Rollout.WaveSize = "3"
 	prices := func(it, ct, zone string) (float64, bool) { return 0.192, it == "m5.xlarge" }
-	p, err := rollout.BuildPlan(planInventory(), rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Prices: prices, Now: time.Unix(100, 0)})
+	pools := generalPool()
+	p, err := rollout.BuildPlan(planInventory(), rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Pools: pools, Prices: prices, Now: time.Unix(100, 0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,31 +66,37 @@ func TestBuildPlan(t *testing.T) {
 	if got, want := strings.Join(waves, " | "), "n1@a n4@b n6@c | n2@a n5@b n3@a"; got != want {
 		t.Errorf("waves = %q, want %q", got, want)
 	}
-	// 3 movable pods of 3 CPU on 4-CPU nodes: one predicted node each; the
-	// do-not-disrupt pod stays and needs no capacity.
+	// 3 movable pods of 3 CPU on a pool of 4-CPU m5.xlarge: the engine
+	// predicts one node each; the do-not-disrupt pod stays and needs no
+	// capacity.
 	if got := len(p.Waves[0].PredictedNodes); got != 3 || p.Waves[0].Pods != 3 {
 		t.Errorf("wave 1: %d pods, %d predicted nodes; want 3 pods to move, 3 nodes", p.Waves[0].Pods, got)
 	}
-	if got := len(p.Waves[0].PreProvision); got != 3 || p.Waves[0].PreProvision[0].CPU != "3" {
-		t.Errorf("wave 1 placeholders = %+v, want 3 of 3 CPU", p.Waves[0].PreProvision)
+	for _, pn := range p.Waves[0].PredictedNodes {
+		if pn.InstanceType != "m5.xlarge" || pn.NodePool != "general-od" || pn.Pods != 1 {
+			t.Errorf("predicted %+v, want one pod on an m5.xlarge of general-od", pn)
+		}
 	}
-	if p.Cost.BeforePerHour != 1.15 || !p.Cost.Complete {
-		t.Errorf("cost = %+v, want before 6 x 0.192 = 1.15, complete", p.Cost)
+	if got := len(p.Waves[0].PreProvision); got != 3 || p.Waves[0].PreProvision[0].CPU != "3" || p.Waves[0].PreProvision[0].Memory != "2Gi" {
+		t.Errorf("wave 1 placeholders = %+v, want 3 of 3 CPU and 2Gi (the pods' requests, no DaemonSet overhead)", p.Waves[0].PreProvision)
+	}
+	if p.Cost.BeforePerHour != 1.15 || !p.Cost.Complete || p.Cost.AfterPerHour <= 0 {
+		t.Errorf("cost = %+v, want before 6 x 0.192 = 1.15, after priced by the engine, complete", p.Cost)
 	}
 	if b := p.Blockers(); len(b) != 1 || !strings.Contains(b[0].Object, "app/pinned") {
 		t.Errorf("blockers = %+v, want the do-not-disrupt pod", b)
 	}
-	if p.PoolForGroup["general"] != "general" || len(p.Steps) != 11 {
-		t.Errorf("pools %v steps %d", p.PoolForGroup, len(p.Steps))
+	if p.PoolForGroup["general"] != "general-od" || len(p.Steps) != 11 || !slices.Equal(p.Waves[1].NodePools, []string{"general-od"}) {
+		t.Errorf("pools %v (wave 2 %v) steps %d", p.PoolForGroup, p.Waves[1].NodePools, len(p.Steps))
 	}
 
 	// Same content, another time: same hash. Another wave size: another hash.
-	again, _ := rollout.BuildPlan(planInventory(), rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Prices: prices, Now: time.Unix(999, 0)})
+	again, _ := rollout.BuildPlan(planInventory(), rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Pools: pools, Prices: prices, Now: time.Unix(999, 0)})
 	if again.Hash != p.Hash {
 		t.Errorf("hash changed with CreatedAt only: %s vs %s", again.Hash, p.Hash)
 	}
 	cfg.Rollout.WaveSize = "2"
-	other, _ := rollout.BuildPlan(planInventory(), rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Prices: prices})
+	other, _ := rollout.BuildPlan(planInventory(), rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Pools: pools, Prices: prices})
 	if other.Hash == p.Hash {
 		t.Error("hash did not change with the wave size")
 	}
@@ -123,4 +146,130 @@ func FuzzParsePlan(f *testing.F) {
 			t.Fatal("accepted a plan without a hash")
 		}
 	})
+}
+
+// TestPoolsFromGeneratedTree writes a weighted tree with pkg/generate,
+// builds an overlay and reads which NodePools replace each node group: the
+// annotation generate writes is the one the planner reads.
+func TestPoolsFromGeneratedTree(t *testing.T) {
+	snap, err := inventory.ReadSnapshotFile("../generate/testdata/inventories/all.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := generate.DefaultOptions()
+	opts.Strategy = generate.StrategyWeighted
+	dir := t.TempDir()
+	rep, err := generate.Run(context.Background(), &snap.Inventory, opts, generate.TreeOptions{Dir: dir, Envs: []string{"prod"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := rollout.OverlayDir{Dir: dir, Env: "prod"}.Objects(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools, err := rollout.PoolsFromObjects(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pools.NodePools) != len(rep.Pools) {
+		t.Errorf("%d NodePools read, generate made %d", len(pools.NodePools), len(rep.Pools))
+	}
+	fromGenerate := rollout.PoolsFromGenerate(rep.Result)
+	for _, ps := range rep.Pools {
+		for _, g := range ps.NodeGroups {
+			if !slices.Contains(pools.ForGroup[g], ps.Name) || !slices.Contains(fromGenerate.ForGroup[g], ps.Name) {
+				t.Errorf("group %s: overlay says %v, generate %v; want both to contain %s", g, pools.ForGroup[g], fromGenerate.ForGroup[g], ps.Name)
+			}
+		}
+	}
+	// Weighted pools: the heavier (preferred) pool comes first.
+	weight := map[string]int32{}
+	for _, ps := range rep.Pools {
+		if ps.Weight != nil {
+			weight[ps.Name] = *ps.Weight
+		}
+	}
+	for g, names := range pools.ForGroup {
+		for i := 1; i < len(names); i++ {
+			if weight[names[i-1]] < weight[names[i]] {
+				t.Errorf("group %s pools %v: not by weight (%v)", g, names, weight)
+			}
+		}
+	}
+	if _, err := rollout.PoolsFromObjects(nil); err == nil {
+		t.Error("no NodePools: want an error")
+	}
+}
+
+func TestPlanFindingsFromPrediction(t *testing.T) {
+	inv := planInventory()
+	// A pod asking for more than any m5.xlarge has fits no NodePool.
+	inv.Pods = append(inv.Pods, inventory.Pod{Namespace: "app", Name: "huge", NodeName: "n2", OwnerKind: inventory.OwnerDeployment, OwnerName: "huge",
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16")}})
+	tests := map[string]struct {
+		pools *rollout.Pools
+		want  string
+	}{
+		"unschedulable": {generalPool(), "Pod app/huge: fits no NodePool of wave"},
+		"no pools":      {nil, "no NodePools were given"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			p, err := rollout.BuildPlan(inv, rollout.PlanOptions{Environment: "dev", Config: config.Default("dev"), Steps: migrations.Planned(), Pools: tt.pools})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var all []string
+			for _, f := range p.Findings {
+				all = append(all, f.Object+": "+f.Message)
+			}
+			if !strings.Contains(strings.Join(all, "\n"), tt.want) {
+				t.Errorf("findings %q, want one containing %q", all, tt.want)
+			}
+			if tt.pools == nil && (p.Cost.Complete || len(p.Waves[0].PreProvision) > 0) {
+				t.Errorf("without pools: cost %+v, placeholders %v; want incomplete cost and none", p.Cost, p.Waves[0].PreProvision)
+			}
+		})
+	}
+}
+
+func TestPlanIAM(t *testing.T) {
+	inv := planInventory()
+	p, err := rollout.BuildPlan(inv, rollout.PlanOptions{Environment: "dev", Config: config.Default("dev"), Steps: migrations.Planned(), IAM: &rollout.IAMOptions{Identity: "pod-identity"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.IAM == nil || p.IAM.Error == "" || !strings.Contains(p.IAM.Error, "accountID") {
+		t.Fatalf("IAM = %+v, want an error naming the missing account ID", p.IAM)
+	}
+	inv.Cluster.ARN = "arn:aws:eks:us-east-1:111122223333:cluster/c1"
+	p, err = rollout.BuildPlan(inv, rollout.PlanOptions{Environment: "dev", Config: config.Default("dev"), Steps: migrations.Planned(), IAM: &rollout.IAMOptions{Identity: "pod-identity"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.IAM.Error != "" || p.IAM.NodeRole != "KarpenterNodeRole-c1" || p.IAM.NodeAccess != "aws-auth" || p.IAM.Target.AccountID != "111122223333" {
+		t.Errorf("IAM = %+v", p.IAM)
+	}
+	d, err := p.IAM.Desired()
+	if err != nil || d.ControllerRole != "KarpenterControllerRole-c1" {
+		t.Errorf("Desired = %v, %v", d, err)
+	}
+}
+
+func TestNodeGroupOf(t *testing.T) {
+	tests := map[string]struct {
+		labels map[string]string
+		want   string
+	}{
+		"managed":    {map[string]string{"eks.amazonaws.com/nodegroup": "ng"}, "ng"},
+		"eksctl":     {map[string]string{"alpha.eksctl.io/nodegroup-name": "ng"}, "ng"},
+		"own label":  {map[string]string{"karpenter-migrate.io/node-group": "ng"}, "ng"},
+		"karpenter":  {map[string]string{"eks.amazonaws.com/nodegroup": "ng", "karpenter.sh/nodepool": "ng"}, ""},
+		"unlabelled": {nil, ""},
+	}
+	for name, tt := range tests {
+		if got := rollout.NodeGroupOf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: tt.labels}}); got != tt.want {
+			t.Errorf("%s: NodeGroupOf = %q, want %q", name, got, tt.want)
+		}
+	}
 }

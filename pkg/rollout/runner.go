@@ -82,7 +82,8 @@ type Session struct {
 	Plan      *Plan
 	Journal   *Journal
 	Options   Options
-	// Infra runs the IAM steps (pkg/iam); nil skips them with a note.
+	// Infra runs the IAM steps (IAMInfra over pkg/iam); nil skips them
+	// with a note.
 	Infra Infra
 	// Overlay yields the environment's NodePools and node classes
 	// (pkg/generate's built overlay); nil skips the NodePools step.
@@ -129,6 +130,9 @@ func (r *Runner) init() error {
 	}
 	s.store = NewStore(s.Kube, s.Namespace, s.Plan.Environment)
 	s.em = &emitter{obs: s.Options.Observer, now: s.Clock.Now, dryRun: s.Options.DryRun}
+	if si, ok := s.Infra.(SessionInfra); ok {
+		si.Bind(s)
+	}
 	return nil
 }
 

@@ -1,0 +1,218 @@
+package rollout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
+)
+
+// IAMOptions are the choices for the IAM steps, as pkg/iam.Options, in the
+// plan's spelling.
+type IAMOptions struct {
+	KarpenterVersion   string `json:"karpenterVersion,omitempty"`
+	Identity           string `json:"identity,omitempty"`
+	InstanceProfile    bool   `json:"instanceProfile,omitempty"`
+	CreateOIDCProvider bool   `json:"createOIDCProvider,omitempty"`
+	Adopt              bool   `json:"adopt,omitempty"`
+	Namespace          string `json:"namespace,omitempty"`
+	ServiceAccount     string `json:"serviceAccount,omitempty"`
+}
+
+func (o IAMOptions) iam() iam.Options {
+	return iam.Options{KarpenterVersion: o.KarpenterVersion, Identity: iam.Identity(o.Identity), InstanceProfile: o.InstanceProfile,
+		CreateOIDCProvider: o.CreateOIDCProvider, Adopt: o.Adopt, Namespace: o.Namespace, ServiceAccount: o.ServiceAccount}
+}
+
+// PlanIAM is the IAM part of a plan: the cluster facts pkg/iam builds the
+// desired state from, the options, and a summary of what the steps create.
+type PlanIAM struct {
+	Target  iam.Target `json:"target"`
+	Options IAMOptions `json:"options"`
+	// Error says why the IAM steps cannot run (facts missing from the
+	// inventory); the other summary fields are then empty.
+	Error          string `json:"error,omitempty"`
+	Identity       string `json:"identity,omitempty"`
+	NodeRole       string `json:"nodeRole,omitempty"`
+	ControllerRole string `json:"controllerRole,omitempty"`
+	Queue          string `json:"queue,omitempty"`
+	NodeAccess     string `json:"nodeAccess,omitempty"`
+}
+
+func planIAM(inv *inventory.Inventory, o IAMOptions) *PlanIAM {
+	p := &PlanIAM{Options: o}
+	t, err := iam.TargetFromInventory(inv)
+	p.Target = t
+	if err != nil {
+		p.Error = err.Error()
+		return p
+	}
+	d, err := iam.Build(t, o.iam())
+	if err != nil {
+		p.Error = err.Error()
+		return p
+	}
+	p.Identity, p.NodeRole, p.ControllerRole, p.Queue, p.NodeAccess = string(d.Identity), d.NodeRole, d.ControllerRole, d.Queue, d.NodeAccess
+	return p
+}
+
+// Desired builds pkg/iam's desired state from the plan.
+func (p *PlanIAM) Desired() (*iam.Desired, error) {
+	if p.Error != "" {
+		return nil, fmt.Errorf("the plan cannot run the IAM steps: %s", p.Error)
+	}
+	return iam.Build(p.Target, p.Options.iam())
+}
+
+// SessionInfra is an Infra that works with the run's session: the runner
+// binds it before the first step, and it records what it creates in the
+// journal and honours Options.DryRun itself (so the runbook calls it in
+// dry runs too, to report what would change).
+type SessionInfra interface {
+	Infra
+	Bind(s *Session)
+}
+
+// iamJournalKey is where IAMInfra keeps pkg/iam's journal in Recorded.Extra.
+const iamJournalKey = "iam"
+
+// IAMInfra runs the IAM steps through pkg/iam: each runbook group is
+// planned (BuildPlan with Only) and applied, pkg/iam's journal lives in
+// the rollout journal, and Down deletes everything the tool created for
+// the cluster (once, for every group).
+type IAMInfra struct {
+	Desired *iam.Desired
+	Clients iam.Clients
+	Backoff iam.Backoff
+
+	s        *Session
+	downDone bool
+}
+
+// Bind implements SessionInfra.
+func (x *IAMInfra) Bind(s *Session) { x.s = s }
+
+func (x *IAMInfra) plan(ctx context.Context, group string) (*iam.Plan, error) {
+	return iam.BuildPlan(ctx, x.Desired, x.Clients, iam.PlanOptions{Only: []iam.Group{iam.Group(group)}, Backoff: x.Backoff})
+}
+
+// Check reports whether every object of the group is up to date.
+func (x *IAMInfra) Check(ctx context.Context, group string) (bool, string, error) {
+	p, err := x.plan(ctx, group)
+	if err != nil {
+		return false, "", err
+	}
+	if len(p.Blocked()) > 0 || p.Changes() > 0 {
+		return false, "", nil
+	}
+	return true, fmt.Sprintf("%d %s object(s) already in place", len(p.Items), group), nil
+}
+
+// Up applies the group's plan; in a dry run it reports what would change.
+func (x *IAMInfra) Up(ctx context.Context, group string) error {
+	p, err := x.plan(ctx, group)
+	if err != nil {
+		return err
+	}
+	if x.s.Options.DryRun {
+		for _, it := range p.Items {
+			if it.Action != iam.ActionNoop {
+				x.s.change("%s %s %s %s", it.Action, it.Kind, it.Name, it.Reason)
+			}
+		}
+		if b := p.Blocked(); len(b) > 0 {
+			return &iam.BlockedError{Items: b}
+		}
+		return nil
+	}
+	j, err := x.journal()
+	if err != nil {
+		return err
+	}
+	_, err = iam.Apply(ctx, p, x.Clients, iam.ApplyOptions{
+		Backoff: x.Backoff, Journal: j, Now: x.s.Clock.Now,
+		Save: func(j *iam.Journal) error {
+			b, err := json.Marshal(j)
+			if err != nil {
+				return err
+			}
+			if x.s.Journal.Recorded.Extra == nil {
+				x.s.Journal.Recorded.Extra = map[string]json.RawMessage{}
+			}
+			x.s.Journal.Recorded.Extra[iamJournalKey] = b
+			return x.s.save(ctx)
+		},
+		OnStep: func(it iam.Item) { x.s.change("%s %s %s", it.Action, it.Kind, it.Name) },
+	})
+	if err != nil {
+		return err
+	}
+	if group == string(iam.GroupNodeAccess) && slices.ContainsFunc(p.Items, func(it iam.Item) bool { return it.Kind == iam.KindAWSAuth && it.Action == iam.ActionCreate }) {
+		return x.recordAWSAuthBackup(ctx)
+	}
+	return nil
+}
+
+func (x *IAMInfra) journal() (*iam.Journal, error) {
+	raw, ok := x.s.Journal.Recorded.Extra[iamJournalKey]
+	if !ok {
+		return &iam.Journal{Cluster: x.Desired.Target.Cluster}, nil
+	}
+	var j iam.Journal
+	if err := json.Unmarshal(raw, &j); err != nil {
+		return nil, fmt.Errorf("journal recorded.extra.%s (pkg/iam's journal): %w", iamJournalKey, err)
+	}
+	return &j, nil
+}
+
+// recordAWSAuthBackup records the oldest backup of aws-auth the editor
+// took: the state before the rollout first changed it.
+func (x *IAMInfra) recordAWSAuthBackup(ctx context.Context) error {
+	ed, ok := x.Clients.AWSAuth.(*awsauth.Editor)
+	if !ok || ed.BackupNamespace == "" || x.s.Journal.Recorded.AWSAuthBackup != "" {
+		return nil
+	}
+	list, err := ed.Client.CoreV1().ConfigMaps(ed.BackupNamespace).List(ctx, metav1.ListOptions{LabelSelector: awsauth.BackupLabel + "=true"})
+	if err != nil {
+		return fmt.Errorf("find the aws-auth backup in %s: %w", ed.BackupNamespace, err)
+	}
+	var names []string
+	for _, cm := range list.Items {
+		names = append(names, cm.Name)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names) // aws-auth-backup-<UTC stamp>-rv<N>
+	x.s.Journal.Recorded.AWSAuthBackup = ed.BackupNamespace + "/" + names[0]
+	return x.s.save(ctx)
+}
+
+// Down deletes every object the tool created for the cluster; later calls
+// in the same run do nothing.
+func (x *IAMInfra) Down(ctx context.Context) error {
+	if x.downDone {
+		return nil
+	}
+	j, err := x.journal()
+	if err != nil {
+		return err
+	}
+	items, err := iam.Down(ctx, x.Desired, j, x.Clients, iam.DownOptions{Backoff: x.Backoff, DryRun: x.s.Options.DryRun})
+	for _, it := range items {
+		if it.Action == iam.ActionDelete {
+			x.s.change("delete %s %s", it.Kind, it.Name)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	x.downDone = true
+	return nil
+}
