@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,6 +130,7 @@ func (c *countingWriter) count() int {
 // healthyWatch tracks the fewest healthy pods seen after any watch event.
 type healthyWatch struct {
 	stopWatch func()
+	stopping  atomic.Bool // set before stopWatch: the stream may then end with an error event
 	done      chan struct{}
 	min       int
 	events    int
@@ -156,7 +158,9 @@ func watchHealthy(ctx context.Context, t *testing.T, env *testenv.Env, ns, selec
 		for ev := range wi.ResultChan() {
 			p, ok := ev.Object.(*corev1.Pod)
 			if !ok {
-				t.Errorf("unexpected watch event %s: %v", ev.Type, ev.Object)
+				if !w.stopping.Load() {
+					t.Errorf("watch ended early, healthy pods unknown from here: %s %v", ev.Type, ev.Object)
+				}
 				return
 			}
 			if ev.Type == watch.Deleted {
@@ -174,6 +178,7 @@ func watchHealthy(ctx context.Context, t *testing.T, env *testenv.Env, ns, selec
 // stop ends the watch and returns the fewest healthy pods seen and the
 // number of events.
 func (w *healthyWatch) stop() (int, int) {
+	w.stopping.Store(true)
 	w.stopWatch()
 	<-w.done
 	return w.min, w.events
