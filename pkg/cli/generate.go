@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -8,26 +9,32 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 
+	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/discover"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
 type generateOptions struct {
-	snapshot string
-	gen      generate.Options
-	tree     generate.TreeOptions
-	strategy string
-	flex     string
-	selector string
+	snapshot        string
+	cluster         string
+	includeUserData bool
+	gen             generate.Options
+	tree            generate.TreeOptions
+	strategy        string
+	flex            string
+	selector        string
 }
 
 func newGenerateCmd(g *GlobalOptions) *cobra.Command {
 	o := &generateOptions{gen: generate.DefaultOptions()}
 	cmd := &cobra.Command{
-		Use:   "generate --snapshot FILE [--out DIR] [--envs dev,staging,prod] [--strategy multiple|single|weighted] [--flexibility exact|family|similar]",
+		Use:   "generate --snapshot FILE|--cluster NAME [--out DIR] [--envs dev,staging,prod] [--strategy multiple|single|weighted] [--flexibility exact|family|similar]",
 		Short: "Generate Karpenter v1 NodePools and EC2NodeClasses from the node groups, as a kustomize tree",
-		Long: `generate maps every node group of an inventory snapshot to a Karpenter v1 NodePool and
+		Long: `generate maps every node group of an inventory snapshot (or of a cluster it discovers
+live with --cluster, as discover does) to a Karpenter v1 NodePool and
 EC2NodeClass (instance types, zones, architecture, capacity type, labels, taints, limits,
 AMI, user data, block devices, IMDS, kubelet settings) and writes them as a kustomize tree:
 
@@ -52,6 +59,9 @@ inventory changes nothing. Groups that cannot be mapped are reported and skipped
   # Only prod, with your own profiles added to the built-in ones, and pause pods
   karpenter-migrate generate --snapshot snapshot.json --envs prod --profiles my-profiles/ --overprovisioning
 
+  # Straight from the live cluster, carrying custom user data into the EC2NodeClasses
+  karpenter-migrate generate --cluster prod --region eu-west-1 --include-user-data --out karpenter/
+
   # Then apply one environment
   kubectl apply -k karpenter/overlays/prod`,
 		Args: cobra.NoArgs,
@@ -61,6 +71,8 @@ inventory changes nothing. Groups that cannot be mapped are reported and skipped
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.snapshot, "snapshot", "", "inventory snapshot to generate from (written by discover)")
+	f.StringVar(&o.cluster, "cluster", "", "discover this EKS cluster live instead of reading --snapshot")
+	f.BoolVar(&o.includeUserData, "include-user-data", false, "with --cluster: read launch template user data so custom commands are carried (it may hold secrets)")
 	f.StringVar(&o.tree.Dir, "out", "karpenter", "directory of the kustomize tree")
 	f.StringSliceVar(&o.tree.Envs, "envs", []string{"dev", "staging", "prod"}, "environment profiles to write overlays for")
 	f.StringVar(&o.tree.ProfilesDir, "profiles", "", "directory of extra profiles (<dir>/<name>/profile.yaml); a name given there replaces the built-in one")
@@ -87,19 +99,30 @@ func runGenerate(cmd *cobra.Command, g *GlobalOptions, o *generateOptions) error
 	if err := oneOf("selectors", o.selector, string(generate.SelectorsTag), string(generate.SelectorsIDs)); err != nil {
 		return err
 	}
-	if o.snapshot == "" {
-		return errors.New("--snapshot FILE is required: write one with discover, then generate from it")
-	}
-	snap, err := inventory.ReadSnapshotFile(o.snapshot)
-	if err != nil {
-		return fmt.Errorf("--snapshot %s: %w", o.snapshot, err)
+	var inv *inventory.Inventory
+	switch {
+	case o.snapshot != "" && o.cluster != "":
+		return errors.New("give --snapshot FILE or --cluster NAME, not both")
+	case o.snapshot != "":
+		snap, err := inventory.ReadSnapshotFile(o.snapshot)
+		if err != nil {
+			return fmt.Errorf("--snapshot %s: %w", o.snapshot, err)
+		}
+		inv = &snap.Inventory
+	case o.cluster != "":
+		var err error
+		if inv, err = discoverLive(cmd.Context(), g, o.cluster, o.includeUserData); err != nil {
+			return err
+		}
+	default:
+		return errors.New("--snapshot FILE or --cluster NAME is required: generate from a discover snapshot or discover the cluster now")
 	}
 	o.gen.Strategy = generate.Strategy(o.strategy)
 	o.gen.Flexibility = generate.Flexibility(o.flex)
 	o.gen.Selectors = generate.SelectorMode(o.selector)
 	o.gen.Namespace = g.Namespace
 
-	rep, err := generate.Run(cmd.Context(), &snap.Inventory, o.gen, o.tree)
+	rep, err := generate.Run(cmd.Context(), inv, o.gen, o.tree)
 	if err != nil {
 		return err
 	}
@@ -108,6 +131,31 @@ func runGenerate(cmd *cobra.Command, g *GlobalOptions, o *generateOptions) error
 	}
 	printGenerateReport(g, rep)
 	return nil
+}
+
+// discoverLive reads the cluster from AWS and Kubernetes as discover does.
+func discoverLive(ctx context.Context, g *GlobalOptions, cluster string, includeUserData bool) (*inventory.Inventory, error) {
+	cfg, err := kmaws.LoadConfig(ctx, kmaws.Options{Region: g.Region, Profile: g.Profile, EndpointURL: g.EndpointURL})
+	if err != nil {
+		return nil, err
+	}
+	c := kmaws.NewClients(cfg)
+	rc, err := g.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	src := discover.Sources{AutoScaling: c.AutoScaling, EC2: c.EC2, EKS: c.EKS, Kube: kube}
+	prog := newProgress(g.IO.ErrOut, g.IO.IsStdoutTTY())
+	inv, err := discover.Run(ctx, src, discover.Options{ClusterName: cluster, Region: cfg.Region, IncludeUserData: includeUserData, Progress: prog.step})
+	prog.done()
+	if err != nil {
+		return nil, fmt.Errorf("discover cluster %s: %w", cluster, err)
+	}
+	return inv, nil
 }
 
 func printGenerateReport(g *GlobalOptions, rep *generate.Report) {

@@ -84,7 +84,8 @@ func TestGenerateCommandErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no snapshot", []string{"generate"}, "--snapshot FILE is required"},
+		{"no input", []string{"generate"}, "--snapshot FILE or --cluster NAME is required"},
+		{"both inputs", []string{"generate", "--snapshot", generateFixture, "--cluster", "prod"}, "not both"},
 		{"missing snapshot", []string{"generate", "--snapshot", "nope.json"}, "--snapshot nope.json"},
 		{"bad strategy", []string{"generate", "--snapshot", generateFixture, "--strategy", "many"}, `--strategy "many": want one of multiple, single, weighted`},
 		{"bad flexibility", []string{"generate", "--snapshot", generateFixture, "--flexibility", "any"}, `--flexibility "any"`},
