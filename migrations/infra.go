@@ -17,7 +17,7 @@ func infraStep(id, group, purpose string) rollout.Step {
 		ID: id, Purpose: purpose,
 		Check: func(ctx context.Context, s *rollout.Session) (bool, string, error) {
 			if s.Infra == nil {
-				return true, "not run: no IAM configuration was given to this run (pkg/iam is wired by the CLI with --snapshot and AWS access)", nil
+				return true, "not run: the plan has no IAM section (planned with --skip-iam); IAM is managed elsewhere", nil
 			}
 			return s.Infra.Check(ctx, group)
 		},

@@ -8,16 +8,24 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	awsiam "github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/version"
 )
@@ -31,6 +39,7 @@ const (
 type runFlags struct {
 	plan          string
 	dir           string
+	config        string
 	dryRun        bool
 	yes           bool
 	forceEvict    bool
@@ -70,14 +79,15 @@ Exit codes: 4 paused (a gate failed or a wait timed out), 5 the cluster changed 
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRollout(cmd.Context(), g, f, func(ctx context.Context, r *rollout.Runner) error {
 				if replan {
-					return errors.New("--replan needs a live discovery, which this build cannot do yet; run `karpenter-migrate plan` on a fresh snapshot and apply that plan")
+					r.Replan = replanner(g, f, r.Plan)
 				}
 				return r.Apply(ctx)
 			})
 		},
 	}
 	f.bind(cmd)
-	cmd.Flags().BoolVar(&replan, "replan", false, "plan again when the cluster changed since the plan, instead of refusing")
+	cmd.Flags().BoolVar(&replan, "replan", false, "when the cluster changed since the plan, discover it again and apply a new plan (written next to --plan) instead of refusing")
+	cmd.Flags().StringVar(&f.config, "config", "", "environment migration config for --replan (default: built-in defaults for the plan's environment)")
 	return cmd
 }
 
@@ -152,10 +162,62 @@ func newRunner(ctx context.Context, g *GlobalOptions, f *runFlags, p *rollout.Pl
 	if f.dir != "" {
 		r.Overlay = rollout.OverlayDir{Dir: f.dir, Env: p.Environment}
 	}
+	if p.IAM != nil {
+		if r.Infra, err = iamInfra(g, p.IAM, awsCfg, clients, kc); err != nil {
+			return nil, err
+		}
+	}
 	if !f.yes && !f.dryRun {
 		r.Options.Confirm = func(q string) (bool, error) { return g.IO.Confirm(q, "--yes") }
 	}
 	return r, nil
+}
+
+// iamInfra runs the plan's IAM steps with pkg/iam over the SDK clients;
+// aws-auth is edited (backed up to the tool's namespace first) when the
+// cluster maps nodes through it.
+func iamInfra(g *GlobalOptions, p *rollout.PlanIAM, cfg aws.Config, c *kmaws.Clients, kc kubernetes.Interface) (*rollout.IAMInfra, error) {
+	d, err := p.Desired()
+	if err != nil {
+		return nil, err
+	}
+	x := &rollout.IAMInfra{Desired: d, Clients: iam.Clients{
+		IAM: awsiam.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), EventBridge: eventbridge.NewFromConfig(cfg), EKS: c.EKS, EC2: c.EC2,
+	}}
+	if d.NodeAccess == iam.NodeAccessConfigMap {
+		x.Clients.AWSAuth = &awsauth.Editor{Client: kc, BackupNamespace: g.Namespace}
+	}
+	return x, nil
+}
+
+// replanner discovers the plan's cluster again and plans it as plan would,
+// writing the new plan next to the old one so the user can read what ran.
+func replanner(g *GlobalOptions, f *runFlags, old *rollout.Plan) func(context.Context) (*rollout.Plan, error) {
+	return func(ctx context.Context) (*rollout.Plan, error) {
+		cfg, err := loadConfig(old.Environment, f.config)
+		if err != nil {
+			return nil, err
+		}
+		src, err := inventorySource(g, "", old.Cluster, firstNonEmpty(old.Region, cfg.Region))
+		if err != nil {
+			return nil, err
+		}
+		req := rollout.PlanRequest{Environment: old.Environment, Config: cfg, Steps: migrations.Planned(), Inventory: src, Dir: f.dir, Now: time.Now()}
+		if old.IAM != nil {
+			o := old.IAM.Options
+			req.IAM = &o
+		}
+		p, err := rollout.MakePlan(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		path := strings.TrimSuffix(f.plan, filepath.Ext(f.plan)) + ".replanned" + filepath.Ext(f.plan)
+		if err := p.WriteFile(path); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(g.IO.ErrOut, "cluster changed since the plan; wrote the new plan %s to %s and applying it\n", p.Hash, path)
+		return p, nil
+	}
 }
 
 func firstNonEmpty(v ...string) string {

@@ -1,13 +1,19 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/discover"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -15,53 +21,147 @@ import (
 type planOptions struct {
 	env      string
 	snapshot string
+	cluster  string
+	dir      string
 	config   string
 	out      string
 	pools    map[string]string
+	iam      iamPlanFlags
+}
+
+// iamPlanFlags are the plan's choices for the IAM steps.
+type iamPlanFlags struct {
+	skip bool
+	opts rollout.IAMOptions
+}
+
+func (f *iamPlanFlags) bind(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.BoolVar(&f.skip, "skip-iam", false, "leave the IAM steps (02..06) out: IAM is managed elsewhere or was made with the iam command")
+	fl.StringVar(&f.opts.Identity, "identity", "", "controller credentials: irsa or pod-identity (default: pod-identity when the cluster runs the Pod Identity agent)")
+	fl.StringVar(&f.opts.KarpenterVersion, "karpenter-version", iam.DefaultKarpenterVersion, "Karpenter version whose controller policies the IAM steps create")
+	fl.BoolVar(&f.opts.CreateOIDCProvider, "create-oidc-provider", false, "let the IAM steps create the cluster's IAM OIDC provider when IRSA needs it")
+	fl.BoolVar(&f.opts.Adopt, "adopt", false, "let the IAM steps take over matching objects not created by karpenter-migrate")
+}
+
+func (f *iamPlanFlags) options() (*rollout.IAMOptions, error) {
+	if f.skip {
+		return nil, nil
+	}
+	if f.opts.Identity != "" {
+		if err := oneOf("identity", f.opts.Identity, "irsa", "pod-identity"); err != nil {
+			return nil, err
+		}
+	}
+	o := f.opts
+	return &o, nil
 }
 
 func newPlanCmd(g *GlobalOptions) *cobra.Command {
 	o := &planOptions{}
 	cmd := &cobra.Command{
-		Use:   "plan --env ENV --snapshot FILE",
+		Use:   "plan --env ENV (--snapshot FILE | --cluster NAME) [--dir DIR]",
 		Short: "Plan the rollout of one environment: steps, waves, pre-provisioning, findings, cost",
 		Long: `plan cuts the legacy nodes into waves (by node group, zones interleaved, wave size
-from the environment's config), predicts the Karpenter nodes each wave needs and the
-placeholder pods that pre-provision them, lists readiness findings and the cost before
-and after, and writes plan.yaml with a content hash that apply verifies.`,
-		Example: `  # Plan prod from a snapshot, with its migration config
-  karpenter-migrate plan --env prod --snapshot snapshot.json --config migrations/prod.yaml -f plan.yaml
+from the environment's config), predicts with the embedded Karpenter scheduler the nodes
+each wave needs on the NodePools that replace its group (from the tree generate wrote,
+--dir) and the placeholder pods that pre-provision them, lists readiness findings, what the
+IAM steps create and the cost before and after, and writes plan.yaml with a content hash
+that apply verifies.
 
-  # Print the plan as JSON instead of a summary
-  karpenter-migrate plan --env dev --snapshot snapshot.json -o json`,
-		RunE: func(cmd *cobra.Command, _ []string) error { return planRun(g, o) },
+The cluster is read from a snapshot (discover --snapshot) or, with --cluster, live from
+AWS and Kubernetes.`,
+		Example: `  # Plan prod from a snapshot and the generated tree, with its migration config
+  karpenter-migrate plan --env prod --snapshot snapshot.json --dir karpenter --config migrations/prod.yaml -f plan.yaml
+
+  # Plan dev live from the cluster, IAM managed elsewhere, as JSON
+  karpenter-migrate plan --env dev --cluster dev-eks --dir karpenter --skip-iam -o json`,
+		RunE: func(cmd *cobra.Command, _ []string) error { return planRun(cmd.Context(), g, o) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.env, "env", "", "environment name (dev, staging, prod, ...)")
 	f.StringVar(&o.snapshot, "snapshot", "", "inventory snapshot written by discover --snapshot")
+	f.StringVar(&o.cluster, "cluster", "", "EKS cluster to discover live instead of --snapshot (default: the config's cluster)")
+	f.StringVar(&o.dir, "dir", "", "DIR: tree written by generate; its overlays/<env> has the NodePools (default: generate them in memory)")
 	f.StringVar(&o.config, "config", "", "environment migration config (default: built-in defaults for --env)")
 	f.StringVarP(&o.out, "file", "f", "plan.yaml", "where to write the plan")
-	f.StringToStringVar(&o.pools, "pool-for-group", nil, "NodePool replacing a node group, GROUP=POOL (default: the group's name, as generate's multiple strategy names them)")
+	f.StringToStringVar(&o.pools, "pool-for-group", nil, "NodePool replacing a node group, GROUP=POOL (default: the pools whose karpenter-migrate.io/node-groups annotation names it)")
+	o.iam.bind(cmd)
 	_ = cmd.MarkFlagRequired("env")
-	_ = cmd.MarkFlagRequired("snapshot")
 	return cmd
 }
 
-func planRun(g *GlobalOptions, o *planOptions) error {
-	snap, err := inventory.ReadSnapshotFile(o.snapshot)
+// loadConfig returns the environment's config file or the defaults.
+func loadConfig(env, path string) (config.Config, error) {
+	if path == "" {
+		return config.Default(env), nil
+	}
+	c, err := config.Load(path)
+	if err != nil {
+		return config.Config{}, err
+	}
+	return *c, nil
+}
+
+// inventorySource reads a snapshot file or discovers the cluster live.
+func inventorySource(g *GlobalOptions, snapshot, cluster, region string) (func(context.Context) (*inventory.Inventory, error), error) {
+	if snapshot != "" {
+		if cluster != "" {
+			return nil, errors.New("give one of --snapshot (read a snapshot) and --cluster (discover live), not both")
+		}
+		return func(context.Context) (*inventory.Inventory, error) {
+			snap, err := inventory.ReadSnapshotFile(snapshot)
+			if err != nil {
+				return nil, err
+			}
+			return &snap.Inventory, nil
+		}, nil
+	}
+	if cluster == "" {
+		return nil, errors.New("no cluster to plan: give --snapshot FILE, or --cluster NAME (or cluster: in --config) to discover it live")
+	}
+	return func(ctx context.Context) (*inventory.Inventory, error) {
+		cfg, err := kmaws.LoadConfig(ctx, kmaws.Options{Region: firstNonEmpty(g.Region, region), Profile: g.Profile, EndpointURL: g.EndpointURL})
+		if err != nil {
+			return nil, err
+		}
+		c := kmaws.NewClients(cfg)
+		rc, err := g.RESTConfig()
+		if err != nil {
+			return nil, err
+		}
+		kc, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		return discover.Run(ctx, discover.Sources{AutoScaling: c.AutoScaling, EC2: c.EC2, EKS: c.EKS, Kube: kc},
+			discover.Options{ClusterName: cluster, Region: cfg.Region})
+	}, nil
+}
+
+func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	cfg, err := loadConfig(o.env, o.config)
 	if err != nil {
 		return err
 	}
-	cfg := config.Default(o.env)
-	if o.config != "" {
-		c, err := config.Load(o.config)
-		if err != nil {
-			return err
-		}
-		cfg = *c
+	cluster := o.cluster
+	if o.snapshot == "" && cluster == "" {
+		cluster = cfg.Cluster
 	}
-	p, err := rollout.BuildPlan(&snap.Inventory, rollout.PlanOptions{
-		Environment: o.env, Config: cfg, Steps: migrations.Planned(), PoolForGroup: o.pools, Now: time.Now(),
+	src, err := inventorySource(g, o.snapshot, cluster, cfg.Region)
+	if err != nil {
+		return err
+	}
+	iamOpts, err := o.iam.options()
+	if err != nil {
+		return err
+	}
+	p, err := rollout.MakePlan(ctx, rollout.PlanRequest{
+		Environment: o.env, Config: cfg, Steps: migrations.Planned(), Inventory: src, Dir: o.dir,
+		PoolForGroup: o.pools, IAM: iamOpts, Now: time.Now(),
 	})
 	if err != nil {
 		return err
@@ -85,6 +185,9 @@ func planRun(g *GlobalOptions, o *planOptions) error {
 	}
 	if err := t.Flush(); err != nil {
 		return err
+	}
+	if p.IAM != nil && p.IAM.Error == "" {
+		fmt.Fprintf(w, "\nIAM: node role %s, controller role %s (%s), queue %s, nodes join by %s\n", p.IAM.NodeRole, p.IAM.ControllerRole, p.IAM.Identity, p.IAM.Queue, p.IAM.NodeAccess)
 	}
 	fmt.Fprintf(w, "\nBudget: %d nodes per wave, %d drained at once; gates: node ready %s, pod pending %s, PDB wait %s\n",
 		p.Budget.WaveSize, p.Budget.Concurrency, p.Budget.Gates.NodeReadyTimeout, p.Budget.Gates.MaxPodPending, p.Budget.Gates.PDBWaitTimeout)

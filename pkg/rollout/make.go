@@ -1,0 +1,104 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
+)
+
+// PlanRequest is what the plan command, and apply --replan, ask MakePlan for.
+type PlanRequest struct {
+	Environment string
+	Config      config.Config
+	Steps       []PlannedStep
+	// Inventory reads the cluster: a snapshot file or a live discovery
+	// (pkg/discover).
+	Inventory func(ctx context.Context) (*inventory.Inventory, error)
+	// Dir is the tree pkg/generate wrote; its overlays/<env> gives the
+	// NodePools and which groups they replace. Empty generates them in
+	// memory with the config's generate options (what `generate` would
+	// write), which apply cannot apply: it needs --dir.
+	Dir string
+	// PoolForGroup overrides the NodePool replacing a group.
+	PoolForGroup map[string]string
+	// IAM plans the IAM steps with these options; nil leaves them out.
+	IAM     *IAMOptions
+	Catalog *catalog.Catalog
+	Now     time.Time
+}
+
+// readinessJudgedByPlan are readiness checks the plan makes itself, with
+// the rollout's remedies in mind (a surge restart moves a pod whose PDB
+// allows no disruption; the runbook scales Cluster Autoscaler down; the
+// engine reports pods that fit no NodePool).
+var readinessJudgedByPlan = []string{
+	readiness.IDPDBZeroDisruptions, readiness.IDNoController, readiness.IDLocalData, readiness.IDSafeToEvictFalse,
+	readiness.IDCARunning, readiness.IDPodTooLarge,
+}
+
+// MakePlan reads the inventory, finds the environment's NodePools and
+// plans the rollout (BuildPlan) with pkg/readiness's findings added.
+func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
+	if req.Inventory == nil {
+		return nil, errors.New("plan: no inventory source (give --snapshot or --cluster)")
+	}
+	inv, err := req.Inventory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var pools Pools
+	if req.Dir != "" {
+		objs, err := OverlayDir{Dir: req.Dir, Env: req.Environment}.Objects(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("NodePools of environment %s: %w", req.Environment, err)
+		}
+		if pools, err = PoolsFromObjects(objs); err != nil {
+			return nil, fmt.Errorf("%s overlays/%s: %w", req.Dir, req.Environment, err)
+		}
+	} else {
+		g := req.Config.Generate
+		opts := generate.DefaultOptions()
+		opts.Strategy, opts.Flexibility, opts.KeepNodeGroupLabel = generate.Strategy(g.Strategy), generate.Flexibility(g.Flexibility), g.KeepNodegroupLabel
+		opts.Catalog = req.Catalog
+		res, err := generate.Generate(inv, opts)
+		if err != nil {
+			return nil, fmt.Errorf("generate the NodePools to plan with (or pass --dir with a generated tree): %w", err)
+		}
+		pools = PoolsFromGenerate(res)
+	}
+	var labels []string
+	if req.Config.Generate.KeepNodegroupLabel || req.Dir != "" {
+		labels = []string{"eks.amazonaws.com/nodegroup"}
+	}
+	var findings []Finding
+	for _, f := range readiness.Evaluate(inv, readiness.Options{NodeGroupLabels: labels}).Findings {
+		if slices.Contains(readinessJudgedByPlan, f.ID) || slices.Contains(req.Config.Readiness.Acknowledge, f.ID) {
+			continue
+		}
+		findings = append(findings, Finding{Severity: string(f.Severity), Object: objects(f.Objects), Message: fmt.Sprintf("%s (%s): %s Fix: %s", f.Title, f.ID, f.Why, f.Fix)})
+	}
+	if req.Dir == "" {
+		findings = append(findings, Finding{Severity: "info", Message: "NodePools predicted from generate's defaults for this config; apply needs --dir with the tree `karpenter-migrate generate` writes"})
+	}
+	return BuildPlan(inv, PlanOptions{
+		Environment: req.Environment, Config: req.Config, Steps: req.Steps, Pools: &pools, PoolForGroup: req.PoolForGroup,
+		Catalog: req.Catalog, IAM: req.IAM, Findings: findings, Now: req.Now,
+	})
+}
+
+func objects(objs []string) string {
+	const show = 5
+	if len(objs) <= show {
+		return strings.Join(objs, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(objs[:show], ", "), len(objs)-show)
+}
