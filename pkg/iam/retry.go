@@ -3,7 +3,9 @@ package iam
 import (
 	"context"
 	"errors"
+	"io"
 	"math/rand/v2"
+	"net"
 	"time"
 
 	"github.com/aws/smithy-go"
@@ -58,6 +60,14 @@ func ErrorCode(err error) string {
 	return ""
 }
 
+// transient reports a connection that broke mid-request or mid-response.
+// Reads are safe to repeat; a repeated create that had in fact succeeded
+// answers "already exists", which Apply resolves by reading the object.
+func transient(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &op)
+}
+
 // retry runs fn until it succeeds, fails with an error that is not
 // retryable, or the attempts run out. consistency also retries the errors
 // that IAM's eventual consistency produces.
@@ -71,7 +81,7 @@ func retry(ctx context.Context, b Backoff, consistency bool, fn func() error) er
 			return nil
 		}
 		code := ErrorCode(err)
-		retryable := throttleCodes[code] || (consistency && consistencyCodes[code])
+		retryable := throttleCodes[code] || (consistency && consistencyCodes[code]) || transient(err)
 		if !retryable || attempt >= b.Attempts {
 			return err
 		}
