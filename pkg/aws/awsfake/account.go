@@ -41,6 +41,7 @@ type Account struct {
 	SQS         SQSState         `json:"sqs"`
 	EventBridge EventBridgeState `json:"eventBridge"`
 	EKSAccess   EKSAccessState   `json:"eksAccess"`
+	Pricing     PricingState     `json:"pricing"`
 
 	launchSeq uint64 // IDs of instances and activities the fake creates
 }
@@ -57,6 +58,10 @@ type EC2State struct {
 	InstanceTypes          []ec2types.InstanceTypeInfo      `json:"instanceTypes,omitempty"`
 	SpotPrices             []ec2types.SpotPrice             `json:"spotPrices,omitempty"`
 	Images                 []ec2types.Image                 `json:"images,omitempty"`
+
+	// InstanceTypeOfferings say where each type can launch; when empty,
+	// every type is offered in every zone (see instanceTypeOfferings).
+	InstanceTypeOfferings []ec2types.InstanceTypeOffering `json:"instanceTypeOfferings,omitempty"`
 }
 
 // AutoScalingState is the Auto Scaling part of an account.

@@ -20,6 +20,7 @@ func registerEC2(s *Server) {
 	s.register("ec2", "DescribeLaunchTemplates", ec2DescribeLaunchTemplates)
 	s.register("ec2", "DescribeLaunchTemplateVersions", ec2DescribeLaunchTemplateVersions)
 	s.register("ec2", "DescribeInstanceTypes", ec2DescribeInstanceTypes)
+	s.register("ec2", "DescribeInstanceTypeOfferings", ec2DescribeInstanceTypeOfferings)
 	s.register("ec2", "DescribeSpotPriceHistory", ec2DescribeSpotPriceHistory)
 	s.register("ec2", "DescribeImages", ec2DescribeImages)
 	s.register("ec2", "CreateTags", ec2CreateTags)
@@ -368,6 +369,70 @@ func ec2DescribeInstanceTypes(c *call) (any, error) {
 		return nil, err
 	}
 	return &ec2.DescribeInstanceTypesOutput{InstanceTypes: page, NextToken: next}, nil
+}
+
+// instanceTypeOfferings are the seeded offerings or, when none are seeded,
+// every instance type in every zone of the account's subnets (<region>a, b
+// and c without subnets), plus one region-level offering per type.
+func (a *Account) instanceTypeOfferings() []ec2types.InstanceTypeOffering {
+	if len(a.EC2.InstanceTypeOfferings) > 0 {
+		return a.EC2.InstanceTypeOfferings
+	}
+	var zones []string
+	seen := map[string]bool{}
+	for _, sn := range a.EC2.Subnets {
+		if z := deref(sn.AvailabilityZone); z != "" && !seen[z] {
+			seen[z] = true
+			zones = append(zones, z)
+		}
+	}
+	if len(zones) == 0 {
+		zones = []string{a.Region + "a", a.Region + "b", a.Region + "c"}
+	}
+	sort.Strings(zones)
+	var out []ec2types.InstanceTypeOffering
+	for _, it := range a.EC2.InstanceTypes {
+		out = append(out, ec2types.InstanceTypeOffering{InstanceType: it.InstanceType, Location: ptr(a.Region), LocationType: ec2types.LocationTypeRegion})
+		for _, z := range zones {
+			out = append(out, ec2types.InstanceTypeOffering{InstanceType: it.InstanceType, Location: ptr(z), LocationType: ec2types.LocationTypeAvailabilityZone})
+		}
+	}
+	return out
+}
+
+// ec2DescribeInstanceTypeOfferings serves the offerings of one location type
+// (region by default, as in AWS), with the instance-type and location filters.
+func ec2DescribeInstanceTypeOfferings(c *call) (any, error) {
+	lt := ec2types.LocationType(c.param("LocationType"))
+	if lt == "" {
+		lt = ec2types.LocationTypeRegion
+	}
+	switch lt {
+	case ec2types.LocationTypeRegion, ec2types.LocationTypeAvailabilityZone, ec2types.LocationTypeAvailabilityZoneId, ec2types.LocationTypeOutpost:
+	default:
+		return nil, c.invalidParam("LocationType", string(lt))
+	}
+	filters := c.filters("Filter", "Value")
+	var out []ec2types.InstanceTypeOffering
+	for _, o := range c.acct.instanceTypeOfferings() {
+		if o.LocationType != lt {
+			continue
+		}
+		ok, err := c.ec2Match(filters, nil, map[string][]string{
+			"instance-type": {string(o.InstanceType)}, "location": {deref(o.Location)},
+		})
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, o)
+		}
+	}
+	page, next, err := ec2Page(c, out, 5, 1000)
+	if err != nil {
+		return nil, err
+	}
+	return &ec2.DescribeInstanceTypeOfferingsOutput{InstanceTypeOfferings: page, NextToken: next}, nil
 }
 
 func ec2DescribeSpotPriceHistory(c *call) (any, error) {

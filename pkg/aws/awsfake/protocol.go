@@ -46,6 +46,7 @@ var services = map[string]serviceInfo{
 	"ssm":         {protocol: awsJSON11, targetPrefix: "AmazonSSM"},
 	"sqs":         {protocol: awsJSON10, targetPrefix: "AmazonSQS"},
 	"events":      {protocol: awsJSON11, targetPrefix: "AWSEvents"},
+	"pricing":     {protocol: awsJSON11, targetPrefix: "AWSPriceListService"},
 }
 
 // Error is an AWS error response: a real AWS error code, its message and

@@ -53,6 +53,7 @@ var serviceRegistrations = []func(*Server){
 	registerSQS,
 	registerEventBridge,
 	registerEKSAccess,
+	registerPricing,
 }
 
 // Option configures a Server.
