@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -46,6 +45,7 @@ type runFlags struct {
 	ackBlockers   bool
 	leaseDuration time.Duration
 	pollInterval  time.Duration
+	inCluster     bool
 }
 
 func (f *runFlags) bind(cmd *cobra.Command) {
@@ -58,6 +58,7 @@ func (f *runFlags) bind(cmd *cobra.Command) {
 	fl.BoolVar(&f.ackBlockers, "ack-blockers", false, "proceed although the plan lists blocker findings")
 	fl.DurationVar(&f.leaseDuration, "lease-duration", time.Minute, "how long the lock outlives a run that died (kill -9) before another may take it")
 	fl.DurationVar(&f.pollInterval, "poll-interval", 2*time.Second, "how often waits poll the cluster")
+	fl.BoolVar(&f.inCluster, "in-cluster", false, "run in a pod: use its service account (and IRSA/Pod Identity for AWS) instead of a kubeconfig")
 }
 
 func newApplyCmd(g *GlobalOptions) *cobra.Command {
@@ -70,13 +71,27 @@ func newApplyCmd(g *GlobalOptions) *cobra.Command {
 every value it changes in a ConfigMap journal and holding a Lease so no other run interleaves.
 Ctrl-C finishes the evictions in flight and writes the journal; run apply again to resume.
 
-Exit codes: 4 paused (a gate failed or a wait timed out), 5 the cluster changed since the plan.`,
+--config applies the environment's region, profile and maintenance window (outside it,
+apply changes nothing and exits 4). --in-cluster runs in a pod with its service account
+(see generate --job); AWS credentials then come from IRSA or EKS Pod Identity.
+
+Exit codes: 4 paused (a gate failed, a wait timed out, or outside the maintenance window),
+5 the cluster changed since the plan.`,
 		Example: `  # See what would change
   karpenter-migrate apply --plan plan.yaml --dir karpenter --dry-run
 
   # Apply from CI without prompts
-  karpenter-migrate apply --plan plan.yaml --dir karpenter --yes`,
+  karpenter-migrate apply --plan plan.yaml --dir karpenter --yes
+
+  # From CI, with the environment's config and JSON progress events
+  karpenter-migrate apply --plan plan.yaml --dir karpenter --config migrations/prod.yaml --yes --log-format json
+
+  # Inside the cluster (the Job that generate --job writes)
+  karpenter-migrate apply --in-cluster --plan /etc/karpenter-migrate/plan.yaml --dir /etc/karpenter-migrate/tree --yes`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyConfig(g, f, f.config, time.Now()); err != nil {
+				return err
+			}
 			return runRollout(cmd.Context(), g, f, func(ctx context.Context, r *rollout.Runner) error {
 				if replan {
 					r.Replan = replanner(g, f, r.Plan)
@@ -87,7 +102,7 @@ Exit codes: 4 paused (a gate failed or a wait timed out), 5 the cluster changed 
 	}
 	f.bind(cmd)
 	cmd.Flags().BoolVar(&replan, "replan", false, "when the cluster changed since the plan, discover it again and apply a new plan (written next to --plan) instead of refusing")
-	cmd.Flags().StringVar(&f.config, "config", "", "environment migration config for --replan (default: built-in defaults for the plan's environment)")
+	cmd.Flags().StringVar(&f.config, "config", "", "environment migration config: its region, profile and maintenance window, and the settings of --replan (default: built-in defaults for the plan's environment)")
 	return cmd
 }
 
@@ -122,7 +137,7 @@ func runRollout(ctx context.Context, g *GlobalOptions, f *runFlags, run func(con
 }
 
 func newRunner(ctx context.Context, g *GlobalOptions, f *runFlags, p *rollout.Plan) (*rollout.Runner, error) {
-	cfg, err := g.RESTConfig()
+	cfg, err := f.restConfig(g)
 	if err != nil {
 		return nil, err
 	}
@@ -234,8 +249,7 @@ func firstNonEmpty(v ...string) string {
 func eventPrinter(g *GlobalOptions) rollout.Observer {
 	w := g.IO.ErrOut
 	if g.LogFormat == "json" {
-		enc := json.NewEncoder(w)
-		return func(e rollout.Event) { _ = enc.Encode(e) }
+		return eventLogger(g.Logger)
 	}
 	return func(e rollout.Event) {
 		prefix := e.Time.Format("15:04:05")

@@ -29,6 +29,7 @@ type discoverOptions struct {
 
 func newDiscoverCmd(g *GlobalOptions) *cobra.Command {
 	o := &discoverOptions{}
+	var configPath string
 	cmd := &cobra.Command{
 		Use:   "discover --cluster NAME [--snapshot FILE] [--include-user-data]",
 		Short: "Find the Cluster Autoscaler node groups, their nodes and workloads, and what blocks a move",
@@ -47,10 +48,16 @@ unless --include-user-data.`,
   # Machine-readable inventory
   karpenter-migrate discover --cluster prod -o json > inventory.json
 
+  # The cluster, region and profile of an environment's migration config
+  karpenter-migrate discover --config migrations/prod.yaml --snapshot snapshot.json
+
   # AWS side only, against a local endpoint
   karpenter-migrate discover --cluster prod --skip-kubernetes --endpoint-url http://127.0.0.1:4566`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := discoverConfig(g, o, configPath); err != nil {
+				return err
+			}
 			return runDiscover(cmd.Context(), g, o)
 		},
 	}
@@ -59,6 +66,7 @@ unless --include-user-data.`,
 	f.StringVar(&o.snapshot, "snapshot", "", "write the inventory snapshot to this file")
 	f.BoolVar(&o.includeUserData, "include-user-data", false, "keep launch template user data in the snapshot (it may hold secrets)")
 	f.BoolVar(&o.skipKube, "skip-kubernetes", false, "read AWS only")
+	f.StringVar(&configPath, "config", "", "environment migration config: its cluster, region and profile unless given as flags")
 	return cmd
 }
 

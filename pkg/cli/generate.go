@@ -26,6 +26,8 @@ type generateOptions struct {
 	strategy        string
 	flex            string
 	selector        string
+	config          string
+	job             jobFlags
 }
 
 func newGenerateCmd(g *GlobalOptions) *cobra.Command {
@@ -63,7 +65,13 @@ inventory changes nothing. Groups that cannot be mapped are reported and skipped
   karpenter-migrate generate --cluster prod --region eu-west-1 --include-user-data --out karpenter/
 
   # Then apply one environment
-  kubectl apply -k karpenter/overlays/prod`,
+  kubectl apply -k karpenter/overlays/prod
+
+  # The choices of an environment's migration config, for its overlay only
+  karpenter-migrate generate --snapshot snapshot.json --config migrations/prod.yaml
+
+  # An in-cluster Job (+ ServiceAccount, minimal RBAC) applying prod's reviewed plan
+  karpenter-migrate generate --job --plan plan.yaml --out karpenter/ --image ghcr.io/acme/karpenter-migrate:v1.0.0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runGenerate(cmd, g, o)
@@ -86,10 +94,19 @@ inventory changes nothing. Groups that cannot be mapped are reported and skipped
 	f.BoolVar(&o.gen.KeepAL2, "keep-al2", false, "keep Amazon Linux 2 AMIs instead of moving them to AL2023")
 	f.StringVar(&o.gen.ControllerNodeGroup, "controller-nodegroup", "", "managed node group the Karpenter controller stays on (default: picked)")
 	f.BoolVar(&o.gen.Overprovisioning, "overprovisioning", false, "add pause pods under a negative PriorityClass to keep capacity warm")
+	f.StringVar(&o.config, "config", "", "environment migration config: strategy, flexibility, keepNodegroupLabel, out, the environment's overlay and the node groups in scope (flags win)")
+	o.job.bind(cmd)
 	return cmd
 }
 
 func runGenerate(cmd *cobra.Command, g *GlobalOptions, o *generateOptions) error {
+	if o.job.enabled {
+		return runGenerateJob(g, o)
+	}
+	cfg, err := generateConfig(cmd, o, o.config)
+	if err != nil {
+		return err
+	}
 	if err := oneOf("strategy", o.strategy, string(generate.StrategyMultiple), string(generate.StrategySingle), string(generate.StrategyWeighted)); err != nil {
 		return err
 	}
@@ -117,6 +134,7 @@ func runGenerate(cmd *cobra.Command, g *GlobalOptions, o *generateOptions) error
 	default:
 		return errors.New("--snapshot FILE or --cluster NAME is required: generate from a discover snapshot or discover the cluster now")
 	}
+	inScope(inv, cfg)
 	o.gen.Strategy = generate.Strategy(o.strategy)
 	o.gen.Flexibility = generate.Flexibility(o.flex)
 	o.gen.Selectors = generate.SelectorMode(o.selector)
