@@ -131,8 +131,7 @@ func (d *run) kube(ctx context.Context) error {
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("read kube-system/aws-auth: %w", err)
 	}
-	d.karpenterCRDs()
-	return nil
+	return d.karpenterCRDs(ctx)
 }
 
 func (d *run) volumes(ctx context.Context) error {
@@ -182,17 +181,13 @@ func (d *run) detectControllers(dep *appsv1.Deployment) {
 	for _, c := range spec.Containers {
 		img := c.Image
 		switch {
-		case strings.Contains(img, "cluster-autoscaler") || dep.Labels["app"] == "cluster-autoscaler" || dep.Labels["app.kubernetes.io/name"] == "aws-cluster-autoscaler":
+		case isClusterAutoscaler(dep, c):
 			if d.inv.ClusterAutoscaler != nil {
 				continue
 			}
 			args := append(append([]string{}, c.Command...), c.Args...)
 			ca := &inventory.ClusterAutoscaler{Namespace: dep.Namespace, Name: dep.Name, Replicas: replicas(dep.Spec.Replicas), Image: img, Version: imageTag(img), Args: args}
-			for _, a := range args {
-				if v, ok := strings.CutPrefix(a, "--node-group-auto-discovery="); ok {
-					ca.AutoDiscovery = append(ca.AutoDiscovery, v)
-				}
-			}
+			parseCAArgs(ca, args)
 			d.inv.ClusterAutoscaler = ca
 		case strings.Contains(img, "karpenter/controller") || (dep.Labels["app.kubernetes.io/name"] == "karpenter" && c.Name == "controller"):
 			if d.inv.Karpenter == nil {
@@ -206,25 +201,35 @@ func (d *run) detectControllers(dep *appsv1.Deployment) {
 	}
 }
 
-// karpenterCRDs records which Karpenter API groups the server serves.
-func (d *run) karpenterCRDs() {
-	for _, gv := range []string{"karpenter.sh/v1", "karpenter.sh/v1beta1", "karpenter.k8s.aws/v1", "karpenter.k8s.aws/v1beta1"} {
+// karpenterCRDs records which Karpenter API groups the server serves and
+// the NodePools that exist.
+func (d *run) karpenterCRDs(ctx context.Context) error {
+	served := map[string]bool{}
+	for _, gv := range []string{"karpenter.sh/v1", "karpenter.sh/v1beta1", "karpenter.sh/v1alpha5", "karpenter.k8s.aws/v1", "karpenter.k8s.aws/v1beta1", "karpenter.k8s.aws/v1alpha1"} {
 		rl, err := d.src.Kube.Discovery().ServerResourcesForGroupVersion(gv)
-		if err != nil || rl == nil {
+		switch {
+		case apierrors.IsNotFound(err) || (err == nil && rl == nil):
 			continue // not served
+		case err != nil:
+			return fmt.Errorf("discover %s: %w", gv, err)
 		}
 		if d.inv.Karpenter == nil {
 			d.inv.Karpenter = &inventory.KarpenterInstall{}
 		}
+		group, version, _ := strings.Cut(gv, "/")
 		for _, r := range rl.APIResources {
 			if !strings.Contains(r.Name, "/") {
-				d.inv.Karpenter.CRDs = append(d.inv.Karpenter.CRDs, r.Name+"."+strings.Split(gv, "/")[0]+"/"+strings.Split(gv, "/")[1])
+				crd := r.Name + "." + group + "/" + version
+				served[crd] = true
+				d.inv.Karpenter.CRDs = append(d.inv.Karpenter.CRDs, crd)
 			}
 		}
 	}
-	if d.inv.Karpenter != nil {
-		sort.Strings(d.inv.Karpenter.CRDs)
+	if d.inv.Karpenter == nil {
+		return nil
 	}
+	sort.Strings(d.inv.Karpenter.CRDs)
+	return d.nodePools(ctx, served)
 }
 
 func imageTag(img string) string {

@@ -374,6 +374,12 @@ type ClusterAutoscaler struct {
 	Args      []string `json:"args,omitempty"`
 	// AutoDiscovery holds the --node-group-auto-discovery specs.
 	AutoDiscovery []string `json:"autoDiscovery,omitempty"`
+	// Nodes holds the static --nodes=<min>:<max>:<asg> specs.
+	Nodes []string `json:"nodes,omitempty"`
+	// Flags are every other command-line flag by name without dashes
+	// (scale-down-enabled, expander, balance-similar-node-groups, ...); a
+	// boolean flag given bare is "true", and the last of a repeated flag wins.
+	Flags map[string]string `json:"flags,omitempty"`
 }
 
 // AWSAuth is the aws-auth ConfigMap as found.

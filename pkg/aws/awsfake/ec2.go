@@ -228,22 +228,34 @@ func (a *Account) launchTemplates() []ec2types.LaunchTemplate {
 // resolveLaunchTemplateVersion finds a version by template ID or name and
 // version ("", "$Default", "$Latest" or a number).
 func (a *Account) resolveLaunchTemplateVersion(id, name, version string) (ec2types.LaunchTemplateVersion, bool) {
-	var tmpl *ec2types.LaunchTemplate
-	for _, lt := range a.launchTemplates() {
-		if (id != "" && deref(lt.LaunchTemplateId) == id) || (id == "" && name != "" && deref(lt.LaunchTemplateName) == name) {
-			lt := lt
-			tmpl = &lt
+	// One pass over the versions of this template only: building every
+	// template (launchTemplates) per lookup is quadratic in templates.
+	var tmplID string
+	def, latest := int64(1), int64(0)
+	for _, v := range a.EC2.LaunchTemplateVersions {
+		vid := deref(v.LaunchTemplateId)
+		if !((id != "" && vid == id) || (id == "" && name != "" && deref(v.LaunchTemplateName) == name)) {
+			continue
+		}
+		if vid != tmplID { // a later template of the same name wins, as in launchTemplates
+			tmplID, def, latest = vid, 1, 0
+		}
+		if n := deref(v.VersionNumber); n > latest {
+			latest = n
+		}
+		if deref(v.DefaultVersion) {
+			def = deref(v.VersionNumber)
 		}
 	}
-	if tmpl == nil {
+	if tmplID == "" {
 		return ec2types.LaunchTemplateVersion{}, false
 	}
 	var n int64
 	switch version {
 	case "", "$Default":
-		n = deref(tmpl.DefaultVersionNumber)
+		n = def
 	case "$Latest":
-		n = deref(tmpl.LatestVersionNumber)
+		n = latest
 	default:
 		var err error
 		if n, err = strconv.ParseInt(version, 10, 64); err != nil {
@@ -251,7 +263,7 @@ func (a *Account) resolveLaunchTemplateVersion(id, name, version string) (ec2typ
 		}
 	}
 	for _, v := range a.EC2.LaunchTemplateVersions {
-		if deref(v.LaunchTemplateId) == deref(tmpl.LaunchTemplateId) && deref(v.VersionNumber) == n {
+		if deref(v.LaunchTemplateId) == tmplID && deref(v.VersionNumber) == n {
 			return v, true
 		}
 	}
