@@ -114,7 +114,7 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 		return "", err
 	}
 	for _, g := range r.state.Groups {
-		if err := r.sb.Cloud().UpdateGroupSize(g.Name, 0, g.RecordedMax, 0); err != nil {
+		if err := r.sb.Cloud().UpdateGroupSize(ctx, g.Name, 0, g.RecordedMax, 0); err != nil {
 			return "", err
 		}
 	}
@@ -507,7 +507,7 @@ func (r *runner) replicasOf(ctx context.Context, kind, ns, name string) (int32, 
 func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	const id = "rollback"
 	for _, g := range r.state.Groups {
-		if err := r.sb.Cloud().UpdateGroupSize(g.Name, g.RecordedMin, g.RecordedMax, g.Recorded); err != nil {
+		if err := r.sb.Cloud().UpdateGroupSize(ctx, g.Name, g.RecordedMin, g.RecordedMax, g.Recorded); err != nil {
 			return "", err
 		}
 	}

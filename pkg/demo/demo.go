@@ -158,6 +158,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
+	defer sb.Close()
 	r := &runner{opts: opts, sb: sb, sum: &Summary{Seed: opts.Seed, OutDir: opts.OutDir}, state: &State{}}
 	simStart := sb.Now()
 	steps := []struct {

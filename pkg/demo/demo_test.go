@@ -49,7 +49,7 @@ func TestDemoMigratesAndRollsBack(t *testing.T) {
 	for _, s := range sum.Steps {
 		ids[s.ID] = s.Status
 	}
-	for _, id := range []string{"sandbox", "discover", "readiness", "generate", "iam-plan", "iam-apply", "plan", "wave-apps", "apply", "final-state", "rollback"} {
+	for _, id := range []string{"sandbox", "discover", "readiness", "generate", "iam-plan", "iam-apply", "plan", "wave-demo-apps", "apply", "final-state", "rollback"} {
 		if ids[id] != StatusDone {
 			t.Errorf("step %s: %q, want done", id, ids[id])
 		}

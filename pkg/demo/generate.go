@@ -1,18 +1,20 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
 // Env is the environment the demo generates overlays for and applies.
@@ -27,9 +29,13 @@ func (r *runner) stepGenerate(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("generate: %w", err)
 	}
-	objs, err := rollout.OverlayDir{Dir: dir, Env: Env}.Objects(ctx)
+	built, err := generate.BuildOverlay(dir, Env)
 	if err != nil {
 		return "", fmt.Errorf("build overlay %s: %w", Env, err)
+	}
+	objs, err := decodeObjects(built)
+	if err != nil {
+		return "", fmt.Errorf("overlay %s: %w", Env, err)
 	}
 	r.objects = objs
 	r.pools = nil
@@ -80,4 +86,22 @@ func nonEmpty(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// decodeObjects splits a built multi-document YAML stream into objects.
+func decodeObjects(b []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	var out []*unstructured.Unstructured
+	for i := 1; ; i++ {
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil {
+			if err == io.EOF {
+				return out, nil
+			}
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if len(obj) > 0 {
+			out = append(out, &unstructured.Unstructured{Object: obj})
+		}
+	}
 }

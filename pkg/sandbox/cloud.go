@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +28,9 @@ type Cloud struct {
 	instances map[string]*Instance
 	resources map[string]Resource
 	seq       int
+	// asg and eks are SDK clients on the AWS fake (set by Load).
+	asg *autoscaling.Client
+	eks *eks.Client
 }
 
 // Instance is an EC2 instance.
@@ -40,6 +46,7 @@ type Instance struct {
 	// NodeName is set once the instance has joined the cluster.
 	NodeName string `json:"nodeName,omitempty"`
 	seq      int
+	hostname string
 }
 
 // ProviderID is the node's spec.providerID for the instance.
@@ -87,21 +94,6 @@ func (c *Cloud) Group(name string) (inventory.NodeGroup, bool) {
 		}
 	}
 	return inventory.NodeGroup{}, false
-}
-
-// UpdateGroupSize sets a group's min, max and desired size, as
-// UpdateAutoScalingGroup / UpdateNodegroupConfig do. The ASG then launches
-// or terminates instances on the next tick.
-func (c *Cloud) UpdateGroupSize(name string, min, max, desired int32) error {
-	g, ok := c.groups[name]
-	if !ok {
-		return fmt.Errorf("node group %q not found in the sandbox account; known: %s", name, strings.Join(c.groupNames(), ", "))
-	}
-	if min < 0 || min > desired || desired > max {
-		return fmt.Errorf("node group %s: need 0 <= min (%d) <= desired (%d) <= max (%d)", name, min, desired, max)
-	}
-	g.MinSize, g.MaxSize, g.DesiredSize = min, max, desired
-	return nil
 }
 
 // Instances returns every running instance, sorted by ID.
@@ -179,6 +171,9 @@ func (s *Sandbox) launch(in Instance) *Instance {
 	if in.ID == "" {
 		in.ID = fmt.Sprintf("i-0%016x", s.rng.Uint64()>>4)
 	}
+	if in.hostname == "" {
+		in.hostname = s.nodeName(&in)
+	}
 	if in.LaunchedAt.IsZero() {
 		in.LaunchedAt = s.Now()
 	}
@@ -208,42 +203,35 @@ func (s *Sandbox) terminate(ctx context.Context, id string) error {
 	return nil
 }
 
-// reconcileCloud is the ASGs' scaling and the instances joining the cluster.
+// reconcileCloud mirrors the AWS fake's ASGs: instances the ASGs launched
+// become sandbox instances (nodes after the launch delay) and instances
+// they terminated lose their nodes; then booted instances register.
 func (s *Sandbox) reconcileCloud(ctx context.Context) error {
-	nodes, err := s.nodesByName(ctx)
-	if err != nil {
-		return err
-	}
-	pods, err := s.listPods(ctx)
-	if err != nil {
-		return err
-	}
-	podsOn := map[string]int{}
-	for _, p := range pods {
-		podsOn[p.Spec.NodeName]++
-	}
+	views := s.readASGs()
 	for _, name := range s.cloud.groupNames() {
 		g := s.cloud.groups[name]
-		live := s.cloud.groupInstances(name)
-		for n := int32(len(live)); n < g.DesiredSize; n++ {
-			it, ct := s.nextGroupOffering(g, live)
-			in := s.launch(Instance{InstanceType: it, Zone: s.nextGroupZone(g, live), CapacityType: ct, Group: name})
-			live = append(live, in)
+		v, ok := views[g.ASGName]
+		if !ok {
+			continue
 		}
-		if extra := len(live) - int(g.DesiredSize); extra > 0 {
-			// Scale-in picks cordoned, then emptier, then newer instances.
-			sort.SliceStable(live, func(i, j int) bool {
-				a, b := live[i], live[j]
-				ca, cb := nodes[a.NodeName] != nil && nodes[a.NodeName].Spec.Unschedulable, nodes[b.NodeName] != nil && nodes[b.NodeName].Spec.Unschedulable
-				if ca != cb {
-					return ca
-				}
-				if podsOn[a.NodeName] != podsOn[b.NodeName] {
-					return podsOn[a.NodeName] < podsOn[b.NodeName]
-				}
-				return a.LaunchedAt.After(b.LaunchedAt)
-			})
-			for _, in := range live[:extra] {
+		g.MinSize, g.MaxSize, g.DesiredSize = v.min, v.max, v.desired
+		live := s.cloud.groupInstances(name)
+		known := map[string]bool{}
+		for _, in := range live {
+			known[in.ID] = true
+		}
+		seen := map[string]bool{}
+		for _, ai := range v.instances {
+			id := awssdk.ToString(ai.InstanceId)
+			seen[id] = true
+			if known[id] {
+				continue
+			}
+			_, ct := s.nextGroupOffering(g, live)
+			live = append(live, s.launch(Instance{ID: id, InstanceType: awssdk.ToString(ai.InstanceType), Zone: awssdk.ToString(ai.AvailabilityZone), CapacityType: ct, Group: name}))
+		}
+		for _, in := range live {
+			if !seen[in.ID] {
 				if err := s.terminate(ctx, in.ID); err != nil {
 					return err
 				}
@@ -260,6 +248,20 @@ func (s *Sandbox) reconcileCloud(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// seedInstances gives every group its desired number of instances, as if
+// they had been running for a while (snapshot nodes count).
+func (s *Sandbox) seedInstances() {
+	for _, name := range s.cloud.groupNames() {
+		g := s.cloud.groups[name]
+		live := s.cloud.groupInstances(name)
+		for n := int32(len(live)); n < g.DesiredSize; n++ {
+			it, ct := s.nextGroupOffering(g, live)
+			live = append(live, s.launch(Instance{InstanceType: it, Zone: s.nextGroupZone(g, live), CapacityType: ct, Group: name,
+				LaunchedAt: s.Now().Add(-s.opts.LaunchDelay)}))
+		}
+	}
 }
 
 func (s *Sandbox) nextGroupOffering(g *inventory.NodeGroup, live []*Instance) (string, string) {
@@ -326,7 +328,7 @@ func (s *Sandbox) register(ctx context.Context, in *Instance) error {
 	if !ok {
 		return fmt.Errorf("instance %s: type %q is not in the sandbox catalog", in.ID, in.InstanceType)
 	}
-	name := s.nodeName(in)
+	name := in.hostname
 	lbl := map[string]string{
 		corev1.LabelHostname:           name,
 		corev1.LabelInstanceTypeStable: in.InstanceType,

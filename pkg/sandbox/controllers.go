@@ -430,9 +430,11 @@ func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
 	return nil
 }
 
-// schedule binds pending pods to the node that fits and is most allocated
-// after placement (bin-packing, as Karpenter users configure kube-scheduler),
-// preferring the node Karpenter launched for the pod.
+// schedule binds pending pods, highest priority first, to the node that
+// fits and scores best — least allocated after placement (kube-scheduler's
+// default), or most allocated with Options.PackNodes — preferring the node
+// Karpenter launched for the pod, and preempting lower-priority pods when
+// nothing fits.
 func (s *Sandbox) schedule(ctx context.Context) error {
 	nodes, err := s.nodesByName(ctx)
 	if err != nil {
@@ -475,7 +477,7 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 				continue
 			}
 			score := allocatedScore(PodRequests(p), used[n.Name], n.Status.Allocatable)
-			if s.spread {
+			if s.loading || !s.opts.PackNodes {
 				score = 2 - score
 			}
 			if n.Name == preferred {

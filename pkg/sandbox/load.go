@@ -37,11 +37,16 @@ func (s *Sandbox) Load(ctx context.Context, inv inventory.Inventory) error {
 	for _, g := range inv.NodeGroups {
 		g := g
 		g.Instances = nil
+		if g.ASGName == "" {
+			g.ASGName = g.Name
+		}
 		s.cloud.groups[g.Name] = &g
 	}
 	if err := s.loadNodes(ctx, inv); err != nil {
 		return err
 	}
+	s.seedInstances()
+	s.startAWS(inv)
 	nsSeen := map[string]bool{}
 	ensureNS := func(ns string) error {
 		if ns == "" || nsSeen[ns] {
@@ -101,8 +106,8 @@ func (s *Sandbox) Load(ctx context.Context, inv inventory.Inventory) error {
 			return fmt.Errorf("create aws-auth ConfigMap: %w", err)
 		}
 	}
-	s.spread = true
-	defer func() { s.spread = false }()
+	s.loading = true
+	defer func() { s.loading = false }()
 	if err := s.Settle(ctx, 30*time.Minute); err != nil {
 		return fmt.Errorf("load inventory of cluster %s: %w", inv.Cluster.Name, err)
 	}
@@ -124,7 +129,7 @@ func (s *Sandbox) loadNodes(ctx context.Context, inv inventory.Inventory) error 
 			}
 		}
 		in := s.launch(Instance{ID: id, InstanceType: n.InstanceType, Zone: n.Zone, CapacityType: n.CapacityType, Group: n.NodeGroup, NodePool: n.NodePool,
-			LaunchedAt: n.CreatedAt.Add(-s.opts.LaunchDelay)})
+			LaunchedAt: n.CreatedAt.Add(-s.opts.LaunchDelay), hostname: n.Name})
 		in.NodeName = n.Name
 		capacity, alloc := n.Capacity, n.Allocatable
 		if len(capacity) == 0 {

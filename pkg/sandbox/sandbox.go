@@ -17,6 +17,7 @@ import (
 	"sort"
 	"time"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,6 +31,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
 )
 
 // Karpenter resources served by the sandbox's dynamic client.
@@ -53,6 +56,9 @@ type Options struct {
 	PodStartDelay time.Duration
 	// Fitter is the scheduler's filter (default SimpleFitter).
 	Fitter Fitter
+	// PackNodes scores nodes MostAllocated (bin-packing) instead of
+	// kube-scheduler's default LeastAllocated (spreading).
+	PackNodes bool
 	// Catalog is the cloud's instance types (default DefaultCatalog).
 	Catalog *Catalog
 }
@@ -94,7 +100,10 @@ type Sandbox struct {
 	dyn     *dynamicfake.FakeDynamicClient
 	cat     *Catalog
 	rng     *rand.Rand
-	cloud   *Cloud
+	// aws is the wire-level AWS fake on loopback; awsCfg points SDK clients at it.
+	aws    *awsfake.Server
+	awsCfg awssdk.Config
+	cloud  *Cloud
 
 	uidSeq int
 	// boundAt records when each pod was bound, for the pod-start delay.
@@ -105,9 +114,9 @@ type Sandbox struct {
 	nominated map[string]string
 	pdbBroken map[string]bool
 	stats     Stats
-	// spread makes the scheduler spread pods (kube-scheduler's default
-	// LeastAllocated) instead of packing them; Load uses it.
-	spread     bool
+	// loading makes the scheduler spread pods whatever PackNodes says, as
+	// the cluster the inventory describes grew under the default scheduler.
+	loading    bool
 	tracking   bool
 	trackFrom  time.Time
 	violations []string

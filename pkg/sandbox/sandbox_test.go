@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/kubectl/pkg/drain"
 
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
@@ -46,6 +48,7 @@ func load(t *testing.T, inv inventory.Inventory) *Sandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(s.Close)
 	if err := s.Load(context.Background(), inv); err != nil {
 		t.Fatal(err)
 	}
@@ -304,28 +307,50 @@ func scaleDeployment(ctx context.Context, s *Sandbox, ns, name string, n int32) 
 	return err
 }
 
-func TestNodeGroupScaleInTerminatesCordonedFirst(t *testing.T) {
+// TestNodeGroupsFollowTheAWSFake checks the cloud side: sizes set through
+// the AWS API (as the rollout does) launch and terminate instances in the
+// fake, and the cluster's nodes follow, with pods moving off removed nodes.
+func TestNodeGroupsFollowTheAWSFake(t *testing.T) {
 	ctx := context.Background()
-	s := load(t, smallInventory(0, nil, func(inv *inventory.Inventory) { inv.NodeGroups[0].DesiredSize = 3 }))
-	nodes, _ := s.Kube().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if len(nodes.Items) != 3 {
-		t.Fatalf("%d nodes, want 3", len(nodes.Items))
+	s := load(t, smallInventory(4, nil, func(inv *inventory.Inventory) { inv.NodeGroups[0].DesiredSize = 3 }))
+	asg := autoscaling.NewFromConfig(s.AWSConfig())
+	describe := func() []string {
+		out, err := asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{"ng"}})
+		if err != nil || len(out.AutoScalingGroups) != 1 {
+			t.Fatalf("DescribeAutoScalingGroups through the SDK: %v, %v", out, err)
+		}
+		var ids []string
+		for _, in := range out.AutoScalingGroups[0].Instances {
+			ids = append(ids, *in.InstanceId)
+		}
+		sort.Strings(ids)
+		return ids
 	}
-	cordoned := nodes.Items[1].Name
-	h := &drain.Helper{Ctx: ctx, Client: s.Kube()}
-	if err := drain.RunCordonOrUncordon(h, &nodes.Items[1], true); err != nil {
-		t.Fatal(err)
+	nodeIDs := func() []string {
+		nodes, _ := s.Kube().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		var ids []string
+		for _, n := range nodes.Items {
+			ids = append(ids, n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:])
+		}
+		sort.Strings(ids)
+		return ids
 	}
-	if err := s.Cloud().UpdateGroupSize("ng", 0, 5, 2); err != nil {
-		t.Fatal(err)
+	if got, want := nodeIDs(), describe(); strings.Join(got, ",") != strings.Join(want, ",") || len(got) != 3 {
+		t.Fatalf("nodes %v, ASG instances %v; want the same 3", got, want)
 	}
-	if err := s.Step(ctx, 5*time.Second); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct{ min, desired int32 }{{0, 1}, {0, 2}, {0, 0}} {
+		if err := s.Cloud().UpdateGroupSize(ctx, "ng", tc.min, 5, tc.desired); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Step(ctx, 2*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		got, want := nodeIDs(), describe()
+		if strings.Join(got, ",") != strings.Join(want, ",") || len(got) != int(tc.desired) {
+			t.Fatalf("desired %d: nodes %v, ASG instances %v", tc.desired, got, want)
+		}
 	}
-	if _, err := s.Kube().CoreV1().Nodes().Get(ctx, cordoned, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("cordoned node %s still exists (err %v); scale-in should pick it", cordoned, err)
-	}
-	if err := s.Cloud().UpdateGroupSize("ng", 3, 5, 2); err == nil {
+	if err := s.Cloud().UpdateGroupSize(ctx, "ng", 3, 5, 2); err == nil {
 		t.Error("UpdateGroupSize accepted min > desired")
 	}
 }
@@ -336,6 +361,7 @@ func TestSeedMakesRunsReproducible(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer s.Close()
 		if err := s.Load(context.Background(), DemoInventory()); err != nil {
 			t.Fatal(err)
 		}

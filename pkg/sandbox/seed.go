@@ -30,10 +30,10 @@ const (
 // "demo" (CONFIG_MAP auth) with four node groups —
 //
 //   - system: managed, on-demand m5.large × 3, label role=system
-//   - apps: self-managed ASG with Cluster Autoscaler tags and a
+//   - demo-apps: self-managed ASG with Cluster Autoscaler tags and a
 //     MixedInstancesPolicy (m5/m5a/m6i xlarge, spot above an on-demand base of 2) × 12
 //   - batch: managed, spot c5.xlarge/c5.2xlarge × 6
-//   - gpu: self-managed g4dn.xlarge × 2, tainted nvidia.com/gpu
+//   - demo-gpu: self-managed g4dn.xlarge × 2, tainted nvidia.com/gpu
 //
 // — and ~300 pods: web and API Deployments, workers, a Redis StatefulSet
 // on zonal volumes, batch Jobs, a GPU inference Deployment, six
@@ -68,7 +68,7 @@ func DemoInventory() inventory.Inventory {
 		return t
 	}
 	inv.NodeGroups = []inventory.NodeGroup{
-		{Name: "apps", Kind: inventory.SelfManaged, ASGName: "demo-apps", MinSize: 3, MaxSize: 30, DesiredSize: 12,
+		{Name: "demo-apps", Kind: inventory.SelfManaged, ASGName: "demo-apps", MinSize: 3, MaxSize: 30, DesiredSize: 12,
 			InstanceTypes: []string{"m5.xlarge", "m5a.xlarge", "m6i.xlarge"}, CapacityType: inventory.CapacitySpot,
 			Mixed: &inventory.MixedPolicy{OnDemandBaseCapacity: 2, OnDemandPercentageAboveBaseCapacity: 0, SpotAllocationStrategy: "price-capacity-optimized"},
 			Zones: demoZones, Arch: "amd64", OS: "linux", AMIType: "AL2023_x86_64_STANDARD", NodeRoleARN: nodeRole,
@@ -78,7 +78,7 @@ func DemoInventory() inventory.Inventory {
 			InstanceTypes: []string{"c5.xlarge", "c5.2xlarge"}, CapacityType: inventory.CapacitySpot,
 			Zones: demoZones, Arch: "amd64", OS: "linux", AMIType: "AL2023_x86_64_STANDARD", NodeRoleARN: nodeRole,
 			Labels: map[string]string{"workload": "batch"}, Tags: caTags(nil)},
-		{Name: "gpu", Kind: inventory.SelfManaged, ASGName: "demo-gpu", MinSize: 0, MaxSize: 4, DesiredSize: 2,
+		{Name: "demo-gpu", Kind: inventory.SelfManaged, ASGName: "demo-gpu", MinSize: 0, MaxSize: 4, DesiredSize: 2,
 			InstanceTypes: []string{"g4dn.xlarge"}, CapacityType: inventory.CapacityOnDemand,
 			Zones: demoZones[:2], Arch: "amd64", OS: "linux", AMIType: "AL2023_x86_64_NVIDIA", NodeRoleARN: nodeRole,
 			Labels: map[string]string{"accelerator": "nvidia"},
