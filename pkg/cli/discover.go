@@ -89,9 +89,12 @@ func runDiscover(ctx context.Context, g *GlobalOptions, o *discoverOptions) erro
 			return fmt.Errorf("kubernetes client: %w", err)
 		}
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	prog := newProgress(g.IO.ErrOut, g.IO.IsStdoutTTY())
+	prog.cancelOnInterrupt(cancel)
 	inv, err := discover.Run(ctx, src, discover.Options{ClusterName: o.cluster, Region: cfg.Region, IncludeUserData: o.includeUserData, Progress: prog.step})
-	prog.done()
+	prog.finish(err)
 	if err != nil {
 		return err
 	}
@@ -101,44 +104,18 @@ func runDiscover(ctx context.Context, g *GlobalOptions, o *discoverOptions) erro
 		}
 		fmt.Fprintf(g.IO.ErrOut, "wrote %s\n", o.snapshot)
 	}
-	report := readiness.Evaluate(inv, readiness.Options{})
+	cat := catalog.Default()
+	report := readinessReport(g.IO.ErrOut, inv, cat)
 	if done, err := printStructured(g.IO.Out, g.Output, struct {
 		Inventory *inventory.Inventory `json:"inventory"`
 		Readiness readiness.Report     `json:"readiness"`
 	}{inv, report}); done {
 		return err
 	}
-	printNodeGroups(g.IO.Out, inv, catalog.Default())
+	printNodeGroups(g.IO.Out, inv, cat)
 	fmt.Fprintln(g.IO.Out)
 	printReadiness(g.IO.Out, report)
 	return nil
-}
-
-// progress reports discovery steps: a rewritten status line on a terminal,
-// one plain line per step otherwise.
-type progress struct {
-	w     io.Writer
-	tty   bool
-	start time.Time
-}
-
-func newProgress(w io.Writer, tty bool) *progress {
-	return &progress{w: w, tty: tty, start: time.Now()}
-}
-
-func (p *progress) step(s string) {
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K⠿ reading %s…", s)
-		return
-	}
-	fmt.Fprintf(p.w, "reading %s\n", s)
-}
-
-func (p *progress) done() {
-	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K")
-	}
-	fmt.Fprintf(p.w, "discovery took %s\n", time.Since(p.start).Round(time.Millisecond))
 }
 
 // printNodeGroups writes one row per node group.

@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
@@ -62,7 +65,7 @@ func runReadiness(_ context.Context, g *GlobalOptions, o *readinessOptions) erro
 	if err != nil {
 		return err
 	}
-	report := readiness.Evaluate(&snap.Inventory, readiness.Options{})
+	report := readinessReport(g.IO.ErrOut, &snap.Inventory, catalog.Default())
 	if done, err := printStructured(g.IO.Out, g.Output, report); done {
 		if err != nil {
 			return err
@@ -74,4 +77,19 @@ func runReadiness(_ context.Context, g *GlobalOptions, o *readinessOptions) erro
 		return &ExitError{Code: ExitReadiness, Err: fmt.Errorf("readiness: %d blocker(s), %d warning(s) at or above --fail-on %s", report.Blockers, report.Warnings, o.failOn)}
 	}
 	return nil
+}
+
+// readinessReport evaluates inv against the NodePools generate would write
+// with its defaults (generated in memory): their taints, zones and allowed
+// instance types. When generate cannot map the inventory, the checks fall
+// back on the current nodes, and a note on errOut says so.
+func readinessReport(errOut io.Writer, inv *inventory.Inventory, cat *catalog.Catalog) readiness.Report {
+	opts := generate.DefaultOptions()
+	opts.Catalog = cat
+	res, err := generate.Generate(inv, opts)
+	if err != nil {
+		fmt.Fprintf(errOut, "note: readiness checks taints, zones and instance sizes against the current nodes: no NodePools to compare with (%v)\n", err)
+		return readiness.Evaluate(inv, readiness.Options{})
+	}
+	return readiness.Evaluate(inv, readiness.FromNodePools(inv, res.NodePools, res.NodeClasses, cat))
 }

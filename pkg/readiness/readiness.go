@@ -92,6 +92,10 @@ type Options struct {
 	// MaxAllocatable is the largest node the NodePools may launch (CPU and
 	// memory); default: the largest allocatable among the current nodes.
 	MaxAllocatable corev1.ResourceList
+	// Allocatable, when set, is the room for pods on each instance type the
+	// NodePools allow (see FromNodePools); a pod must fit one of them, which
+	// is stricter than fitting MaxAllocatable resource by resource.
+	Allocatable []corev1.ResourceList
 	// NodeGroupLabels are labels generate keeps on Karpenter nodes; pods
 	// pinned to them are not reported.
 	NodeGroupLabels []string
@@ -230,7 +234,7 @@ func (e *eval) pods() {
 				"remove the selector/affinity, or have generate keep the label on the NodePool (e.g. eks.amazonaws.com/nodegroup as a NodePool label)",
 				owner+" ("+key+")")
 		}
-		if tooLarge(p.Requests, maxAlloc) {
+		if e.tooLarge(p.Requests, maxAlloc) {
 			e.add(IDPodTooLarge, Blocker, "Pods no allowed instance type can hold",
 				"their requests exceed the largest node the NodePools may launch, so they would stay Pending",
 				"allow larger instance types in the NodePool or lower the requests", owner)
@@ -260,7 +264,10 @@ func pinnedKeys(p inventory.Pod, keys []string) []string {
 	return out
 }
 
-func tooLarge(req, max corev1.ResourceList) bool {
+func (e *eval) tooLarge(req, max corev1.ResourceList) bool {
+	if len(e.opts.Allocatable) > 0 {
+		return !fitsSomeType(req, e.opts.Allocatable)
+	}
 	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		q, ok := req[r]
 		m, has := max[r]
