@@ -30,7 +30,6 @@ const (
 
 // State is what apply records so rollback can undo it (state.json).
 type State struct {
-	IAM        []IAMAction `json:"iam"`
 	CAReplicas int32       `json:"clusterAutoscalerReplicas"`
 	Groups     []GroupSize `json:"groups"`
 	Surged     []Surge     `json:"surged,omitempty"`
@@ -554,7 +553,7 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
 		return "", fmt.Errorf("remove Karpenter nodes: %w", err)
 	}
-	deleted, err := IAMDown(ctx, r.sb.Cloud(), r.sb.Kube(), r.inv.Cluster.AccountID)
+	deleted, err := r.iamDown(ctx)
 	if err != nil {
 		return "", err
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
 )
@@ -136,6 +137,10 @@ type runner struct {
 	pools   []apisv1.NodePool
 	plan    *Plan
 	state   *State
+
+	iamDesired *iam.Desired
+	iamPlan    *iam.Plan
+	iamJournal *iam.Journal
 }
 
 // Run performs the demo and returns its summary. On a step failure it

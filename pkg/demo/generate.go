@@ -81,13 +81,6 @@ func (r *runner) maxConsolidateAfter() time.Duration {
 	return d
 }
 
-func nonEmpty(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
-
 // decodeObjects splits a built multi-document YAML stream into objects.
 func decodeObjects(b []byte) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)

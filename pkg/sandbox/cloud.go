@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -18,15 +17,14 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
-// Cloud is the simulated AWS account: the EKS cluster, its ASG-backed node
-// groups and every EC2 instance, plus the IAM/SQS/EventBridge resources the
-// tool creates. Until pkg/aws/awsfake serves this over the wire, callers use
-// these methods directly; they mirror the API calls the real clients make.
+// Cloud is the sandbox's view of the AWS account: the EKS cluster, its
+// ASG-backed node groups and every EC2 instance (Karpenter's included). The
+// account itself is served by pkg/aws/awsfake on loopback (see AWSConfig);
+// the view follows its ASGs every tick.
 type Cloud struct {
 	Cluster   inventory.Cluster
 	groups    map[string]*inventory.NodeGroup
 	instances map[string]*Instance
-	resources map[string]Resource
 	seq       int
 	// asg and eks are SDK clients on the AWS fake (set by Load).
 	asg *autoscaling.Client
@@ -52,17 +50,8 @@ type Instance struct {
 // ProviderID is the node's spec.providerID for the instance.
 func (i Instance) ProviderID() string { return "aws:///" + i.Zone + "/" + i.ID }
 
-// Resource is an IAM role, instance profile, policy, SQS queue, EventBridge
-// rule or access entry in the account.
-type Resource struct {
-	Kind string            `json:"kind"`
-	Name string            `json:"name"`
-	ARN  string            `json:"arn"`
-	Tags map[string]string `json:"tags,omitempty"`
-}
-
 func newCloud() *Cloud {
-	return &Cloud{groups: map[string]*inventory.NodeGroup{}, instances: map[string]*Instance{}, resources: map[string]Resource{}}
+	return &Cloud{groups: map[string]*inventory.NodeGroup{}, instances: map[string]*Instance{}}
 }
 
 // Groups returns every node group with its live instances, sorted by name.
@@ -101,37 +90,6 @@ func (c *Cloud) Instances() []Instance {
 	out := make([]Instance, 0, len(c.instances))
 	for _, id := range c.instanceIDs() {
 		out = append(out, *c.instances[id])
-	}
-	return out
-}
-
-// CreateResource records an IAM/SQS/EventBridge resource; creating one that
-// exists is an error, as AWS's EntityAlreadyExists.
-func (c *Cloud) CreateResource(r Resource) (Resource, error) {
-	key := r.Kind + "/" + r.Name
-	if _, ok := c.resources[key]; ok {
-		return Resource{}, fmt.Errorf("%s %s already exists", r.Kind, r.Name)
-	}
-	if r.ARN == "" {
-		r.ARN = fmt.Sprintf("arn:aws:%s::%s:%s/%s", strings.ToLower(r.Kind), c.Cluster.AccountID, strings.ToLower(r.Kind), r.Name)
-	}
-	c.resources[key] = r
-	return r, nil
-}
-
-// DeleteResource removes a resource; deleting a missing one is not an error.
-func (c *Cloud) DeleteResource(kind, name string) { delete(c.resources, kind+"/"+name) }
-
-// Resources lists resources sorted by kind and name.
-func (c *Cloud) Resources() []Resource {
-	keys := make([]string, 0, len(c.resources))
-	for k := range c.resources {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]Resource, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, c.resources[k])
 	}
 	return out
 }
