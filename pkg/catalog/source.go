@@ -18,7 +18,9 @@ import (
 // wraps EC2 DescribeInstanceTypes, DescribeInstanceTypeOfferings (location
 // type availability-zone), DescribeSpotPriceHistory (latest price per type
 // and zone) and the pricing API's GetProducts (Linux, shared tenancy, used
-// capacity); MemorySource is the in-memory one.
+// capacity) — that is pkg/aws.CatalogSource, kept out of this package so
+// that the engine and generate do not link the SDK; MemorySource is the
+// in-memory one.
 type Source interface {
 	InstanceTypes(ctx context.Context) ([]Info, error)
 	Offerings(ctx context.Context) ([]ZoneOffering, error)
