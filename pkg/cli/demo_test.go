@@ -32,7 +32,7 @@ func TestDemoJSON(t *testing.T) {
 			t.Errorf("step %v", st)
 		}
 	}
-	if !strings.Contains(errOut, "wave-demo-apps") || !strings.Contains(errOut, "final-state") {
+	if !strings.Contains(errOut, "wave-1-") || !strings.Contains(errOut, "final-state") {
 		t.Errorf("with -o json, progress lines should go to stderr; got %q", errOut)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "plan.yaml")); err != nil {

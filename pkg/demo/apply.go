@@ -83,22 +83,26 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 
 	moved := 0
 	for _, w := range r.plan.Waves {
-		step := "wave-" + w.Group
-		r.emit(step, StatusRunning, fmt.Sprintf("%d nodes, %d pods", len(w.Nodes), w.Pods), 0)
-		claims, err := r.preProvision(ctx, w.Nodes)
-		if err != nil {
-			return "", fmt.Errorf("wave %s: %w", w.Group, err)
+		step := waveName(w)
+		nodes := make([]string, 0, len(w.Nodes))
+		for _, n := range w.Nodes {
+			nodes = append(nodes, n.Name)
 		}
-		n, err := r.evictAll(ctx, step, w.Nodes)
+		r.emit(step, StatusRunning, fmt.Sprintf("%d nodes, %d pods", len(nodes), w.Pods), 0)
+		claims, err := r.preProvision(ctx, nodes)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", step, err)
+		}
+		n, err := r.evictAll(ctx, step, nodes)
 		moved += n
 		if err != nil {
-			return "", fmt.Errorf("wave %s: %w", w.Group, err)
+			return "", fmt.Errorf("%s: %w", step, err)
 		}
 		if err := r.unsurge(ctx); err != nil {
-			return "", fmt.Errorf("wave %s: %w", w.Group, err)
+			return "", fmt.Errorf("%s: %w", step, err)
 		}
 		if err := r.releaseClaims(ctx, claims); err != nil {
-			return "", fmt.Errorf("wave %s: %w", w.Group, err)
+			return "", fmt.Errorf("%s: %w", step, err)
 		}
 		r.emit(step, StatusDone, fmt.Sprintf("%d pods moved onto %d pre-provisioned nodes", n, len(claims)), 1)
 		r.sum.Steps = append(r.sum.Steps, StepResult{ID: step, Status: StatusDone, Detail: fmt.Sprintf("%d pods moved", n)})

@@ -19,6 +19,7 @@ import (
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
 )
 
@@ -135,7 +136,7 @@ type runner struct {
 	// objects are the built overlay (NodePools, EC2NodeClasses, ...).
 	objects []*unstructured.Unstructured
 	pools   []apisv1.NodePool
-	plan    *Plan
+	plan    *rollout.Plan
 	state   *State
 
 	iamDesired *iam.Desired
