@@ -281,8 +281,8 @@ func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod) er
 		delay = 500 * time.Millisecond
 	}
 	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("evict %s: not started: %w", name, err)
+		if ctx.Err() != nil {
+			return fmt.Errorf("evict %s: not started: %w", name, context.Cause(ctx))
 		}
 		d.emit(DrainEvent{Type: DrainEvicting, Node: nodeName, Pod: name, Attempt: attempt})
 		err := h.EvictPod(pod, policyv1.SchemeGroupVersion)
@@ -295,7 +295,7 @@ func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod) er
 		d.emit(DrainEvent{Type: DrainBlocked, Node: nodeName, Pod: name, PDB: d.blockingPDB(ctx, &pod), Attempt: attempt, Message: err.Error()})
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("evict %s: waiting after 429 (attempt %d): %w", name, attempt, ctx.Err())
+			return fmt.Errorf("evict %s: waiting after 429 (attempt %d): %w", name, attempt, context.Cause(ctx))
 		case <-d.Clock.After(delay):
 		}
 		if delay *= 2; d.Options.RetryMax > 0 && delay > d.Options.RetryMax {
@@ -337,7 +337,7 @@ func (d *Drainer) waitGone(ctx context.Context, pod corev1.Pod) error {
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return context.Cause(ctx)
 		case <-d.Clock.After(interval):
 		}
 	}
