@@ -200,6 +200,8 @@ func (w *world) account() *awsfake.Account {
 			AvailabilityZone: awssdk.String(zone), LifecycleState: astypes.LifecycleStateInService})
 	}
 	acct.AutoScaling.Groups = []astypes.AutoScalingGroup{asg}
+	issuer := "oidc.eks." + region + ".amazonaws.com/id/" + strings.ToUpper(w.env)
+	acct.IAM.OIDCProviders = []awsfake.IAMOIDCProvider{{ARN: "arn:aws:iam::" + account + ":oidc-provider/" + issuer, URL: issuer, ClientIDList: []string{"sts.amazonaws.com"}}}
 	acct.EKS.Clusters = []awsfake.EKSCluster{{
 		Cluster: ekstypes.Cluster{Name: awssdk.String(w.cluster), Version: awssdk.String("1.31"), Status: ekstypes.ClusterStatusActive,
 			Arn:          awssdk.String("arn:aws:eks:" + region + ":" + account + ":cluster/" + w.cluster),
@@ -292,8 +294,13 @@ func (w *world) journal(t *testing.T) *rollout.Journal {
 	return j
 }
 
-func (w *world) asg(fn func(g *astypes.AutoScalingGroup)) {
-	w.aws.Account(func(a *awsfake.Account) { fn(&a.AutoScaling.Groups[0]) })
+// resize sets the managed node group's maximum size, on its ASG and in
+// EKS, as an operator would.
+func (w *world) resize(max int32) {
+	w.aws.Account(func(a *awsfake.Account) {
+		a.AutoScaling.Groups[0].MaxSize = awssdk.Int32(max)
+		a.EKS.Clusters[0].Nodegroups[0].ScalingConfig.MaxSize = awssdk.Int32(max)
+	})
 }
 
 func TestScriptedRollout(t *testing.T) {
@@ -346,7 +353,7 @@ func TestScriptedRollout(t *testing.T) {
 
 	t.Run("plan made stale by resizing a group", func(t *testing.T) {
 		script(t, repo, "rollout.sh", []string{"PHASE=plan"}, "staging").expect(t, "PHASE=plan rollout.sh staging", exitDone)
-		staging.asg(func(g *astypes.AutoScalingGroup) { g.MaxSize = awssdk.Int32(6) })
+		staging.resize(6)
 		r := script(t, repo, "rollout.sh", []string{"PHASE=apply"}, "staging")
 		r.expect(t, "PHASE=apply after the group was resized", exitDrifted)
 		if !strings.Contains(r.stderr, "sizes changed") {
@@ -486,8 +493,9 @@ func TestScriptedRollout(t *testing.T) {
 		}
 		dev.aws.Account(func(a *awsfake.Account) {
 			g := a.AutoScaling.Groups[0]
-			if *g.DesiredCapacity != 0 || *g.MaxSize != 0 {
-				t.Errorf("legacy group not at zero: min/max/desired %d/%d/%d", *g.MinSize, *g.MaxSize, *g.DesiredCapacity)
+			// A managed group keeps its maximum (EKS wants at least 1).
+			if *g.DesiredCapacity != 0 || *g.MinSize != 0 || len(g.Instances) != 0 {
+				t.Errorf("legacy group not at zero: min/max/desired %d/%d/%d, %d instances", *g.MinSize, *g.MaxSize, *g.DesiredCapacity, len(g.Instances))
 			}
 		})
 		pods, err := dev.kube.Client.CoreV1().Pods(appNS).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
