@@ -199,3 +199,41 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Errorf("%s differs (go test -update to accept):\n--- got ---\n%s\n--- want ---\n%s", name, got, want)
 	}
 }
+
+// TestDemoIsReproducible runs the same seed twice: the summary (but the
+// wall time and directory), the snapshot and the plan are byte-identical.
+func TestDemoIsReproducible(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two whole migrations")
+	}
+	run := func() (*Summary, string) {
+		dir := t.TempDir()
+		sum, err := Run(context.Background(), Options{Seed: 4, OutDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum.WallSeconds, sum.OutDir = 0, ""
+		return sum, dir
+	}
+	a, da := run()
+	b, db := run()
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	ja, jb = bytes.ReplaceAll(ja, []byte(da), []byte("DIR")), bytes.ReplaceAll(jb, []byte(db), []byte("DIR"))
+	if !bytes.Equal(ja, jb) {
+		t.Errorf("same seed, different summaries:\n%s\n%s", ja, jb)
+	}
+	for _, f := range []string{"snapshot.json", "plan.yaml", "karpenter/base/kustomization.yaml"} {
+		x, err := os.ReadFile(filepath.Join(da, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := os.ReadFile(filepath.Join(db, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(bytes.ReplaceAll(x, []byte(da), nil), bytes.ReplaceAll(y, []byte(db), nil)) {
+			t.Errorf("%s differs between two runs with the same seed", f)
+		}
+	}
+}

@@ -4,14 +4,13 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"math"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 )
 
 //go:embed data/instance-types.json
@@ -74,21 +73,19 @@ func (c *Catalog) Get(name string) (InstanceType, bool) {
 	return t, ok
 }
 
-// Price is the USD/hour of a type in a zone for a capacity type. Spot prices
-// are not in the source data, so they are derived deterministically from the
-// type and zone: 28–42 % of on-demand, the usual band for these families.
+// Price is the USD/hour of a type in a zone for a capacity type, from
+// pkg/catalog (us-east-1 list prices, spot at its default ratio), so the
+// sandbox bills exactly what the planner predicts. Types pkg/catalog does
+// not price fall back to this catalogue's on-demand figure.
 func (c *Catalog) Price(instanceType, zone, capacityType string) float64 {
 	t, ok := c.byName[instanceType]
 	if !ok {
 		return 0
 	}
-	if capacityType != inventory.CapacitySpot {
-		return t.OnDemandPrice
+	if p, ok := catalog.Default().Price(instanceType, capacityType, zone); ok {
+		return p
 	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(instanceType + "/" + zone))
-	frac := float64(h.Sum32()%1000) / 1000
-	return math.Round(t.OnDemandPrice*(0.28+0.14*frac)*10000) / 10000
+	return t.OnDemandPrice
 }
 
 // Capacity is what the instance reports to the kubelet.
