@@ -340,173 +340,179 @@ func TestScriptedRollout(t *testing.T) {
 		}
 	})
 
-	t.Run("dry run changes nothing", func(t *testing.T) {
-		r := script(t, repo, "rollout.sh", []string{"DRY_RUN=1"}, "dev")
-		r.expect(t, "DRY_RUN=1 rollout.sh dev", exitDone)
-		if j := dev.journal(t); j != nil {
-			t.Errorf("dry run wrote a journal: %+v", j)
-		}
-		if !strings.Contains(r.stderr, "[dry-run]") {
-			t.Errorf("dry run printed no dry-run events:\n%s", r.stderr)
-		}
-	})
-
-	t.Run("plan made stale by resizing a group", func(t *testing.T) {
-		script(t, repo, "rollout.sh", []string{"PHASE=plan"}, "staging").expect(t, "PHASE=plan rollout.sh staging", exitDone)
-		staging.resize(6)
-		r := script(t, repo, "rollout.sh", []string{"PHASE=apply"}, "staging")
-		r.expect(t, "PHASE=apply after the group was resized", exitDrifted)
-		if !strings.Contains(r.stderr, "sizes changed") {
-			t.Errorf("drift not explained:\n%s", r.stderr)
-		}
-	})
-
-	t.Run("PDB that never allows eviction pauses at the gate", func(t *testing.T) {
-		script(t, repo, "rollout.sh", []string{"PHASE=plan"}, "staging").expect(t, "PHASE=plan rollout.sh staging", exitDone)
-		// Added after the plan was reviewed: a StatefulSet pod pinned to a
-		// legacy node under a budget that allows no disruption.
-		c := staging.kube.Client
-		labels := map[string]string{"app": "db"}
-		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: appNS}, Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-				NodeSelector:                  map[string]string{corev1.LabelHostname: staging.legacy[0]},
-				TerminationGracePeriodSeconds: ptr.To(int64(0)),
-				Containers:                    []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}}}
-		if _, err := c.AppsV1().StatefulSets(appNS).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.PolicyV1().PodDisruptionBudgets(appNS).Create(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db"},
-			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)), Selector: &metav1.LabelSelector{MatchLabels: labels}}},
-			metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := staging.kube.WaitForPodsRunning(ctx, appNS, "app=db", 1); err != nil {
-			t.Fatal(err)
-		}
-		r := script(t, repo, "rollout.sh", []string{"PHASE=apply"}, "staging")
-		r.expect(t, "PHASE=apply with a PDB allowing no disruption", exitPaused)
-		j := staging.journal(t)
-		if j == nil || j.State != rollout.StatePaused || !strings.Contains(j.Message, "PodDisruptionBudget") {
-			t.Fatalf("journal after the pause: %+v", j)
-		}
-		// status -o json is the journal, saved for the pipeline.
-		b, err := os.ReadFile(filepath.Join(repo, ".karpenter-migrate", "staging", "journal.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var saved rollout.Journal
-		if err := json.Unmarshal(b, &saved); err != nil || saved.State != rollout.StatePaused {
-			t.Fatalf("journal.json (status -o json) = %v, %s", err, b)
-		}
-
-		// Fixed: the run resumes where it paused and finishes.
-		if err := c.AppsV1().StatefulSets(appNS).Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.PolicyV1().PodDisruptionBudgets(appNS).Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		script(t, repo, "rollout.sh", []string{"PHASE=apply"}, "staging").expect(t, "PHASE=apply resumed after the fix", exitDone)
-		if j := staging.journal(t); j.State != rollout.StateCompleted {
-			t.Errorf("staging journal after resume: %s %s", j.State, j.Message)
-		}
-	})
-
-	t.Run("in-cluster Job RBAC", func(t *testing.T) {
-		script(t, repo, "rollout.sh", []string{"PHASE=plan"}, "dev").expect(t, "PHASE=plan rollout.sh dev", exitDone)
-		plan := filepath.Join(repo, ".karpenter-migrate", "dev", "plan.yaml")
-		out, err := exec.CommandContext(ctx, binary(t), "generate", "--job", "--plan", plan, "--out", filepath.Join(repo, "karpenter"), "--role-arn", "arn:aws:iam::"+account+":role/km").CombinedOutput()
-		if err != nil {
-			t.Fatalf("generate --job: %v\n%s", err, out)
-		}
-		manifest, err := os.ReadFile(filepath.Join(repo, "karpenter", "jobs", "dev.yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Everything but the Job is applied; the Job is validated by the API
-		// server (a pod of it would only be faked by kwok, on a legacy node).
-		var objs, job []string
-		for _, doc := range strings.Split(string(manifest), "\n---\n") {
-			if strings.Contains(doc, "\nkind: Job\n") {
-				job = append(job, doc)
-			} else {
-				objs = append(objs, doc)
+	// The environments are independent from here on: one runs while the
+	// other waits on its polls.
+	t.Run("staging", func(t *testing.T) {
+		t.Parallel()
+		t.Run("plan made stale by resizing a group", func(t *testing.T) {
+			script(t, repo, "rollout.sh", []string{"PHASE=plan"}, "staging").expect(t, "PHASE=plan rollout.sh staging", exitDone)
+			staging.resize(6)
+			r := script(t, repo, "rollout.sh", []string{"PHASE=apply"}, "staging")
+			r.expect(t, "PHASE=apply after the group was resized", exitDrifted)
+			if !strings.Contains(r.stderr, "sizes changed") {
+				t.Errorf("drift not explained:\n%s", r.stderr)
 			}
-		}
-		if len(job) != 1 {
-			t.Fatalf("want one Job in the manifest, got %d", len(job))
-		}
-		if _, err := dev.kube.ApplyYAML(ctx, "", []byte(strings.Join(objs, "\n---\n"))); err != nil {
-			t.Fatal(err)
-		}
-		if err := dev.kube.ServerDryRun(ctx, []byte(job[0])); err != nil {
-			t.Fatal(err)
-		}
-		sa := "system:serviceaccount:" + namespace + ":" + generate.JobServiceAccount("dev")
-		allowed := func(a authorizationv1.ResourceAttributes) bool {
-			sar, err := dev.kube.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}, ResourceAttributes: &a}}, metav1.CreateOptions{})
+		})
+
+		t.Run("PDB that never allows eviction pauses at the gate", func(t *testing.T) {
+			script(t, repo, "rollout.sh", []string{"PHASE=plan"}, "staging").expect(t, "PHASE=plan rollout.sh staging", exitDone)
+			// Added after the plan was reviewed: a StatefulSet pod pinned to a
+			// legacy node under a budget that allows no disruption.
+			c := staging.kube.Client
+			labels := map[string]string{"app": "db"}
+			sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: appNS}, Spec: appsv1.StatefulSetSpec{
+				Replicas: ptr.To(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+					NodeSelector:                  map[string]string{corev1.LabelHostname: staging.legacy[0]},
+					TerminationGracePeriodSeconds: ptr.To(int64(0)),
+					Containers:                    []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}}}
+			if _, err := c.AppsV1().StatefulSets(appNS).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.PolicyV1().PodDisruptionBudgets(appNS).Create(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "db"},
+				Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)), Selector: &metav1.LabelSelector{MatchLabels: labels}}},
+				metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := staging.kube.WaitForPodsRunning(ctx, appNS, "app=db", 1); err != nil {
+				t.Fatal(err)
+			}
+			r := script(t, repo, "rollout.sh", []string{"PHASE=apply"}, "staging")
+			r.expect(t, "PHASE=apply with a PDB allowing no disruption", exitPaused)
+			j := staging.journal(t)
+			if j == nil || j.State != rollout.StatePaused || !strings.Contains(j.Message, "PodDisruptionBudget") {
+				t.Fatalf("journal after the pause: %+v", j)
+			}
+			// status -o json is the journal, saved for the pipeline.
+			b, err := os.ReadFile(filepath.Join(repo, ".karpenter-migrate", "staging", "journal.json"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			return sar.Status.Allowed
-		}
-		for _, r := range generate.RunbookRules() {
-			res, sub, _ := strings.Cut(r.Resource, "/")
-			for _, verb := range r.Verbs {
-				a := authorizationv1.ResourceAttributes{Verb: verb, Group: r.Group, Resource: res, Subresource: sub}
-				switch r.Scope {
-				case generate.ScopeCluster:
-					a.Namespace = appNS // cluster-wide, so any namespace
-				case generate.ScopeNamespace:
-					a.Namespace = namespace
-				case generate.ScopeAWSAuth:
-					a.Namespace, a.Name = "kube-system", "aws-auth"
-				case generate.ScopeClusterAutoscaler:
-					continue // the plan has no Cluster Autoscaler here
-				}
-				if !allowed(a) {
-					t.Errorf("%s may not %s %s/%s in %q (%s)", sa, verb, r.Group, r.Resource, a.Namespace, r.Why)
-				}
+			var saved rollout.Journal
+			if err := json.Unmarshal(b, &saved); err != nil || saved.State != rollout.StatePaused {
+				t.Fatalf("journal.json (status -o json) = %v, %s", err, b)
 			}
-		}
-		for _, a := range []authorizationv1.ResourceAttributes{
-			{Verb: "delete", Resource: "nodes"},
-			{Verb: "get", Resource: "secrets", Namespace: "kube-system"},
-			{Verb: "update", Resource: "configmaps", Namespace: "kube-system", Name: "coredns"},
-			{Verb: "delete", Resource: "pods", Namespace: appNS},
-		} {
-			if allowed(a) {
-				t.Errorf("%s may %s %s %s in %q: the runbook does not need it", sa, a.Verb, a.Resource, a.Name, a.Namespace)
-			}
-		}
 
-		// The whole runbook as the Job's ServiceAccount: any permission the
-		// Role misses fails the run. JSON progress on stderr.
-		kc := impersonating(t, dev.kube.Kubeconfig, sa)
-		r := script(t, repo, "rollout.sh", []string{"PHASE=apply", "LOG_FORMAT=json", "KUBECONFIG=" + kc, "ENV_FILE=/dev/null/none", "ENDPOINT_URL=" + dev.aws.URL()}, "dev")
-		r.expect(t, "PHASE=apply as the Job's ServiceAccount", exitDone)
-		checkJSONEvents(t, r.stderr)
-		if j := dev.journal(t); j == nil || j.State != rollout.StateCompleted {
-			t.Fatalf("dev journal: %+v", j)
-		}
-		dev.aws.Account(func(a *awsfake.Account) {
-			g := a.AutoScaling.Groups[0]
-			// A managed group keeps its maximum (EKS wants at least 1).
-			if *g.DesiredCapacity != 0 || *g.MinSize != 0 || len(g.Instances) != 0 {
-				t.Errorf("legacy group not at zero: min/max/desired %d/%d/%d, %d instances", *g.MinSize, *g.MaxSize, *g.DesiredCapacity, len(g.Instances))
+			// Fixed: the run resumes where it paused and finishes.
+			if err := c.AppsV1().StatefulSets(appNS).Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.PolicyV1().PodDisruptionBudgets(appNS).Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			script(t, repo, "rollout.sh", []string{"PHASE=apply"}, "staging").expect(t, "PHASE=apply resumed after the fix", exitDone)
+			if j := staging.journal(t); j.State != rollout.StateCompleted {
+				t.Errorf("staging journal after resume: %s %s", j.State, j.Message)
 			}
 		})
-		pods, err := dev.kube.Client.CoreV1().Pods(appNS).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pods.Items {
-			if slices.Contains(dev.legacy, p.Spec.NodeName) {
-				t.Errorf("pod %s still on legacy node %s", p.Name, p.Spec.NodeName)
+	})
+	t.Run("dev", func(t *testing.T) {
+		t.Parallel()
+		t.Run("dry run changes nothing", func(t *testing.T) {
+			r := script(t, repo, "rollout.sh", []string{"DRY_RUN=1"}, "dev")
+			r.expect(t, "DRY_RUN=1 rollout.sh dev", exitDone)
+			if j := dev.journal(t); j != nil {
+				t.Errorf("dry run wrote a journal: %+v", j)
 			}
-		}
+			if !strings.Contains(r.stderr, "[dry-run]") {
+				t.Errorf("dry run printed no dry-run events:\n%s", r.stderr)
+			}
+		})
+		t.Run("in-cluster Job RBAC", func(t *testing.T) {
+			script(t, repo, "rollout.sh", []string{"PHASE=plan"}, "dev").expect(t, "PHASE=plan rollout.sh dev", exitDone)
+			plan := filepath.Join(repo, ".karpenter-migrate", "dev", "plan.yaml")
+			out, err := exec.CommandContext(ctx, binary(t), "generate", "--job", "--plan", plan, "--out", filepath.Join(repo, "karpenter"), "--role-arn", "arn:aws:iam::"+account+":role/km").CombinedOutput()
+			if err != nil {
+				t.Fatalf("generate --job: %v\n%s", err, out)
+			}
+			manifest, err := os.ReadFile(filepath.Join(repo, "karpenter", "jobs", "dev.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Everything but the Job is applied; the Job is validated by the API
+			// server (a pod of it would only be faked by kwok, on a legacy node).
+			var objs, job []string
+			for _, doc := range strings.Split(string(manifest), "\n---\n") {
+				if strings.Contains(doc, "\nkind: Job\n") {
+					job = append(job, doc)
+				} else {
+					objs = append(objs, doc)
+				}
+			}
+			if len(job) != 1 {
+				t.Fatalf("want one Job in the manifest, got %d", len(job))
+			}
+			if _, err := dev.kube.ApplyYAML(ctx, "", []byte(strings.Join(objs, "\n---\n"))); err != nil {
+				t.Fatal(err)
+			}
+			if err := dev.kube.ServerDryRun(ctx, []byte(job[0])); err != nil {
+				t.Fatal(err)
+			}
+			sa := "system:serviceaccount:" + namespace + ":" + generate.JobServiceAccount("dev")
+			allowed := func(a authorizationv1.ResourceAttributes) bool {
+				sar, err := dev.kube.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+					User: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}, ResourceAttributes: &a}}, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return sar.Status.Allowed
+			}
+			for _, r := range generate.RunbookRules() {
+				res, sub, _ := strings.Cut(r.Resource, "/")
+				for _, verb := range r.Verbs {
+					a := authorizationv1.ResourceAttributes{Verb: verb, Group: r.Group, Resource: res, Subresource: sub}
+					switch r.Scope {
+					case generate.ScopeCluster:
+						a.Namespace = appNS // cluster-wide, so any namespace
+					case generate.ScopeNamespace:
+						a.Namespace = namespace
+					case generate.ScopeAWSAuth:
+						a.Namespace, a.Name = "kube-system", "aws-auth"
+					case generate.ScopeClusterAutoscaler:
+						continue // the plan has no Cluster Autoscaler here
+					}
+					if !allowed(a) {
+						t.Errorf("%s may not %s %s/%s in %q (%s)", sa, verb, r.Group, r.Resource, a.Namespace, r.Why)
+					}
+				}
+			}
+			for _, a := range []authorizationv1.ResourceAttributes{
+				{Verb: "delete", Resource: "nodes"},
+				{Verb: "get", Resource: "secrets", Namespace: "kube-system"},
+				{Verb: "update", Resource: "configmaps", Namespace: "kube-system", Name: "coredns"},
+				{Verb: "delete", Resource: "pods", Namespace: appNS},
+			} {
+				if allowed(a) {
+					t.Errorf("%s may %s %s %s in %q: the runbook does not need it", sa, a.Verb, a.Resource, a.Name, a.Namespace)
+				}
+			}
+
+			// The whole runbook as the Job's ServiceAccount: any permission the
+			// Role misses fails the run. JSON progress on stderr.
+			kc := impersonating(t, dev.kube.Kubeconfig, sa)
+			r := script(t, repo, "rollout.sh", []string{"PHASE=apply", "LOG_FORMAT=json", "KUBECONFIG=" + kc, "ENV_FILE=/dev/null/none", "ENDPOINT_URL=" + dev.aws.URL()}, "dev")
+			r.expect(t, "PHASE=apply as the Job's ServiceAccount", exitDone)
+			checkJSONEvents(t, r.stderr)
+			if j := dev.journal(t); j == nil || j.State != rollout.StateCompleted {
+				t.Fatalf("dev journal: %+v", j)
+			}
+			dev.aws.Account(func(a *awsfake.Account) {
+				g := a.AutoScaling.Groups[0]
+				// A managed group keeps its maximum (EKS wants at least 1).
+				if *g.DesiredCapacity != 0 || *g.MinSize != 0 || len(g.Instances) != 0 {
+					t.Errorf("legacy group not at zero: min/max/desired %d/%d/%d, %d instances", *g.MinSize, *g.MaxSize, *g.DesiredCapacity, len(g.Instances))
+				}
+			})
+			pods, err := dev.kube.Client.CoreV1().Pods(appNS).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pods.Items {
+				if slices.Contains(dev.legacy, p.Spec.NodeName) {
+					t.Errorf("pod %s still on legacy node %s", p.Name, p.Spec.NodeName)
+				}
+			}
+		})
 	})
 }
 
