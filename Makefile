@@ -10,7 +10,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 PKGS        := ./...
 
-.PHONY: all build test lint fmt-check vet staticcheck unit fuzz bench controlplane e2e demo
+.PHONY: all build test lint fmt-check vet staticcheck shellcheck unit fuzz bench controlplane e2e demo
 
 all: build
 
@@ -23,9 +23,9 @@ demo:
 
 ## test: everything CI runs — format, vet, staticcheck, then the race-enabled suite
 ## (which includes the control-plane tests, so the binaries are built first).
-test: fmt-check vet staticcheck controlplane unit
+test: fmt-check vet staticcheck shellcheck controlplane unit
 
-lint: fmt-check vet staticcheck
+lint: fmt-check vet staticcheck shellcheck
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^scripts/controlplane/')); \
@@ -41,6 +41,15 @@ $(STATICCHECK):
 
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) $(PKGS)
+
+## shellcheck: lint the rollout scripts as POSIX sh; installs Debian's shellcheck when missing.
+SHELL_SCRIPTS := scripts/rollout.sh scripts/rollout-all.sh
+shellcheck:
+	@command -v shellcheck >/dev/null 2>&1 || { \
+	  echo "installing shellcheck (apt-get)"; \
+	  if [ "$$(id -u)" -eq 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get install -y shellcheck >/dev/null || { $$SUDO apt-get update >/dev/null && $$SUDO apt-get install -y shellcheck >/dev/null; }; }
+	shellcheck -s sh $(SHELL_SCRIPTS)
 
 unit: controlplane
 	$(GO) test -race -timeout 20m $(PKGS)
