@@ -303,6 +303,13 @@ func (s *Session) RemoveOverlay(ctx context.Context) error {
 		}
 		if !s.Options.DryRun && len(names) > 0 {
 			d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: s.drainOptions()}
+			// A pod whose PDB allows no disruption moves back by a surge
+			// restart, as in the waves.
+			if s.Plan.Budget.RestartBlocked {
+				if err := s.restartBlocked(ctx, 0, names, d); err != nil {
+					return err
+				}
+			}
 			res, err := d.DrainNodes(ctx, names, s.Plan.Budget.Concurrency)
 			if err != nil {
 				return fmt.Errorf("drain Karpenter nodes: %w", err)

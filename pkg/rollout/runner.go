@@ -450,7 +450,10 @@ func (r *Runner) Rollback(ctx context.Context, to string) (err error) {
 		}
 	}
 	if !s.Options.DryRun {
-		held, err := r.lock(ctx)
+		// err is the named result: the deferred finish must see the
+		// rollback's outcome, not a shadowed variable.
+		var held *kube.Held
+		held, err = r.lock(ctx)
 		if err != nil {
 			return err
 		}
@@ -463,7 +466,7 @@ func (r *Runner) Rollback(ctx context.Context, to string) (err error) {
 		}()
 		ctx = held.Context()
 		j.State = StateRunning
-		if err := s.save(ctx); err != nil {
+		if err = s.save(ctx); err != nil {
 			return err
 		}
 		final := StateRolledBack

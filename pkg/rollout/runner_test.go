@@ -369,3 +369,30 @@ func TestResumeAfterInterrupt(t *testing.T) {
 		t.Errorf("recorded values changed on resume: %+v", j.Recorded)
 	}
 }
+
+// TestRollbackFailureIsJournalled: a Down that fails leaves the journal
+// failed with the reason, not rolled back.
+func TestRollbackFailureIsJournalled(t *testing.T) {
+	sc := newScenario(t)
+	ctx := context.Background()
+	r := sc.runner(nil)
+	if err := r.Apply(ctx); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	r = sc.runner(nil)
+	for i := range r.Steps {
+		if r.Steps[i].ID == "08_cluster_autoscaler" {
+			r.Steps[i].Down = func(context.Context, *rollout.Session) error { return errors.New("scale refused") }
+		}
+	}
+	if err := r.Rollback(ctx, ""); err == nil || !strings.Contains(err.Error(), "scale refused") {
+		t.Fatalf("Rollback = %v, want the Down error", err)
+	}
+	j, err := rollout.Status(ctx, sc.kube, "karpenter-migrate", "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != rollout.StateFailed || !strings.Contains(j.Message, "scale refused") {
+		t.Errorf("journal state %q message %q, want failed with the reason", j.State, j.Message)
+	}
+}

@@ -350,7 +350,7 @@ func (s *Session) drainWave(ctx context.Context, w Wave, rec *WaveRecord) error 
 		return nil
 	}
 	if s.Plan.Budget.RestartBlocked {
-		if err := s.restartBlocked(ctx, w, d); err != nil {
+		if err := s.restartBlocked(ctx, w.Index, names, d); err != nil {
 			return err
 		}
 	}
@@ -393,11 +393,11 @@ func existing(ctx context.Context, s *Session, names []string) []string {
 // restartBlocked moves pods whose PDB allows no disruption by restarting
 // their Deployment with a surge: the replacement is Ready before the old
 // pod terminates, so the budget is never broken.
-func (s *Session) restartBlocked(ctx context.Context, w Wave, d *kube.Drainer) error {
+func (s *Session) restartBlocked(ctx context.Context, wave int, nodes []string, d *kube.Drainer) error {
 	rsCache := map[string]string{}
 	restarted := map[owner]bool{}
-	for _, n := range w.Nodes {
-		pods, _, err := d.Pods(ctx, n.Name)
+	for _, n := range nodes {
+		pods, _, err := d.Pods(ctx, n)
 		if apierrors.IsNotFound(errors.Unwrap(err)) {
 			continue
 		}
@@ -419,7 +419,7 @@ func (s *Session) restartBlocked(ctx context.Context, w Wave, d *kube.Drainer) e
 				continue
 			}
 			restarted[o] = true
-			if err := s.surgeRestart(ctx, w, dep, pdb); err != nil {
+			if err := s.surgeRestart(ctx, wave, dep, pdb); err != nil {
 				return err
 			}
 		}
@@ -457,7 +457,7 @@ func pdbSelects(pdb *policyv1.PodDisruptionBudget, p *corev1.Pod) bool {
 	return err == nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels))
 }
 
-func (s *Session) surgeRestart(ctx context.Context, w Wave, dep *appsv1.Deployment, pdb string) error {
+func (s *Session) surgeRestart(ctx context.Context, wave int, dep *appsv1.Deployment, pdb string) error {
 	s.change("restart Deployment %s/%s with surge (PodDisruptionBudget %s allows no eviction)", dep.Namespace, dep.Name, pdb)
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"karpenter-migrate.io/restartedAt":%q}}}}}`, s.Clock.Now().UTC().Format(time.RFC3339))
 	if _, err := s.Kube.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
@@ -474,7 +474,7 @@ func (s *Session) surgeRestart(ctx context.Context, w Wave, dep *appsv1.Deployme
 			d.Status.AvailableReplicas >= want && d.Status.Replicas == want, nil
 	})
 	if errors.Is(err, errTimeout) {
-		return &PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: fmt.Sprintf("Deployment %s/%s did not finish its surge restart within %s", dep.Namespace, dep.Name, s.Plan.Budget.Gates.PDBWaitTimeout.Duration)}
+		return &PausedError{Step: s.Journal.Current.Step, Wave: wave, Reason: fmt.Sprintf("Deployment %s/%s did not finish its surge restart within %s", dep.Namespace, dep.Name, s.Plan.Budget.Gates.PDBWaitTimeout.Duration)}
 	}
 	return err
 }

@@ -1,0 +1,426 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+)
+
+const appNS = "shop"
+
+const existingMapRoles = `- rolearn: arn:aws:iam::111122223333:role/eks-node-group-role
+  username: system:node:{{EC2PrivateDNSName}}
+  groups:
+  - system:bootstrappers
+  - system:nodes
+`
+
+// kwokOverlay is the test-only overlay: the generated staging overlay with
+// every NodePool pointed at a KWOKNodeClass, so the real Karpenter (kwok
+// provider) provisions exactly what generate wrote.
+const kwokOverlay = `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- ../staging
+- kwoknodeclass.yaml
+patches:
+- target:
+    kind: NodePool
+  patch: |-
+    - op: replace
+      path: /spec/template/spec/nodeClassRef
+      value: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
+`
+
+const kwokNodeClass = `apiVersion: karpenter.kwok.sh/v1alpha1
+kind: KWOKNodeClass
+metadata:
+  name: default
+spec:
+  nodeRegistrationDelay: 1s
+`
+
+// migrationConfig: waves of two nodes, two drained at once, short gates.
+const migrationConfig = `apiVersion: karpenter-migrate.io/v1alpha1
+kind: MigrationConfig
+environment: e2e
+cluster: e2e
+region: us-east-1
+rollout:
+  waveSize: "2"
+  concurrency: 2
+  preProvision: true
+gates:
+  nodeReadyTimeout: 4m
+  podPendingTimeout: 3m
+  pdbWaitTimeout: 4m
+`
+
+func labelsOf(app string) map[string]string { return map[string]string{"app": app} }
+
+func podSpec(cpu string) corev1.PodSpec {
+	return corev1.PodSpec{
+		TerminationGracePeriodSeconds: ptr.To(int64(1)),
+		Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("256Mi")},
+		}}},
+	}
+}
+
+func deployment(ns, name string, replicas int32, cpu string) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labelsOf(name)},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: labelsOf(name)},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labelsOf(name)}, Spec: podSpec(cpu)}},
+	}
+}
+
+// seedWorkloads creates the scenario's workloads: Cluster Autoscaler, a
+// Deployment behind a PDB maxUnavailable 1, a single replica behind
+// minAvailable 1, a StatefulSet and a DaemonSet.
+func seedWorkloads(ctx context.Context, t testing.TB, w *world) {
+	t.Helper()
+	c := w.env.Client
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitServiceAccount(ctx, w, appNS); err != nil {
+		t.Fatal(err)
+	}
+	// aws-auth as EKS keeps it: the node groups' role mapped. The node
+	// access step must keep this entry and back the ConfigMap up first.
+	awsAuth := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: awsauth.Namespace, Name: awsauth.Name}, Data: map[string]string{
+		"mapRoles": existingMapRoles,
+	}}
+	if _, err := c.CoreV1().ConfigMaps(awsauth.Namespace).Create(ctx, awsAuth, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ca := deployment("kube-system", "cluster-autoscaler", 1, "100m")
+	ca.Spec.Template.Spec.Containers[0].Image = "registry.k8s.io/autoscaling/cluster-autoscaler:v1.31.0"
+	for _, d := range []*appsv1.Deployment{ca, deployment(appNS, "web", 4, "500m"), deployment(appNS, "solo", 1, "250m")} {
+		if _, err := c.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: "db", Labels: labelsOf("db")},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(2)), ServiceName: "db", PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector: &metav1.LabelSelector{MatchLabels: labelsOf("db")},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labelsOf("db")}, Spec: podSpec("250m")}},
+	}
+	if _, err := c.AppsV1().StatefulSets(appNS).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dsSpec := podSpec("50m")
+	dsSpec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: "agent", Labels: labelsOf("agent")},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labelsOf("agent")},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labelsOf("agent")}, Spec: dsSpec}},
+	}
+	if _, err := c.AppsV1().DaemonSets(appNS).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pdb := range []*policyv1.PodDisruptionBudget{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: "web"}, Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: labelsOf("web")}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: "solo"}, Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: labelsOf("solo")}}},
+	} {
+		if _, err := c.PolicyV1().PodDisruptionBudgets(appNS).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for sel, n := range map[string]int{"app=web": 4, "app=solo": 1, "app=db": 2} {
+		if _, err := w.env.WaitForPodsRunning(ctx, appNS, sel, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.env.WaitForPodsRunning(ctx, "kube-system", "app=cluster-autoscaler", 1); err != nil {
+		t.Fatal(err)
+	}
+	// The PDBs must be observed before discovery reads them.
+	err := w.env.WaitFor(ctx, "PDB status", func(ctx context.Context) (bool, error) {
+		list, err := c.PolicyV1().PodDisruptionBudgets(appNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range list.Items {
+			if p.Status.ObservedGeneration < p.Generation || p.Status.ExpectedPods == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitServiceAccount(ctx context.Context, w *world, ns string) error {
+	return w.env.WaitFor(ctx, "default ServiceAccount in "+ns, func(ctx context.Context) (bool, error) {
+		_, err := w.env.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+// prepare writes the generated tree with the kwok overlay, and the config.
+func (w *world) prepare(ctx context.Context) (tree, cfg string) {
+	w.t.Helper()
+	tree = filepath.Join(w.dir, "karpenter")
+	out, errOut, code := w.run(ctx, "generate", "--cluster", clusterName, "--out", tree, "--envs", "staging")
+	w.t.Logf("generate (exit %d):\n%s%s", code, out, errOut)
+	overlay := filepath.Join(tree, "overlays", "e2e")
+	if err := os.MkdirAll(overlay, 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	for name, body := range map[string]string{"kustomization.yaml": kwokOverlay, "kwoknodeclass.yaml": kwokNodeClass} {
+		if err := os.WriteFile(filepath.Join(overlay, name), []byte(body), 0o644); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	cfg = filepath.Join(w.dir, "e2e.yaml")
+	if err := os.WriteFile(cfg, []byte(migrationConfig), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	return tree, cfg
+}
+
+var scenarioGroups = []legacyGroup{
+	{name: "ng-managed", asg: "eks-ng-managed-asg", managed: true, min: 1, max: 4},
+	{name: "ng-self", asg: "ng-self", min: 1, max: 5, suspended: []string{"AZRebalance"}},
+}
+
+// TestRolloutEndToEnd: plan live, apply killed with SIGKILL in a drain,
+// a concurrent apply refused by the Lease, the resumed apply completing
+// with every pod on Karpenter nodes and no PDB ever below its minimum, then
+// a rollback that restores the recorded sizes, processes and replicas.
+func TestRolloutEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the end-to-end rollout takes minutes")
+	}
+	w := newWorld(t, scenarioGroups, 2)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	seedWorkloads(ctx, t, w)
+	before := w.asgs()
+	tree, cfg := w.prepare(ctx)
+
+	// Plan from a live discovery, with the IAM steps.
+	out := w.mustRun(ctx, "plan", "--env", "e2e", "--cluster", clusterName, "--dir", tree, "--config", cfg, "--identity", "pod-identity", "-f", "plan.yaml", "-o", "json")
+	var plan rollout.Plan
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("plan -o json: %v\n%s", err, out)
+	}
+	checkPlan(t, &plan)
+
+	budgets := []budget{
+		{name: "web", selector: labels.SelectorFromSet(labelsOf("web")), min: 3},
+		{name: "solo", selector: labels.SelectorFromSet(labelsOf("solo")), min: 1},
+	}
+	watch, err := watchPods(ctx, w.env.Client, appNS, budgets)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Apply, killed (SIGKILL) as soon as the first pod is evicted.
+	apply := []string{"apply", "--plan", "plan.yaml", "--dir", tree, "--yes", "--lease-duration", "8s", "--poll-interval", "500ms", "--ack-blockers"}
+	first := w.start(ctx, "evicted ", apply...)
+	select {
+	case <-first.seen:
+		if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-first.done
+	case err := <-first.done:
+		t.Fatalf("apply ended (%v) before evicting anything:\n%s", err, first.output())
+	}
+	j, err := rollout.Status(ctx, w.env.Client, "karpenter-migrate", "e2e")
+	if err != nil || j == nil {
+		t.Fatalf("journal after SIGKILL: %v, %v", j, err)
+	}
+	t.Logf("killed at %s wave %d phase %s (state %s)", j.Current.Step, j.Current.Wave, j.Current.Phase, j.State)
+	if j.Current.Step != "09_drain_waves" || j.State != rollout.StateRunning {
+		t.Errorf("journal after SIGKILL: step %s state %s, want 09_drain_waves running", j.Current.Step, j.State)
+	}
+
+	// The dead run's Lease still holds: a second apply is refused.
+	_, errOut, code := w.run(ctx, apply...)
+	if code == 0 || !strings.Contains(errOut, "is held by") {
+		t.Errorf("apply while the killed run's lease holds: exit %d, stderr %s; want a refusal naming the holder", code, errOut)
+	}
+
+	// Once it expires, apply resumes; while it runs, another apply is refused.
+	time.Sleep(9 * time.Second)
+	resumed := w.start(ctx, "RunStarted", apply...)
+	select {
+	case <-resumed.seen:
+	case err := <-resumed.done:
+		t.Fatalf("resumed apply ended (%v) before starting:\n%s", err, resumed.output())
+	}
+	_, errOut, code = w.run(ctx, apply...)
+	if code == 0 || !strings.Contains(errOut, "is held by") {
+		t.Errorf("concurrent apply: exit %d, stderr %s; want a refusal naming the running apply", code, errOut)
+	}
+	if err := <-resumed.done; err != nil {
+		t.Fatalf("resumed apply: %v\n%s", err, resumed.output())
+	}
+	t.Logf("resumed apply:\n%s", resumed.output())
+
+	lowest, pending, err := watch.stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range budgets {
+		if lowest[b.name] < b.min {
+			t.Errorf("PDB %s: healthy pods dropped to %d during the rollout, below its minimum %d", b.name, lowest[b.name], b.min)
+		}
+	}
+	t.Logf("lowest healthy per PDB %v; longest wait for a node %s", lowest, pending.Round(time.Millisecond))
+	checkMigrated(ctx, t, w)
+
+	// Rollback restores exactly what was recorded.
+	w.mustRun(ctx, "rollback", "--plan", "plan.yaml", "--dir", tree, "--yes", "--poll-interval", "500ms")
+	after := w.asgs()
+	for name, b := range before {
+		a := after[name]
+		if a.Min != b.Min || a.Max != b.Max || a.Desired != b.Desired || !slices.Equal(a.Suspended, b.Suspended) {
+			t.Errorf("ASG %s after rollback: %+v, want the recorded %+v", name, a, b)
+		}
+	}
+	d, err := w.env.Client.AppsV1().Deployments("kube-system").Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
+	if err != nil || ptr.Deref(d.Spec.Replicas, -1) != 1 {
+		t.Errorf("Cluster Autoscaler after rollback: %v replicas (%v), want the recorded 1", d.Spec.Replicas, err)
+	}
+	j, err = rollout.Status(ctx, w.env.Client, "karpenter-migrate", "e2e")
+	if err != nil || j.State != rollout.StateRolledBack {
+		t.Errorf("journal after rollback: %+v, %v", j, err)
+	}
+}
+
+// checkPlan asserts what the plan must say about the scenario.
+func checkPlan(t *testing.T, p *rollout.Plan) {
+	t.Helper()
+	if len(p.NodeGroups) != 2 || p.ClusterAutoscaler == nil || p.ClusterAutoscaler.Replicas != 1 {
+		t.Errorf("plan groups %+v, Cluster Autoscaler %+v; want two groups and CA at 1", p.NodeGroups, p.ClusterAutoscaler)
+	}
+	if len(p.Waves) != 2 {
+		t.Errorf("%d waves, want 2 (two nodes per group, waves of two)", len(p.Waves))
+	}
+	// The engine predicts wave 1's nodes; later waves may fit in the room
+	// earlier waves' nodes leave, as Karpenter's scheduler would use it.
+	if len(p.Waves) > 0 && (len(p.Waves[0].PredictedNodes) == 0 || len(p.Waves[0].PreProvision) == 0) {
+		t.Errorf("wave 1: predicted %v placeholders %v; want the engine's nodes on %v", p.Waves[0].PredictedNodes, p.Waves[0].PreProvision, p.Waves[0].NodePools)
+	}
+	for _, f := range p.Findings {
+		if f.Severity == "blocker" {
+			t.Errorf("unexpected blocker: %+v", f)
+		}
+	}
+	if p.PoolForGroup["ng-managed"] == "" || p.PoolForGroup["ng-self"] == "" {
+		t.Errorf("pools for groups %v", p.PoolForGroup)
+	}
+	reported := false
+	for _, f := range p.Findings {
+		if strings.Contains(f.Object, appNS+"/solo") && strings.Contains(f.Message, "allows no disruption") {
+			reported = true
+		}
+	}
+	if !reported {
+		t.Errorf("the single replica behind minAvailable 1 is not reported; findings %+v", p.Findings)
+	}
+	if p.IAM == nil || p.IAM.Error != "" || p.IAM.NodeAccess != "aws-auth" {
+		t.Errorf("IAM %+v, want the steps planned with aws-auth node access", p.IAM)
+	}
+}
+
+// checkMigrated asserts the end state of apply.
+func checkMigrated(ctx context.Context, t *testing.T, w *world) {
+	t.Helper()
+	for name, s := range w.asgs() {
+		if s.Min != 0 || s.Desired != 0 || s.Instances != 0 || slices.Contains(s.Suspended, "Launch") {
+			t.Errorf("ASG %s after apply: %+v, want min/desired 0, no instances, Launch resumed", name, s)
+		}
+	}
+	d, err := w.env.Client.AppsV1().Deployments("kube-system").Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
+	if err != nil || ptr.Deref(d.Spec.Replicas, -1) != 0 {
+		t.Errorf("Cluster Autoscaler after apply: %v replicas (%v), want 0", d.Spec.Replicas, err)
+	}
+	nodes, err := w.env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	karpenter := map[string]bool{}
+	for _, n := range nodes.Items {
+		if n.Labels["karpenter.sh/nodepool"] != "" {
+			karpenter[n.Name] = true
+		} else {
+			t.Errorf("legacy node %s still exists", n.Name)
+		}
+	}
+	pods, err := w.env.Client.CoreV1().Pods(appNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if !karpenter[p.Spec.NodeName] {
+			t.Errorf("pod %s is on %q, not a Karpenter node", p.Name, p.Spec.NodeName)
+		}
+		if healthy(&p) {
+			running++
+		}
+	}
+	if want := 4 + 1 + 2 + len(karpenter); running < want {
+		t.Errorf("%d healthy pods in %s, want %d (web 4, solo 1, db 2, one agent per node)", running, appNS, want)
+	}
+	j, err := rollout.Status(ctx, w.env.Client, "karpenter-migrate", "e2e")
+	if err != nil || j.State != rollout.StateCompleted {
+		t.Fatalf("journal %+v, %v; want completed", j, err)
+	}
+	// The IAM steps ran through pkg/iam: roles and queue in the fake, the
+	// node role mapped in aws-auth, its backup recorded.
+	w.aws.Account(func(a *awsfake.Account) {
+		var roles []string
+		for _, r := range a.IAM.Roles {
+			roles = append(roles, ptr.Deref(r.Role.RoleName, ""))
+		}
+		for _, want := range []string{"KarpenterNodeRole-" + clusterName, "KarpenterControllerRole-" + clusterName} {
+			if !slices.Contains(roles, want) {
+				t.Errorf("IAM roles %v lack %s", roles, want)
+			}
+		}
+		if len(a.SQS.Queues) != 1 {
+			t.Errorf("%d SQS queues, want the interruption queue", len(a.SQS.Queues))
+		}
+	})
+	cm, err := w.env.Client.CoreV1().ConfigMaps(awsauth.Namespace).Get(ctx, awsauth.Name, metav1.GetOptions{})
+	if err != nil || !strings.Contains(cm.Data["mapRoles"], "KarpenterNodeRole-"+clusterName) || !strings.HasPrefix(cm.Data["mapRoles"], existingMapRoles) {
+		t.Errorf("aws-auth: %v (%v), want the existing entry kept byte for byte and the node role mapped", cm.Data, err)
+	}
+	if j.Recorded.AWSAuthBackup == "" {
+		t.Errorf("journal records no aws-auth backup")
+	}
+}
