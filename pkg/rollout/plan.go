@@ -45,14 +45,14 @@ type Plan struct {
 	Cluster     string    `json:"cluster"`
 	Region      string    `json:"region,omitempty"`
 
-	Steps             []PlannedStep     `json:"steps"`
-	Budget            Budget            `json:"budget"`
-	NodeGroups        []GroupState      `json:"nodeGroups"`
-	ClusterAutoscaler *CARef            `json:"clusterAutoscaler,omitempty"`
-	Waves             []Wave            `json:"waves"`
-	Findings          []Finding         `json:"findings,omitempty"`
-	Cost              Cost              `json:"cost"`
-	NodePools         []string          `json:"nodePools,omitempty"`
+	Steps             []PlannedStep `json:"steps"`
+	Budget            Budget        `json:"budget"`
+	NodeGroups        []GroupState  `json:"nodeGroups"`
+	ClusterAutoscaler *CARef        `json:"clusterAutoscaler,omitempty"`
+	Waves             []Wave        `json:"waves"`
+	Findings          []Finding     `json:"findings,omitempty"`
+	Cost              Cost          `json:"cost"`
+	NodePools         []string      `json:"nodePools,omitempty"`
 	// PoolForGroup is the preferred NodePool replacing each group; a
 	// wave's NodePools lists all of them (weighted strategies have several).
 	PoolForGroup map[string]string `json:"poolForGroup,omitempty"`
