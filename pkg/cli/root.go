@@ -102,6 +102,7 @@ be resumed and rolled back.`,
 		newDemoCmd(g),
 		newDiscoverCmd(g), newReadinessCmd(g),
 		newIAMCmd(g),
+		newWizardCmd(g),
 	)
 	return root
 }

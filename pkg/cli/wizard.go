@@ -1,0 +1,96 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui"
+)
+
+type wizardOptions struct {
+	sandbox bool
+	seed    uint64
+	out     string
+	cluster string
+	env     string
+}
+
+func newWizardCmd(g *GlobalOptions) *cobra.Command {
+	o := &wizardOptions{}
+	cmd := &cobra.Command{
+		Use:   "wizard [--sandbox]",
+		Short: "Walk through the whole migration of one cluster interactively, one screen per stage",
+		Long: `wizard walks through the migration of one cluster: connect (context, AWS profile and region,
+environment), discover (node groups to include), readiness (blockers resolved or
+acknowledged), generate (strategy, flexibility, environments; a diff preview), IAM (plan,
+confirm apply), plan (waves, fleet and $/h before and after; wave size and concurrency),
+rollout (live, with pause, resume and rollback) and a summary with the commands that
+repeat it from CI.
+
+It calls the same functions as discover, generate, iam apply, plan and apply, writes the
+same files into --out (snapshot.json, karpenter/, the IAM journal, <env>.yaml, plan.yaml)
+and records the same journal in the cluster, so you can stop it and continue with
+"apply", or the other way round. It needs an interactive terminal.
+
+--sandbox runs it against the embedded sandbox cluster and account (as demo does).`,
+		Example: `  # Try it on the embedded sandbox
+  karpenter-migrate wizard --sandbox
+
+  # A real cluster, files in ./migration
+  karpenter-migrate wizard --context arn:aws:eks:eu-west-1:111122223333:cluster/prod --env prod --out migration`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runWizard(cmd, g, o) },
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.sandbox, "sandbox", false, "run against the embedded sandbox cluster and account")
+	f.Uint64Var(&o.seed, "seed", 1, "with --sandbox: seed of the sandbox")
+	f.StringVar(&o.out, "out", "", "directory for the files (default: the current directory; with --sandbox a new temporary one)")
+	f.StringVar(&o.cluster, "cluster", "", "EKS cluster name (default: from an EKS kubeconfig context)")
+	f.StringVar(&o.env, "env", "", "environment name (dev, staging, prod, ...)")
+	return cmd
+}
+
+func runWizard(cmd *cobra.Command, g *GlobalOptions, o *wizardOptions) error {
+	io := g.IO
+	if !io.CanPrompt() {
+		return errors.New(`the wizard needs an interactive terminal; the same steps as commands:
+  karpenter-migrate discover --cluster NAME --snapshot snapshot.json
+  karpenter-migrate generate --snapshot snapshot.json --out karpenter
+  karpenter-migrate iam apply --snapshot snapshot.json --yes
+  karpenter-migrate plan --env ENV --snapshot snapshot.json --dir karpenter -f plan.yaml
+  karpenter-migrate apply --plan plan.yaml --dir karpenter --yes
+or watch the whole migration non-interactively with: karpenter-migrate demo`)
+	}
+	ctx := cmd.Context()
+	opts := tui.Options{OutDir: o.out, Namespace: g.Namespace, Sandbox: o.sandbox, Color: io.ColorEnabled()}
+	ops := &tui.Ops{Namespace: g.Namespace}
+	if o.sandbox {
+		sb, err := tui.NewSandbox(ctx, o.seed)
+		if err != nil {
+			return err
+		}
+		defer sb.Close()
+		ops.Dial, opts.Defaults = sb.Dial, sb.Defaults()
+		if opts.OutDir == "" {
+			if opts.OutDir, err = os.MkdirTemp("", "karpenter-migrate-wizard-"); err != nil {
+				return fmt.Errorf("create a temporary output directory (or pass --out): %w", err)
+			}
+		}
+	} else {
+		ops.Dial = tui.LiveDialer(g.Kubeconfig, g.EndpointURL)
+		opts.Defaults = tui.DetectDefaults(g.Kubeconfig, tui.Connection{Context: g.Context, Cluster: o.cluster, Profile: g.Profile, Region: g.Region, Environment: o.env})
+		if opts.OutDir == "" {
+			opts.OutDir = "."
+		}
+	}
+	ops.OutDir, opts.Backend = opts.OutDir, ops
+	res, err := tui.Run(ctx, opts, io.In, io.Out)
+	fmt.Fprintf(io.Out, "wizard: %s at %s; files in %s\n", res.Outcome, res.Screen, opts.OutDir)
+	for _, c := range res.Commands {
+		fmt.Fprintln(io.Out, "  "+c)
+	}
+	return err
+}

@@ -1,0 +1,180 @@
+package tui
+
+import (
+	"context"
+	"time"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+)
+
+// Backend is everything the wizard does to a cluster and an account. Ops
+// implements it with the package functions the plain commands call
+// (discover, generate, iam, rollout); model tests substitute a fake. Every
+// method may block: the wizard calls them from tea.Cmds, never from Update.
+type Backend interface {
+	// Connect builds the clients for c and checks them live (the API
+	// server answers, the EKS cluster exists).
+	Connect(ctx context.Context, c Connection) (ConnectInfo, error)
+	// Discover reads the cluster (discover.Run), reporting each stage to
+	// progress, and writes the snapshot.
+	Discover(ctx context.Context, progress func(stage string)) (*inventory.Inventory, error)
+	// Generate makes the NodePools and EC2NodeClasses of the included
+	// node groups; with write false it only previews the tree against what
+	// is on disk.
+	Generate(ctx context.Context, inv *inventory.Inventory, c GenerateChoice, write bool) (*GenerateResult, error)
+	// IAMPlan compares what Karpenter needs in the account with what exists.
+	IAMPlan(ctx context.Context, inv *inventory.Inventory, c IAMChoice) (*iam.Plan, error)
+	// IAMApply applies the plan, journalled as `iam apply` does.
+	IAMApply(ctx context.Context, p *iam.Plan, onStep func(iam.Item)) error
+	// Plan plans the rollout (rollout.MakePlan) and writes plan.yaml and
+	// the environment's config.
+	Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) (*PlanResult, error)
+	// Apply runs the plan as `apply --yes` does; Rollback as `rollback`.
+	// Both report runner events and cluster views to sink until they
+	// return, and return the runner's error.
+	Apply(ctx context.Context, p *rollout.Plan, c RunChoice, sink func(Update)) error
+	Rollback(ctx context.Context, p *rollout.Plan, sink func(Update)) error
+}
+
+// Connection is what the connect screen asks for.
+type Connection struct {
+	Context     string
+	Cluster     string
+	Profile     string
+	Region      string
+	Environment string
+}
+
+// ConnectInfo is what Connect found.
+type ConnectInfo struct {
+	// Server describes the Kubernetes API server (version).
+	Server string
+	// Cluster describes the EKS cluster (name, version, account, region).
+	Cluster string
+}
+
+// Defaults are the connection values detected before the first screen,
+// with the choices offered for completion.
+type Defaults struct {
+	Connection
+	Contexts []string
+	Profiles []string
+}
+
+// GenerateChoice is the generate screen's form.
+type GenerateChoice struct {
+	Strategy    generate.Strategy
+	Flexibility generate.Flexibility
+	Envs        []string
+}
+
+// FilePreview is one file of a previewed tree.
+type FilePreview struct {
+	Path string
+	// Action is what writing would do: created, updated, unchanged or kept
+	// (a file the user edited is kept).
+	Action generate.FileAction
+	// Diff is a unified diff against the file on disk (the whole file as
+	// added lines when it is new).
+	Diff string
+}
+
+// GenerateResult is a preview or a write.
+type GenerateResult struct {
+	Dir string
+	// Pools summarise the NodePools.
+	Pools []generate.PoolSummary
+	Files []FilePreview
+	// Written is set after a write.
+	Written  *generate.TreeReport
+	Warnings []string
+}
+
+// IAMChoice is the IAM screen's choices.
+type IAMChoice struct {
+	// Identity is irsa or pod-identity; empty picks by the cluster.
+	Identity iam.Identity
+	// CreateOIDCProvider creates the cluster's IAM OIDC provider for IRSA.
+	CreateOIDCProvider bool
+}
+
+// PlanChoice is the plan screen's adjustable budget and what the earlier
+// screens decided.
+type PlanChoice struct {
+	Environment string
+	// WaveSize is a node count ("3") or a percentage of legacy nodes ("20%").
+	WaveSize    string
+	Concurrency int
+	Generate    GenerateChoice
+	IAM         IAMChoice
+	// Exclude are node groups left out of the waves: their nodes stay.
+	Exclude []string
+	// AllowEmptyDir and ForceEvict are the environment config's
+	// rollout.allowEmptyDir and rollout.forceEvict.
+	AllowEmptyDir bool
+	ForceEvict    bool
+	// Acknowledged are readiness finding IDs the user accepted.
+	Acknowledged []string
+}
+
+// RunChoice are the options of a run the user chose on the plan screen.
+type RunChoice struct {
+	// AckBlockers lets preflight pass with blocker findings in the plan
+	// (apply --ack-blockers).
+	AckBlockers bool
+}
+
+// FleetLine is one instance type of a predicted fleet.
+type FleetLine struct {
+	InstanceType string
+	CapacityType string
+	Count        int
+}
+
+// PlanResult is a written plan with the fleet it predicts.
+type PlanResult struct {
+	Plan       *rollout.Plan
+	PlanFile   string
+	ConfigFile string
+	// AfterMigration is the union of the waves' predicted nodes;
+	// AfterConsolidation is what the moved pods need packed afresh on the
+	// same NodePools, which is where Karpenter's consolidation heads.
+	AfterMigration          []FleetLine
+	AfterConsolidation      []FleetLine
+	ConsolidatedCostPerHour float64
+	// Repacked is false when no cheaper packing exists: consolidation then
+	// leaves the fleet after migration as it is.
+	Repacked bool
+	// Before is the legacy fleet.
+	Before []FleetLine
+}
+
+// Update is one report from a running Apply or Rollback: a runner event,
+// or a fresh view of the cluster.
+type Update struct {
+	Event *rollout.Event
+	View  *ClusterView
+}
+
+// WorkloadView is one workload's pods during the rollout.
+type WorkloadView struct {
+	Name    string
+	Ready   int
+	Pending int
+}
+
+// ClusterView is the cluster as the rollout screen shows it.
+type ClusterView struct {
+	Time           time.Time
+	LegacyNodes    int
+	KarpenterNodes int
+	CostPerHour    float64
+	// Workloads with pods on the cluster, by name.
+	Workloads []WorkloadView
+	// PodWorkload maps namespace/name of each pod to its workload, so
+	// evictions (which name pods) are counted per workload.
+	PodWorkload map[string]string
+}

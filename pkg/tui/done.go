@@ -1,0 +1,138 @@
+package tui
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+)
+
+// doneScreen sums the migration up and prints the commands that repeat it
+// from CI for the next environment.
+type doneScreen struct{ s *state }
+
+func newDone(s *state) screen { return &doneScreen{s: s} }
+
+func (d *doneScreen) title() string            { return "Done" }
+func (d *doneScreen) init() tea.Cmd            { return nil }
+func (d *doneScreen) help() []key.Binding      { return nil }
+func (d *doneScreen) update(tea.Msg) tea.Cmd   { return nil }
+func (d *doneScreen) view(width, _ int) string { return summary(d.s, width) }
+
+func summary(s *state, width int) string {
+	st := s.st
+	rs := &s.runStats
+	var b strings.Builder
+	switch s.outcome {
+	case OutcomeRolledBack:
+		fmt.Fprintf(&b, "%s %s of %s rolled back: node groups and Cluster Autoscaler restored.\n", st.ok.Render("✓"), s.conn.Environment, s.conn.Cluster)
+	default:
+		fmt.Fprintf(&b, "%s %s of %s migrated to Karpenter.\n", st.ok.Render("✓"), s.conn.Environment, s.conn.Cluster)
+	}
+	if rs.first != nil && rs.view != nil {
+		fmt.Fprintf(&b, "Nodes %d legacy → %d legacy + %d Karpenter · $/h %.3f → %.3f · %d pods evicted\n",
+			rs.first.LegacyNodes, rs.view.LegacyNodes, rs.view.KarpenterNodes, rs.first.CostPerHour, rs.view.CostPerHour, rs.evictedTotal)
+	}
+	b.WriteString(lipgloss.NewStyle().Width(width).Render(fmt.Sprintf("Files in %s: %s, %s/, %s, %s, %s", s.opts.OutDir, SnapshotFile, TreeDir, IAMJournalFile(s.conn.Cluster), ConfigFile(s.conn.Environment), PlanFile)) + "\n\n")
+	b.WriteString(st.key.Render("Repeat it from CI") + " (next environment: its own --cluster, --env, config):\n")
+	for _, c := range commands(s) {
+		b.WriteString(st.dim.Render(shellWrap(c, width)) + "\n")
+	}
+	return b.String()
+}
+
+// commands are the plain commands that do what the wizard did, from the
+// files it wrote; after a pause they resume instead.
+func commands(s *state) []string {
+	out := s.opts.OutDir
+	rel := func(name string) string { return filepath.Join(out, name) }
+	global := ""
+	if s.conn.Region != "" && !s.opts.Sandbox {
+		global += " --region " + s.conn.Region
+	}
+	if s.conn.Profile != "" && !s.opts.Sandbox {
+		global += " --profile " + s.conn.Profile
+	}
+	if s.opts.Namespace != "" && s.opts.Namespace != "karpenter-migrate" {
+		global += " -n " + s.opts.Namespace
+	}
+	env := s.conn.Environment
+	plan, tree := rel(PlanFile), rel(TreeDir)
+	switch s.outcome {
+	case OutcomePaused, OutcomeQuit:
+		if s.plan == nil {
+			return nil
+		}
+		return []string{
+			fmt.Sprintf("karpenter-migrate status --env %s%s", env, global),
+			fmt.Sprintf("karpenter-migrate apply --plan %s --dir %s --yes%s%s   # resume", plan, tree, ackFlag(s), global),
+			fmt.Sprintf("karpenter-migrate rollback --plan %s --dir %s --yes%s   # or undo", plan, tree, global),
+		}
+	}
+	envs := s.gen.Envs
+	if len(envs) == 0 {
+		envs = []string{env}
+	}
+	gen := fmt.Sprintf("karpenter-migrate generate --snapshot %s --out %s --envs %s --strategy %s --flexibility %s",
+		rel(SnapshotFile), tree, strings.Join(envs, ","), s.gen.Strategy, s.gen.Flexibility)
+	cmds := []string{
+		fmt.Sprintf("karpenter-migrate discover --cluster %s --snapshot %s%s", s.conn.Cluster, rel(SnapshotFile), global),
+		gen,
+	}
+	if s.iamDone {
+		cmds = append(cmds, fmt.Sprintf("karpenter-migrate iam apply --snapshot %s --journal %s --yes%s", rel(SnapshotFile), rel(IAMJournalFile(s.conn.Cluster)), global))
+	}
+	return append(cmds,
+		fmt.Sprintf("karpenter-migrate plan --env %s --snapshot %s --dir %s --config %s -f %s%s", env, rel(SnapshotFile), tree, rel(ConfigFile(env)), plan, global),
+		fmt.Sprintf("karpenter-migrate apply --plan %s --dir %s --yes%s%s", plan, tree, ackFlag(s), global),
+	)
+}
+
+// shellWrap breaks a command between its flags (a flag stays with its
+// value) to fit width, with the shell's line continuation, so it can be
+// pasted as it is.
+func shellWrap(cmd string, width int) string {
+	var units []string
+	for _, w := range strings.Fields(cmd) {
+		if n := len(units); n > 0 && (!strings.HasPrefix(w, "-") && strings.HasPrefix(units[n-1], "-") && !strings.Contains(units[n-1], " ") ||
+			!strings.HasPrefix(w, "-") && !strings.HasPrefix(units[n-1], "-")) {
+			units[n-1] += " " + w
+			continue
+		}
+		units = append(units, w)
+	}
+	var lines []string
+	line := ""
+	for _, u := range units {
+		switch {
+		case line == "":
+			line = u
+		case len(line)+1+len(u)+2 > width:
+			lines = append(lines, line+" \\")
+			line = "    " + u
+		default:
+			line += " " + u
+		}
+	}
+	return strings.Join(append(lines, line), "\n")
+}
+
+func ackFlag(s *state) string {
+	if s.run.AckBlockers {
+		return " --ack-blockers"
+	}
+	return ""
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

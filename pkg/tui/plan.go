@@ -1,0 +1,265 @@
+package tui
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/spinner"
+	"github.com/charmbracelet/bubbles/table"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+)
+
+// planScreen plans the rollout: the waves, the fleet after migration and
+// after consolidation, $/h before and after; wave size and concurrency
+// can be adjusted, which plans again.
+type planScreen struct {
+	s       *state
+	spin    spinner.Model
+	busy    bool
+	err     error
+	table   table.Model
+	confirm bool
+	warn    string
+	size    tea.WindowSizeMsg
+}
+
+type plannedMsg struct {
+	res *PlanResult
+	err error
+}
+
+func newPlan(s *state) screen {
+	def := config.Default(s.conn.Environment)
+	var exclude, acked []string
+	for name, ex := range s.exclude {
+		if ex {
+			exclude = append(exclude, name)
+		}
+	}
+	for id, ok := range s.acked {
+		if ok {
+			acked = append(acked, id)
+		}
+	}
+	sort.Strings(exclude)
+	sort.Strings(acked)
+	s.choice = PlanChoice{
+		Environment: s.conn.Environment, WaveSize: def.Rollout.WaveSize, Concurrency: max(1, def.Rollout.Concurrency),
+		Generate: s.gen, IAM: s.iamOpts, Exclude: exclude, Acknowledged: acked,
+	}
+	return &planScreen{s: s, spin: spinner.New(spinner.WithSpinner(spinner.Dot))}
+}
+
+func (p *planScreen) title() string { return "Plan" }
+func (p *planScreen) init() tea.Cmd { return p.replan() }
+
+func (p *planScreen) help() []key.Binding {
+	if p.confirm {
+		return []key.Binding{keyYes, keyNo}
+	}
+	return []key.Binding{keyWaveUp, keyConcUp, keyEmptyDir, keyForce, keyAckPlan, keyStart}
+}
+
+func (p *planScreen) replan() tea.Cmd {
+	p.busy, p.err = true, nil
+	be, ctx, inv, c := p.s.be, p.s.ctx, p.s.inv, p.s.choice
+	return tea.Batch(p.spin.Tick, func() tea.Msg {
+		res, err := be.Plan(ctx, inv, c)
+		return plannedMsg{res: res, err: err}
+	})
+}
+
+var (
+	keyEmptyDir = key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "emptyDir"))
+	keyForce    = key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "force"))
+	keyAckPlan  = key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "ack"))
+)
+
+var waveColumns = []table.Column{
+	{Title: "WAVE", Width: 4}, {Title: "NODES", Width: 5}, {Title: "PODS", Width: 4}, {Title: "NODEPOOLS", Width: 28},
+	{Title: "NEW NODES", Width: 9}, {Title: "WARM", Width: 4},
+}
+
+func (p *planScreen) update(msg tea.Msg) tea.Cmd {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		p.size = msg
+		p.resize()
+	case plannedMsg:
+		p.busy = false
+		if msg.err != nil {
+			p.err = msg.err
+			return nil
+		}
+		p.s.plan = msg.res
+		rows := make([]table.Row, len(msg.res.Plan.Waves))
+		for i, w := range msg.res.Plan.Waves {
+			rows[i] = table.Row{fmt.Sprint(w.Index), fmt.Sprint(len(w.Nodes)), fmt.Sprint(w.Pods), strings.Join(w.NodePools, ","), fmt.Sprint(len(w.PredictedNodes)), fmt.Sprint(len(w.PreProvision))}
+		}
+		p.table = table.New(table.WithColumns(waveColumns), table.WithRows(rows))
+		p.resize()
+	case spinner.TickMsg:
+		if !p.busy {
+			return nil
+		}
+		var cmd tea.Cmd
+		p.spin, cmd = p.spin.Update(msg)
+		return cmd
+	case tea.KeyMsg:
+		if p.busy {
+			return nil
+		}
+		c := &p.s.choice
+		p.warn = ""
+		switch {
+		case p.confirm:
+			if key.Matches(msg, keyYes) {
+				return next
+			}
+			if key.Matches(msg, keyNo) {
+				p.confirm = false
+			}
+		case key.Matches(msg, keyWaveUp):
+			c.WaveSize = stepWaveSize(c.WaveSize, 1)
+			return p.replan()
+		case key.Matches(msg, keyWaveDown):
+			c.WaveSize = stepWaveSize(c.WaveSize, -1)
+			return p.replan()
+		case key.Matches(msg, keyConcUp):
+			c.Concurrency++
+			return p.replan()
+		case key.Matches(msg, keyConcDown) && c.Concurrency > 1:
+			c.Concurrency--
+			return p.replan()
+		case key.Matches(msg, keyEmptyDir):
+			c.AllowEmptyDir = !c.AllowEmptyDir
+			return p.replan()
+		case key.Matches(msg, keyForce):
+			c.ForceEvict = !c.ForceEvict
+			return p.replan()
+		case key.Matches(msg, keyAckPlan):
+			p.s.run.AckBlockers = !p.s.run.AckBlockers
+		case key.Matches(msg, keyStart) && p.s.plan != nil && p.err == nil:
+			if n := len(p.s.plan.Plan.Blockers()); n > 0 && !p.s.run.AckBlockers {
+				p.warn = fmt.Sprintf("%d blocker(s): e accepts emptyDir data loss, f evicts pods that refuse it, a acknowledges the rest", n)
+				return nil
+			}
+			p.confirm = true
+		}
+	}
+	return nil
+}
+
+func (p *planScreen) resize() {
+	rows := 0
+	if p.s.plan != nil {
+		rows = len(p.s.plan.Plan.Waves)
+	}
+	p.table.SetHeight(max(2, min(rows+2, p.size.Height-14)))
+}
+
+// stepWaveSize changes a wave size by one node, or by 10 points when it
+// is a percentage; it never goes below 1.
+func stepWaveSize(v string, d int) string {
+	if pct, ok := strings.CutSuffix(v, "%"); ok {
+		n, err := strconv.Atoi(pct)
+		if err != nil {
+			return "10%"
+		}
+		return fmt.Sprintf("%d%%", min(100, max(10, (n/10+d)*10)))
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return "1"
+	}
+	return strconv.Itoa(max(1, n+d))
+}
+
+func fleetSummary(lines []FleetLine, show int) (int, string) {
+	total := 0
+	var parts []string
+	for i, l := range lines {
+		total += l.Count
+		if i < show {
+			parts = append(parts, fmt.Sprintf("%d×%s", l.Count, l.InstanceType))
+		}
+	}
+	if len(lines) > show {
+		parts = append(parts, "…")
+	}
+	return total, strings.Join(parts, " ")
+}
+
+func (p *planScreen) view(width, _ int) string {
+	st := p.s.st
+	var b strings.Builder
+	c := p.s.choice
+	if res := p.s.plan; res != nil {
+		pl := res.Plan
+		fmt.Fprintf(&b, "Plan %s for %s → %s\n", shortHash(pl.Hash), pl.Environment, res.PlanFile)
+		fmt.Fprintf(&b, "Wave size %s · %d drained at once · pre-provision %t · %d waves\n\n", c.WaveSize, c.Concurrency, pl.Budget.PreProvision, len(pl.Waves))
+		b.WriteString(p.table.View() + "\n\n")
+		nb, before := fleetSummary(res.Before, 3)
+		na, after := fleetSummary(res.AfterMigration, 3)
+		nc, cons := fleetSummary(res.AfterConsolidation, 3)
+		fmt.Fprintf(&b, "%-20s %3d nodes  %s\n", "Fleet before", nb, before)
+		fmt.Fprintf(&b, "%-20s %3d nodes  %s\n", "after migration", na, after)
+		if !res.Repacked {
+			cons = "no cheaper packing: consolidation keeps it"
+		}
+		fmt.Fprintf(&b, "%-20s %3d nodes  %s\n", "after consolidation", nc, cons)
+		if pl.Cost.Complete {
+			fmt.Fprintf(&b, "$/h  %.3f → %.3f → %s\n", pl.Cost.BeforePerHour, pl.Cost.AfterPerHour, st.ok.Render(fmt.Sprintf("%.3f", res.ConsolidatedCostPerHour)))
+		} else {
+			b.WriteString("$/h  not estimated (no prices for some instance types)\n")
+		}
+		fmt.Fprintf(&b, "emptyDir data loss %s · force evictions %s · blockers acknowledged %s\n", onOff(c.AllowEmptyDir), onOff(c.ForceEvict), onOff(p.s.run.AckBlockers))
+		if bl := pl.Blockers(); len(bl) > 0 {
+			b.WriteString(st.bad.Render(truncate(fmt.Sprintf("%d blocker(s): %s %s", len(bl), bl[0].Object, bl[0].Message), width)) + "\n")
+		} else if n := len(pl.Findings); n > 0 {
+			b.WriteString(truncate(fmt.Sprintf("%d finding(s), e.g. %s", n, pl.Findings[0].Message), width) + "\n")
+		}
+	}
+	switch {
+	case p.busy:
+		fmt.Fprintf(&b, "%s planning with the embedded scheduler…\n", p.spin.View())
+	case p.confirm:
+		b.WriteString(st.warn.Width(width).Render(fmt.Sprintf("Start the rollout of %s? It cordons and drains %d legacy nodes in %d waves; pause, resume or roll back at any time. [y/N]",
+			c.Environment, legacyCount(p.s.plan), len(p.s.plan.Plan.Waves))) + "\n")
+	}
+	if p.warn != "" {
+		b.WriteString(st.warn.Width(width).Render(p.warn) + "\n")
+	}
+	if p.err != nil {
+		b.WriteString(st.bad.Width(width).Render("✗ "+p.err.Error()) + "\n")
+	}
+	return b.String()
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func legacyCount(res *PlanResult) int {
+	n := 0
+	for _, w := range res.Plan.Waves {
+		n += len(w.Nodes)
+	}
+	return n
+}
+
+func shortHash(h string) string {
+	h = strings.TrimPrefix(h, "sha256:")
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}

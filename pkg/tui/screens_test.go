@@ -1,0 +1,457 @@
+package tui
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+)
+
+// walk drives a fresh wizard on be to the screen titled stop.
+func walk(t *testing.T, be *fakeBackend, stop string) *driver {
+	t.Helper()
+	d := newDriver(t, Options{Backend: be, Defaults: testDefaults()})
+	steps := []struct {
+		screen string
+		keys   []string
+		ready  string
+	}{
+		{"Connect", []string{"enter", "enter", "enter", "enter", "enter"}, ""},
+		{"Discover", []string{"enter"}, "node groups"},
+		{"Readiness", nil, ""},
+		{"Generate", []string{"enter", "w", "enter"}, ""},
+		{"IAM", []string{"o", "a", "y", "c"}, "to change"},
+		{"Plan", []string{"e", "enter", "y"}, "Plan 0123"},
+		{"Rollout", nil, ""},
+	}
+	for _, st := range steps {
+		d.waitFor("screen "+st.screen, func() bool { return d.screen() == st.screen })
+		if st.ready != "" {
+			d.waitFor(st.ready, d.viewHas(st.ready))
+		}
+		if st.screen == stop {
+			return d
+		}
+		if st.screen == "Readiness" {
+			ackAll(d)
+		}
+		for _, k := range st.keys {
+			d.press(k)
+			if k == "w" {
+				d.waitFor("tree written", d.viewHas("Wrote"))
+			}
+		}
+	}
+	t.Fatalf("no screen %q", stop)
+	return nil
+}
+
+func TestConnectScreen(t *testing.T) {
+	t.Parallel()
+	be := &fakeBackend{connectErr: errors.New(`context "sandbox": the API server did not answer: connection refused`)}
+	d := newDriver(t, Options{Backend: be, Defaults: testDefaults()})
+	d.golden("connect")
+
+	// enter moves through the fields; on the last it connects.
+	d.press("enter", "enter", "enter", "enter")
+	if len(be.connected) != 0 {
+		t.Fatalf("connected before the last field: %v", be.connected)
+	}
+	d.press("backspace", "backspace", "backspace", "backspace", "d", "e", "v", "enter")
+	d.waitFor("the error", d.viewHas("connection refused"))
+	if got := be.connected[0]; got.Environment != "dev" || got.Cluster != "demo" || got.Context != "sandbox" {
+		t.Errorf("connected with %+v, want the defaults and environment dev", got)
+	}
+	if d.screen() != "Connect" {
+		t.Fatalf("moved on to %s after a failed connection", d.screen())
+	}
+	d.golden("connect_error")
+
+	// q is text here, not quit.
+	d.press("q")
+	if d.quit {
+		t.Fatal("q quit while typing in a field")
+	}
+	be.connectErr = nil
+	d.press("backspace", "enter")
+	d.waitFor("discover", func() bool { return d.screen() == "Discover" })
+}
+
+func TestDiscoverScreen(t *testing.T) {
+	t.Parallel()
+	be := &fakeBackend{}
+	d := walk(t, be, "Discover")
+	d.golden("discover")
+
+	d.press("down", "space")
+	if !d.m.s.exclude["demo-apps"] {
+		t.Fatalf("space on the second row did not exclude demo-apps: %v", d.m.s.exclude)
+	}
+	d.golden("discover_excluded")
+	d.press("a")
+	if len(excludedNames(d.m.s.exclude)) != 0 {
+		t.Fatalf("a did not include every group: %v", d.m.s.exclude)
+	}
+	// Excluding every group refuses to continue.
+	d.press("up", "space", "down", "space", "down", "space", "down", "space", "enter")
+	if d.screen() != "Discover" || !strings.Contains(d.m.View(), "include at least one node group") {
+		t.Fatalf("continued with every group excluded:\n%s", d.m.View())
+	}
+	d.press("space", "enter")
+	d.waitFor("readiness", func() bool { return d.screen() == "Readiness" })
+}
+
+// ackAll acknowledges every blocker (they come first) and moves on.
+func ackAll(d *driver) {
+	for range d.m.s.report.Blockers {
+		d.press("a", "down")
+	}
+	d.press("enter")
+}
+
+func excludedNames(m map[string]bool) []string {
+	var out []string
+	for k, v := range m {
+		if v {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func TestReadinessScreen(t *testing.T) {
+	t.Parallel()
+	d := walk(t, &fakeBackend{}, "Readiness")
+	d.golden("readiness")
+	blockers := d.m.s.report.Blockers
+	if blockers == 0 {
+		t.Fatal("the demo inventory has no blocker; the test needs one")
+	}
+
+	d.press("enter")
+	if d.screen() != "Readiness" || !strings.Contains(d.m.View(), "resolve or acknowledge") {
+		t.Fatalf("continued with open blockers:\n%s", d.m.View())
+	}
+	d.press("right")
+	d.golden("readiness_expanded")
+	d.press("a")
+	if !strings.Contains(d.m.View(), "[acknowledged]") {
+		t.Fatal("a did not acknowledge the blocker under the cursor")
+	}
+	// Warnings need no acknowledgement.
+	for range blockers {
+		d.press("down")
+	}
+	d.press("a")
+	if !strings.Contains(d.m.View(), "only blockers need acknowledging") {
+		t.Errorf("a on a warning: %s", d.m.View())
+	}
+	for range blockers {
+		d.press("up")
+	}
+	for i := 1; i < blockers; i++ {
+		d.press("down", "a")
+	}
+	d.press("enter")
+	d.waitFor("generate", func() bool { return d.screen() == "Generate" })
+	if len(d.m.s.acked) != blockers {
+		t.Errorf("acknowledged %v, want %d blockers", d.m.s.acked, blockers)
+	}
+}
+
+func TestGenerateScreen(t *testing.T) {
+	t.Parallel()
+	be := &fakeBackend{}
+	d := walk(t, be, "Generate")
+	d.golden("generate")
+
+	d.press("right", "down", "left", "enter")
+	d.waitFor("preview", d.viewHas("files:"))
+	got := be.generated[0]
+	if got.Strategy != generate.StrategySingle || got.Flexibility != generate.FlexibilitySimilar || !slices.Equal(got.Envs, []string{"dev", "staging", "prod"}) {
+		t.Errorf("previewed with %+v, want single, similar, dev/staging/prod", got)
+	}
+	if be.written {
+		t.Fatal("a preview wrote the tree")
+	}
+	// The first file that changes is shown first, as a diff.
+	d.golden("generate_preview")
+	d.press("]")
+	if !strings.Contains(d.m.View(), "[3/3] overlays/prod/kustomization.yaml") {
+		t.Errorf("] did not move to the next file:\n%s", d.m.View())
+	}
+	d.press("w")
+	d.waitFor("written", d.viewHas("Wrote"))
+	if !be.written {
+		t.Fatal("w did not write the tree")
+	}
+	d.golden("generate_written")
+	if d.m.s.gen.Strategy != generate.StrategySingle {
+		t.Errorf("the wizard kept %+v, want the written choice", d.m.s.gen)
+	}
+}
+
+func TestGenerateScreenNeedsAnEnvironment(t *testing.T) {
+	t.Parallel()
+	d := walk(t, &fakeBackend{}, "Generate")
+	d.press("down", "down")
+	for range len("dev,staging,prod") {
+		d.press("backspace")
+	}
+	d.press("enter")
+	if !strings.Contains(d.m.View(), "give at least one") {
+		t.Fatalf("previewed with no environment:\n%s", d.m.View())
+	}
+}
+
+func TestIAMScreen(t *testing.T) {
+	t.Parallel()
+	be := &fakeBackend{}
+	d := walk(t, be, "IAM")
+	d.golden("iam")
+
+	d.press("a")
+	if !strings.Contains(d.m.View(), "blocked") && !strings.Contains(d.m.View(), "missing") {
+		t.Errorf("apply with a missing prerequisite was not refused:\n%s", d.m.View())
+	}
+	if be.iamApplied != 0 {
+		t.Fatal("applied a blocked plan")
+	}
+	d.press("o")
+	d.waitFor("replan", func() bool { return len(be.iamChoices) == 2 })
+	if !be.iamChoices[1].CreateOIDCProvider {
+		t.Errorf("o did not ask for the OIDC provider: %+v", be.iamChoices)
+	}
+	d.press("enter")
+	if !strings.Contains(d.m.View(), "2012-10-17") {
+		t.Errorf("enter did not show the document:\n%s", d.m.View())
+	}
+	d.press("esc", "a")
+	d.golden("iam_confirm")
+	d.press("n")
+	if be.iamApplied != 0 {
+		t.Fatal("n applied")
+	}
+	d.press("a", "y")
+	d.waitFor("applied", d.viewHas("applied 2 change(s)"))
+	if be.iamApplied != 1 {
+		t.Fatalf("applied %d times", be.iamApplied)
+	}
+	d.press("c")
+	d.waitFor("plan", func() bool { return d.screen() == "Plan" })
+}
+
+func TestPlanScreen(t *testing.T) {
+	t.Parallel()
+	be := &fakeBackend{}
+	d := walk(t, be, "Plan")
+	d.golden("plan")
+
+	tests := []struct {
+		key   string
+		check func(PlanChoice) bool
+	}{
+		{"+", func(c PlanChoice) bool { return c.WaveSize == "30%" }},
+		{"-", func(c PlanChoice) bool { return c.WaveSize == "20%" }},
+		{">", func(c PlanChoice) bool { return c.Concurrency == 3 }},
+		{"<", func(c PlanChoice) bool { return c.Concurrency == 2 }},
+		{"f", func(c PlanChoice) bool { return c.ForceEvict }},
+	}
+	for _, tc := range tests {
+		n := len(be.planned)
+		d.press(tc.key)
+		d.waitFor("replan after "+tc.key, func() bool { return len(be.planned) == n+1 })
+		if c := be.planned[n]; !tc.check(c) {
+			t.Errorf("after %s planned with %+v", tc.key, c)
+		}
+	}
+	first := be.planned[0]
+	var blockers []string
+	for _, f := range d.m.s.report.Findings {
+		if f.Severity == "blocker" {
+			blockers = append(blockers, f.ID)
+		}
+	}
+	if !slices.Equal(first.Acknowledged, blockers) || !first.IAM.CreateOIDCProvider || first.Environment != "prod" {
+		t.Errorf("the plan did not carry the earlier choices: %+v", first)
+	}
+	// A blocker stops the start until accepted.
+	d.press("enter")
+	if !strings.Contains(d.m.View(), "blocker(s): e accepts") {
+		t.Fatalf("started with a blocker:\n%s", d.m.View())
+	}
+	d.press("e")
+	d.waitFor("replanned", d.viewHas("emptyDir data loss on"))
+	d.press("enter")
+	d.golden("plan_confirm")
+	d.press("y")
+	d.waitFor("rollout", func() bool { return d.screen() == "Rollout" })
+}
+
+func TestStepWaveSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		d    int
+		want string
+	}{
+		{"20%", 1, "30%"}, {"20%", -1, "10%"}, {"10%", -1, "10%"}, {"100%", 1, "100%"}, {"25%", 1, "30%"},
+		{"3", 1, "4"}, {"1", -1, "1"}, {"x", 1, "1"}, {"x%", 1, "10%"},
+	}
+	for _, tc := range tests {
+		if got := stepWaveSize(tc.in, tc.d); got != tc.want {
+			t.Errorf("stepWaveSize(%q, %d) = %q, want %q", tc.in, tc.d, got, tc.want)
+		}
+	}
+}
+
+// rolloutEvents are what a runner reports in a first wave.
+func rolloutEvents() []Update {
+	at := func(s int) time.Time { return simStart.Add(time.Duration(s) * time.Second) }
+	ev := func(e rollout.Event) Update { return Update{Event: &e} }
+	view := func(legacy, karp, ready, pending int) Update {
+		return Update{View: &ClusterView{Time: at(0), LegacyNodes: legacy, KarpenterNodes: karp, CostPerHour: 0.1*float64(legacy) + 0.05*float64(karp),
+			Workloads:   []WorkloadView{{Name: "api/deployment/web", Ready: ready, Pending: pending}, {Name: "cache/statefulset/redis", Ready: 3}},
+			PodWorkload: map[string]string{"api/web-1": "api/deployment/web", "api/web-2": "api/deployment/web", "cache/redis-0": "cache/statefulset/redis"}}}
+	}
+	return []Update{
+		view(5, 0, 4, 0),
+		ev(rollout.Event{Time: at(0), Kind: rollout.EventRunStarted, Total: 11, Message: "apply plan 0123456789ab to prod"}),
+		ev(rollout.Event{Time: at(1), Kind: rollout.EventStepSkipped, Step: "01_preflight", Done: 1, Total: 11, Message: "nothing blocks"}),
+		ev(rollout.Event{Time: at(2), Kind: rollout.EventStepStarted, Step: "09_drain_waves", Done: 8, Total: 11, Message: "drain the waves"}),
+		ev(rollout.Event{Time: at(3), Kind: rollout.EventWavePhase, Step: "09_drain_waves", Wave: 1, Waves: 2, Phase: rollout.PhaseCordon}),
+		ev(rollout.Event{Time: at(4), Kind: rollout.EventWavePhase, Step: "09_drain_waves", Wave: 1, Waves: 2, Phase: rollout.PhaseDrain}),
+		ev(rollout.Event{Time: at(5), Kind: rollout.EventEviction, Step: "09_drain_waves", Wave: 1, Pod: "api/web-1", Node: "n1", Message: "evicted"}),
+		ev(rollout.Event{Time: at(6), Kind: rollout.EventEviction, Step: "09_drain_waves", Wave: 1, Pod: "api/web-2", Node: "n1", Message: "evicted"}),
+		ev(rollout.Event{Time: at(7), Kind: rollout.EventPDBWait, Step: "09_drain_waves", Wave: 1, Pod: "cache/redis-0", Node: "n2", PDB: "cache/redis"}),
+		ev(rollout.Event{Time: at(8), Kind: rollout.EventWaiting, Step: "09_drain_waves", Wave: 1, Message: "pods Ready", Done: 2, Total: 3}),
+		view(5, 2, 2, 2),
+	}
+}
+
+func TestRolloutScreen(t *testing.T) {
+	t.Parallel()
+	be := &fakeBackend{applyEvents: rolloutEvents(), block: true}
+	d := walk(t, be, "Rollout")
+	d.waitFor("the events", d.viewHas("waits on PDB cache/redis"))
+	d.golden("rollout_running")
+	st := d.m.s.runStats
+	if st.cordoned != 3 || st.drained != 0 || st.evicted["api/deployment/web"] != 2 || st.evictedTotal != 2 {
+		t.Errorf("stats cordoned %d drained %d evicted %v", st.cordoned, st.drained, st.evicted)
+	}
+	if be.runChoice[0].AckBlockers {
+		t.Error("blockers acknowledged in the run though the plan had none left")
+	}
+
+	// p pauses: the run's context is cancelled and the screen says so.
+	d.press("p")
+	d.waitFor("paused", d.viewHas("Paused"))
+	if be.applyCtx.Err() == nil {
+		t.Fatal("pause did not cancel the run")
+	}
+	d.golden("rollout_paused")
+	if d.m.s.outcome != OutcomePaused {
+		t.Errorf("outcome %s", d.m.s.outcome)
+	}
+
+	// r resumes with apply again; it completes.
+	be.block = false
+	d.press("r")
+	d.waitFor("completed", d.viewHas("migration complete"))
+	if !slices.Equal(be.runs, []string{"apply", "apply"}) {
+		t.Errorf("runs %v, want apply twice", be.runs)
+	}
+	d.press("enter")
+	d.waitFor("done", func() bool { return d.screen() == "Done" })
+	d.golden("done")
+	d.press("q")
+	if !d.quit {
+		t.Fatal("q did not quit on the done screen")
+	}
+	res := d.m.Result()
+	if res.Outcome != OutcomeCompleted || len(res.Commands) == 0 || !strings.Contains(strings.Join(res.Commands, "\n"), "apply --plan /out/plan.yaml --dir /out/karpenter --yes") {
+		t.Errorf("result %+v", res)
+	}
+}
+
+func TestRolloutRollback(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		running bool
+	}{
+		{"while running", true},
+		{"after a failure", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			be := &fakeBackend{applyEvents: rolloutEvents(), block: tc.running, applyErr: &rollout.PausedError{Step: "09_drain_waves", Wave: 1, Reason: "gate: 2 pods pending"}}
+			d := walk(t, be, "Rollout")
+			want := "waits on PDB"
+			if !tc.running {
+				want = "gate: 2 pods pending"
+			}
+			d.waitFor(want, d.viewHas(want))
+			d.press("b")
+			if !strings.Contains(d.m.View(), "Roll back every applied step") {
+				t.Fatalf("b did not ask:\n%s", d.m.View())
+			}
+			d.press("y")
+			d.waitFor("rolled back", d.viewHas("rolled back"))
+			if !slices.Equal(be.runs, []string{"apply", "rollback"}) {
+				t.Errorf("runs %v", be.runs)
+			}
+			if be.applyCtx.Err() == nil && tc.running {
+				t.Error("the apply was not stopped before the rollback")
+			}
+			if d.m.s.outcome != OutcomeRolledBack {
+				t.Errorf("outcome %s", d.m.s.outcome)
+			}
+		})
+	}
+}
+
+func TestQuitMidRolloutStopsTheRunFirst(t *testing.T) {
+	t.Parallel()
+	be := &fakeBackend{applyEvents: rolloutEvents(), block: true}
+	d := walk(t, be, "Rollout")
+	d.waitFor("running", d.viewHas("waits on PDB"))
+	d.press("q")
+	d.waitFor("quit", func() bool { return d.quit })
+	if be.applyCtx.Err() == nil {
+		t.Fatal("quit without stopping the run")
+	}
+	res := d.m.Result()
+	if res.Outcome != OutcomePaused || res.Screen != "Rollout" {
+		t.Errorf("result %+v", res)
+	}
+	joined := strings.Join(res.Commands, "\n")
+	if !strings.Contains(joined, "karpenter-migrate apply --plan /out/plan.yaml --dir /out/karpenter --yes --region us-east-1") {
+		t.Errorf("the commands do not resume:\n%s", joined)
+	}
+}
+
+func TestResize(t *testing.T) {
+	t.Parallel()
+	be := &fakeBackend{applyEvents: rolloutEvents(), block: true}
+	d := walk(t, be, "Rollout")
+	d.waitFor("running", d.viewHas("waits on PDB"))
+	for _, size := range []tea.WindowSizeMsg{{Width: 120, Height: 40}, {Width: 80, Height: 24}, {Width: 60, Height: 20}} {
+		d.handle(size)
+		d.settle()
+		checkFits(t, d.m.View(), size.Width, size.Height)
+	}
+	d.press("q")
+	d.waitFor("quit", func() bool { return d.quit })
+}
+
+func TestCommandsBeforeAPlan(t *testing.T) {
+	if got := commands(&state{opts: Options{OutDir: "/o"}, outcome: OutcomeQuit}); got != nil {
+		t.Errorf("commands before a plan: %v", got)
+	}
+}

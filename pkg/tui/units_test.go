@@ -1,0 +1,88 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestWorkloadOf(t *testing.T) {
+	owned := func(kind, name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", OwnerReferences: []metav1.OwnerReference{{Kind: kind, Name: name, Controller: ptr.To(true)}}}}
+	}
+	placeholder := owned("ReplicaSet", "x-1")
+	placeholder.Labels = map[string]string{"karpenter-migrate.io/component": "placeholder"}
+	tests := []struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		{owned("ReplicaSet", "web-7d9f8c"), "ns/deployment/web"},
+		{owned("ReplicaSet", "web"), "ns/replicaset/web"},
+		{owned("StatefulSet", "redis"), "ns/statefulset/redis"},
+		{owned("Job", "etl"), "ns/job/etl"},
+		{owned("DaemonSet", "cni"), ""},
+		{placeholder, ""},
+		{&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "bare"}}, "ns/pod/bare"},
+	}
+	for _, tc := range tests {
+		if got := workloadOf(tc.pod); got != tc.want {
+			t.Errorf("workloadOf(%v) = %q, want %q", tc.pod.OwnerReferences, got, tc.want)
+		}
+	}
+}
+
+func TestParseEKSContext(t *testing.T) {
+	tests := []struct {
+		in              string
+		region, cluster string
+		ok              bool
+	}{
+		{"arn:aws:eks:eu-west-1:111122223333:cluster/prod", "eu-west-1", "prod", true},
+		{"arn:aws-cn:eks:cn-north-1:111122223333:cluster/a:b", "cn-north-1", "a:b", true},
+		{"kind-kind", "", "", false},
+		{"arn:aws:iam::111122223333:role/x", "", "", false},
+		{"", "", "", false},
+	}
+	for _, tc := range tests {
+		region, cluster, ok := parseEKSContext(tc.in)
+		if region != tc.region || cluster != tc.cluster || ok != tc.ok {
+			t.Errorf("parseEKSContext(%q) = %q, %q, %v", tc.in, region, cluster, ok)
+		}
+	}
+}
+
+func FuzzParseEKSContext(f *testing.F) {
+	f.Add("arn:aws:eks:eu-west-1:111122223333:cluster/prod")
+	f.Add("arn:::::")
+	f.Fuzz(func(t *testing.T, s string) {
+		region, cluster, ok := parseEKSContext(s)
+		if !ok && (region != "" || cluster != "") {
+			t.Fatalf("not ok but returned %q %q", region, cluster)
+		}
+	})
+}
+
+func TestShellWrap(t *testing.T) {
+	tests := []struct {
+		cmd   string
+		width int
+		want  string
+	}{
+		{"karpenter-migrate apply --plan p.yaml --yes", 80, "karpenter-migrate apply --plan p.yaml --yes"},
+		{"karpenter-migrate apply --plan /out/plan.yaml --dir /out/karpenter --yes", 40,
+			"karpenter-migrate apply \\\n    --plan /out/plan.yaml \\\n    --dir /out/karpenter --yes"},
+		{"karpenter-migrate plan --env prod -f /o/plan.yaml", 30, "karpenter-migrate plan \\\n    --env prod \\\n    -f /o/plan.yaml"},
+	}
+	for _, tc := range tests {
+		got := shellWrap(tc.cmd, tc.width)
+		if got != tc.want {
+			t.Errorf("shellWrap(%q, %d) =\n%s\nwant\n%s", tc.cmd, tc.width, got, tc.want)
+		}
+		if joined := strings.Join(strings.Fields(strings.ReplaceAll(got, "\\\n", "")), " "); joined != tc.cmd {
+			t.Errorf("unwrapped %q, want the command back", joined)
+		}
+	}
+}
