@@ -278,7 +278,7 @@ func (r *runner) preProvision(ctx context.Context, nodeNames []string) ([]string
 	if err != nil {
 		return nil, fmt.Errorf("list DaemonSets: %w", err)
 	}
-	res := r.sb.Catalog().Provision(sandbox.ProvisionRequest{Pods: want, NodePools: r.pools, DaemonSets: dss.Items, Zones: r.sb.Zones(), Region: r.sb.Region(),
+	res := r.sb.Provision(sandbox.ProvisionRequest{Pods: want, NodePools: r.pools, DaemonSets: dss.Items, Zones: r.sb.Zones(), Region: r.sb.Region(),
 		Volumes: func(p *corev1.Pod) []*corev1.NodeSelector { return r.sb.VolumeSelectors(ctx, p) }})
 	if len(res.Unschedulable) > 0 {
 		k := sortedKeys(res.Unschedulable)[0]

@@ -81,11 +81,14 @@ type Summary struct {
 	// PlannedCostPerHour is the plan's predicted cost of the new fleet.
 	PlannedCostPerHour float64 `json:"plannedCostPerHour"`
 
-	PodsMoved         int      `json:"podsMoved"`
-	PDBViolations     int      `json:"pdbViolations"`
-	PDBRejections     int      `json:"pdbRejections"`
-	MaxPendingSeconds float64  `json:"maxPendingSeconds"`
-	Findings          []string `json:"findings"`
+	PodsMoved int `json:"podsMoved"`
+	// Sandbox are the simulation's own counters (evictions, 429s,
+	// launches, preemptions, engine fallbacks).
+	Sandbox           sandbox.Stats `json:"sandbox"`
+	PDBViolations     int           `json:"pdbViolations"`
+	PDBRejections     int           `json:"pdbRejections"`
+	MaxPendingSeconds float64       `json:"maxPendingSeconds"`
+	Findings          []string      `json:"findings"`
 
 	// LegacyPodsLeft counts non-DaemonSet pods not on a Karpenter node.
 	LegacyPodsLeft int `json:"legacyPodsLeft"`
@@ -205,6 +208,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		r.sum.Steps = append(r.sum.Steps, StepResult{ID: st.id, Status: StatusDone, Detail: detail})
 	}
 	st := sb.Stats()
+	r.sum.Sandbox = st
 	r.sum.PDBViolations = st.PDBViolations
 	r.sum.PDBRejections = st.Rejected
 	r.sum.MaxPendingSeconds = st.MaxPending.Seconds()

@@ -507,7 +507,7 @@ func (s *Sandbox) provision(ctx context.Context) error {
 			inUse[in.NodePool] += int64(it.VCPU)
 		}
 	}
-	res := s.cat.Provision(ProvisionRequest{
+	res := s.Provision(ProvisionRequest{
 		Pods: pending, NodePools: pools, DaemonSets: dss.Items, Zones: s.zones(), Region: s.cloud.Cluster.Region, CPUInUse: inUse,
 		Volumes: func(p *corev1.Pod) []*corev1.NodeSelector { return s.VolumeSelectors(ctx, p) },
 	})

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -113,5 +114,40 @@ func TestCatalogPrices(t *testing.T) {
 	}
 	if cat.Price("nope.large", "us-east-1a", inventory.CapacityOnDemand) != 0 {
 		t.Error("unknown type has a price")
+	}
+}
+
+// TestEngineProvision checks the Karpenter stand-in's default path: pkg/engine
+// decides the claims, zone-pinned volumes constrain them, and a pool at its
+// CPU limit takes nothing.
+func TestEngineProvision(t *testing.T) {
+	s, err := New(Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := testPool("general", 10, []string{"m5"}, []string{"spot", "on-demand"}, nil)
+	pods := testPods(10, "500m", "512Mi", nil)
+	zoneB := []*corev1.NodeSelector{{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"us-east-1b"}}}}}}}
+	req := ProvisionRequest{Pods: pods, NodePools: []apisv1.NodePool{pool}, Zones: []string{"us-east-1a", "us-east-1b"}, Region: "us-east-1",
+		Volumes: func(*corev1.Pod) []*corev1.NodeSelector { return zoneB }}
+	res, ok := s.engineProvision(req)
+	if !ok {
+		t.Fatal("engine path not taken")
+	}
+	placed := 0
+	for _, c := range res.Claims {
+		placed += len(c.Pods)
+		if c.Offering.Zone != "us-east-1b" || c.NodePool != "general" {
+			t.Errorf("claim %+v: want NodePool general in us-east-1b (the volumes' zone)", c)
+		}
+	}
+	if placed != 10 || len(res.Unschedulable) != 0 {
+		t.Errorf("placed %d of 10, unschedulable %v", placed, res.Unschedulable)
+	}
+	pool.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}
+	req.NodePools, req.CPUInUse = []apisv1.NodePool{pool}, map[string]int64{"general": 8}
+	if res := s.Provision(req); len(res.Claims) != 0 || len(res.Unschedulable) != 10 {
+		t.Errorf("pool at its limit launched %d claims, %d unschedulable", len(res.Claims), len(res.Unschedulable))
 	}
 }

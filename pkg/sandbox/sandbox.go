@@ -56,6 +56,9 @@ type Options struct {
 	PodStartDelay time.Duration
 	// Fitter is the scheduler's filter (default SimpleFitter).
 	Fitter Fitter
+	// SimpleProvisioner makes the Karpenter stand-in pack with
+	// Catalog.Provision instead of pkg/engine.
+	SimpleProvisioner bool
 	// PackNodes scores nodes MostAllocated (bin-packing) instead of
 	// kube-scheduler's default LeastAllocated (spreading).
 	PackNodes bool
@@ -135,12 +138,16 @@ type Stats struct {
 	PDBViolations int `json:"pdbViolations"`
 	// MaxPending is the longest a pod created in the sandbox waited from
 	// creation to Ready.
-	MaxPending time.Duration `json:"maxPending"`
+	MaxPending time.Duration `json:"-"`
 	// NodesLaunched and NodesTerminated count instances.
 	NodesLaunched   int `json:"nodesLaunched"`
 	NodesTerminated int `json:"nodesTerminated"`
 	// Preempted counts pods the scheduler deleted to place higher-priority ones.
 	Preempted int `json:"preempted"`
+	// EngineFallbacks counts provisioning decisions pkg/engine could not
+	// make for the sandbox (an instance type it cannot launch, an error),
+	// made by Catalog.Provision instead.
+	EngineFallbacks int `json:"engineFallbacks"`
 }
 
 // New builds a sandbox empty of workloads: load one with Load.

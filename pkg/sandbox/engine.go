@@ -1,0 +1,117 @@
+package sandbox
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// Provision decides the NodeClaims for pending pods with pkg/engine, the
+// project's model of Karpenter's provisioner, when it can: the engine's
+// instance types must be ones this sandbox can launch. Otherwise (or with
+// Options.SimpleProvisioner) it packs with Catalog.Provision.
+func (s *Sandbox) Provision(req ProvisionRequest) ProvisionResult {
+	if s.opts.SimpleProvisioner {
+		return s.cat.Provision(req)
+	}
+	if res, ok := s.engineProvision(req); ok {
+		return res
+	}
+	s.stats.EngineFallbacks++
+	return s.cat.Provision(req)
+}
+
+func (s *Sandbox) engineProvision(req ProvisionRequest) (ProvisionResult, bool) {
+	in := engine.Input{Catalog: catalog.Default()}
+	for i := range req.NodePools {
+		np := &req.NodePools[i]
+		if lim, ok := np.Spec.Limits[corev1.ResourceCPU]; ok && req.CPUInUse[np.Name] >= lim.Value() {
+			continue
+		}
+		in.NodePools = append(in.NodePools, engine.NodePoolFromV1(np, nil))
+	}
+	if len(in.NodePools) == 0 {
+		return ProvisionResult{Unschedulable: unschedulableAll(req.Pods, "every NodePool is at its limits")}, true
+	}
+	for _, p := range req.Pods {
+		var vols []*corev1.NodeSelector
+		if req.Volumes != nil {
+			vols = req.Volumes(p)
+		}
+		in.Pods = append(in.Pods, podRecord(p, vols))
+	}
+	for _, ds := range req.DaemonSets {
+		spec := ds.Spec.Template.Spec
+		r := PodRequests(&corev1.Pod{Spec: spec})
+		delete(r, corev1.ResourcePods)
+		in.DaemonSets = append(in.DaemonSets, inventory.DaemonSet{Namespace: ds.Namespace, Name: ds.Name, Labels: ds.Spec.Template.Labels,
+			Requests: r, NodeSelector: spec.NodeSelector, Affinity: spec.Affinity, Tolerations: spec.Tolerations})
+	}
+	out, err := engine.Solve(in)
+	if err != nil {
+		return ProvisionResult{}, false
+	}
+	res := ProvisionResult{Unschedulable: map[string]string{}}
+	for _, nc := range out.NodeClaims {
+		if _, ok := s.cat.Get(nc.InstanceType); !ok {
+			return ProvisionResult{}, false
+		}
+		c := Claim{NodePool: nc.NodePool, Offering: Offering{InstanceType: nc.InstanceType, Zone: nc.Zone, CapacityType: nc.CapacityType,
+			Price: s.cat.Price(nc.InstanceType, nc.Zone, nc.CapacityType)}}
+		for _, p := range nc.Pods {
+			c.Pods = append(c.Pods, p.String())
+		}
+		res.Claims = append(res.Claims, c)
+	}
+	for _, u := range out.Unschedulable {
+		res.Unschedulable[u.Pod.String()] = u.String()
+	}
+	return res, true
+}
+
+func unschedulableAll(pods []*corev1.Pod, why string) map[string]string {
+	out := map[string]string{}
+	for _, p := range pods {
+		out[podKey(p)] = why
+	}
+	return out
+}
+
+// podRecord is the inventory form of a pod the engine reads; the zones of
+// its volumes join its required node affinity, as the volume-binding
+// filter adds them for the scheduler.
+func podRecord(p *corev1.Pod, vols []*corev1.NodeSelector) inventory.Pod {
+	r := PodRequests(p)
+	delete(r, corev1.ResourcePods)
+	ip := inventory.Pod{
+		Namespace: p.Namespace, Name: p.Name, NodeName: p.Spec.NodeName, Phase: p.Status.Phase, Labels: p.Labels,
+		Requests: r, NodeSelector: p.Spec.NodeSelector, Affinity: p.Spec.Affinity.DeepCopy(), Tolerations: p.Spec.Tolerations,
+		TopologySpreadConstraints: p.Spec.TopologySpreadConstraints, PriorityClassName: p.Spec.PriorityClassName, Priority: p.Spec.Priority,
+	}
+	var extra []corev1.NodeSelectorRequirement
+	for _, v := range vols {
+		if len(v.NodeSelectorTerms) > 0 {
+			extra = append(extra, v.NodeSelectorTerms[0].MatchExpressions...)
+		}
+	}
+	if len(extra) == 0 {
+		return ip
+	}
+	if ip.Affinity == nil {
+		ip.Affinity = &corev1.Affinity{}
+	}
+	if ip.Affinity.NodeAffinity == nil {
+		ip.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := ip.Affinity.NodeAffinity
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}
+	}
+	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for i := range terms {
+		terms[i].MatchExpressions = append(terms[i].MatchExpressions, extra...)
+	}
+	return ip
+}
