@@ -143,7 +143,7 @@ step() {
 	*) fail "$EXIT_ERROR" "step $name failed (exit $rc)" ;;
 	esac
 	case $rc in
-	"$EXIT_READINESS") fail "$rc" "blocked by readiness: fix the findings above (or acknowledge them in the plan), then run again" ;;
+	"$EXIT_READINESS") fail "$rc" "blocked by readiness: fix the findings above, then run again" ;;
 	"$EXIT_PAUSED") fail "$rc" "paused: a gate failed, a wait timed out or it is outside the maintenance window; see karpenter-migrate status --env $ENV, fix, and run again to resume" ;;
 	"$EXIT_DRIFTED") fail "$rc" "the cluster changed since the plan: review a new plan (PHASE=plan), then apply it" ;;
 	esac

@@ -421,7 +421,7 @@ func TestScriptedRollout(t *testing.T) {
 		t.Run("in-cluster Job RBAC", func(t *testing.T) {
 			script(t, repo, "rollout.sh", []string{"PHASE=plan"}, "dev").expect(t, "PHASE=plan rollout.sh dev", exitDone)
 			plan := filepath.Join(repo, ".karpenter-migrate", "dev", "plan.yaml")
-			out, err := exec.CommandContext(ctx, binary(t), "generate", "--job", "--plan", plan, "--out", filepath.Join(repo, "karpenter"), "--role-arn", "arn:aws:iam::"+account+":role/km").CombinedOutput()
+			out, err := exec.CommandContext(ctx, binary(t), "generate", "--job", "--plan", plan, "--out", filepath.Join(repo, "karpenter"), "--config", filepath.Join(repo, "migrations", "dev.yaml"), "--role-arn", "arn:aws:iam::"+account+":role/km").CombinedOutput()
 			if err != nil {
 				t.Fatalf("generate --job: %v\n%s", err, out)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/version"
@@ -29,7 +30,7 @@ type jobFlags struct {
 
 func (f *jobFlags) bind(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.BoolVar(&f.enabled, "job", false, "write a Job + ServiceAccount + minimal RBAC that runs `apply --in-cluster` on --plan's environment, instead of the tree")
+	fl.BoolVar(&f.enabled, "job", false, "write a Job + ServiceAccount + minimal RBAC that runs apply --in-cluster on --plan's environment (with --config's window), instead of the tree")
 	fl.StringVar(&f.plan, "plan", "", "with --job: the reviewed plan the Job applies (packed with the environment's overlay of --out)")
 	fl.StringVar(&f.file, "job-file", "", "with --job: file to write (default DIR/jobs/ENV.yaml)")
 	fl.StringVar(&f.image, "image", defaultImage(), "with --job: karpenter-migrate container image")
@@ -66,6 +67,18 @@ func runGenerateJob(g *GlobalOptions, o *generateOptions) error {
 		Environment: p.Environment, Cluster: p.Cluster, Namespace: g.Namespace, Image: f.image,
 		Region: firstNonEmpty(g.Region, p.Region), RoleARN: f.roleARN, Plan: raw, PlanHash: p.Hash,
 		TreeDir: o.tree.Dir, BackoffLimit: f.backoffLimit, LeaseDuration: f.leaseDuration,
+	}
+	if o.config != "" {
+		c, err := config.Load(o.config)
+		if err != nil {
+			return err
+		}
+		if c.Environment != p.Environment {
+			return fmt.Errorf("--config %s is for environment %s, the plan for %s", o.config, c.Environment, p.Environment)
+		}
+		if opts.Config, err = os.ReadFile(o.config); err != nil {
+			return err
+		}
 	}
 	if ca := p.ClusterAutoscaler; ca != nil {
 		opts.ClusterAutoscaler = &generate.NamespacedName{Namespace: ca.Namespace, Name: ca.Name}

@@ -246,7 +246,17 @@ func TestGenerateJobCommand(t *testing.T) {
 	if _, _, err := runCLI(t, "generate", "--job", "--plan", plan, "--snapshot", "s.json"); err == nil || !strings.Contains(err.Error(), "drop --snapshot") {
 		t.Errorf("--job with --snapshot: %v", err)
 	}
-	out, _, err := runCLI(t, "generate", "--job", "--plan", plan, "--out", tree, "-n", "migrations", "--image", "example.com/km:1")
+	if _, _, err := runCLI(t, "generate", "--job", "--plan", plan, "--out", tree, "--config", writeConfig(t, "")+"x"); err == nil || !strings.Contains(err.Error(), "read migration config") {
+		t.Errorf("--job with a missing --config: %v", err)
+	}
+	prod := filepath.Join(t.TempDir(), "prod.yaml")
+	if err := os.WriteFile(prod, []byte("apiVersion: karpenter-migrate.io/v1alpha1\nkind: MigrationConfig\nenvironment: prod\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runCLI(t, "generate", "--job", "--plan", plan, "--out", tree, "--config", prod); err == nil || !strings.Contains(err.Error(), "is for environment prod, the plan for dev") {
+		t.Errorf("--job with another environment's --config: %v", err)
+	}
+	out, _, err := runCLI(t, "generate", "--job", "--plan", plan, "--out", tree, "-n", "migrations", "--image", "example.com/km:1", "--config", writeConfig(t, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +264,7 @@ func TestGenerateJobCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (stdout %s)", err, out)
 	}
-	for _, want := range []string{"kind: Job", "namespace: migrations", "image: example.com/km:1", "- --in-cluster", "AWS_REGION", "eu-west-1"} {
+	for _, want := range []string{"kind: Job", "namespace: migrations", "image: example.com/km:1", "- --in-cluster", "AWS_REGION", "eu-west-1", "- /etc/karpenter-migrate/config.yaml", "environment: dev"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("job manifest lacks %q", want)
 		}

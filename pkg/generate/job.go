@@ -23,8 +23,9 @@ import (
 
 // In the Job's pod, the plan and the packed tree are mounted here.
 const (
-	JobMountDir = "/etc/karpenter-migrate"
-	jobPlanKey  = "plan.yaml"
+	JobMountDir  = "/etc/karpenter-migrate"
+	jobPlanKey   = "plan.yaml"
+	jobConfigKey = "config.yaml"
 )
 
 // JobOptions describe the in-cluster Job that applies one environment's
@@ -48,6 +49,9 @@ type JobOptions struct {
 	// (it names the Job, so a new plan is a new Job).
 	Plan     []byte
 	PlanHash string
+	// Config, when set, is the environment's migration config; apply reads
+	// its region, profile and maintenance window.
+	Config []byte
 	// TreeDir is the generated kustomize tree; base/ and
 	// overlays/<Environment>/ are packed into the Job's ConfigMap.
 	TreeDir string
@@ -147,6 +151,10 @@ func Job(o JobOptions) ([]byte, error) {
 	cm := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: meta(name, o.Namespace),
 		Data: map[string]string{jobPlanKey: string(o.Plan)}}
 	items := []corev1.KeyToPath{{Key: jobPlanKey, Path: jobPlanKey}}
+	if len(o.Config) > 0 {
+		cm.Data[jobConfigKey] = string(o.Config)
+		items = append(items, corev1.KeyToPath{Key: jobConfigKey, Path: jobConfigKey})
+	}
 	for _, f := range files {
 		key := "tree." + configMapKey.ReplaceAllString(strings.ReplaceAll(f.path, "/", "."), "_")
 		if _, dup := cm.Data[key]; dup {
@@ -225,6 +233,9 @@ func (o JobOptions) job(name, sa string, labels map[string]string, items []corev
 		"--plan", path.Join(JobMountDir, jobPlanKey), "--dir", path.Join(JobMountDir, "tree"),
 		"--namespace", o.Namespace, "--log-format", "json",
 		"--lease-duration", o.LeaseDuration.String()}
+	if len(o.Config) > 0 {
+		args = append(args, "--config", path.Join(JobMountDir, jobConfigKey))
+	}
 	var env []corev1.EnvVar
 	if o.Region != "" {
 		env = append(env, corev1.EnvVar{Name: "AWS_REGION", Value: o.Region})

@@ -43,6 +43,7 @@ func jobOptions(tree string) JobOptions {
 		Environment: "dev", Cluster: "shop-dev", Namespace: "karpenter-migrate", Image: "ghcr.io/acme/karpenter-migrate:v1.2.3",
 		Region: "eu-west-1", RoleARN: "arn:aws:iam::111122223333:role/karpenter-migrate-dev",
 		Plan: []byte("apiVersion: karpenter-migrate.io/v1alpha1\nkind: Plan\nenvironment: dev\n"), PlanHash: "sha256:0123456789abcdef",
+		Config:  []byte("apiVersion: karpenter-migrate.io/v1alpha1\nkind: MigrationConfig\nenvironment: dev\n"),
 		TreeDir: tree, ClusterAutoscaler: &NamespacedName{Namespace: "kube-system", Name: "cluster-autoscaler"},
 		BackoffLimit: 6, LeaseDuration: time.Minute,
 	}
@@ -189,7 +190,7 @@ func TestJobPacksOnlyTheEnvironment(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	want := []string{"plan.yaml", "tree.base.kustomization.yaml", "tree.base.nodepools.general.yaml", "tree.overlays.dev.kustomization.yaml", "tree.overlays.dev.patches.limits.yaml"}
+	want := []string{"config.yaml", "plan.yaml", "tree.base.kustomization.yaml", "tree.base.nodepools.general.yaml", "tree.overlays.dev.kustomization.yaml", "tree.overlays.dev.patches.limits.yaml"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("ConfigMap keys %v, want %v", keys, want)
 	}
