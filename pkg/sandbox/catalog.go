@@ -1,8 +1,6 @@
 package sandbox
 
 import (
-	_ "embed"
-	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -12,9 +10,6 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 )
-
-//go:embed data/instance-types.json
-var instanceTypesJSON []byte
 
 // ResourceGPU is the extended resource NVIDIA's device plugin advertises.
 const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
@@ -42,11 +37,19 @@ type Catalog struct {
 	byName map[string]InstanceType
 }
 
-// DefaultCatalog returns the embedded catalog (see data/README.md).
+// DefaultCatalog is every instance type of pkg/catalog's embedded
+// catalogue (1,377 types with provenance in that package), so any
+// snapshot's node groups can be replayed.
 func DefaultCatalog() (*Catalog, error) {
-	var types []InstanceType
-	if err := json.Unmarshal(instanceTypesJSON, &types); err != nil {
-		return nil, fmt.Errorf("embedded data/instance-types.json: %w", err)
+	infos := catalog.Embedded()
+	types := make([]InstanceType, 0, len(infos))
+	for _, i := range infos {
+		types = append(types, InstanceType{Name: i.Name, Family: i.Family, Category: i.Category, Generation: i.Generation, Size: i.Size,
+			VCPU: i.VCPU, MemoryMiB: i.MemoryMiB, Arch: i.Arch, GPUCount: i.GPUCount, GPUName: i.GPUName, GPUManufacturer: i.GPUManufacturer,
+			MaxPods: i.MaxPodsENI, OnDemandPrice: i.OnDemandPrice})
+	}
+	if len(types) == 0 {
+		return nil, fmt.Errorf("pkg/catalog has no embedded instance types")
 	}
 	return NewCatalog(types), nil
 }
@@ -88,8 +91,13 @@ func (c *Catalog) Price(instanceType, zone, capacityType string) float64 {
 	return t.OnDemandPrice
 }
 
-// Capacity is what the instance reports to the kubelet.
+// Capacity is what the instance reports to the kubelet: pkg/catalog's
+// figure (Karpenter's VM-overhead estimate, ENI-limited pods) when it knows
+// the type, else the raw figures.
 func (t InstanceType) Capacity() corev1.ResourceList {
+	if it, ok := catalog.Default().Get(t.Name); ok {
+		return it.Capacity(catalog.Kubelet{})
+	}
 	rl := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(t.VCPU), resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(t.MemoryMiB*1024*1024, resource.BinarySI),
@@ -101,11 +109,17 @@ func (t InstanceType) Capacity() corev1.ResourceList {
 	return rl
 }
 
-// Allocatable applies the EKS AMI's reservations: CPU 6 % of the first
+// Allocatable is pkg/catalog's Karpenter allocatable math when it knows
+// the type; otherwise it applies the EKS AMI's reservations: CPU 6 % of the first
 // core, 1 % of the second, 0.5 % of the next two and 0.25 % above; memory
 // 11 MiB per pod + 255 MiB kube-reserved, a 100 MiB eviction threshold and
 // Karpenter's default 7.5 % VM overhead.
 func (t InstanceType) Allocatable() corev1.ResourceList {
+	if it, ok := catalog.Default().Get(t.Name); ok {
+		if a, err := it.Allocatable(catalog.Kubelet{}); err == nil {
+			return a
+		}
+	}
 	rl := t.Capacity()
 	cpu := int64(t.VCPU) * 1000
 	reserved := 0.0

@@ -280,8 +280,29 @@ func offeringNode(pool *apisv1.NodePool, it InstanceType, off Offering, region s
 // poolOfferings lists what a NodePool's requirements allow, sorted by price.
 func (c *Catalog) poolOfferings(pool *apisv1.NodePool, zones []string, region string) []Offering {
 	sel := requirementsSelector(pool.Spec.Template.Spec.Requirements)
+	// Narrow by instance type and family first: building a node for each of
+	// the catalogue's types and zones is the slow part.
+	allowed := func(key string) map[string]bool {
+		var set map[string]bool
+		for _, r := range pool.Spec.Template.Spec.Requirements {
+			if r.Key == key && r.Operator == corev1.NodeSelectorOpIn {
+				next := map[string]bool{}
+				for _, v := range r.Values {
+					if set == nil || set[v] {
+						next[v] = true
+					}
+				}
+				set = next
+			}
+		}
+		return set
+	}
+	names, families := allowed(corev1.LabelInstanceTypeStable), allowed(apisv1.LabelInstanceFamily)
 	var out []Offering
 	for _, it := range c.types {
+		if (names != nil && !names[it.Name]) || (families != nil && !families[it.Family]) {
+			continue
+		}
 		for _, z := range zones {
 			for _, ct := range []string{inventory.CapacitySpot, inventory.CapacityOnDemand} {
 				off := Offering{InstanceType: it.Name, Zone: z, CapacityType: ct, Price: c.Price(it.Name, z, ct)}

@@ -120,7 +120,7 @@ func (s *Sandbox) loadNodes(ctx context.Context, inv inventory.Inventory) error 
 	for _, n := range inv.Nodes {
 		it, ok := s.cat.Get(n.InstanceType)
 		if !ok {
-			return fmt.Errorf("node %s: instance type %q is not in the sandbox catalog (%d types: m5, m5a, m6i, m6a, c5, c5a, c6i, c6a, r5, r6i, g4dn, large to 4xlarge)", n.Name, n.InstanceType, len(s.cat.Types()))
+			return fmt.Errorf("node %s: instance type %q is not in the sandbox catalog (pkg/catalog's %d types); is the snapshot from a newer catalogue?", n.Name, n.InstanceType, len(s.cat.Types()))
 		}
 		id := n.InstanceID
 		if id == "" {

