@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -97,7 +98,30 @@ func LoadConfig(ctx context.Context, o Options) (awssdk.Config, error) {
 		return awssdk.Config{}, errors.New("no AWS region: pass --region, set AWS_REGION, or set region in the profile")
 	}
 	cfg.APIOptions = append(cfg.APIOptions, explainDenials)
+	cfg.HTTPClient = bodyWithoutWriterTo{cfg.HTTPClient}
 	return cfg, nil
+}
+
+// bodyWithoutWriterTo sends requests with a body that offers only Read and
+// Close. It works around a race between smithy-go and net/http: smithy
+// closes the request body as soon as Do returns, and the WriteTo of its
+// closed body answers io.EOF as an error. When the response arrives before
+// net/http's writer has probed the body for its end (a nearby endpoint:
+// loopback, a VPC endpoint), the writer takes that for a failed write and
+// closes the connection under the response being read; the SDK then logs
+// "failed to discard remaining HTTP response body ... use of closed network
+// connection" and retries an operation the service already ran. Through
+// Read the probe gets a clean io.EOF.
+type bodyWithoutWriterTo struct{ awssdk.HTTPClient }
+
+type readCloserOnly struct{ io.ReadCloser }
+
+func (c bodyWithoutWriterTo) Do(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && req.Body != http.NoBody {
+		req = req.WithContext(req.Context()) // a shallow copy: never change the caller's request
+		req.Body = readCloserOnly{req.Body}
+	}
+	return c.HTTPClient.Do(req)
 }
 
 // Clients are the SDK clients for one account and region.
