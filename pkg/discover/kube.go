@@ -3,6 +3,7 @@ package discover
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -76,7 +77,12 @@ func (d *run) kube(ctx context.Context) error {
 		}
 	}
 	err = eachItem(ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return k.CoreV1().Pods("").List(ctx, o)
+		list, err := k.CoreV1().Pods("").List(ctx, o)
+		if err == nil && o.Continue == "" && list.RemainingItemCount != nil {
+			// The first page tells how many pods follow: size the slice once.
+			d.inv.Pods = slices.Grow(d.inv.Pods, len(list.Items)+int(*list.RemainingItemCount))
+		}
+		return list, err
 	}, func(p *corev1.Pod) {
 		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			d.inv.Pods = append(d.inv.Pods, podOf(p, rsOwner, jobOwner))

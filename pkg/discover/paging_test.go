@@ -74,7 +74,7 @@ func (p pagingPods) List(_ context.Context, o metav1.ListOptions) (*corev1.PodLi
 	if err != nil {
 		return nil, err
 	}
-	out := &corev1.PodList{ListMeta: metav1.ListMeta{Continue: next}, Items: make([]corev1.Pod, to-from)}
+	out := &corev1.PodList{ListMeta: metav1.ListMeta{Continue: next, RemainingItemCount: remaining(len(p.pods), to)}, Items: make([]corev1.Pod, to-from)}
 	for i := range out.Items {
 		p.pods[from+i].DeepCopyInto(&out.Items[i])
 	}
@@ -91,7 +91,7 @@ func (p pagingNodes) List(_ context.Context, o metav1.ListOptions) (*corev1.Node
 	if err != nil {
 		return nil, err
 	}
-	out := &corev1.NodeList{ListMeta: metav1.ListMeta{Continue: next}, Items: make([]corev1.Node, to-from)}
+	out := &corev1.NodeList{ListMeta: metav1.ListMeta{Continue: next, RemainingItemCount: remaining(len(p.nodes), to)}, Items: make([]corev1.Node, to-from)}
 	for i := range out.Items {
 		p.nodes[from+i].DeepCopyInto(&out.Items[i])
 	}
@@ -112,4 +112,14 @@ func page(n int, o metav1.ListOptions) (from, to int, next string, err error) {
 		next = strconv.Itoa(to)
 	}
 	return from, to, next, nil
+}
+
+// remaining is the API server's remainingItemCount: set on pages that have
+// a next one.
+func remaining(n, to int) *int64 {
+	if to >= n {
+		return nil
+	}
+	r := int64(n - to)
+	return &r
 }

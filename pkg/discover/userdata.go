@@ -120,7 +120,7 @@ func parseBootstrapSh(script string) *inventory.Bootstrap {
 	var call string
 	other := false
 	sc := bufio.NewScanner(strings.NewReader(joinContinuations(script)))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(make([]byte, 0, 4<<10), 1<<20) // grows only for long lines
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		switch {
