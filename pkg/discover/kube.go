@@ -92,40 +92,47 @@ func (d *run) kube(ctx context.Context) error {
 		return fmt.Errorf("list pods: %w", err)
 	}
 
-	deps, err := k.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+	deps, err := listAll[*appsv1.Deployment](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return k.AppsV1().Deployments("").List(ctx, o)
+	})
 	if err != nil {
 		return fmt.Errorf("list deployments: %w", err)
 	}
-	for i := range deps.Items {
-		dep := &deps.Items[i]
+	for _, dep := range deps {
 		d.inv.Workloads = append(d.inv.Workloads, inventory.Workload{Kind: inventory.OwnerDeployment, Namespace: dep.Namespace, Name: dep.Name,
 			Replicas: replicas(dep.Spec.Replicas), ReadyReplicas: dep.Status.ReadyReplicas, Selector: dep.Spec.Selector})
 		d.detectControllers(dep)
 	}
-	sts, err := k.AppsV1().StatefulSets("").List(ctx, metav1.ListOptions{})
+	sts, err := listAll[*appsv1.StatefulSet](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return k.AppsV1().StatefulSets("").List(ctx, o)
+	})
 	if err != nil {
 		return fmt.Errorf("list statefulsets: %w", err)
 	}
-	for _, s := range sts.Items {
+	for _, s := range sts {
 		d.inv.Workloads = append(d.inv.Workloads, inventory.Workload{Kind: inventory.OwnerStatefulSet, Namespace: s.Namespace, Name: s.Name,
 			Replicas: replicas(s.Spec.Replicas), ReadyReplicas: s.Status.ReadyReplicas, Selector: s.Spec.Selector})
 	}
-	dss, err := k.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
+	dss, err := listAll[*appsv1.DaemonSet](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return k.AppsV1().DaemonSets("").List(ctx, o)
+	})
 	if err != nil {
 		return fmt.Errorf("list daemonsets: %w", err)
 	}
-	for _, ds := range dss.Items {
+	for _, ds := range dss {
 		spec := &ds.Spec.Template.Spec
 		d.inv.DaemonSets = append(d.inv.DaemonSets, inventory.DaemonSet{Namespace: ds.Namespace, Name: ds.Name, Labels: ds.Labels,
 			Requests:     resourcehelper.PodRequests(&corev1.Pod{Spec: *spec}, resourcehelper.PodResourcesOptions{}),
 			NodeSelector: spec.NodeSelector, Affinity: spec.Affinity, Tolerations: spec.Tolerations, HostPorts: hostPorts(spec)})
 	}
-	pdbs, err := k.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
+	pdbs, err := listAll[*policyv1.PodDisruptionBudget](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return k.PolicyV1().PodDisruptionBudgets("").List(ctx, o)
+	})
 	if err != nil {
 		return fmt.Errorf("list poddisruptionbudgets: %w", err)
 	}
-	for _, p := range pdbs.Items {
-		d.inv.PDBs = append(d.inv.PDBs, pdbOf(p))
+	for _, p := range pdbs {
+		d.inv.PDBs = append(d.inv.PDBs, pdbOf(*p))
 	}
 	if err := d.volumes(ctx); err != nil {
 		return err
@@ -141,12 +148,14 @@ func (d *run) kube(ctx context.Context) error {
 }
 
 func (d *run) volumes(ctx context.Context) error {
-	pvs, err := d.src.Kube.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+	pvs, err := listAll[*corev1.PersistentVolume](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return d.src.Kube.CoreV1().PersistentVolumes().List(ctx, o)
+	})
 	if err != nil {
 		return fmt.Errorf("list persistentvolumes: %w", err)
 	}
-	for _, pv := range pvs.Items {
-		zones := pvZones(&pv)
+	for _, pv := range pvs {
+		zones := pvZones(pv)
 		if len(zones) == 0 {
 			continue // not zonal: it moves with its pod
 		}
