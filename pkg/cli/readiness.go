@@ -35,6 +35,11 @@ instance type can hold, DaemonSets that will not tolerate the new taints, Cluste
 Autoscaler still running, IaC-owned node groups, IMDS hop limit 2, and a Karpenter
 controller able to run on its own nodes.
 
+Taints, zones and instance sizes are checked against the NodePools generate would
+write with its defaults (generated in memory): their taints, their zone requirements
+and the room each allowed instance type leaves after kubelet reservations and the
+DaemonSets that would run there. discover prints the same report.
+
 With --fail-on, the command exits with code 3 when a finding at or above that
 severity exists, for CI.`,
 		Example: `  # Review a snapshot
