@@ -141,6 +141,9 @@ func newRunner(ctx context.Context, g *GlobalOptions, f *runFlags, p *rollout.Pl
 	if err != nil {
 		return nil, err
 	}
+	// A wave evicts and polls hundreds of pods at once: client-go's default
+	// 5 QPS would pace the drain, not the PDBs.
+	cfg.QPS, cfg.Burst = max(cfg.QPS, 50), max(cfg.Burst, 100)
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/kubectl/pkg/drain"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+)
+
+const (
+	benchNodes       = 100
+	benchDeployments = 50
+	benchReplicas    = 20 // 1,000 pods
+	benchWaveSize    = 20
+	benchTargets     = 25 // 16-CPU nodes standing in for pre-provisioned Karpenter capacity
+)
+
+// benchCluster starts a control plane with benchNodes legacy nodes running
+// benchDeployments × benchReplicas pods, each Deployment behind a PDB
+// maxUnavailable 10%, then adds the target capacity. It returns the env,
+// the legacy node names and the budgets.
+func benchCluster(b *testing.B) (*testenv.Env, []string, []budget) {
+	b.Helper()
+	env := testenv.Start(b, testenv.Options{})
+	ctx := b.Context()
+	var legacy []string
+	for i := range benchNodes {
+		name := fmt.Sprintf("legacy-%03d", i)
+		if _, err := env.CreateKwokNode(ctx, testenv.NodeSpec{Name: name, NodeGroup: "legacy", Zone: zones[i%len(zones)]}); err != nil {
+			b.Fatal(err)
+		}
+		legacy = append(legacy, name)
+	}
+	if err := env.WaitForNodesReady(ctx, legacy...); err != nil {
+		b.Fatal(err)
+	}
+	ns := env.Namespace(b)
+	var budgets []budget
+	for i := range benchDeployments {
+		name := fmt.Sprintf("app-%02d", i)
+		d := deployment(ns, name, benchReplicas, "100m")
+		if _, err := env.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromString("10%")), Selector: &metav1.LabelSelector{MatchLabels: labelsOf(name)}}}
+		if _, err := env.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		budgets = append(budgets, budget{name: name, selector: labels.SelectorFromSet(labelsOf(name)), min: benchReplicas - benchReplicas/10})
+	}
+	for _, bg := range budgets {
+		if _, err := env.WaitForPodsRunning(ctx, ns, "app="+bg.name, benchReplicas); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var targets []string
+	for i := range benchTargets {
+		name := fmt.Sprintf("karpenter-%02d", i)
+		if _, err := env.CreateKwokNode(ctx, testenv.NodeSpec{Name: name, Zone: zones[i%len(zones)], CPU: "16", Memory: "64Gi", Pods: "110",
+			Labels: map[string]string{"karpenter.sh/nodepool": "bench"}}); err != nil {
+			b.Fatal(err)
+		}
+		targets = append(targets, name)
+	}
+	if err := env.WaitForNodesReady(ctx, targets...); err != nil {
+		b.Fatal(err)
+	}
+	return env, legacy, budgets
+}
+
+// BenchmarkDrain100Nodes compares, on the real control plane (etcd,
+// apiserver, scheduler, controller-manager, kwok; capacity pre-provisioned
+// as the rollout does, Karpenter itself not running), the rollout's wave
+// drain of 100 legacy nodes holding 1,000 PDB-protected pods with a
+// sequential kubectl-style drain (drain.Helper, one node after another,
+// kubectl's 5s retry after a 429) of the same nodes on a fresh cluster.
+//
+//	go test ./pkg/rollout/e2e/ -run '^$' -bench Drain100Nodes -benchtime 1x -timeout 60m
+//
+// The sequential sub-benchmark reports waves-speedup-x when both ran.
+func BenchmarkDrain100Nodes(b *testing.B) {
+	var wave time.Duration
+	b.Run("waves", func(b *testing.B) {
+		for range b.N {
+			d, pending, violations := benchRun(b, drainWaves)
+			wave = d
+			b.ReportMetric(d.Seconds(), "drain-s")
+			b.ReportMetric(pending.Seconds(), "max-pending-s")
+			b.ReportMetric(float64(violations), "pdb-violations")
+		}
+	})
+	b.Run("sequential", func(b *testing.B) {
+		for range b.N {
+			d, pending, violations := benchRun(b, drainSequential)
+			b.ReportMetric(d.Seconds(), "drain-s")
+			b.ReportMetric(pending.Seconds(), "max-pending-s")
+			b.ReportMetric(float64(violations), "pdb-violations")
+			if wave > 0 {
+				b.ReportMetric(d.Seconds()/wave.Seconds(), "waves-speedup-x")
+			}
+		}
+	})
+}
+
+// benchRun drains the legacy nodes of a fresh cluster with drainFn while a
+// watch counts healthy pods per PDB; it returns the drain's wall time, the
+// longest pod wait for a node and how many PDBs dropped below minimum.
+func benchRun(b *testing.B, drainFn func(context.Context, *testenv.Env, []string) error) (time.Duration, time.Duration, int) {
+	b.StopTimer()
+	env, legacy, budgets := benchCluster(b)
+	ctx := b.Context()
+	w, err := watchPods(ctx, env.Client, "", budgets)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StartTimer()
+	began := time.Now()
+	if err := drainFn(ctx, env, legacy); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(began)
+	b.StopTimer()
+	// The drain is done when the evicted pods run again elsewhere.
+	for _, bg := range budgets {
+		if _, err := env.WaitForPodsRunning(ctx, "", bg.selector.String(), benchReplicas); err != nil {
+			b.Fatal(err)
+		}
+	}
+	settled := time.Since(began)
+	lowest, pending, err := w.stop()
+	if err != nil {
+		b.Fatal(err)
+	}
+	violations := 0
+	for _, bg := range budgets {
+		if lowest[bg.name] < bg.min {
+			violations++
+		}
+	}
+	b.Logf("drained in %s (all pods Running again after %s); longest wait for a node %s; %d PDBs below minimum",
+		elapsed.Round(time.Millisecond), settled.Round(time.Millisecond), pending.Round(time.Millisecond), violations)
+	return elapsed, pending, violations
+}
+
+// drainWaves is the rollout's drain: waves of benchWaveSize nodes, each
+// cordoned, then drained concurrently with kube.Drainer (the code path of
+// a wave's drain phase).
+func drainWaves(ctx context.Context, env *testenv.Env, nodes []string) error {
+	opts := kube.DefaultDrainOptions()
+	opts.Timeout = 10 * time.Minute
+	d := &kube.Drainer{Client: env.Client, Clock: clock.RealClock{}, Options: opts}
+	for i := 0; i < len(nodes); i += benchWaveSize {
+		wave := nodes[i:min(i+benchWaveSize, len(nodes))]
+		for _, n := range wave {
+			if err := kube.Cordon(ctx, env.Client, n, true); err != nil {
+				return err
+			}
+		}
+		res, err := d.DrainNodes(ctx, wave, len(wave))
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if !r.Complete() {
+				return fmt.Errorf("node %s: pods left: %v", r.Node, r.Skipped)
+			}
+		}
+	}
+	return nil
+}
+
+// drainSequential is `kubectl drain` run node after node.
+func drainSequential(ctx context.Context, env *testenv.Env, nodes []string) error {
+	h := &drain.Helper{Ctx: ctx, Client: env.Client, Force: false, GracePeriodSeconds: -1, IgnoreAllDaemonSets: true,
+		DeleteEmptyDirData: true, Timeout: 10 * time.Minute, EvictErrorRetryDelay: 5 * time.Second, Out: io.Discard, ErrOut: io.Discard}
+	for _, n := range nodes {
+		node, err := env.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := drain.RunCordonOrUncordon(h, node, true); err != nil {
+			return err
+		}
+		if err := drain.RunNodeDrain(h, n); err != nil {
+			return fmt.Errorf("drain %s: %w", n, err)
+		}
+	}
+	return nil
+}
