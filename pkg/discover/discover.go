@@ -140,8 +140,6 @@ type run struct {
 	ltVersions  map[string]ec2types.LaunchTemplateVersion // "id|version" -> version
 	launchCfgs  map[string]astypes.LaunchConfiguration
 	instTypes   map[string]bool
-	typesZones  map[string]bool
-	clusterTags map[string]bool
 }
 
 // managed reports whether an ASG is one Cluster Autoscaler discovers for
@@ -207,8 +205,7 @@ func indexOf(inv *inventory.Inventory, name string) int {
 
 func (d *run) launchTemplates(ctx context.Context) error {
 	d.ltVersions, d.launchCfgs = map[string]ec2types.LaunchTemplateVersion{}, map[string]astypes.LaunchConfiguration{}
-	type ref struct{ id, name, version string }
-	var numbered []ref
+	var numbered []templateRef
 	needAliases := false
 	var lcNames []string
 	for _, g := range d.groups {
@@ -217,7 +214,7 @@ func (d *run) launchTemplates(ctx context.Context) error {
 			case "", "$Default", "$Latest":
 				needAliases = true
 			default:
-				numbered = append(numbered, ref{r.id, r.name, r.version})
+				numbered = append(numbered, r)
 			}
 		}
 		if lc := deref(g.LaunchConfigurationName); lc != "" {

@@ -131,6 +131,9 @@ func TestThrottlingIsRetried(t *testing.T) {
 			if !errors.As(err, &api) || !strings.Contains(api.ErrorCode(), "Throttl") && api.ErrorCode() != "RequestLimitExceeded" {
 				t.Fatalf("persistent throttling: got %v, want a throttling error", err)
 			}
+			if got := srv.Calls(tc.service, tc.action); got != 5 {
+				t.Errorf("persistent throttling: %d calls, want the retryer's 5 attempts", got)
+			}
 		})
 	}
 }
