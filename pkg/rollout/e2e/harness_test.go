@@ -59,8 +59,23 @@ type world struct {
 	groups []legacyGroup
 }
 
+// TestMain removes the binary buildBinary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBinary { // calling buildBinary otherwise would build it now
+		if bin, err := buildBinary(); err == nil {
+			_ = os.RemoveAll(filepath.Dir(bin))
+		}
+	}
+	os.Exit(code)
+}
+
+// builtBinary says whether a test asked for the binary.
+var builtBinary bool
+
 // buildBinary builds cmd/karpenter-migrate once per test binary.
 var buildBinary = sync.OnceValues(func() (string, error) {
+	builtBinary = true
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		return "", err
@@ -141,13 +156,14 @@ func writeInstanceTypes(t testing.TB, dir string) string {
 // instances as kwok nodes.
 func newWorld(t testing.TB, groups []legacyGroup, nodesPerGroup int) *world {
 	t.Helper()
+	dir := t.TempDir()
+	w := &world{t: t, dir: dir, groups: groups}
+	w.env = testenv.Start(t, testenv.Options{Karpenter: true, InstanceTypesFile: writeInstanceTypes(t, dir)}) // skips with KM_SKIP_E2E=1
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	w := &world{t: t, bin: bin, dir: dir, groups: groups}
-	w.env = testenv.Start(t, testenv.Options{Karpenter: true, InstanceTypesFile: writeInstanceTypes(t, dir)})
+	w.bin = bin
 
 	acct := &awsfake.Account{ID: accountID, Region: region}
 	var subnets []string
