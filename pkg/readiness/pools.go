@@ -5,7 +5,6 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
@@ -30,9 +29,9 @@ var fitResources = []corev1.ResourceName{
 //   - NodeTaints: every taint of the pools' node templates;
 //   - Zones: the zones some pool may launch in (its zone requirement over
 //     the zones of the inventory's subnets and node groups);
-//   - Allocatable and MaxAllocatable: the room for pods on each type some
-//     pool allows, after kubelet reservations (from the EC2NodeClass) and
-//     the requests of the DaemonSets that would run there;
+//   - Rooms and MaxAllocatable: the room for pods on each type a pool
+//     allows, after kubelet reservations (from the EC2NodeClass) and the
+//     requests of the DaemonSets that would run there;
 //   - NodeGroupLabels: the labels the pools keep on their nodes.
 //
 // It is pure. With no pools it returns the zero Options (Evaluate's
@@ -76,7 +75,7 @@ func FromNodePools(inv *inventory.Inventory, pools []*karpv1.NodePool, classes [
 		if ref := tmpl.Spec.NodeClassRef; ref != nil {
 			nc = classByName[ref.Name]
 		}
-		o.Allocatable = append(o.Allocatable, poolRoom(inv, np, nc, cat)...)
+		o.Rooms = append(o.Rooms, poolRooms(inv, np, nc, cat)...)
 	}
 	for z := range zones {
 		o.Zones = append(o.Zones, z)
@@ -96,10 +95,10 @@ func FromNodePools(inv *inventory.Inventory, pools []*karpv1.NodePool, classes [
 		}
 		return a.Effect < b.Effect
 	})
-	if len(o.Allocatable) > 0 {
+	if len(o.Rooms) > 0 {
 		o.MaxAllocatable = corev1.ResourceList{}
-		for _, rl := range o.Allocatable {
-			for r, q := range rl {
+		for _, room := range o.Rooms {
+			for r, q := range room.Allocatable {
 				if cur, ok := o.MaxAllocatable[r]; !ok || q.Cmp(cur) > 0 {
 					o.MaxAllocatable[r] = q
 				}
@@ -122,9 +121,21 @@ func inventoryZones(inv *inventory.Inventory) []string {
 	return slices.Compact(zs)
 }
 
-// poolRoom is, for each catalogue type the pool allows, its allocatable
+// Room is an instance type a NodePool allows and what its nodes leave for
+// pods.
+type Room struct {
+	NodePool     string
+	InstanceType string
+	// Taints are the NodePool's; a pod must tolerate them to use the room.
+	Taints []corev1.Taint
+	// Allocatable is the type's allocatable minus the requests of the
+	// DaemonSets that run on the pool's nodes.
+	Allocatable corev1.ResourceList
+}
+
+// poolRooms is, for each catalogue type the pool allows, its allocatable
 // minus the requests of the DaemonSets that would run on its nodes.
-func poolRoom(inv *inventory.Inventory, np *karpv1.NodePool, nc *karpv1.EC2NodeClass, cat *catalog.Catalog) []corev1.ResourceList {
+func poolRooms(inv *inventory.Inventory, np *karpv1.NodePool, nc *karpv1.EC2NodeClass, cat *catalog.Catalog) []Room {
 	tmpl := &np.Spec.Template
 	// Zone, region and capacity type vary per offering, and keys outside
 	// the well-known ones become node labels: only type labels filter types.
@@ -134,7 +145,7 @@ func poolRoom(inv *inventory.Inventory, np *karpv1.NodePool, nc *karpv1.EC2NodeC
 	}
 	typeReqs := requirementsFor(tmpl.Spec.Requirements, func(k string) bool { return wellKnown[k] })
 	kubelet := engine.NodePoolFromV1(np, nc).Kubelet
-	var out []corev1.ResourceList
+	var out []Room
 	for _, it := range cat.Types() {
 		if len(it.Offerings) == 0 || !matches(typeReqs, it.Labels) {
 			continue
@@ -167,7 +178,7 @@ func poolRoom(inv *inventory.Inventory, np *karpv1.NodePool, nc *karpv1.EC2NodeC
 				}
 			}
 		}
-		out = append(out, room)
+		out = append(out, Room{NodePool: np.Name, InstanceType: it.Name, Taints: tmpl.Spec.Taints, Allocatable: room})
 	}
 	return out
 }
@@ -176,20 +187,29 @@ func poolRoom(inv *inventory.Inventory, np *karpv1.NodePool, nc *karpv1.EC2NodeC
 // with these taints and labels: it tolerates every NoSchedule/NoExecute
 // taint, and its nodeSelector and required node affinity match.
 func daemonSetRuns(ds inventory.DaemonSet, taints []corev1.Taint, labels map[string]string) bool {
-	for i := range taints {
-		t := &taints[i]
-		if t.Effect == corev1.TaintEffectPreferNoSchedule {
-			continue
-		}
-		if !slices.ContainsFunc(ds.Tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(klog.Background(), t, false) }) {
-			return false
-		}
+	if !tolerates(ds.Tolerations, taints) {
+		return false
 	}
 	node := &corev1.Node{}
 	node.Labels = labels
 	pod := &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: ds.NodeSelector, Affinity: ds.Affinity}}
 	ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)
 	return err == nil && ok
+}
+
+// tolerates reports whether tolerations allow scheduling onto a node with
+// taints (PreferNoSchedule taints never prevent it).
+func tolerates(tolerations []corev1.Toleration, taints []corev1.Taint) bool {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		if !slices.ContainsFunc(tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(klog.Background(), t, false) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // requirementsFor keeps the NodePool requirements on the keys keep accepts,
@@ -220,19 +240,23 @@ func matches(reqs []corev1.NodeSelectorRequirement, labels map[string]string) bo
 	return sel.Match(node)
 }
 
-// fitsSomeType reports whether the requests fit the room of at least one type.
-func fitsSomeType(req corev1.ResourceList, rooms []corev1.ResourceList) bool {
+// fitsSomeRoom reports whether the pod's requests fit a room whose taints
+// it tolerates. A pod that tolerates no pool's taints is judged on size
+// alone against every room: this check is about size, and such a pod has
+// another problem than its requests.
+func fitsSomeRoom(p *inventory.Pod, rooms []Room) bool {
+	tolerated := slices.ContainsFunc(rooms, func(r Room) bool { return tolerates(p.Tolerations, r.Taints) })
 	for _, room := range rooms {
+		if tolerated && !tolerates(p.Tolerations, room.Taints) {
+			continue
+		}
 		fits := true
 		for _, r := range fitResources {
-			q, ok := req[r]
+			q, ok := p.Requests[r]
 			if !ok || q.IsZero() {
 				continue
 			}
-			have, has := room[r]
-			if !has {
-				have = resource.Quantity{}
-			}
+			have := room.Allocatable[r] // zero when the type has none
 			if q.Cmp(have) > 0 {
 				fits = false
 				break

@@ -64,6 +64,15 @@ func TestFromNodePools(t *testing.T) {
 			inv.DaemonSets[0].Requests = rl("500m", "100Mi")
 			inv.DaemonSets[0].NodeSelector = map[string]string{"gpu": "true"}
 		}, nil},
+		{"fits only a pool whose taint it does not tolerate", []*karpv1.NodePool{pool("a", nil, types("m5.large")), pool("b", dedicated, types("m5.xlarge"))}, func(inv *inventory.Inventory) {
+			inv.Pods[0].Requests = rl("3", "1Gi")
+			inv.DaemonSets[0].Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
+		}, []string{IDPodTooLarge}},
+		{"tolerates the pool it fits", []*karpv1.NodePool{pool("a", nil, types("m5.large")), pool("b", dedicated, types("m5.xlarge"))}, func(inv *inventory.Inventory) {
+			inv.Pods[0].Requests = rl("3", "1Gi")
+			inv.Pods[0].Tolerations = []corev1.Toleration{{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}}
+			inv.DaemonSets[0].Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
+		}, nil},
 		{"fits the largest CPU and the largest memory but no one type", []*karpv1.NodePool{pool("a", nil, types("c5.4xlarge", "r5.2xlarge"))}, func(inv *inventory.Inventory) {
 			inv.Pods[0].Requests = rl("12", "48Gi")
 		}, []string{IDPodTooLarge}},
@@ -92,7 +101,7 @@ func TestFromNodePools(t *testing.T) {
 
 func TestFromNodePoolsWithoutPoolsIsTheDefault(t *testing.T) {
 	o := FromNodePools(clean(), nil, nil, nil)
-	if o.NodeTaints != nil || o.Zones != nil || o.MaxAllocatable != nil || o.Allocatable != nil {
+	if o.NodeTaints != nil || o.Zones != nil || o.MaxAllocatable != nil || o.Rooms != nil {
 		t.Fatalf("got %+v, want zero options", o)
 	}
 }
@@ -110,7 +119,7 @@ func TestFromGenerate(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := FromNodePools(inv, res.NodePools, res.NodeClasses, nil)
-	if len(o.NodeTaints) != 1 || o.NodeTaints[0].Key != "dedicated" || !slices.Equal(o.Zones, []string{"us-east-1a"}) || len(o.Allocatable) != 1 {
+	if len(o.NodeTaints) != 1 || o.NodeTaints[0].Key != "dedicated" || !slices.Equal(o.Zones, []string{"us-east-1a"}) || len(o.Rooms) != 1 || o.Rooms[0].InstanceType != "m5.xlarge" {
 		t.Fatalf("options from generate: %+v", o)
 	}
 	r := Evaluate(inv, o)

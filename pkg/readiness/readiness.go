@@ -92,10 +92,11 @@ type Options struct {
 	// MaxAllocatable is the largest node the NodePools may launch (CPU and
 	// memory); default: the largest allocatable among the current nodes.
 	MaxAllocatable corev1.ResourceList
-	// Allocatable, when set, is the room for pods on each instance type the
-	// NodePools allow (see FromNodePools); a pod must fit one of them, which
-	// is stricter than fitting MaxAllocatable resource by resource.
-	Allocatable []corev1.ResourceList
+	// Rooms, when set, are the instance types the NodePools allow with the
+	// room they leave for pods (see FromNodePools): a pod must fit one whose
+	// taints it tolerates, which is stricter than fitting MaxAllocatable
+	// resource by resource.
+	Rooms []Room
 	// NodeGroupLabels are labels generate keeps on Karpenter nodes; pods
 	// pinned to them are not reported.
 	NodeGroupLabels []string
@@ -234,7 +235,7 @@ func (e *eval) pods() {
 				"remove the selector/affinity, or have generate keep the label on the NodePool (e.g. eks.amazonaws.com/nodegroup as a NodePool label)",
 				owner+" ("+key+")")
 		}
-		if e.tooLarge(p.Requests, maxAlloc) {
+		if e.tooLarge(&p, maxAlloc) {
 			e.add(IDPodTooLarge, Blocker, "Pods no allowed instance type can hold",
 				"their requests exceed the largest node the NodePools may launch, so they would stay Pending",
 				"allow larger instance types in the NodePool or lower the requests", owner)
@@ -264,10 +265,11 @@ func pinnedKeys(p inventory.Pod, keys []string) []string {
 	return out
 }
 
-func (e *eval) tooLarge(req, max corev1.ResourceList) bool {
-	if len(e.opts.Allocatable) > 0 {
-		return !fitsSomeType(req, e.opts.Allocatable)
+func (e *eval) tooLarge(p *inventory.Pod, max corev1.ResourceList) bool {
+	if len(e.opts.Rooms) > 0 {
+		return !fitsSomeRoom(p, e.opts.Rooms)
 	}
+	req := p.Requests
 	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		q, ok := req[r]
 		m, has := max[r]
