@@ -292,6 +292,11 @@ func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod) er
 		if err == nil || apierrors.IsNotFound(err) {
 			break
 		}
+		if ctx.Err() != nil {
+			// ctx ended under the request: client-go reports that as
+			// context.Canceled even when the drain's timeout ended it.
+			return fmt.Errorf("evict %s: cut short (%v): %w", name, err, context.Cause(ctx))
+		}
 		if !apierrors.IsTooManyRequests(err) {
 			return fmt.Errorf("evict %s: %w", name, err)
 		}

@@ -3,11 +3,14 @@ package kube
 import (
 	"context"
 	"errors"
+	"net/url"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 )
 
@@ -28,5 +31,27 @@ func TestDrainTimeoutIsDeadlineExceeded(t *testing.T) {
 	}
 	if calls.Load() < 2 {
 		t.Errorf("eviction attempts = %d, want retries until the timeout", calls.Load())
+	}
+}
+
+// TestDrainTimeoutInFlight: when the timeout ends the drain while an
+// eviction request is on the wire, client-go returns context.Canceled; the
+// drain still reports its cause, DeadlineExceeded.
+func TestDrainTimeoutInFlight(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	cs := fake.NewClientset(testPod("a", "n1"))
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		time.Sleep(3 * timeout)
+		return true, nil, &url.Error{Op: "Post", URL: "https://127.0.0.1:6443/api/v1/namespaces/app/pods/a/eviction", Err: context.Canceled}
+	})
+	o := fastDrain()
+	o.Timeout = timeout
+	d := &Drainer{Client: cs, Clock: clock.RealClock{}, Options: o}
+	_, err := d.Drain(context.Background(), "n1")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
 	}
 }

@@ -363,9 +363,12 @@ func (s *Session) drainWave(ctx context.Context, w Wave, rec *WaveRecord) error 
 		err = serr
 	}
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		// With ctx alive, a context error can only be the drain's own
+		// timeout, whichever way it surfaced: DeadlineExceeded from the
+		// drainer, or context.Canceled from a request it cut short.
+		if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 			return &PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: fmt.Sprintf(
-				"evictions still refused after %s (a PodDisruptionBudget allows no disruption; see the PDBWait events): %v", opts.Timeout, err)}
+				"evictions still refused after %s (a PodDisruptionBudget allows no disruption; see the PDBWait events): %s", opts.Timeout, firstLine(err))}
 		}
 		return err
 	}
@@ -377,6 +380,16 @@ func (s *Session) drainWave(ctx context.Context, w Wave, rec *WaveRecord) error 
 		return &PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: "pods left on cordoned nodes, which are therefore not removed: " + strings.Join(list, "; ")}
 	}
 	return nil
+}
+
+// firstLine is an error's first line and how many more it has (a wave's
+// drain joins one error per pod).
+func firstLine(err error) string {
+	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+	if len(lines) == 1 {
+		return lines[0]
+	}
+	return fmt.Sprintf("%s (and %d more)", lines[0], len(lines)-1)
 }
 
 // existing drops nodes already gone (a resumed run after scale-in).
