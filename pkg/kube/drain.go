@@ -40,6 +40,10 @@ type DrainOptions struct {
 	RetryInitial, RetryMax time.Duration
 	// PollInterval is how often an evicted pod is checked for deletion.
 	PollInterval time.Duration
+	// PodConcurrency bounds how many of a node's pods are evicted at once;
+	// 0 evicts them all at once. 1 makes a drain's requests happen in a
+	// fixed order (the embedded sandbox's reproducible runs use it).
+	PodConcurrency int
 }
 
 // DefaultDrainOptions honours grace periods, retries 429 from 250ms up to
@@ -202,9 +206,10 @@ func DisruptionBlocked(p *corev1.Pod) string {
 	return ""
 }
 
-// DrainNodes drains nodes, up to concurrency at a time, and returns one
-// result per node in the order given. Nodes must already be cordoned. On
-// cancellation it returns the results so far with ctx's error.
+// DrainNodes drains nodes, up to concurrency at a time, starting them in
+// the order given, and returns one result per node in that order. Nodes
+// must already be cordoned. On cancellation it returns the results so far
+// with ctx's error.
 func (d *Drainer) DrainNodes(ctx context.Context, nodes []string, concurrency int) ([]DrainResult, error) {
 	if concurrency < 1 {
 		concurrency = 1
@@ -214,16 +219,16 @@ func (d *Drainer) DrainNodes(ctx context.Context, nodes []string, concurrency in
 	sem := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
 	for i, n := range nodes {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			results[i] = DrainResult{Node: n}
+			errs[i] = ctx.Err()
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				results[i] = DrainResult{Node: n}
-				errs[i] = ctx.Err()
-				return
-			}
 			defer func() { <-sem }()
 			results[i], errs[i] = d.Drain(ctx, n)
 		}()
@@ -251,10 +256,17 @@ func (d *Drainer) Drain(ctx context.Context, nodeName string) (DrainResult, erro
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	errs := make([]error, len(pods))
+	limit := d.Options.PodConcurrency
+	if limit <= 0 {
+		limit = max(len(pods), 1)
+	}
+	sem := make(chan struct{}, limit)
 	for i := range pods {
+		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { <-sem }()
 			errs[i] = d.evict(ctx, nodeName, pods[i])
 			if errs[i] == nil {
 				mu.Lock()
