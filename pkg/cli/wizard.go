@@ -7,15 +7,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui"
 )
 
 type wizardOptions struct {
-	sandbox bool
-	seed    uint64
-	out     string
-	cluster string
-	env     string
+	sandbox  bool
+	seed     uint64
+	snapshot string
+	out      string
+	cluster  string
+	env      string
 }
 
 func newWizardCmd(g *GlobalOptions) *cobra.Command {
@@ -39,6 +41,9 @@ and records the same journal in the cluster, so you can stop it and continue wit
 		Example: `  # Try it on the embedded sandbox
   karpenter-migrate wizard --sandbox
 
+  # Rehearse your own cluster's migration in the sandbox first
+  karpenter-migrate wizard --sandbox --snapshot snapshot.json
+
   # A real cluster, files in ./migration
   karpenter-migrate wizard --context arn:aws:eks:eu-west-1:111122223333:cluster/prod --env prod --out migration`,
 		Args: cobra.NoArgs,
@@ -47,6 +52,7 @@ and records the same journal in the cluster, so you can stop it and continue wit
 	f := cmd.Flags()
 	f.BoolVar(&o.sandbox, "sandbox", false, "run against the embedded sandbox cluster and account")
 	f.Uint64Var(&o.seed, "seed", 1, "with --sandbox: seed of the sandbox")
+	f.StringVar(&o.snapshot, "snapshot", "", "with --sandbox: load this snapshot (written by discover --snapshot) instead of the demo account, to rehearse your own cluster")
 	f.StringVar(&o.out, "out", "", "directory for the files (default: the current directory; with --sandbox a new temporary one)")
 	f.StringVar(&o.cluster, "cluster", "", "EKS cluster name (default: from an EKS kubeconfig context)")
 	f.StringVar(&o.env, "env", "", "environment name (dev, staging, prod, ...)")
@@ -55,6 +61,9 @@ and records the same journal in the cluster, so you can stop it and continue wit
 
 func runWizard(cmd *cobra.Command, g *GlobalOptions, o *wizardOptions) error {
 	io := g.IO
+	if o.snapshot != "" && !o.sandbox {
+		return errors.New("--snapshot needs --sandbox: a snapshot is rehearsed in the sandbox; a real cluster is discovered live")
+	}
 	if !io.CanPrompt() {
 		return errors.New(`the wizard needs an interactive terminal; the same steps as commands:
   karpenter-migrate discover --cluster NAME --snapshot snapshot.json
@@ -68,7 +77,15 @@ or watch the whole migration non-interactively with: karpenter-migrate demo`)
 	opts := tui.Options{OutDir: o.out, Namespace: g.Namespace, Sandbox: o.sandbox, Color: io.ColorEnabled()}
 	ops := &tui.Ops{Namespace: g.Namespace}
 	if o.sandbox {
-		sb, err := tui.NewSandbox(ctx, o.seed)
+		var inv *inventory.Inventory
+		if o.snapshot != "" {
+			snap, err := inventory.ReadSnapshotFile(o.snapshot)
+			if err != nil {
+				return fmt.Errorf("--snapshot: %w", err)
+			}
+			inv = &snap.Inventory
+		}
+		sb, err := tui.NewSandbox(ctx, o.seed, inv)
 		if err != nil {
 			return err
 		}

@@ -23,7 +23,12 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden views in testdata/")
+// updating reports -update: rewrite the golden views in testdata/. The
+// flag is the one teatest's golden package defines.
+func updating() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
 
 func TestMain(m *testing.M) {
 	// Golden views are plain text: no colour, whatever the terminal.
@@ -144,7 +149,7 @@ func (d *driver) golden(name string) {
 	got := d.m.View()
 	checkFits(d.t, got, d.m.width, d.m.height)
 	path := filepath.Join("testdata", name+".golden")
-	if *update {
+	if updating() {
 		if err := os.MkdirAll("testdata", 0o755); err != nil {
 			d.t.Fatal(err)
 		}

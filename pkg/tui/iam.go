@@ -29,11 +29,14 @@ type iamScreen struct {
 	applied []string
 	ch      <-chan tea.Msg
 	size    tea.WindowSizeMsg
+	// shown is the choice the plan on screen was made with.
+	shown IAMChoice
 }
 
 type iamPlannedMsg struct {
-	plan *iam.Plan
-	err  error
+	plan   *iam.Plan
+	choice IAMChoice
+	err    error
 }
 
 type iamStepMsg iam.Item
@@ -52,7 +55,7 @@ func (m *iamScreen) init() tea.Cmd {
 	be, ctx, inv, c := m.s.be, m.s.ctx, m.s.inv, m.s.iamOpts
 	return tea.Batch(m.spin.Tick, func() tea.Msg {
 		p, err := be.IAMPlan(ctx, inv, c)
-		return iamPlannedMsg{plan: p, err: err}
+		return iamPlannedMsg{plan: p, choice: c, err: err}
 	})
 }
 
@@ -91,7 +94,7 @@ func (m *iamScreen) update(msg tea.Msg) tea.Cmd {
 			m.err = msg.err
 			return nil
 		}
-		m.s.iamPlan = msg.plan
+		m.s.iamPlan, m.shown = msg.plan, msg.choice
 		rows := make([]table.Row, len(msg.plan.Items))
 		for i, it := range msg.plan.Items {
 			rows[i] = table.Row{string(it.Action), string(it.Kind), it.Name}
@@ -219,7 +222,7 @@ func (m *iamScreen) view(width, _ int) string {
 	}
 	if p != nil {
 		oidc := "existing OIDC provider"
-		if m.s.iamOpts.CreateOIDCProvider {
+		if m.shown.CreateOIDCProvider {
 			oidc = "create OIDC provider"
 		}
 		fmt.Fprintf(&b, "Karpenter %s · %s · %s · nodes join by %s\n%d to change, %d blocking\n", p.KarpenterVersion, p.Identity, oidc, p.NodeAccess, p.Changes(), len(p.Blocked()))

@@ -523,11 +523,19 @@ func (o *Ops) run(ctx context.Context, p *rollout.Plan, sink func(Update), fn fu
 	}
 	view()
 	if adv, ok := cl.Clock.(Advancer); ok {
-		// The cluster only moves when the runner waits: look after each move.
+		// The cluster only moves when the runner waits (on several
+		// goroutines): look after a move, at most every 10s of its time.
+		var mu sync.Mutex
 		var last time.Time
 		adv.OnAdvance(func() {
-			if now := cl.Clock.Now(); now.Sub(last) >= 10*time.Second {
+			mu.Lock()
+			now := cl.Clock.Now()
+			due := now.Sub(last) >= 10*time.Second
+			if due {
 				last = now
+			}
+			mu.Unlock()
+			if due {
 				view()
 			}
 		})

@@ -24,13 +24,16 @@ type planScreen struct {
 	err     error
 	table   table.Model
 	confirm bool
-	warn    string
-	size    tea.WindowSizeMsg
+	// shown is the choice the plan on screen was made with.
+	shown PlanChoice
+	warn  string
+	size  tea.WindowSizeMsg
 }
 
 type plannedMsg struct {
-	res *PlanResult
-	err error
+	res    *PlanResult
+	choice PlanChoice
+	err    error
 }
 
 func newPlan(s *state) screen {
@@ -70,7 +73,7 @@ func (p *planScreen) replan() tea.Cmd {
 	be, ctx, inv, c := p.s.be, p.s.ctx, p.s.inv, p.s.choice
 	return tea.Batch(p.spin.Tick, func() tea.Msg {
 		res, err := be.Plan(ctx, inv, c)
-		return plannedMsg{res: res, err: err}
+		return plannedMsg{res: res, choice: c, err: err}
 	})
 }
 
@@ -96,7 +99,7 @@ func (p *planScreen) update(msg tea.Msg) tea.Cmd {
 			p.err = msg.err
 			return nil
 		}
-		p.s.plan = msg.res
+		p.s.plan, p.shown = msg.res, msg.choice
 		rows := make([]table.Row, len(msg.res.Plan.Waves))
 		for i, w := range msg.res.Plan.Waves {
 			rows[i] = table.Row{fmt.Sprint(w.Index), fmt.Sprint(len(w.Nodes)), fmt.Sprint(w.Pods), strings.Join(w.NodePools, ","), fmt.Sprint(len(w.PredictedNodes)), fmt.Sprint(len(w.PreProvision))}
@@ -198,7 +201,7 @@ func fleetSummary(lines []FleetLine, show int) (int, string) {
 func (p *planScreen) view(width, _ int) string {
 	st := p.s.st
 	var b strings.Builder
-	c := p.s.choice
+	c := p.shown
 	if res := p.s.plan; res != nil {
 		pl := res.Plan
 		fmt.Fprintf(&b, "Plan %s for %s → %s\n", shortHash(pl.Hash), pl.Environment, res.PlanFile)

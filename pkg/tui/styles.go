@@ -9,7 +9,7 @@ import (
 // renderer, whose profile Run sets to plain ASCII for NO_COLOR, TERM=dumb
 // and --no-color, so every style degrades to text.
 type styles struct {
-	title, step, dim, ok, warn, bad, sel, key, box lipgloss.Style
+	title, step, dim, ok, warn, bad, sel, key lipgloss.Style
 }
 
 func newStyles() styles {
@@ -22,7 +22,6 @@ func newStyles() styles {
 		bad:   lipgloss.NewStyle().Foreground(lipgloss.Color("1")).Bold(true),
 		sel:   lipgloss.NewStyle().Bold(true).Reverse(true),
 		key:   lipgloss.NewStyle().Bold(true),
-		box:   lipgloss.NewStyle().Border(lipgloss.NormalBorder()).Padding(0, 1),
 	}
 }
 
@@ -45,7 +44,6 @@ var (
 	keyConnect  = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "connect"))
 	keyLeft     = key.NewBinding(key.WithKeys("left", "h"), key.WithHelp("←/→", "change"))
 	keyRight    = key.NewBinding(key.WithKeys("right", "l"))
-	keyPreview  = key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "preview"))
 	keyWrite    = key.NewBinding(key.WithKeys("w"), key.WithHelp("w", "write tree"))
 	keyFile     = key.NewBinding(key.WithKeys("]", "n"), key.WithHelp("]/[", "next/prev file"))
 	keyFilePrev = key.NewBinding(key.WithKeys("[", "N"))

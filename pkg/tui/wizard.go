@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/help"
@@ -53,6 +54,8 @@ type Result struct {
 	Screen string
 	// Commands are the commands that continue or repeat the migration.
 	Commands []string
+	// Err is a failure that ended the wizard.
+	Err error
 }
 
 // state is what the screens decide and share, in screen order.
@@ -101,6 +104,10 @@ type stopper interface {
 
 // nextMsg moves the wizard to the next screen.
 type nextMsg struct{}
+
+// crashMsg reports a panic in background work: the wizard restores the
+// terminal and exits with it rather than dying with the screen garbled.
+type crashMsg struct{ err error }
 
 // quitMsg ends the program after a stopper has stopped.
 type quitMsg struct{}
@@ -172,6 +179,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tea.Batch(m.cur.update(m.bodySize()), m.cur.init())
 	case quitMsg:
 		return m, m.quit()
+	case crashMsg:
+		m.result.Err = msg.err
+		return m, m.quit()
 	case tea.KeyMsg:
 		t, isTyping := m.cur.(typing)
 		if key.Matches(msg, keyQuit) || (key.Matches(msg, keyQ) && !(isTyping && t.typing())) {
@@ -237,7 +247,7 @@ func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) (Result
 	if _, err := p.Run(); err != nil {
 		return m.Result(), fmt.Errorf("wizard: %w", err)
 	}
-	return m.Result(), nil
+	return m.Result(), m.Result().Err
 }
 
 // stream runs work on its own goroutine; what it sends, then what it
@@ -247,6 +257,11 @@ func stream(work func(send func(tea.Msg)) tea.Msg) (<-chan tea.Msg, tea.Cmd) {
 	ch := make(chan tea.Msg, 64)
 	go func() {
 		defer close(ch)
+		defer func() {
+			if r := recover(); r != nil {
+				ch <- crashMsg{fmt.Errorf("internal error: %v\n%s", r, debug.Stack())}
+			}
+		}()
 		ch <- work(func(m tea.Msg) { ch <- m })
 	}()
 	return ch, listen(ch)

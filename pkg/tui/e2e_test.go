@@ -1,0 +1,256 @@
+package tui
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/exp/teatest"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
+)
+
+// e2eInventory is the demo account without the single-replica Deployment
+// whose PodDisruptionBudget allows no disruption (api/billing): the
+// runner moves it by a surge rollout restart, and the sandbox's Deployment
+// controller does not roll a Deployment out on a template change yet.
+func e2eInventory() *inventory.Inventory {
+	inv := sandbox.DemoInventory()
+	inv.PDBs = slices.DeleteFunc(inv.PDBs, func(p inventory.PDB) bool { return p.Namespace == "api" && p.Name == "billing" })
+	return &inv
+}
+
+// e2e is a wizard on a sandbox under teatest: a real tea.Program at 80×24
+// reading keys and writing the terminal output.
+type e2e struct {
+	t   *testing.T
+	sb  *Sandbox
+	ops *Ops
+	tm  *teatest.TestModel
+	out bytes.Buffer
+}
+
+func startE2E(t *testing.T) *e2e {
+	if testing.Short() {
+		t.Skip("a whole migration on the sandbox; skipped with -short")
+	}
+	ctx := context.Background()
+	sb, err := NewSandbox(ctx, 1, e2eInventory())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sb.Close)
+	dir := t.TempDir()
+	e := &e2e{t: t, sb: sb, ops: &Ops{Dial: sb.Dial, OutDir: dir, Namespace: "karpenter-migrate", Operator: "e2e"}}
+	m := New(ctx, Options{Backend: e.ops, Defaults: sb.Defaults(), OutDir: dir, Namespace: "karpenter-migrate", Sandbox: true, Width: 80, Height: 24})
+	e.tm = teatest.NewTestModel(t, m, teatest.WithInitialTermSize(80, 24))
+	return e
+}
+
+// see waits until the terminal shows s.
+func (e *e2e) see(s string, within time.Duration) {
+	e.t.Helper()
+	teatest.WaitFor(e.t, e.tm.Output(), func(b []byte) bool {
+		e.out.Write(b)
+		return bytes.Contains(e.out.Bytes(), []byte(s))
+	}, teatest.WithDuration(within), teatest.WithCheckInterval(20*time.Millisecond))
+	e.out.Reset()
+}
+
+func (e *e2e) keys(keys ...string) {
+	for _, k := range keys {
+		e.tm.Send(keyMsg(k))
+	}
+}
+
+// toRollout walks connect, discover, readiness, generate, IAM and plan,
+// choosing what a user would, and starts the rollout.
+func (e *e2e) toRollout() {
+	e.see("Kubeconfig context", 10*time.Second)
+	e.keys("enter", "enter", "enter", "enter", "enter")
+	e.see("Snapshot written", 30*time.Second)
+	e.keys("enter")
+	e.see("Readiness", 10*time.Second)
+	for range e.blockers() {
+		e.keys("a", "down")
+	}
+	e.keys("enter")
+	e.see("How should the node groups become NodePools", 10*time.Second)
+	e.keys("enter")
+	e.see("files:", 30*time.Second)
+	e.keys("w")
+	e.see("Every overlay built", 60*time.Second)
+	e.keys("enter")
+	e.see("to change", 30*time.Second)
+	e.keys("o")
+	e.see("create OIDC provider", 30*time.Second)
+	e.keys("a")
+	e.see("[y/N]", 10*time.Second)
+	e.keys("y")
+	e.see("journal karpenter-migrate-iam-demo", 60*time.Second)
+	e.keys("c")
+	e.see("after consolidation", 60*time.Second)
+	e.keys("e")
+	e.see("emptyDir data loss on", 60*time.Second)
+	e.keys("f")
+	e.see("force evictions on", 60*time.Second)
+	e.keys("a", "enter")
+	e.see("Start the rollout", 10*time.Second)
+	e.keys("y")
+	e.see("Rollout", 10*time.Second)
+}
+
+// blockers counts the readiness blockers of the sandbox as the wizard
+// evaluates them.
+func (e *e2e) blockers() []string {
+	inv := e2eInventory()
+	var ids []string
+	for _, f := range readiness.Evaluate(inv, readiness.Options{NodeGroupLabels: nodeGroupLabels}).Findings {
+		if f.Severity == readiness.Blocker {
+			ids = append(ids, f.ID)
+		}
+	}
+	return ids
+}
+
+func TestWizardMigratesTheSandbox(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	e.toRollout()
+	e.see("migration complete", 5*time.Minute)
+	e.keys("enter")
+	e.see("Repeat it from CI", 10*time.Second)
+	e.keys("q")
+	e.tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
+	res := e.tm.FinalModel(t).(*Model).Result()
+	if res.Outcome != OutcomeCompleted {
+		t.Fatalf("outcome %s at %s (%v)", res.Outcome, res.Screen, res.Err)
+	}
+
+	// The same files the commands write.
+	for _, f := range []string{SnapshotFile, PlanFile, ConfigFile("prod"), IAMJournalFile("demo"), filepath.Join(TreeDir, "overlays", "prod", "kustomization.yaml")} {
+		if _, err := os.Stat(filepath.Join(e.ops.OutDir, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	// The journal apply and status read, completed.
+	ctx := context.Background()
+	j, err := rollout.Status(ctx, e.sb.SB.Kube(), "karpenter-migrate", "prod")
+	if err != nil || j == nil {
+		t.Fatalf("journal: %v %v", j, err)
+	}
+	if j.State != rollout.StateCompleted {
+		t.Errorf("journal state %s: %s", j.State, j.Message)
+	}
+	// Let the simulated cloud catch up with the scaled-in groups, then:
+	// every workload pod on a Karpenter node, every group at zero.
+	if err := e.sb.SB.Settle(ctx, 30*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := e.sb.SB.Kube().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	karpenter := map[string]bool{}
+	for _, n := range nodes.Items {
+		karpenter[n.Name] = n.Labels[apisv1.NodePoolLabelKey] != ""
+	}
+	pods, err := e.sb.SB.Kube().CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if workloadOf(&p) == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if !karpenter[p.Spec.NodeName] {
+			t.Errorf("pod %s/%s is on %q, not a Karpenter node", p.Namespace, p.Name, p.Spec.NodeName)
+		}
+	}
+	for _, g := range e.sb.SB.Cloud().Groups() {
+		if g.DesiredSize != 0 || len(g.Instances) != 0 {
+			t.Errorf("node group %s desired %d with %d instances, want 0", g.Name, g.DesiredSize, len(g.Instances))
+		}
+	}
+	if !strings.Contains(strings.Join(res.Commands, "\n"), "karpenter-migrate plan --env prod --snapshot "+filepath.Join(e.ops.OutDir, SnapshotFile)) {
+		t.Errorf("commands:\n%s", strings.Join(res.Commands, "\n"))
+	}
+}
+
+func TestQuitMidRolloutLeavesAJournalApplyResumes(t *testing.T) {
+	t.Parallel()
+	e := startE2E(t)
+	e.toRollout()
+	e.see("Wave 2/", 5*time.Minute)
+	e.keys("q")
+	e.tm.WaitFinished(t, teatest.WithFinalTimeout(time.Minute))
+	res := e.tm.FinalModel(t).(*Model).Result()
+	if res.Outcome != OutcomePaused {
+		t.Fatalf("outcome %s, want paused", res.Outcome)
+	}
+
+	ctx := context.Background()
+	j, err := rollout.Status(ctx, e.sb.SB.Kube(), "karpenter-migrate", "prod")
+	if err != nil || j == nil {
+		t.Fatalf("journal: %v %v", j, err)
+	}
+	if j.State != rollout.StateInterrupted || j.Current.Step != "09_drain_waves" {
+		t.Fatalf("journal %s at %+v, want interrupted in 09_drain_waves", j.State, j.Current)
+	}
+	done := map[string]bool{}
+	for _, s := range j.Steps {
+		if s.State == rollout.StateDone || s.State == rollout.StateSkipped {
+			done[s.ID] = true
+		}
+	}
+
+	// What `apply --plan plan.yaml --dir karpenter --yes` does: read the
+	// plan file the wizard wrote and run the runbook with the same runner.
+	plan, err := rollout.ReadPlanFile(filepath.Join(e.ops.OutDir, PlanFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var skipped []string
+	r, err := e.ops.Runner(plan, func(ev rollout.Event) {
+		if ev.Kind == rollout.EventStepSkipped && strings.HasPrefix(ev.Message, "already applied") {
+			skipped = append(skipped, ev.Step)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Options.AckBlockers = true
+	if err := r.Apply(ctx); err != nil {
+		t.Fatalf("apply after the wizard quit: %v", err)
+	}
+	for id := range done {
+		if !slices.Contains(skipped, id) {
+			t.Errorf("step %s was done before the quit but apply ran it again (skipped %v)", id, skipped)
+		}
+	}
+	if j, _ = rollout.Status(ctx, e.sb.SB.Kube(), "karpenter-migrate", "prod"); j == nil || j.State != rollout.StateCompleted {
+		t.Errorf("journal after apply: %+v", j)
+	}
+	if err := e.sb.SB.Settle(ctx, 30*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range e.sb.SB.Cloud().Groups() {
+		if g.DesiredSize != 0 || len(g.Instances) != 0 {
+			t.Errorf("node group %s desired %d with %d instances after the resumed apply", g.Name, g.DesiredSize, len(g.Instances))
+		}
+	}
+}
+
+var _ tea.Model = (*Model)(nil)
