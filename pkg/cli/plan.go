@@ -1,9 +1,13 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,6 +17,7 @@ import (
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/discover"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
@@ -68,6 +73,11 @@ each wave needs on the NodePools that replace its group (from the tree generate 
 --dir) and the placeholder pods that pre-provision them, lists readiness findings, what the
 IAM steps create and the cost before and after, and writes plan.yaml with a content hash
 that apply verifies.
+
+It also forecasts what Karpenter's consolidation does once the last wave is done: the
+disruption commands it is expected to take on the predicted fleet (method, nodes removed,
+replacement, $/h saved, within the NodePools' consolidateAfter and budgets) and the fleet
+it settles into (nodes, types, $/h), next to the fleet right after the waves.
 
 The cluster is read from a snapshot (discover --snapshot) or, with --cluster, live from
 AWS and Kubernetes.`,
@@ -196,9 +206,76 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	} else {
 		fmt.Fprintln(w, "Cost: not estimated (no prices for some instance types)")
 	}
+	if err := printSteadyState(w, p.SteadyState); err != nil {
+		return err
+	}
 	for _, f := range p.Findings {
 		fmt.Fprintf(w, "%s: %s: %s\n", f.Severity, f.Object, f.Message)
 	}
 	fmt.Fprintf(w, "\nReview it, then: karpenter-migrate apply --plan %s\n", o.out)
 	return nil
+}
+
+// printSteadyState prints the fleet right after the waves next to the one
+// Karpenter's consolidation settles into, and the commands on the way.
+func printSteadyState(w io.Writer, ss *rollout.SteadyState) error {
+	if ss == nil {
+		return nil
+	}
+	nodes := func(n int) string {
+		if n == 1 {
+			return "1 node"
+		}
+		return fmt.Sprintf("%d nodes", n)
+	}
+	fmt.Fprintf(w, "\nAfter consolidation: %s at $%.4f/h (right after the waves: %s at $%.4f/h; saves $%.4f/h)\n",
+		nodes(ss.AfterConsolidation.Nodes), ss.AfterConsolidation.PricePerHour, nodes(ss.AfterMigration.Nodes), ss.AfterMigration.PricePerHour, ss.SavingsPerHour)
+	t := newTable(w)
+	fmt.Fprintln(t, "TYPE\tCAPACITY\tAFTER WAVES\t$/H\tAFTER CONSOLIDATION\t$/H")
+	type side struct {
+		nodes int
+		price float64
+	}
+	rows := map[[2]string]*[2]side{}
+	var keys [][2]string
+	for i, f := range []disruption.Fleet{ss.AfterMigration, ss.AfterConsolidation} {
+		for _, tc := range f.Types {
+			k := [2]string{tc.InstanceType, tc.CapacityType}
+			if rows[k] == nil {
+				rows[k] = &[2]side{}
+				keys = append(keys, k)
+			}
+			rows[k][i] = side{tc.Nodes, tc.PricePerHour}
+		}
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
+	for _, k := range keys {
+		r := rows[k]
+		fmt.Fprintf(t, "%s\t%s\t%d\t%.4f\t%d\t%.4f\n", k[0], k[1], r[0].nodes, r[0].price, r[1].nodes, r[1].price)
+	}
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	if len(ss.Commands) == 0 {
+		fmt.Fprintln(w, "Karpenter is not expected to disrupt any node after the waves.")
+		return nil
+	}
+	fmt.Fprintln(w, "Karpenter is expected to:")
+	t = newTable(w)
+	fmt.Fprintln(t, "AFTER\tMETHOD\tACTION\tNODES REMOVED\tREPLACEMENT\tSAVES $/H")
+	for _, c := range ss.Commands {
+		var names []string
+		for _, n := range c.Nodes {
+			names = append(names, fmt.Sprintf("%s (%s)", dash(n.Name), n.InstanceType))
+		}
+		repl := "-"
+		if r := c.Replacement; r != nil {
+			repl = fmt.Sprintf("%s %s in %s", r.CapacityType, r.InstanceType, r.Zone)
+			if r.Name != "" {
+				repl = r.Name + ": " + repl
+			}
+		}
+		fmt.Fprintf(t, "+%s\t%s\t%s\t%s\t%s\t%.4f\n", c.After, c.Method, c.Action, strings.Join(names, ", "), repl, c.SavingsPerHour)
+	}
+	return t.Flush()
 }

@@ -58,6 +58,9 @@ type Plan struct {
 	PoolForGroup map[string]string `json:"poolForGroup,omitempty"`
 	// IAM is what the IAM steps create (nil: they are not run).
 	IAM *PlanIAM `json:"iam,omitempty"`
+	// SteadyState is what Karpenter's consolidation is expected to make of
+	// the predicted fleet after the last wave (nil: nothing was predicted).
+	SteadyState *SteadyState `json:"steadyState,omitempty"`
 }
 
 // PlannedStep is one runbook step as planned.
@@ -149,6 +152,9 @@ type WaveNode struct {
 // (pkg/engine's cheapest offering). CPU and Memory are its pods' requests,
 // without DaemonSet overhead: what a placeholder must reserve.
 type PredictedNode struct {
+	// Name is the node's name in the plan (w<wave>-<claim>), which
+	// SteadyState's commands refer to.
+	Name         string  `json:"name,omitempty"`
 	NodePool     string  `json:"nodePool"`
 	InstanceType string  `json:"instanceType,omitempty"`
 	Zone         string  `json:"zone,omitempty"`
@@ -310,7 +316,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	var pred *predictor
 	var findings []Finding
 	if o.Pools != nil && len(o.Pools.NodePools) > 0 {
-		pred = &predictor{pools: o.Pools.NodePools, catalog: cat, daemonSets: inv.DaemonSets}
+		pred = &predictor{pools: o.Pools.NodePools, catalog: cat, daemonSets: inv.DaemonSets, price: map[string]float64{}}
 	} else {
 		cost.Complete = false
 		findings = append(findings, Finding{Severity: "warning", Message: "no NodePools were given (plan --dir with the generated tree): Karpenter nodes are not predicted and nothing is pre-provisioned before a drain"})
@@ -348,6 +354,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 					pn.PricePerHour = price(pn.InstanceType, capacityOr(pn.CapacityType), pn.Zone)
 				}
 				cost.AfterPerHour += pn.PricePerHour
+				if pred != nil {
+					pred.price[pn.Name] = pn.PricePerHour
+				}
 				if p.Budget.PreProvision && pn.Pods > 0 {
 					w.PreProvision = append(w.PreProvision, Placeholder{NodePool: pn.NodePool, CPU: pn.CPU, Memory: pn.Memory})
 				}
@@ -357,6 +366,13 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	}
 	cost.BeforePerHour, cost.AfterPerHour = round2(cost.BeforePerHour), round2(cost.AfterPerHour)
 	p.Cost = cost
+	if pred != nil && len(pred.fleet) > 0 {
+		ss, err := steadyState(pred, inv.PDBs)
+		if err != nil {
+			findings = append(findings, Finding{Severity: "warning", Object: "consolidation", Message: "the fleet after Karpenter's consolidation is not predicted: " + err.Error()})
+		}
+		p.SteadyState = ss
+	}
 	p.Findings = append(append(planFindings(inv, podsByNode, inScope, p.Budget), findings...), o.Findings...)
 	if o.IAM != nil {
 		p.IAM = planIAM(inv, *o.IAM)

@@ -110,6 +110,8 @@ type predictor struct {
 	daemonSets []inventory.DaemonSet
 	fleet      []engine.ExistingNode
 	wave       int
+	// price is each predicted node's $/h, by name, as the plan prices it.
+	price map[string]float64
 }
 
 // predict returns the new nodes for one wave's pods on the named pools and
@@ -155,11 +157,12 @@ func (pr *predictor) predict(pods []inventory.Pod, poolNames []string) ([]Predic
 			cpu.Add(p.Requests[corev1.ResourceCPU])
 			mem.Add(p.Requests[corev1.ResourceMemory])
 		}
+		node := pr.existing(c, claimPods, cpu, mem)
 		out = append(out, PredictedNode{
-			NodePool: c.NodePool, InstanceType: c.InstanceType, Zone: c.Zone, CapacityType: c.CapacityType,
+			Name: node.Node.Name, NodePool: c.NodePool, InstanceType: c.InstanceType, Zone: c.Zone, CapacityType: c.CapacityType,
 			Pods: len(c.Pods), CPU: cpu.String(), Memory: mem.String(), PricePerHour: c.Price,
 		})
-		pr.fleet = append(pr.fleet, pr.existing(c, claimPods, cpu, mem))
+		pr.fleet = append(pr.fleet, node)
 	}
 	return out, res.Unschedulable, nil
 }

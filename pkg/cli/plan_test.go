@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+)
+
+// planDir holds a three-node group whose pods each get their own m5.large
+// wave by wave, and a NodePool (overlays/prod) that also allows c5.xlarge:
+// after the waves Karpenter folds the three into one.
+var planDir = filepath.Join("testdata", "plan")
+
+func planArgs(t *testing.T, extra ...string) ([]string, string) {
+	out := filepath.Join(t.TempDir(), "plan.yaml")
+	return append([]string{"plan", "--env", "prod", "--snapshot", filepath.Join(planDir, "snapshot.json"),
+		"--dir", filepath.Join(planDir, "karpenter"), "--config", filepath.Join(planDir, "prod.yaml"), "--skip-iam", "-f", out}, extra...), out
+}
+
+func TestPlanCommandTable(t *testing.T) {
+	args, file := planArgs(t)
+	out, errOut, err := runCLI(t, args...)
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, errOut)
+	}
+	// The hash stays: the same inputs must give the same plan.
+	got := strings.ReplaceAll(out, file, "PLAN.yaml")
+	path := filepath.Join(planDir, "table.golden")
+	if *update {
+		if err := atomicfile.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./pkg/cli -run PlanCommand -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (re-run with -update if intended):\n%s", path, got)
+	}
+}
+
+func TestPlanCommandJSON(t *testing.T) {
+	args, file := planArgs(t, "-o", "json")
+	out, errOut, err := runCLI(t, args...)
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, errOut)
+	}
+	var p rollout.Plan
+	if err := json.Unmarshal([]byte(out), &p); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	ss := p.SteadyState
+	if ss == nil || ss.AfterMigration.Nodes != 3 || ss.AfterConsolidation.Nodes != 1 || len(ss.Commands) != 1 {
+		t.Fatalf("steady state = %+v, want 3 nodes after the waves, 1 after one command", ss)
+	}
+	if c := ss.Commands[0]; c.Action != "Replace" || len(c.Nodes) != 3 || c.Replacement == nil || c.Replacement.InstanceType != "c5.xlarge" ||
+		ss.AfterConsolidation.PricePerHour >= ss.AfterMigration.PricePerHour {
+		t.Errorf("command %+v, $%v/h -> $%v/h; want the three replaced by a c5.xlarge for less", c, ss.AfterMigration.PricePerHour, ss.AfterConsolidation.PricePerHour)
+	}
+	// The plan file says the same, and its hash still verifies.
+	written, err := rollout.ReadPlanFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if written.Hash != p.Hash || written.SteadyState == nil || len(written.SteadyState.Commands) != 1 {
+		t.Errorf("plan file %s: hash %s steady state %+v; want %s and the command", file, written.Hash, written.SteadyState, p.Hash)
+	}
+}

@@ -1,0 +1,137 @@
+package rollout
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// SteadyStateReference is the instant the plan's consolidation forecast
+// starts from: the predicted Karpenter nodes are created, and their pods
+// bound, at this time, and ExpectedCommand.After counts from it. It is a
+// constant rather than the wall clock so that a plan of the same cluster
+// hashes the same whenever it is made; disruption budgets with a cron
+// schedule are judged as if the last wave ended then (a Saturday, 00:00
+// UTC).
+var SteadyStateReference = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// SteadyState is what Karpenter's disruption controller is expected to do
+// with the fleet the waves leave behind (pkg/engine/disruption.Settle on
+// the predicted nodes and the environment's NodePools, their disruption
+// policy, consolidateAfter and budgets): the fleet right after the last
+// wave, the fleet it settles into and the commands on the way.
+type SteadyState struct {
+	// AfterMigration is the predicted Karpenter fleet right after the last
+	// wave (every wave's PredictedNodes).
+	AfterMigration disruption.Fleet `json:"afterMigration"`
+	// AfterConsolidation is the fleet once no disruption method acts.
+	AfterConsolidation disruption.Fleet `json:"afterConsolidation"`
+	// Commands are the disruptions Karpenter is expected to start, in order.
+	Commands []ExpectedCommand `json:"commands,omitempty"`
+	// SavingsPerHour is AfterMigration's $/h minus AfterConsolidation's.
+	SavingsPerHour float64 `json:"savingsPerHour"`
+}
+
+// ExpectedCommand is one disruption Karpenter is expected to start after
+// the migration.
+type ExpectedCommand struct {
+	// After is when, counted from the end of the last wave (the nodes'
+	// consolidateAfter, then Karpenter's polling and validation delay
+	// between commands).
+	After  Duration          `json:"after"`
+	Method disruption.Method `json:"method"`
+	Action disruption.Action `json:"action"`
+	// Nodes are the nodes removed (a wave's PredictedNodes by name, or an
+	// earlier command's replacement).
+	Nodes []ExpectedNode `json:"nodes"`
+	// Replacement is the one node a Replace launches.
+	Replacement    *ExpectedNode `json:"replacement,omitempty"`
+	SavingsPerHour float64       `json:"savingsPerHour"`
+	Why            string        `json:"why"`
+}
+
+// ExpectedNode is a node a command removes or launches.
+type ExpectedNode struct {
+	Name         string  `json:"name,omitempty"`
+	NodePool     string  `json:"nodePool"`
+	InstanceType string  `json:"instanceType"`
+	Zone         string  `json:"zone,omitempty"`
+	CapacityType string  `json:"capacityType,omitempty"`
+	PricePerHour float64 `json:"pricePerHour"`
+}
+
+// steadyState settles the predicted fleet. Scheduling simulations are
+// Karpenter's own (Options.KarpenterOnly) and spot-to-spot consolidation is
+// off, as in a default Karpenter install: the forecast is what Karpenter
+// does, not what a better packer could.
+func steadyState(pr *predictor, pdbs []inventory.PDB) (*SteadyState, error) {
+	in := disruption.Input{
+		NodePools: pr.pools, DaemonSets: pr.daemonSets, PDBs: pdbs, Catalog: pr.catalog, Now: SteadyStateReference,
+		Options: disruption.Options{KarpenterOnly: true},
+	}
+	for _, n := range pr.fleet {
+		n.Node.CreatedAt = metav1.NewTime(SteadyStateReference)
+		pods := make([]inventory.Pod, len(n.Pods))
+		for i, p := range n.Pods {
+			p.NodeName = n.Node.Name
+			pods[i] = p
+		}
+		n.Pods = pods
+		in.Nodes = append(in.Nodes, disruption.Node{ExistingNode: n, Price: pr.price[n.Node.Name], LastPodEventTime: SteadyStateReference})
+	}
+	s, err := disruption.Settle(in, disruption.SettleOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := &SteadyState{AfterMigration: roundFleet(s.Before), AfterConsolidation: roundFleet(s.After), SavingsPerHour: round4(s.Savings)}
+	// Settle names a replacement node <pool>-replacement-<n>, n counting
+	// commands; a later command removes it under that name. Keep the name
+	// only if the settled cluster or a later command knows it.
+	known := map[string]bool{}
+	for _, n := range s.Final.Nodes {
+		known[n.Node.Name] = true
+	}
+	for _, pass := range s.Passes {
+		for _, c := range pass.Commands {
+			for _, n := range c.Nodes {
+				known[n.Name] = true
+			}
+		}
+	}
+	seq := 0
+	for _, pass := range s.Passes {
+		for _, c := range pass.Commands {
+			seq++
+			ec := ExpectedCommand{After: Duration{pass.Now.Sub(SteadyStateReference)}, Method: c.Method, Action: c.Action, SavingsPerHour: round4(c.Savings), Why: c.Why}
+			for _, n := range c.Nodes {
+				ec.Nodes = append(ec.Nodes, ExpectedNode{Name: n.Name, NodePool: n.NodePool, InstanceType: n.InstanceType, Zone: n.Zone, CapacityType: n.CapacityType, PricePerHour: round4(n.Price)})
+			}
+			if r := c.Replacement; r != nil {
+				name := fmt.Sprintf("%s-replacement-%d", r.NodePool, seq)
+				if !known[name] {
+					name = ""
+				}
+				ec.Replacement = &ExpectedNode{Name: name, NodePool: r.NodePool, InstanceType: r.InstanceType, Zone: r.Zone, CapacityType: r.CapacityType, PricePerHour: round4(r.Price)}
+			}
+			out.Commands = append(out.Commands, ec)
+		}
+	}
+	return out, nil
+}
+
+// roundFleet rounds a fleet's prices to 1/100 cent, so the plan's YAML
+// does not carry float noise.
+func roundFleet(f disruption.Fleet) disruption.Fleet {
+	f.PricePerHour = round4(f.PricePerHour)
+	for i := range f.Types {
+		f.Types[i].PricePerHour = round4(f.Types[i].PricePerHour)
+	}
+	return f
+}
+
+func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
