@@ -2,560 +2,283 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/kubectl/pkg/drain"
 
+	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/version"
 )
+
+// Namespace is the tool's namespace in the sandbox: the runner's journal,
+// lock and placeholder pods live there.
+const Namespace = "karpenter-migrate"
 
 // Simulated-time budgets.
 const (
-	tick          = 5 * time.Second
+	tick          = sandbox.PollInterval
 	settleTimeout = 30 * time.Minute
-	drainTimeout  = 30 * time.Minute
 )
 
-// State is what apply records so rollback can undo it (state.json).
-type State struct {
-	CAReplicas int32       `json:"clusterAutoscalerReplicas"`
-	Groups     []GroupSize `json:"groups"`
-	Surged     []Surge     `json:"surged,omitempty"`
+// JournalFile is the copy of the runner's journal the demo writes after
+// apply and rollback (what `status -o json` shows).
+const JournalFile = "journal.json"
+
+// newRunner builds pkg/rollout's runner as `apply --plan plan.yaml --dir
+// karpenter --yes` does, on the sandbox's clients: the runbook of
+// migrations/, the overlay the generate step wrote, the IAM steps over
+// pkg/iam. Evictions go one node and one pod at a time (the plan's
+// concurrency is 1 and DrainOptions.PodConcurrency 1), so every wait of
+// the runner steps the simulation from one goroutine and a seed gives one
+// run.
+func (r *runner) newRunner(obs rollout.Observer) (*rollout.Runner, error) {
+	drain := kube.DefaultDrainOptions()
+	drain.PollInterval = min(drain.PollInterval, r.clients.PollInterval)
+	drain.PodConcurrency = 1
+	sdk := kmaws.NewClients(r.clients.AWS)
+	rr := &rollout.Runner{
+		Session: rollout.Session{
+			Kube: r.clients.Kube, Dynamic: r.clients.Dynamic, ASG: sdk.AutoScaling, EKS: sdk.EKS, Clock: r.clients.Clock,
+			Namespace: Namespace, Plan: r.plan,
+			Overlay: rollout.OverlayDir{Dir: filepath.Join(r.opts.OutDir, "karpenter"), Env: Env},
+			Options: rollout.Options{
+				Operator: "demo", ToolVersion: version.Version, Identity: "karpenter-migrate demo",
+				PollInterval: r.clients.PollInterval, Drain: &drain, Observer: obs,
+			},
+		},
+		Steps: migrations.All(),
+	}
+	if p := r.plan.IAM; p != nil && p.Error == "" {
+		d, err := p.Desired()
+		if err != nil {
+			return nil, fmt.Errorf("plan's IAM section: %w", err)
+		}
+		rr.Infra = &rollout.IAMInfra{Desired: d, Clients: r.iamClients()}
+	}
+	return rr, nil
 }
 
-// Surge is a workload scaled up by one while a PDB that allows no
-// disruption is drained, and scaled back after its wave.
-type Surge struct {
-	Kind      string `json:"kind"`
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	Replicas  int32  `json:"replicas"`
-}
-
-func (r *runner) writeState() error {
-	return writeJSON(filepath.Join(r.opts.OutDir, "state.json"), r.state)
-}
-
+// stepApply is `apply --yes`: rollout.Runner.Apply with the journal and
+// the lock in the sandbox cluster, its events as the demo's progress.
 func (r *runner) stepApply(ctx context.Context) (string, error) {
-	const id = "apply"
-	applied, err := r.applyObjects(ctx)
+	// Every pod that must move: not a DaemonSet's, not finished, on a node
+	// of a node group, as apply starts.
+	legacy, err := r.podsOnLegacyNodes(ctx)
 	if err != nil {
 		return "", err
 	}
-	r.emit(id, StatusRunning, fmt.Sprintf("applied %d objects of overlay %s (%d NodePools)", applied, Env, len(r.pools)), -1)
-
-	ca, err := r.caReplicas(ctx)
+	obs := &observer{r: r, prefix: "apply", waves: map[int]*waveProgress{}}
+	rr, err := r.newRunner(obs.observe)
 	if err != nil {
 		return "", err
 	}
-	r.state.CAReplicas = ca
-	if err := r.writeState(); err != nil {
-		return "", err
+	evictions := r.sb.Stats().Evictions
+	err = rr.Apply(ctx)
+	if werr := r.writeJournal(ctx); werr != nil && err == nil {
+		err = werr
 	}
-	if err := r.scaleCA(ctx, 0); err != nil {
-		return "", err
+	if err != nil {
+		return "", r.runError(ctx, err)
 	}
-	r.emit(id, StatusRunning, fmt.Sprintf("Cluster Autoscaler scaled %d → 0", ca), -1)
-
-	legacy, err := r.nodes(ctx, func(n *corev1.Node) bool { return n.Labels[apisv1.NodePoolLabelKey] == "" })
+	// Moves are counted by the cluster (evictions its API allowed) plus
+	// the pods of the Deployments the runner restarted; a pod evicted onto
+	// a node of a later wave moves again.
+	evicted := r.sb.Stats().Evictions - evictions
+	r.sum.PodsMoved = evicted + obs.restarted
+	left, err := r.podsOnLegacyNodes(ctx)
 	if err != nil {
 		return "", err
 	}
-	h := r.drainer(ctx)
-	for _, n := range legacy {
-		if err := drain.RunCordonOrUncordon(h, n, true); err != nil {
-			return "", fmt.Errorf("cordon %s: %w", n.Name, err)
-		}
-	}
-	r.emit(id, StatusRunning, fmt.Sprintf("cordoned %d node-group nodes", len(legacy)), -1)
-
-	moved := 0
-	for _, w := range r.plan.Waves {
-		step := waveName(w)
-		nodes := make([]string, 0, len(w.Nodes))
-		for _, n := range w.Nodes {
-			nodes = append(nodes, n.Name)
-		}
-		r.emit(step, StatusRunning, fmt.Sprintf("%d nodes, %d pods", len(nodes), w.Pods), 0)
-		claims, err := r.preProvision(ctx, nodes)
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", step, err)
-		}
-		n, err := r.evictAll(ctx, step, nodes)
-		moved += n
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", step, err)
-		}
-		if err := r.unsurge(ctx); err != nil {
-			return "", fmt.Errorf("%s: %w", step, err)
-		}
-		if err := r.releaseClaims(ctx, claims); err != nil {
-			return "", fmt.Errorf("%s: %w", step, err)
-		}
-		r.emit(step, StatusDone, fmt.Sprintf("%d pods moved onto %d pre-provisioned nodes", n, len(claims)), 1)
-		r.sum.Steps = append(r.sum.Steps, StepResult{ID: step, Status: StatusDone, Detail: fmt.Sprintf("%d pods moved", n)})
-	}
-	r.sum.PodsMoved = moved
-
-	r.state.Groups = nil
-	for _, g := range r.sb.Cloud().Groups() {
-		r.state.Groups = append(r.state.Groups, GroupSize{Name: g.Name, Recorded: g.DesiredSize, RecordedMin: g.MinSize, RecordedMax: g.MaxSize})
-	}
-	if err := r.writeState(); err != nil {
-		return "", err
-	}
-	for _, g := range r.state.Groups {
-		if err := r.sb.Cloud().UpdateGroupSize(ctx, g.Name, 0, g.RecordedMax, 0); err != nil {
-			return "", err
-		}
-	}
-	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
-		return "", fmt.Errorf("scale node groups to zero: %w", err)
-	}
-	r.emit(id, StatusRunning, fmt.Sprintf("%d node groups scaled to 0 (sizes recorded in state.json)", len(r.state.Groups)), -1)
-
-	if err := r.sb.Step(ctx, r.maxConsolidateAfter()+3*tick); err != nil {
-		return "", err
-	}
-	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
-		return "", fmt.Errorf("consolidation: %w", err)
-	}
-	return fmt.Sprintf("%d pods moved in %d waves; Cluster Autoscaler and %d node groups at 0", moved, len(r.plan.Waves), len(r.state.Groups)), nil
+	return fmt.Sprintf("%d pods moved in %d waves (%d evictions, %d by surge restart) from the %d pods on node groups, %d left there; Cluster Autoscaler and node groups at 0",
+		r.sum.PodsMoved, len(r.plan.Waves), evicted, obs.restarted, len(legacy), len(left)), nil
 }
 
-// applyObjects creates or updates the overlay's objects that the sandbox
-// serves (NodePools and EC2NodeClasses).
-func (r *runner) applyObjects(ctx context.Context) (int, error) {
-	n := 0
-	for _, o := range r.objects {
-		var gvr schema.GroupVersionResource
-		switch o.GetKind() {
-		case apisv1.NodePoolKind:
-			gvr = sandbox.NodePoolGVR
-		case apisv1.EC2NodeClassKind:
-			gvr = sandbox.EC2NodeClassGVR
-		default:
-			continue
+// runError names the simulation's failure when that is what stopped the
+// runner.
+func (r *runner) runError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return fmt.Errorf("%w (%v)", err, cause)
 		}
-		res := r.sb.Dynamic().Resource(gvr)
-		u := o.DeepCopy()
-		cur, err := res.Get(ctx, u.GetName(), metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = res.Create(ctx, u, metav1.CreateOptions{})
-		case err == nil:
-			u.SetResourceVersion(cur.GetResourceVersion())
-			_, err = res.Update(ctx, u, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			return n, fmt.Errorf("apply %s %s: %w", o.GetKind(), o.GetName(), err)
-		}
-		n++
 	}
-	return n, nil
+	return err
 }
 
-// deleteObjects deletes the overlay's NodePools and EC2NodeClasses.
-func (r *runner) deleteObjects(ctx context.Context) error {
-	for _, o := range r.objects {
-		gvr := sandbox.EC2NodeClassGVR
-		switch o.GetKind() {
-		case apisv1.NodePoolKind:
-			gvr = sandbox.NodePoolGVR
-		case apisv1.EC2NodeClassKind:
-		default:
-			continue
-		}
-		if err := r.sb.Dynamic().Resource(gvr).Delete(ctx, o.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete %s %s: %w", o.GetKind(), o.GetName(), err)
-		}
-	}
-	return nil
-}
-
-func (r *runner) caReplicas(ctx context.Context) (int32, error) {
-	if r.inv.ClusterAutoscaler == nil {
-		return 0, nil
-	}
-	ca := r.inv.ClusterAutoscaler
-	d, err := r.sb.Kube().AppsV1().Deployments(ca.Namespace).Get(ctx, ca.Name, metav1.GetOptions{})
+// writeJournal copies the runner's journal from the sandbox cluster into
+// the output directory.
+func (r *runner) writeJournal(ctx context.Context) error {
+	j, err := rollout.Status(ctx, r.clients.Kube, Namespace, Env)
 	if err != nil {
-		return 0, fmt.Errorf("read Cluster Autoscaler deployment %s/%s: %w", ca.Namespace, ca.Name, err)
+		return fmt.Errorf("read the runner's journal: %w", err)
 	}
-	return replicas(d.Spec.Replicas), nil
+	if j == nil {
+		return fmt.Errorf("the runner left no journal in namespace %s for environment %s", Namespace, Env)
+	}
+	r.journal = j
+	return writeJSON(filepath.Join(r.opts.OutDir, JournalFile), j)
 }
 
-func (r *runner) scaleCA(ctx context.Context, n int32) error {
-	if r.inv.ClusterAutoscaler == nil {
-		return nil
-	}
-	ca := r.inv.ClusterAutoscaler
-	return r.scale(ctx, "Deployment", ca.Namespace, ca.Name, n)
-}
-
-func (r *runner) scale(ctx context.Context, kind, ns, name string, n int32) error {
-	apps := r.sb.Kube().AppsV1()
-	switch kind {
-	case "Deployment":
-		d, err := apps.Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("scale Deployment %s/%s: %w", ns, name, err)
-		}
-		d.Spec.Replicas = &n
-		if _, err := apps.Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("scale Deployment %s/%s to %d: %w", ns, name, n, err)
-		}
-	case "StatefulSet":
-		s, err := apps.StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("scale StatefulSet %s/%s: %w", ns, name, err)
-		}
-		s.Spec.Replicas = &n
-		if _, err := apps.StatefulSets(ns).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("scale StatefulSet %s/%s to %d: %w", ns, name, n, err)
-		}
-	default:
-		return fmt.Errorf("cannot scale %s %s/%s", kind, ns, name)
-	}
-	return r.sb.Step(ctx, tick)
-}
-
-func (r *runner) nodes(ctx context.Context, keep func(*corev1.Node) bool) ([]*corev1.Node, error) {
-	l, err := r.sb.Kube().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+// podsOnLegacyNodes lists the pods a migration must move: on a node that
+// no NodePool launched, neither a DaemonSet's nor finished, nor the tool's
+// own placeholders.
+func (r *runner) podsOnLegacyNodes(ctx context.Context) ([]string, error) {
+	nodes, err := r.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	var out []*corev1.Node
-	for i := range l.Items {
-		if keep(&l.Items[i]) {
-			out = append(out, &l.Items[i])
+	legacy := map[string]bool{}
+	for _, n := range nodes.Items {
+		if n.Labels[apisv1.NodePoolLabelKey] == "" {
+			legacy[n.Name] = true
 		}
+	}
+	pods, err := r.clients.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	var out []string
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !legacy[p.Spec.NodeName] || isDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		out = append(out, p.Namespace+"/"+p.Name)
 	}
 	return out, nil
 }
 
-func (r *runner) drainer(ctx context.Context) *drain.Helper {
-	return &drain.Helper{
-		Ctx: ctx, Client: r.sb.Kube(), GracePeriodSeconds: -1, IgnoreAllDaemonSets: true, DeleteEmptyDirData: true,
-		Out: io.Discard, ErrOut: io.Discard,
-	}
+// waveProgress is one wave's progress in the demo's terms.
+type waveProgress struct {
+	id      string
+	total   int
+	evicted int
+	done    bool
 }
 
-// preProvision creates NodeClaims for the pods on the wave's nodes, marked
-// do-not-disrupt until the wave is over, and waits until they are nodes.
-func (r *runner) preProvision(ctx context.Context, nodeNames []string) ([]string, error) {
-	on := map[string]bool{}
-	for _, n := range nodeNames {
-		on[n] = true
-	}
-	pods, err := r.sb.Kube().CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list pods: %w", err)
-	}
-	var want []*corev1.Pod
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if on[p.Spec.NodeName] && !isDaemonSetPod(p) {
-			want = append(want, p)
+// observer turns the runner's typed events into the demo's progress and
+// step results.
+type observer struct {
+	r      *runner
+	prefix string
+	waves  map[int]*waveProgress
+	wave   *waveProgress
+	// restarted counts the pods of the Deployments the runner moved by a
+	// surge restart.
+	restarted int
+}
+
+func (o *observer) observe(e rollout.Event) {
+	r := o.r
+	switch e.Kind {
+	case rollout.EventStepStarted:
+		r.emit(o.prefix, StatusRunning, e.Step+": "+e.Message, -1)
+	case rollout.EventStepFinished:
+		r.sum.Steps = append(r.sum.Steps, StepResult{ID: o.prefix + "/" + e.Step, Status: StatusDone, Detail: e.Message})
+	case rollout.EventStepSkipped:
+		r.sum.Steps = append(r.sum.Steps, StepResult{ID: o.prefix + "/" + e.Step, Status: StatusSkipped, Detail: e.Message})
+		r.emit(o.prefix, StatusRunning, e.Step+" skipped: "+e.Message, -1)
+	case rollout.EventStepFailed:
+		r.sum.Steps = append(r.sum.Steps, StepResult{ID: o.prefix + "/" + e.Step, Status: StatusFailed, Detail: e.Message})
+	case rollout.EventWavePhase:
+		o.wavePhase(e)
+	case rollout.EventEviction:
+		if e.Message != "evicted" {
+			return
 		}
-	}
-	if len(want) == 0 {
-		return nil, nil
-	}
-	dss, err := r.sb.Kube().AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list DaemonSets: %w", err)
-	}
-	res := r.sb.Provision(sandbox.ProvisionRequest{Pods: want, NodePools: r.pools, DaemonSets: dss.Items, Zones: r.sb.Zones(), Region: r.sb.Region(),
-		Volumes: func(p *corev1.Pod) []*corev1.NodeSelector { return r.sb.VolumeSelectors(ctx, p) }})
-	if len(res.Unschedulable) > 0 {
-		k := sortedKeys(res.Unschedulable)[0]
-		return nil, fmt.Errorf("%d pods fit no NodePool, e.g. %s: %s", len(res.Unschedulable), k, res.Unschedulable[k])
-	}
-	byName := map[string]*apisv1.NodePool{}
-	for i := range r.pools {
-		byName[r.pools[i].Name] = &r.pools[i]
-	}
-	var names []string
-	for _, c := range res.Claims {
-		u, err := r.sb.Dynamic().Resource(sandbox.NodeClaimGVR).Create(ctx,
-			sandbox.NewNodeClaim(byName[c.NodePool], c.Offering, map[string]string{apisv1.DoNotDisruptAnnotationKey: "true"}), metav1.CreateOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("pre-provision NodeClaim in NodePool %s: %w", c.NodePool, err)
+		if w := o.wave; w != nil {
+			w.evicted++
+			r.emit(w.id, StatusRunning, fmt.Sprintf("%d/%d pods evicted", w.evicted, w.total), float64(w.evicted)/float64(max(w.total, 1)))
 		}
-		names = append(names, u.GetName())
-	}
-	deadline := r.sb.Now().Add(settleTimeout)
-	for {
-		ready := 0
-		for _, n := range names {
-			u, err := r.sb.Dynamic().Resource(sandbox.NodeClaimGVR).Get(ctx, n, metav1.GetOptions{})
-			if err != nil {
-				return nil, fmt.Errorf("get NodeClaim %s: %w", n, err)
+	case rollout.EventChange:
+		if dep, ok := strings.CutPrefix(e.Message, "restart Deployment "); ok {
+			o.restarted += o.replicas(dep)
+		}
+		id := o.prefix
+		if o.wave != nil && !o.wave.done {
+			id = o.wave.id
+		}
+		r.emit(id, StatusRunning, e.Message, -1)
+	case rollout.EventWaiting:
+		if e.Total > 0 {
+			id := o.prefix
+			if o.wave != nil && !o.wave.done {
+				id = o.wave.id
 			}
-			if node, _, _ := unstructured.NestedString(u.Object, "status", "nodeName"); node != "" {
-				ready++
-			}
-		}
-		if ready == len(names) {
-			return names, nil
-		}
-		if !r.sb.Now().Before(deadline) {
-			return nil, fmt.Errorf("%d of %d pre-provisioned NodeClaims did not become nodes in %s", len(names)-ready, len(names), settleTimeout)
-		}
-		if err := r.sb.Step(ctx, tick); err != nil {
-			return nil, err
+			r.emit(id, StatusRunning, fmt.Sprintf("waiting for %s (%d/%d)", e.Message, e.Done, e.Total), -1)
 		}
 	}
 }
 
-// releaseClaims removes the do-not-disrupt mark so Karpenter may
-// consolidate what the wave left empty.
-func (r *runner) releaseClaims(ctx context.Context, names []string) error {
-	for _, n := range names {
-		res := r.sb.Dynamic().Resource(sandbox.NodeClaimGVR)
-		u, err := res.Get(ctx, n, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
+func (o *observer) wavePhase(e rollout.Event) {
+	r := o.r
+	w, ok := o.waves[e.Wave]
+	if !ok {
+		if e.Wave < 1 || e.Wave > len(r.plan.Waves) {
+			return
 		}
-		if err != nil {
-			return fmt.Errorf("get NodeClaim %s: %w", n, err)
-		}
-		a := u.GetAnnotations()
-		delete(a, apisv1.DoNotDisruptAnnotationKey)
-		u.SetAnnotations(a)
-		if _, err := res.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("release NodeClaim %s: %w", n, err)
-		}
+		pw := r.plan.Waves[e.Wave-1]
+		w = &waveProgress{id: waveName(pw), total: pw.Pods}
+		o.waves[e.Wave] = w
+		r.emit(w.id, StatusRunning, fmt.Sprintf("%d nodes, %d pods, NodePools %s", len(pw.Nodes), pw.Pods, strings.Join(pw.NodePools, ",")), 0)
 	}
-	return nil
+	o.wave = w
+	if e.Phase != rollout.PhaseDone {
+		r.emit(w.id, StatusRunning, "phase "+e.Phase, float64(w.evicted)/float64(max(w.total, 1)))
+		return
+	}
+	w.done = true
+	detail := fmt.Sprintf("%d pods moved", w.evicted)
+	r.emit(w.id, StatusDone, detail, 1)
+	r.sum.Steps = append(r.sum.Steps, StepResult{ID: w.id, Status: StatusDone, Detail: detail})
 }
 
-// evictAll drains the nodes through the Eviction API with kubectl's drain
-// helper: DaemonSet pods stay, emptyDir data is accepted as lost, a 429
-// waits (simulated time moves on) and retries, and a PDB that can never
-// allow a disruption gets its workload surged by one replica.
-func (r *runner) evictAll(ctx context.Context, step string, nodeNames []string) (int, error) {
-	h := r.drainer(ctx)
-	gv, err := drain.CheckEvictionSupport(r.sb.Kube())
+// replicas is the replica count of "namespace/name (...)" as the runner
+// names a Deployment it restarts.
+func (o *observer) replicas(dep string) int {
+	ref, _, _ := strings.Cut(dep, " ")
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok {
+		return 0
+	}
+	d, err := o.r.clients.Kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("check eviction support: %w", err)
+		return 0
 	}
-	if gv != policyv1.SchemeGroupVersion {
-		return 0, fmt.Errorf("the API server offers eviction as %q, want policy/v1", gv)
-	}
-	var queue []corev1.Pod
-	for _, n := range nodeNames {
-		list, errs := h.GetPodsForDeletion(n)
-		if len(errs) > 0 {
-			return 0, fmt.Errorf("drain %s: %w", n, errs[0])
-		}
-		queue = append(queue, list.Pods()...)
-	}
-	total := len(queue)
-	moved := 0
-	deadline := r.sb.Now().Add(drainTimeout)
-	var lastRefusal string
-	for len(queue) > 0 {
-		var retry []corev1.Pod
-		for _, p := range queue {
-			err := h.EvictPod(p, gv)
-			switch {
-			case err == nil || apierrors.IsNotFound(err):
-				moved++
-			case apierrors.IsTooManyRequests(err):
-				lastRefusal = fmt.Sprintf("%s/%s: %v", p.Namespace, p.Name, refusal(err))
-				if err := r.surgeIfStuck(ctx, &p); err != nil {
-					return moved, err
-				}
-				retry = append(retry, p)
-			default:
-				return moved, fmt.Errorf("evict %s/%s: %w", p.Namespace, p.Name, err)
-			}
-		}
-		r.emit(step, StatusRunning, fmt.Sprintf("%d/%d pods evicted", moved, total), float64(moved)/float64(max(total, 1)))
-		queue = retry
-		if len(queue) == 0 {
-			break
-		}
-		if !r.sb.Now().Before(deadline) {
-			return moved, fmt.Errorf("%d pods still refused eviction after %s; last: %s", len(queue), drainTimeout, lastRefusal)
-		}
-		if err := r.sb.Step(ctx, tick); err != nil {
-			return moved, err
-		}
-	}
-	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
-		return moved, err
-	}
-	return moved, nil
+	return int(replicas(d.Spec.Replicas))
 }
 
-func refusal(err error) string {
-	if se, ok := err.(apierrors.APIStatus); ok {
-		if d := se.Status().Details; d != nil && len(d.Causes) > 0 {
-			return d.Causes[0].Message
-		}
-	}
-	return err.Error()
-}
-
-// surgeIfStuck scales the pod's workload up by one when a PDB selecting it
-// can never allow a disruption at its current size.
-func (r *runner) surgeIfStuck(ctx context.Context, p *corev1.Pod) error {
-	pdbs, err := r.sb.Kube().PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return fmt.Errorf("list PDBs in %s: %w", p.Namespace, err)
-	}
-	stuck := false
-	for _, pdb := range pdbs.Items {
-		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil || !sel.Matches(labels.Set(p.Labels)) {
-			continue
-		}
-		if pdb.Status.ExpectedPods > 0 && pdb.Status.DesiredHealthy >= pdb.Status.ExpectedPods {
-			stuck = true
-		}
-	}
-	if !stuck {
-		return nil
-	}
-	kind, name, err := r.workloadOf(ctx, p)
-	if err != nil || kind == "" {
-		return err
-	}
-	for _, s := range r.state.Surged {
-		if s.Kind == kind && s.Namespace == p.Namespace && s.Name == name {
-			return nil
-		}
-	}
-	cur, err := r.replicasOf(ctx, kind, p.Namespace, name)
-	if err != nil {
-		return err
-	}
-	r.state.Surged = append(r.state.Surged, Surge{Kind: kind, Namespace: p.Namespace, Name: name, Replicas: cur})
-	if err := r.writeState(); err != nil {
-		return err
-	}
-	return r.scale(ctx, kind, p.Namespace, name, cur+1)
-}
-
-func (r *runner) unsurge(ctx context.Context) error {
-	if len(r.state.Surged) == 0 {
-		return nil
-	}
-	for _, s := range r.state.Surged {
-		if err := r.scale(ctx, s.Kind, s.Namespace, s.Name, s.Replicas); err != nil {
-			return err
-		}
-	}
-	r.state.Surged = nil
-	if err := r.writeState(); err != nil {
-		return err
-	}
-	return r.sb.Settle(ctx, settleTimeout)
-}
-
-func (r *runner) workloadOf(ctx context.Context, p *corev1.Pod) (string, string, error) {
-	ref := metav1.GetControllerOf(p)
-	if ref == nil {
-		return "", "", nil
-	}
-	switch ref.Kind {
-	case "StatefulSet":
-		return "StatefulSet", ref.Name, nil
-	case "ReplicaSet":
-		rs, err := r.sb.Kube().AppsV1().ReplicaSets(p.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-		if err != nil {
-			return "", "", fmt.Errorf("get ReplicaSet %s/%s: %w", p.Namespace, ref.Name, err)
-		}
-		if d := metav1.GetControllerOf(rs); d != nil && d.Kind == "Deployment" {
-			return "Deployment", d.Name, nil
-		}
-	}
-	return "", "", nil
-}
-
-func (r *runner) replicasOf(ctx context.Context, kind, ns, name string) (int32, error) {
-	if kind == "StatefulSet" {
-		s, err := r.sb.Kube().AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return 0, fmt.Errorf("get StatefulSet %s/%s: %w", ns, name, err)
-		}
-		return replicas(s.Spec.Replicas), nil
-	}
-	d, err := r.sb.Kube().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return 0, fmt.Errorf("get Deployment %s/%s: %w", ns, name, err)
-	}
-	return replicas(d.Spec.Replicas), nil
-}
-
-// stepRollback undoes apply: node groups back to their recorded sizes,
-// Karpenter's nodes cordoned and drained back onto them, Cluster Autoscaler
-// restored, NodePools and EC2NodeClasses deleted, the IAM objects the tool
-// created deleted; then it checks every recorded size came back.
+// stepRollback is `rollback --yes`: rollout.Runner.Rollback runs each
+// applied step's Down — node groups back to the sizes the journal
+// recorded, Karpenter's nodes drained back onto them, Cluster Autoscaler
+// restored, NodePools and node classes deleted — then `iam down` removes
+// what `iam apply` created, and the demo checks every recorded size came
+// back.
 func (r *runner) stepRollback(ctx context.Context) (string, error) {
-	const id = "rollback"
-	for _, g := range r.state.Groups {
-		if err := r.sb.Cloud().UpdateGroupSize(ctx, g.Name, g.RecordedMin, g.RecordedMax, g.Recorded); err != nil {
-			return "", err
-		}
-	}
-	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
-		return "", fmt.Errorf("restore node groups: %w", err)
-	}
-	r.emit(id, StatusRunning, fmt.Sprintf("%d node groups restored to their recorded sizes", len(r.state.Groups)), -1)
-	// NodePool limits at zero stop Karpenter launching while its nodes drain.
-	for _, o := range r.objects {
-		if o.GetKind() == apisv1.NodePoolKind {
-			if err := unstructured.SetNestedStringMap(o.Object, map[string]string{"cpu": "0"}, "spec", "limits"); err != nil {
-				return "", fmt.Errorf("NodePool %s: %w", o.GetName(), err)
-			}
-		}
-	}
-	if _, err := r.applyObjects(ctx); err != nil {
-		return "", err
-	}
-	kn, err := r.nodes(ctx, func(n *corev1.Node) bool { return n.Labels[apisv1.NodePoolLabelKey] != "" })
+	obs := &observer{r: r, prefix: "rollback", waves: map[int]*waveProgress{}}
+	rr, err := r.newRunner(obs.observe)
 	if err != nil {
 		return "", err
 	}
-	h := r.drainer(ctx)
-	names := make([]string, 0, len(kn))
-	for _, n := range kn {
-		if err := drain.RunCordonOrUncordon(h, n, true); err != nil {
-			return "", fmt.Errorf("cordon %s: %w", n.Name, err)
-		}
-		names = append(names, n.Name)
+	evictions := r.sb.Stats().Evictions
+	err = rr.Rollback(ctx, "")
+	if werr := r.writeJournal(ctx); werr != nil && err == nil {
+		err = werr
 	}
-	if err := r.scaleCA(ctx, r.state.CAReplicas); err != nil {
-		return "", err
-	}
-	moved, err := r.evictAll(ctx, "rollback-drain", names)
 	if err != nil {
-		return "", err
-	}
-	if err := r.unsurge(ctx); err != nil {
-		return "", err
-	}
-	if err := r.deleteObjects(ctx); err != nil {
-		return "", err
+		return "", r.runError(ctx, err)
 	}
 	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
-		return "", fmt.Errorf("remove Karpenter nodes: %w", err)
+		return "", fmt.Errorf("after rollback: %w", err)
 	}
 	deleted, err := r.iamDown(ctx)
 	if err != nil {
@@ -565,27 +288,30 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	rb.PodsMoved = moved
+	rb.PodsMoved = r.sb.Stats().Evictions - evictions + obs.restarted
 	r.sum.Rollback = rb
 	if !rb.Restored {
 		return "", fmt.Errorf("rollback incomplete: %s", strings.Join(rb.Problems, "; "))
 	}
-	return fmt.Sprintf("%d pods moved back; %d groups at recorded sizes; %d IAM objects deleted; $%.4f/h", moved, len(rb.Groups), deleted, rb.CostPerHour), nil
+	return fmt.Sprintf("%d pods moved back; %d groups at recorded sizes; %d IAM objects deleted; $%.4f/h", rb.PodsMoved, len(rb.Groups), deleted, rb.CostPerHour), nil
 }
 
+// verifyRollback compares the sandbox with what the runner's journal
+// recorded before apply changed it.
 func (r *runner) verifyRollback(ctx context.Context) (*RollbackSummary, error) {
 	rb := &RollbackSummary{Restored: true}
 	fail := func(format string, a ...any) {
 		rb.Restored = false
 		rb.Problems = append(rb.Problems, fmt.Sprintf(format, a...))
 	}
-	nodes, err := r.nodes(ctx, func(*corev1.Node) bool { return true })
+	nodes, err := r.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	readyBy := map[string]bool{}
 	karpenter := map[string]bool{}
-	for _, n := range nodes {
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
 		readyBy[n.Name] = nodeReady(n)
 		if n.Labels[apisv1.NodePoolLabelKey] != "" {
 			karpenter[n.Name] = true
@@ -598,43 +324,52 @@ func (r *runner) verifyRollback(ctx context.Context) (*RollbackSummary, error) {
 			readyIn[in.Group]++
 		}
 	}
-	for _, rec := range r.state.Groups {
-		g, ok := r.sb.Cloud().Group(rec.Name)
+	rec := r.journal.Recorded
+	if len(rec.NodeGroups) == 0 {
+		fail("the journal recorded no node group")
+	}
+	for _, want := range rec.NodeGroups {
+		g, ok := r.sb.Cloud().Group(want.Name)
 		if !ok {
-			fail("node group %s is gone", rec.Name)
+			fail("node group %s is gone", want.Name)
 			continue
 		}
-		gs := rec
-		gs.Desired, gs.InstanceCount, gs.ReadyNodes = g.DesiredSize, len(g.Instances), readyIn[g.Name]
+		gs := GroupSize{Name: g.Name, Recorded: want.Desired, RecordedMin: want.Min, RecordedMax: want.Max,
+			Desired: g.DesiredSize, InstanceCount: len(g.Instances), ReadyNodes: readyIn[g.Name]}
 		rb.Groups = append(rb.Groups, gs)
-		if g.DesiredSize != rec.Recorded || g.MinSize != rec.RecordedMin || g.MaxSize != rec.RecordedMax {
-			fail("node group %s is %d/%d/%d (min/desired/max), recorded %d/%d/%d", g.Name, g.MinSize, g.DesiredSize, g.MaxSize, rec.RecordedMin, rec.Recorded, rec.RecordedMax)
+		if g.DesiredSize != want.Desired || g.MinSize != want.Min || g.MaxSize != want.Max {
+			fail("node group %s is %d/%d/%d (min/desired/max), recorded %d/%d/%d", g.Name, g.MinSize, g.DesiredSize, g.MaxSize, want.Min, want.Desired, want.Max)
 		}
-		if int32(readyIn[g.Name]) != rec.Recorded {
-			fail("node group %s has %d Ready nodes, want %d", g.Name, readyIn[g.Name], rec.Recorded)
+		if int32(readyIn[g.Name]) != want.Desired {
+			fail("node group %s has %d Ready nodes, want %d", g.Name, readyIn[g.Name], want.Desired)
 		}
 	}
 	if rb.KarpenterNodes > 0 {
 		fail("%d Karpenter nodes remain", rb.KarpenterNodes)
 	}
-	ca, err := r.caReplicas(ctx)
-	if err != nil {
-		return nil, err
+	if ca := rec.ClusterAutoscaler; ca != nil {
+		got, err := r.caReplicas(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if got != ca.Replicas {
+			fail("Cluster Autoscaler has %d replicas, recorded %d", got, ca.Replicas)
+		}
 	}
-	if ca != r.state.CAReplicas {
-		fail("Cluster Autoscaler has %d replicas, recorded %d", ca, r.state.CAReplicas)
-	}
-	pods, err := r.sb.Kube().CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := r.clients.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
 		if karpenter[p.Spec.NodeName] || p.Spec.NodeName == "" {
 			fail("pod %s/%s is not on a node-group node", p.Namespace, p.Name)
 		}
 	}
-	pl, err := r.sb.Dynamic().Resource(sandbox.NodePoolGVR).List(ctx, metav1.ListOptions{})
+	pl, err := r.clients.Dynamic.Resource(sandbox.NodePoolGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list NodePools: %w", err)
 	}
@@ -643,4 +378,18 @@ func (r *runner) verifyRollback(ctx context.Context) (*RollbackSummary, error) {
 	}
 	rb.NodesAfter, rb.NodesAfterByType, rb.CostPerHour = r.fleet()
 	return rb, nil
+}
+
+// caReplicas is the Cluster Autoscaler deployment's replicas (0 when the
+// cluster has none).
+func (r *runner) caReplicas(ctx context.Context) (int32, error) {
+	ca := r.inv.ClusterAutoscaler
+	if ca == nil {
+		return 0, nil
+	}
+	d, err := r.clients.Kube.AppsV1().Deployments(ca.Namespace).Get(ctx, ca.Name, metav1.GetOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("read Cluster Autoscaler deployment %s/%s: %w", ca.Namespace, ca.Name, err)
+	}
+	return replicas(d.Spec.Replicas), nil
 }

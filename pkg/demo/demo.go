@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
@@ -84,11 +83,15 @@ type Summary struct {
 	PodsMoved int `json:"podsMoved"`
 	// Sandbox are the simulation's own counters (evictions, 429s,
 	// launches, preemptions, engine fallbacks).
-	Sandbox           sandbox.Stats `json:"sandbox"`
-	PDBViolations     int           `json:"pdbViolations"`
-	PDBRejections     int           `json:"pdbRejections"`
-	MaxPendingSeconds float64       `json:"maxPendingSeconds"`
-	Findings          []string      `json:"findings"`
+	Sandbox sandbox.Stats `json:"sandbox"`
+	// PDBViolations counts PodDisruptionBudgets going from satisfied to
+	// fewer healthy pods than they require, as the demo watched them on
+	// every tick (independently of the runner); the details say which.
+	PDBViolations       int      `json:"pdbViolations"`
+	PDBViolationDetails []string `json:"pdbViolationDetails,omitempty"`
+	PDBRejections       int      `json:"pdbRejections"`
+	MaxPendingSeconds   float64  `json:"maxPendingSeconds"`
+	Findings            []string `json:"findings"`
 
 	// LegacyPodsLeft counts non-DaemonSet pods not on a Karpenter node.
 	LegacyPodsLeft int `json:"legacyPodsLeft"`
@@ -134,13 +137,21 @@ type GroupSize struct {
 type runner struct {
 	opts Options
 	sb   *sandbox.Sandbox
-	sum  *Summary
-	inv  inventory.Inventory
-	// objects are the built overlay (NodePools, EC2NodeClasses, ...).
-	objects []*unstructured.Unstructured
+	// clients reach the sandbox as a real cluster and account would be
+	// reached; every step after loading it uses them.
+	clients *sandbox.Clients
+	runCtx  context.Context
+	cancel  context.CancelFunc
+	sum     *Summary
+	inv     inventory.Inventory
 	pools   []apisv1.NodePool
 	plan    *rollout.Plan
-	state   *State
+	// journal is the runner's journal after apply (then rollback).
+	journal *rollout.Journal
+	pdbs    *pdbWatcher
+	// pinned is set when readiness found pods pinned to node-group labels
+	// the generated NodePools do not keep.
+	pinned bool
 
 	iamDesired *iam.Desired
 	iamPlan    *iam.Plan
@@ -168,7 +179,12 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	defer sb.Close()
-	r := &runner{opts: opts, sb: sb, sum: &Summary{Seed: opts.Seed, OutDir: opts.OutDir}, state: &State{}}
+	r := &runner{opts: opts, sb: sb, sum: &Summary{Seed: opts.Seed, OutDir: opts.OutDir}, pdbs: &pdbWatcher{kube: sb.Kube()}}
+	defer func() {
+		if r.cancel != nil {
+			r.cancel()
+		}
+	}()
 	simStart := sb.Now()
 	steps := []struct {
 		id string
@@ -197,7 +213,11 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 			continue
 		}
 		r.emit(st.id, StatusRunning, "", -1)
-		detail, err := st.fn(ctx)
+		stepCtx := ctx
+		if r.runCtx != nil {
+			stepCtx = r.runCtx
+		}
+		detail, err := st.fn(stepCtx)
 		if err != nil {
 			runErr = fmt.Errorf("demo step %s: %w", st.id, err)
 			r.emit(st.id, StatusFailed, err.Error(), -1)
@@ -209,7 +229,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	st := sb.Stats()
 	r.sum.Sandbox = st
-	r.sum.PDBViolations = st.PDBViolations
+	r.sum.PDBViolations, r.sum.PDBViolationDetails = r.pdbs.count, r.pdbs.violations
 	r.sum.PDBRejections = st.Rejected
 	r.sum.MaxPendingSeconds = st.MaxPending.Seconds()
 	r.sum.SimulatedSeconds = sb.Now().Sub(simStart).Seconds()
@@ -235,6 +255,12 @@ func (r *runner) stepSandbox(ctx context.Context) (string, error) {
 		return "", err
 	}
 	r.sb.StartTracking()
+	// From here on, every step reaches the sandbox through its clients, and
+	// runs under a context that a failure of the simulation cancels.
+	r.clients, r.runCtx, r.cancel = r.sb.Clients(ctx)
+	// PDB violations are measured here, on every tick of the whole run,
+	// not taken from what the runner reports.
+	r.sb.OnTick(r.pdbs.observe)
 	nodes, pods, err := r.counts(ctx)
 	if err != nil {
 		return "", err
@@ -243,11 +269,11 @@ func (r *runner) stepSandbox(ctx context.Context) (string, error) {
 }
 
 func (r *runner) counts(ctx context.Context) (nodes, pods int, err error) {
-	nl, err := r.sb.Kube().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nl, err := r.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, 0, fmt.Errorf("list nodes: %w", err)
 	}
-	pl, err := r.sb.Kube().CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pl, err := r.clients.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, 0, fmt.Errorf("list pods: %w", err)
 	}
@@ -269,14 +295,23 @@ func (r *runner) fleet() (int, map[string]int, float64) {
 
 func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
 
+// stepFinal lets the cluster settle — Karpenter consolidates what the
+// waves left, after the NodePools' consolidateAfter — and reports the
+// fleet the migration ends with.
 func (r *runner) stepFinal(ctx context.Context) (string, error) {
+	if err := r.sb.Step(ctx, r.maxConsolidateAfter()+3*tick); err != nil {
+		return "", err
+	}
+	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
+		return "", fmt.Errorf("consolidation: %w", err)
+	}
 	n, byType, cost := r.fleet()
 	r.sum.NodesAfter, r.sum.NodesAfterByType, r.sum.CostPerHourAfter = n, byType, cost
-	pods, err := r.sb.Kube().CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := r.clients.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", fmt.Errorf("list pods: %w", err)
 	}
-	nodes, err := r.sb.Kube().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := r.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", fmt.Errorf("list nodes: %w", err)
 	}

@@ -82,7 +82,7 @@ func TestDemoMigratesAndRollsBack(t *testing.T) {
 	if kinds["pinned-to-node-group"] {
 		t.Error("pods pinned to labels the generated NodePools keep are reported as pinned")
 	}
-	for _, f := range []string{"snapshot.json", "readiness.json", "iam-plan.json", "plan.yaml", "state.json", "summary.json",
+	for _, f := range []string{"snapshot.json", "readiness.json", "iam-plan.json", "prod.yaml", "plan.yaml", JournalFile, "summary.json",
 		"karpenter/base/kustomization.yaml", "karpenter/overlays/prod/kustomization.yaml"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("output %s: %v", f, err)

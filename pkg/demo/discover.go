@@ -17,9 +17,9 @@ import (
 )
 
 func (r *runner) stepDiscover(ctx context.Context) (string, error) {
-	cfg := r.sb.AWSConfig()
+	cfg := r.clients.AWS
 	inv, err := discover.Run(ctx, discover.Sources{
-		AutoScaling: autoscaling.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg), EKS: eks.NewFromConfig(cfg), Kube: r.sb.Kube(),
+		AutoScaling: autoscaling.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg), EKS: eks.NewFromConfig(cfg), Kube: r.clients.Kube,
 	}, discover.Options{ClusterName: r.sb.Cloud().Cluster.Name, Region: cfg.Region, Now: r.sb.Now})
 	if err != nil {
 		return "", err

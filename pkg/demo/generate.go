@@ -37,7 +37,6 @@ func (r *runner) stepGenerate(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("overlay %s: %w", Env, err)
 	}
-	r.objects = objs
 	r.pools = nil
 	var names []string
 	for _, o := range objs {

@@ -19,11 +19,11 @@ import (
 // iamClients are pkg/iam's collaborators: real SDK clients on the
 // sandbox's AWS fake and the aws-auth editor on its cluster.
 func (r *runner) iamClients() iam.Clients {
-	cfg := r.sb.AWSConfig()
+	cfg := r.clients.AWS
 	return iam.Clients{
 		IAM: iamsdk.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), EventBridge: eventbridge.NewFromConfig(cfg),
 		EKS: eks.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg),
-		AWSAuth: &awsauth.Editor{Client: r.sb.Kube(), BackupNamespace: "karpenter-migrate", BackupDir: r.opts.OutDir, Now: r.sb.Now},
+		AWSAuth: &awsauth.Editor{Client: r.clients.Kube, BackupNamespace: Namespace, BackupDir: r.opts.OutDir, Now: r.sb.Now},
 	}
 }
 

@@ -7,9 +7,14 @@ import (
 	"sort"
 	"strings"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -19,10 +24,15 @@ import (
 // Karpenter fleet per wave and the cost before and after.
 func (r *runner) stepPlan(ctx context.Context) (string, error) {
 	inv := r.inv
+	cfg, err := r.envConfig()
+	if err != nil {
+		return "", err
+	}
 	p, err := rollout.MakePlan(ctx, rollout.PlanRequest{
-		Environment: Env, Config: config.Default(Env), Steps: migrations.Planned(),
+		Environment: Env, Config: cfg, Steps: migrations.Planned(),
 		Inventory: func(context.Context) (*inventory.Inventory, error) { return &inv, nil },
 		Dir:       filepath.Join(r.opts.OutDir, "karpenter"), Now: r.sb.Now(),
+		IAM: &rollout.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, CreateOIDCProvider: true},
 	})
 	if err != nil {
 		return "", err
@@ -39,6 +49,39 @@ func (r *runner) stepPlan(ctx context.Context) (string, error) {
 	}
 	return fmt.Sprintf("%d steps, %d waves of up to %d nodes, %d predicted Karpenter nodes; $%.4f/h → $%.4f/h (%s)",
 		len(p.Steps), len(p.Waves), p.Budget.WaveSize, predicted, p.Cost.BeforePerHour, p.Cost.AfterPerHour, path), nil
+}
+
+// ConfigFile is the environment config the demo plans with.
+const ConfigFile = Env + ".yaml"
+
+// envConfig is the environment's config (written as prod.yaml, what
+// `plan --config prod.yaml` reads): the defaults, draining one node at a
+// time so the run is reproducible, and moving the demo's pods that ask not
+// to be evicted or keep emptyDir data, as `apply --force-evict` and
+// rollout.allowEmptyDir would.
+func (r *runner) envConfig() (config.Config, error) {
+	cfg := config.Default(Env)
+	cfg.Cluster, cfg.Region = r.inv.Cluster.Name, r.inv.Cluster.Region
+	cfg.Rollout.Concurrency = 1
+	cfg.Rollout.ForceEvict, cfg.Rollout.AllowEmptyDir = true, true
+	if !r.pinned {
+		// The plan judges pinning by eks.amazonaws.com/nodegroup alone; the
+		// readiness step, told every label the generated NodePools keep,
+		// found no pod pinned to a label they lack.
+		cfg.Readiness.Acknowledge = append(cfg.Readiness.Acknowledge, readiness.IDPinnedToNodeGroup)
+	}
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		return cfg, fmt.Errorf("render the environment config: %w", err)
+	}
+	if _, err := config.Parse(b); err != nil {
+		return cfg, fmt.Errorf("environment config: %w", err)
+	}
+	path := filepath.Join(r.opts.OutDir, ConfigFile)
+	if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
+		return cfg, fmt.Errorf("write %s: %w", path, err)
+	}
+	return cfg, nil
 }
 
 // waveName is a wave's step id: its index and node groups.

@@ -180,7 +180,7 @@ func WriteTable(w io.Writer, s *Summary) error {
 	for _, st := range s.Steps {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", st.ID, st.Status, st.Detail)
 	}
-	fmt.Fprintf(tw, "\nFiles: %s (snapshot.json, readiness.json, karpenter/, iam-plan.json, plan.yaml, state.json, summary.json)\n", s.OutDir)
+	fmt.Fprintf(tw, "\nFiles: %s (snapshot.json, readiness.json, karpenter/, iam-plan.json, iam-journal.json, prod.yaml, plan.yaml, journal.json, summary.json)\n", s.OutDir)
 	return tw.Flush()
 }
 

@@ -360,11 +360,22 @@ func (s *Session) RestoreLegacyNodes(ctx context.Context) error {
 		if err != nil {
 			return false, fmt.Errorf("list nodes: %w", err)
 		}
+		// A self-managed group's nodes need carry no group label: know
+		// them by their instance, a member of the group's ASG.
+		var member map[string]string
 		ready := map[string]int{}
 		n := 0
 		for i := range nodes.Items {
 			node := &nodes.Items[i]
 			g := NodeGroupOf(node)
+			if g == "" && node.Labels["karpenter.sh/nodepool"] == "" && s.ASG != nil {
+				if member == nil {
+					if member, err = s.groupInstances(ctx); err != nil {
+						return false, err
+					}
+				}
+				g = member[InstanceIDFromProviderID(node.Spec.ProviderID)]
+			}
 			if _, ok := want[g]; !ok {
 				continue
 			}
@@ -396,6 +407,27 @@ func (s *Session) RestoreLegacyNodes(ctx context.Context) error {
 		return &PausedError{Step: s.Journal.Current.Step, Reason: fmt.Sprintf("legacy nodes not Ready within %s after restoring group sizes; check the ASGs' activity history", s.Plan.Budget.Gates.NodeReadyTimeout.Duration)}
 	}
 	return err
+}
+
+// groupInstances maps the instances of the recorded groups' ASGs to the
+// group's name.
+func (s *Session) groupInstances(ctx context.Context) (map[string]string, error) {
+	out := map[string]string{}
+	for _, g := range s.Journal.Recorded.NodeGroups {
+		if g.ASGName == "" {
+			continue
+		}
+		asg, err := s.describeGroup(ctx, g.ASGName)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range asg.Instances {
+			if in.InstanceId != nil {
+				out[*in.InstanceId] = g.Name
+			}
+		}
+	}
+	return out, nil
 }
 
 func nodeReady(n *corev1.Node) bool {

@@ -10,10 +10,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 var (
@@ -207,45 +209,12 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 		return fmt.Errorf("list ReplicaSets: %w", err)
 	}
 	for i := range deploys.Items {
-		d := &deploys.Items[i]
-		var rs *appsv1.ReplicaSet
-		for j := range rss.Items {
-			if ref := metav1.GetControllerOf(&rss.Items[j]); ref != nil && ref.UID == d.UID {
-				rs = &rss.Items[j]
-			}
+		created, err := s.reconcileDeployment(ctx, &deploys.Items[i], rss.Items, live, readyOf)
+		if err != nil {
+			return err
 		}
-		if rs == nil {
-			hash := strconv.FormatUint(s.rng.Uint64()%(1<<40), 36)
-			tmpl := *d.Spec.Template.DeepCopy()
-			if tmpl.Labels == nil {
-				tmpl.Labels = map[string]string{}
-			}
-			tmpl.Labels[appsv1.DefaultDeploymentUniqueLabelKey] = hash
-			nrs := &appsv1.ReplicaSet{
-				ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name + "-" + hash, Labels: tmpl.Labels,
-					OwnerReferences: []metav1.OwnerReference{controllerRef("Deployment", d.ObjectMeta, "apps/v1")}},
-				Spec: appsv1.ReplicaSetSpec{Replicas: d.Spec.Replicas, Selector: d.Spec.Selector, Template: tmpl},
-			}
-			created, err := s.kube.AppsV1().ReplicaSets(d.Namespace).Create(ctx, nrs, metav1.CreateOptions{})
-			if err != nil {
-				return fmt.Errorf("create ReplicaSet for Deployment %s/%s: %w", d.Namespace, d.Name, err)
-			}
+		if created != nil {
 			rss.Items = append(rss.Items, *created)
-			continue
-		}
-		if replicasOrOne(rs.Spec.Replicas) != replicasOrOne(d.Spec.Replicas) {
-			rs.Spec.Replicas = ptr(replicasOrOne(d.Spec.Replicas))
-			if _, err := s.kube.AppsV1().ReplicaSets(rs.Namespace).Update(ctx, rs, metav1.UpdateOptions{}); err != nil {
-				return fmt.Errorf("scale ReplicaSet %s/%s: %w", rs.Namespace, rs.Name, err)
-			}
-		}
-		ps := live(rs.UID)
-		ready := readyOf(ps)
-		if d.Status.Replicas != int32(len(ps)) || d.Status.ReadyReplicas != ready {
-			d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas, d.Status.UpdatedReplicas = int32(len(ps)), ready, ready, int32(len(ps))
-			if _, err := s.kube.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
-				return fmt.Errorf("update Deployment %s/%s status: %w", d.Namespace, d.Name, err)
-			}
 		}
 	}
 	for i := range rss.Items {
@@ -343,6 +312,147 @@ func withLabel(m map[string]string, k, v string) map[string]string {
 	}
 	m[k] = v
 	return m
+}
+
+// reconcileDeployment is the Deployment controller for one Deployment: a
+// ReplicaSet whose template is the Deployment's, and, after a template
+// change (a rollout restart), a rolling update within maxSurge and
+// maxUnavailable — the new ReplicaSet grows as far as the surge allows and
+// the old ones shrink as far as availability allows. It returns the
+// ReplicaSet it created, if any.
+func (s *Sandbox) reconcileDeployment(ctx context.Context, d *appsv1.Deployment, rss []appsv1.ReplicaSet,
+	live func(types.UID) []*corev1.Pod, readyOf func([]*corev1.Pod) int32) (*appsv1.ReplicaSet, error) {
+	var cur *appsv1.ReplicaSet
+	var old []*appsv1.ReplicaSet
+	for j := range rss {
+		rs := &rss[j]
+		if ref := metav1.GetControllerOf(rs); ref == nil || ref.UID != d.UID {
+			continue
+		}
+		if sameTemplate(rs, d) {
+			cur = rs
+		} else if replicasOrOne(rs.Spec.Replicas) > 0 || len(live(rs.UID)) > 0 {
+			old = append(old, rs)
+		}
+	}
+	desired := replicasOrOne(d.Spec.Replicas)
+	if cur == nil {
+		hash := strconv.FormatUint(s.rng.Uint64()%(1<<40), 36)
+		tmpl := *d.Spec.Template.DeepCopy()
+		tmpl.Labels = withLabel(tmpl.Labels, appsv1.DefaultDeploymentUniqueLabelKey, hash)
+		n := desired
+		if len(old) > 0 {
+			n = 0 // the rolling update below grows it
+		}
+		nrs := &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name + "-" + hash, Labels: tmpl.Labels,
+				OwnerReferences: []metav1.OwnerReference{controllerRef("Deployment", d.ObjectMeta, "apps/v1")}},
+			Spec: appsv1.ReplicaSetSpec{Replicas: ptr(n), Selector: d.Spec.Selector, Template: tmpl},
+		}
+		created, err := s.kube.AppsV1().ReplicaSets(d.Namespace).Create(ctx, nrs, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("create ReplicaSet for Deployment %s/%s: %w", d.Namespace, d.Name, err)
+		}
+		return created, nil
+	}
+	scale := func(rs *appsv1.ReplicaSet, n int32) error {
+		if replicasOrOne(rs.Spec.Replicas) == n {
+			return nil
+		}
+		rs.Spec.Replicas = ptr(n)
+		if _, err := s.kube.AppsV1().ReplicaSets(rs.Namespace).Update(ctx, rs, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("scale ReplicaSet %s/%s to %d: %w", rs.Namespace, rs.Name, n, err)
+		}
+		return nil
+	}
+	if len(old) == 0 {
+		if err := scale(cur, desired); err != nil {
+			return nil, err
+		}
+	} else {
+		surge, unavailable, err := rollingBounds(d, desired)
+		if err != nil {
+			return nil, fmt.Errorf("Deployment %s/%s: %w", d.Namespace, d.Name, err)
+		}
+		total := replicasOrOne(cur.Spec.Replicas)
+		for _, rs := range old {
+			total += replicasOrOne(rs.Spec.Replicas)
+		}
+		if n := replicasOrOne(cur.Spec.Replicas); n < desired && total < desired+surge {
+			if err := scale(cur, min(desired, n+desired+surge-total)); err != nil {
+				return nil, err
+			}
+		}
+		available := readyOf(live(cur.UID))
+		for _, rs := range old {
+			available += readyOf(live(rs.UID))
+		}
+		removable := available - (desired - unavailable)
+		for _, rs := range old {
+			n := replicasOrOne(rs.Spec.Replicas)
+			// Pods that are not ready count for no availability: drop them freely.
+			notReady := int32(len(live(rs.UID))) - readyOf(live(rs.UID))
+			cut := min(n, max(removable, 0)+max(notReady, 0))
+			if cut <= 0 {
+				continue
+			}
+			if err := scale(rs, n-cut); err != nil {
+				return nil, err
+			}
+			removable -= cut - min(cut, max(notReady, 0))
+		}
+	}
+	var pods, updated, ready int32
+	for _, rs := range append([]*appsv1.ReplicaSet{cur}, old...) {
+		ps := live(rs.UID)
+		pods += int32(len(ps))
+		ready += readyOf(ps)
+	}
+	updated = int32(len(live(cur.UID)))
+	st := &d.Status
+	if st.Replicas != pods || st.ReadyReplicas != ready || st.UpdatedReplicas != updated || st.ObservedGeneration != d.Generation {
+		st.Replicas, st.ReadyReplicas, st.AvailableReplicas, st.UpdatedReplicas, st.ObservedGeneration = pods, ready, ready, updated, d.Generation
+		if _, err := s.kube.AppsV1().Deployments(d.Namespace).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+			return nil, fmt.Errorf("update Deployment %s/%s status: %w", d.Namespace, d.Name, err)
+		}
+	}
+	return nil, nil
+}
+
+// sameTemplate reports whether a ReplicaSet runs the Deployment's pod
+// template (its pod-template-hash label aside).
+func sameTemplate(rs *appsv1.ReplicaSet, d *appsv1.Deployment) bool {
+	t := rs.Spec.Template.DeepCopy()
+	delete(t.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
+	return apiequality.Semantic.DeepEqual(*t, d.Spec.Template)
+}
+
+// rollingBounds are a Deployment's maxSurge and maxUnavailable in pods
+// (defaults 25% each, surge rounded up, unavailability down; not both 0).
+func rollingBounds(d *appsv1.Deployment, desired int32) (surge, unavailable int32, err error) {
+	if d.Spec.Strategy.Type == appsv1.RecreateDeploymentStrategyType {
+		return 0, desired, nil
+	}
+	def := intstr.FromString("25%")
+	ms, mu := &def, &def
+	if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
+		if ru.MaxSurge != nil {
+			ms = ru.MaxSurge
+		}
+		if ru.MaxUnavailable != nil {
+			mu = ru.MaxUnavailable
+		}
+	}
+	if surge, err = intOrPercent(ms, desired, true); err != nil {
+		return 0, 0, fmt.Errorf("spec.strategy.rollingUpdate.maxSurge: %w", err)
+	}
+	if unavailable, err = intOrPercent(mu, desired, false); err != nil {
+		return 0, 0, fmt.Errorf("spec.strategy.rollingUpdate.maxUnavailable: %w", err)
+	}
+	if surge == 0 && unavailable == 0 {
+		unavailable = 1
+	}
+	return surge, unavailable, nil
 }
 
 // deleteSurplus removes pods above want: unscheduled first, then not
@@ -487,7 +597,7 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 				best, bestScore = n, score
 			}
 		}
-		if best == nil && priority(p) > 0 {
+		if best == nil && (p.Spec.PreemptionPolicy == nil || *p.Spec.PreemptionPolicy != corev1.PreemptNever) {
 			var err error
 			if best, err = s.preempt(ctx, p, ordered, used, on, vols); err != nil {
 				return err

@@ -27,6 +27,8 @@ const pauseImage = "registry.k8s.io/pause:3.10"
 // (spreading them, as kube-scheduler's defaults do). Pods the inventory
 // shows bound stay on their nodes.
 func (s *Sandbox) Load(ctx context.Context, inv inventory.Inventory) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := inv.Validate(); err != nil {
 		return fmt.Errorf("load inventory: %w", err)
 	}
@@ -108,7 +110,7 @@ func (s *Sandbox) Load(ctx context.Context, inv inventory.Inventory) error {
 	}
 	s.loading = true
 	defer func() { s.loading = false }()
-	if err := s.Settle(ctx, 30*time.Minute); err != nil {
+	if err := s.settle(ctx, 30*time.Minute); err != nil {
 		return fmt.Errorf("load inventory of cluster %s: %w", inv.Cluster.Name, err)
 	}
 	return nil

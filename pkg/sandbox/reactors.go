@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,9 @@ var (
 	podGVK  = corev1.SchemeGroupVersion.WithKind("Pod")
 	pdbGVR  = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
 	pdbGVK  = policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget")
+
+	deploymentsGVR     = appsv1.SchemeGroupVersion.WithResource("deployments")
+	priorityClassesGVR = schedulingv1.SchemeGroupVersion.WithResource("priorityclasses")
 )
 
 // installDiscovery makes discovery answer like a Kubernetes 1.35 API server
@@ -68,6 +72,9 @@ func (s *Sandbox) installReactors() {
 	s.kube.PrependReactor("create", "*", s.stampReactor)
 	s.kube.PrependReactor("list", "pods", s.listPodsReactor)
 	s.kube.PrependReactor("create", "pods", s.evictionReactor)
+	s.kube.PrependReactor("create", "pods", s.priorityReactor)
+	s.kube.PrependReactor("*", "deployments", s.scaleReactor)
+	s.kube.PrependReactor("delete-collection", "pods", s.deleteCollectionReactor)
 	s.kube.PrependReactor("*", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		switch action.GetVerb() {
 		case "create", "update", "patch", "delete", "delete-collection", "apply":
@@ -323,4 +330,64 @@ func replicasOrOne(r *int32) int32 {
 func intOrPercent(v *intstr.IntOrString, total int32, roundUp bool) (int32, error) {
 	n, err := intstr.GetScaledValueFromIntOrPercent(v, int(total), roundUp)
 	return int32(n), err
+}
+
+// Built-in PriorityClasses, which exist without objects.
+var builtinPriorities = map[string]int32{"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+
+// priorityReactor is the Priority admission plugin: a pod created with a
+// PriorityClass name and no priority gets the class's value and preemption
+// policy (a placeholder pod's -100 and Never, so any pod preempts it). A
+// class the sandbox does not have leaves the pod at priority 0.
+func (s *Sandbox) priorityReactor(action k8stesting.Action) (bool, runtime.Object, error) {
+	ca, ok := action.(k8stesting.CreateAction)
+	if !ok || ca.GetSubresource() != "" {
+		return false, nil, nil
+	}
+	p, ok := ca.GetObject().(*corev1.Pod)
+	if !ok || p.Spec.PriorityClassName == "" || p.Spec.Priority != nil {
+		return false, nil, nil
+	}
+	if v, ok := builtinPriorities[p.Spec.PriorityClassName]; ok {
+		p.Spec.Priority = ptr(v)
+		return false, nil, nil
+	}
+	obj, err := s.tracker.Get(priorityClassesGVR, "", p.Spec.PriorityClassName)
+	if err != nil {
+		return false, nil, nil
+	}
+	pc := obj.(*schedulingv1.PriorityClass)
+	p.Spec.Priority = ptr(pc.Value)
+	if pc.PreemptionPolicy != nil {
+		p.Spec.PreemptionPolicy = ptr(*pc.PreemptionPolicy)
+	}
+	return false, nil, nil
+}
+
+// deleteCollectionReactor deletes the pods a delete-collection selects
+// (label and field selectors), which the fake tracker ignores: the runner
+// removes a wave's placeholder pods this way.
+func (s *Sandbox) deleteCollectionReactor(action k8stesting.Action) (bool, runtime.Object, error) {
+	da, ok := action.(k8stesting.DeleteCollectionAction)
+	if !ok {
+		return false, nil, nil
+	}
+	r := da.GetListRestrictions()
+	obj, err := s.tracker.List(podsGVR, podGVK, action.GetNamespace())
+	if err != nil {
+		return true, nil, err
+	}
+	for _, p := range obj.(*corev1.PodList).Items {
+		if r.Labels != nil && !r.Labels.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		if r.Fields != nil && !r.Fields.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName, "status.phase": string(p.Status.Phase),
+			"metadata.name": p.Name, "metadata.namespace": p.Namespace}) {
+			continue
+		}
+		if err := s.deletePodNow(p.Namespace, p.Name); err != nil && !apierrors.IsNotFound(err) {
+			return true, nil, err
+		}
+	}
+	return true, nil, nil
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"sync"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -41,6 +42,13 @@ var (
 	NodeClaimGVR    = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
 	EC2NodeClassGVR = schema.GroupVersionResource{Group: "karpenter.k8s.aws", Version: "v1", Resource: "ec2nodeclasses"}
 )
+
+// listKinds are the list kinds of the resources the dynamic client serves.
+var listKinds = map[schema.GroupVersionResource]string{
+	NodePoolGVR:     "NodePoolList",
+	NodeClaimGVR:    "NodeClaimList",
+	EC2NodeClassGVR: "EC2NodeClassList",
+}
 
 // Options tune the simulation.
 type Options struct {
@@ -94,6 +102,8 @@ func (o *Options) defaults() error {
 
 // Sandbox is one simulated account and cluster.
 type Sandbox struct {
+	// mu serialises the simulation's steps with the calls of Clients.
+	mu    sync.Mutex
 	opts  Options
 	clock *clocktesting.FakeClock
 	kube  *fake.Clientset
@@ -126,6 +136,8 @@ type Sandbox struct {
 	// podsCache is the last pod list; podsDirty is set by any pod write.
 	podsCache []*corev1.Pod
 	podsDirty bool
+	// tickHooks run after every tick's controllers.
+	tickHooks []func(context.Context) error
 }
 
 // Stats are what the sandbox observed, for the demo's summary.
@@ -169,12 +181,7 @@ func New(opts Options) (*Sandbox, error) {
 	s.kube, s.tracker = newFastClientset()
 	s.installDiscovery()
 	s.installReactors()
-	scheme := runtime.NewScheme()
-	s.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
-		NodePoolGVR:     "NodePoolList",
-		NodeClaimGVR:    "NodeClaimList",
-		EC2NodeClassGVR: "EC2NodeClassList",
-	})
+	s.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
 	s.dyn.PrependReactor("create", "*", s.stampReactor)
 	return s, nil
 }
@@ -198,7 +205,11 @@ func (s *Sandbox) Catalog() *Catalog { return s.cat }
 func (s *Sandbox) Cloud() *Cloud { return s.cloud }
 
 // Stats returns what the sandbox observed so far.
-func (s *Sandbox) Stats() Stats { return s.stats }
+func (s *Sandbox) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
 
 // StartTracking resets Stats and starts counting PDB violations and
 // pending times from now; call it once the cluster is loaded.
@@ -214,6 +225,12 @@ func (s *Sandbox) Violations() []string { return append([]string(nil), s.violati
 
 // Step advances simulated time by d, running every controller each tick.
 func (s *Sandbox) Step(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.step(ctx, d)
+}
+
+func (s *Sandbox) step(ctx context.Context, d time.Duration) error {
 	for elapsed := time.Duration(0); elapsed < d; elapsed += s.opts.Tick {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -222,8 +239,24 @@ func (s *Sandbox) Step(ctx context.Context, d time.Duration) error {
 		if err := s.reconcile(ctx); err != nil {
 			return err
 		}
+		for _, f := range s.tickHooks {
+			if err := f(ctx); err != nil {
+				return fmt.Errorf("sandbox tick hook at %s: %w", s.Now().Format(time.RFC3339), err)
+			}
+		}
 	}
 	return nil
+}
+
+// OnTick registers f to run after every tick's controllers, on the
+// stepping goroutine with the simulation's lock held, so it sees every
+// state the cluster passes through, at the same points in every run with
+// the same seed. f must reach the cluster through Kube and Dynamic (not
+// through Clients, which would wait for the lock it runs under).
+func (s *Sandbox) OnTick(f func(ctx context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tickHooks = append(s.tickHooks, f)
 }
 
 // ErrNotSettled is returned by Settle when pods are still pending at the deadline.
@@ -232,6 +265,12 @@ var ErrNotSettled = errors.New("cluster did not settle")
 // Settle steps until every pod is Ready and no instance is launching, or
 // max simulated time has passed.
 func (s *Sandbox) Settle(ctx context.Context, max time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.settle(ctx, max)
+}
+
+func (s *Sandbox) settle(ctx context.Context, max time.Duration) error {
 	deadline := s.Now().Add(max)
 	for {
 		if err := s.reconcile(ctx); err != nil {
@@ -247,7 +286,7 @@ func (s *Sandbox) Settle(ctx context.Context, max time.Duration) error {
 		if !s.Now().Before(deadline) {
 			return fmt.Errorf("%w after %s of simulated time: %s", ErrNotSettled, max, why)
 		}
-		if err := s.Step(ctx, s.opts.Tick); err != nil {
+		if err := s.step(ctx, s.opts.Tick); err != nil {
 			return err
 		}
 	}
