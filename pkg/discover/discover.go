@@ -132,14 +132,14 @@ type run struct {
 	progress func(string)
 	inv      *inventory.Inventory
 
-	groups      []astypes.AutoScalingGroup
-	mngByASG    map[string]string // ASG name -> managed node group name
-	groupByASG  map[string]int    // ASG name -> index in inv.NodeGroups
-	asgOfInst   map[string]string // instance ID -> ASG name
-	instances   map[string]ec2types.Instance
-	ltVersions  map[string]ec2types.LaunchTemplateVersion // "id|version" -> version
-	launchCfgs  map[string]astypes.LaunchConfiguration
-	instTypes   map[string]bool
+	groups     []astypes.AutoScalingGroup
+	mngByASG   map[string]string // ASG name -> managed node group name
+	groupByASG map[string]int    // ASG name -> index in inv.NodeGroups
+	asgOfInst  map[string]string // instance ID -> ASG name
+	instances  map[string]ec2types.Instance
+	ltVersions map[string]ec2types.LaunchTemplateVersion // "id|version" -> version
+	launchCfgs map[string]astypes.LaunchConfiguration
+	instTypes  map[string]bool
 }
 
 // managed reports whether an ASG is one Cluster Autoscaler discovers for
