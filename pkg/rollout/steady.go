@@ -3,10 +3,13 @@ package rollout
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
@@ -70,20 +73,11 @@ type ExpectedNode struct {
 // off, as in a default Karpenter install: the forecast is what Karpenter
 // does, not what a better packer could.
 func steadyState(pr *predictor, pdbs []inventory.PDB) (*SteadyState, error) {
-	in := disruption.Input{
-		NodePools: pr.pools, DaemonSets: pr.daemonSets, PDBs: pdbs, Catalog: pr.catalog, Now: SteadyStateReference,
-		Options: disruption.Options{KarpenterOnly: true},
+	pools, err := withTypes(pr.pools, pr.catalog)
+	if err != nil {
+		return nil, err
 	}
-	for _, n := range pr.fleet {
-		n.Node.CreatedAt = metav1.NewTime(SteadyStateReference)
-		pods := make([]inventory.Pod, len(n.Pods))
-		for i, p := range n.Pods {
-			p.NodeName = n.Node.Name
-			pods[i] = p
-		}
-		n.Pods = pods
-		in.Nodes = append(in.Nodes, disruption.Node{ExistingNode: n, Price: pr.price[n.Node.Name], LastPodEventTime: SteadyStateReference})
-	}
+	in := settleInput(pr, pools, pdbs)
 	s, err := disruption.Settle(in, disruption.SettleOptions{})
 	if err != nil {
 		return nil, err
@@ -124,6 +118,26 @@ func steadyState(pr *predictor, pdbs []inventory.PDB) (*SteadyState, error) {
 	return out, nil
 }
 
+// settleInput is the cluster after the last wave: the predicted nodes,
+// created and last given a pod at SteadyStateReference, with their pods.
+func settleInput(pr *predictor, pools []engine.NodePool, pdbs []inventory.PDB) disruption.Input {
+	in := disruption.Input{
+		NodePools: pools, DaemonSets: pr.daemonSets, PDBs: pdbs, Catalog: pr.catalog, Now: SteadyStateReference,
+		Options: disruption.Options{KarpenterOnly: true},
+	}
+	for _, n := range pr.fleet {
+		n.Node.CreatedAt = metav1.NewTime(SteadyStateReference)
+		pods := make([]inventory.Pod, len(n.Pods))
+		for i, p := range n.Pods {
+			p.NodeName = n.Node.Name
+			pods[i] = p
+		}
+		n.Pods = pods
+		in.Nodes = append(in.Nodes, disruption.Node{ExistingNode: n, Price: pr.price[n.Node.Name], LastPodEventTime: SteadyStateReference})
+	}
+	return in
+}
+
 // roundFleet rounds a fleet's prices to 1/100 cent, so the plan's YAML
 // does not carry float noise.
 func roundFleet(f disruption.Fleet) disruption.Fleet {
@@ -135,3 +149,71 @@ func roundFleet(f disruption.Fleet) disruption.Fleet {
 }
 
 func round4(v float64) float64 { return math.Round(v*1e4) / 1e4 }
+
+// withTypes gives every NodePool that has no instance types of its own the
+// catalogue's, narrowed to those its requirements allow, once: Settle
+// simulates scheduling once per consolidation candidate, and each
+// simulation otherwise re-derives and re-matches the whole catalogue for
+// every pool (on 360 nodes, 13 s of a 14 s forecast). The narrowing only
+// drops what the scheduler would drop too: a type whose own label a
+// requirement rules out, or none of whose offerings is in an allowed zone
+// and capacity type.
+func withTypes(pools []engine.NodePool, cat *catalog.Catalog) ([]engine.NodePool, error) {
+	out := slices.Clone(pools)
+	byKubelet := map[string][]engine.InstanceType{}
+	for i := range out {
+		np := &out[i]
+		if np.InstanceTypes != nil || cat == nil {
+			continue
+		}
+		key := fmt.Sprintf("%+v", np.Kubelet)
+		all, ok := byKubelet[key]
+		if !ok {
+			var err error
+			if all, err = engine.InstanceTypesFromCatalog(cat, np.Kubelet); err != nil {
+				return nil, fmt.Errorf("NodePool %s: EC2NodeClass kubelet: %w", np.Name, err)
+			}
+			byKubelet[key] = all
+		}
+		var reqs []engine.Requirement
+		for j, r := range np.Spec.Template.Spec.Requirements {
+			req, err := engine.NewRequirement(r.Key, r.Operator, r.Values...)
+			if err != nil {
+				return nil, fmt.Errorf("NodePool %s: spec.template.spec.requirements[%d]: %w", np.Name, j, err)
+			}
+			reqs = append(reqs, req)
+		}
+		np.InstanceTypes = []engine.InstanceType{}
+		for _, t := range all {
+			if allows(reqs, t) {
+				np.InstanceTypes = append(np.InstanceTypes, t)
+			}
+		}
+	}
+	return out, nil
+}
+
+// allows reports whether no requirement rules t out by one of its labels
+// and some offering is in an allowed zone and capacity type.
+func allows(reqs []engine.Requirement, t engine.InstanceType) bool {
+	for _, r := range reqs {
+		if v, ok := t.Labels[r.Key]; ok && !r.Has(v) {
+			return false
+		}
+	}
+	for _, o := range t.Offerings {
+		ok := true
+		for _, r := range reqs {
+			switch r.Key {
+			case catalog.LabelZone:
+				ok = ok && r.Has(o.Zone)
+			case catalog.LabelCapacityType:
+				ok = ok && r.Has(o.CapacityType)
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
