@@ -24,8 +24,10 @@ type planScreen struct {
 	err     error
 	table   table.Model
 	confirm bool
-	// shown is the choice the plan on screen was made with.
+	// shown is the choice the plan on screen was made with; stale says
+	// the choice changed while it was being made.
 	shown PlanChoice
+	stale bool
 	warn  string
 	size  tea.WindowSizeMsg
 }
@@ -68,8 +70,14 @@ func (p *planScreen) help() []key.Binding {
 	return []key.Binding{keyWaveUp, keyConcUp, keyEmptyDir, keyForce, keyAckPlan, keyStart}
 }
 
+// replan plans with the current choice; a change while a plan is being
+// made is planned when it returns.
 func (p *planScreen) replan() tea.Cmd {
-	p.busy, p.err = true, nil
+	if p.busy {
+		p.stale = true
+		return nil
+	}
+	p.busy, p.err, p.stale = true, nil, false
 	be, ctx, inv, c := p.s.be, p.s.ctx, p.s.inv, p.s.choice
 	return tea.Batch(p.spin.Tick, func() tea.Msg {
 		res, err := be.Plan(ctx, inv, c)
@@ -95,6 +103,9 @@ func (p *planScreen) update(msg tea.Msg) tea.Cmd {
 		p.resize()
 	case plannedMsg:
 		p.busy = false
+		if p.stale {
+			return p.replan()
+		}
 		if msg.err != nil {
 			p.err = msg.err
 			return nil
@@ -114,12 +125,11 @@ func (p *planScreen) update(msg tea.Msg) tea.Cmd {
 		p.spin, cmd = p.spin.Update(msg)
 		return cmd
 	case tea.KeyMsg:
-		if p.busy {
-			return nil
-		}
 		c := &p.s.choice
 		p.warn = ""
 		switch {
+		case p.busy && (key.Matches(msg, keyStart) || key.Matches(msg, keyAckPlan) || p.confirm):
+			// wait for the plan on screen to be the one chosen
 		case p.confirm:
 			if key.Matches(msg, keyYes) {
 				return next

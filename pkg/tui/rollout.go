@@ -395,12 +395,13 @@ func (r *rolloutScreen) view(width, height int) string {
 		b.WriteString(sty.dim.Render("PDB: no eviction refused") + "\n")
 	}
 	b.WriteString(r.workloads.View() + "\n")
-	logLines := max(1, height-lipgloss.Height(b.String())-3)
+	status := r.status(width)
+	logLines := max(0, height-lipgloss.Height(b.String())-lipgloss.Height(status)+1)
 	from := max(0, len(st.log)-logLines)
 	for _, l := range st.log[from:] {
 		b.WriteString(sty.dim.Render(truncate(l, width)) + "\n")
 	}
-	b.WriteString(r.status(width))
+	b.WriteString(status)
 	return b.String()
 }
 
@@ -415,7 +416,7 @@ func (r *rolloutScreen) status(width int) string {
 	case modeRollingBack:
 		return r.spin.View() + " rolling back: undoing the applied steps, last first…"
 	case modePaused:
-		return sty.warn.Width(width).Render("Paused: " + st.reason + ". r resumes (as `apply` would), b rolls back.")
+		return sty.warn.Width(width).Render("Paused: "+st.reason) + "\n" + "r resumes (as `apply` would), b rolls back, q quits; the journal is kept."
 	case modeFailed:
 		return sty.bad.Width(width).Render("Stopped: " + st.reason)
 	case modeConfirmRollback:
