@@ -372,7 +372,7 @@ func (s *Sandbox) reconcileDeployment(ctx context.Context, d *appsv1.Deployment,
 	} else {
 		surge, unavailable, err := rollingBounds(d, desired)
 		if err != nil {
-			return nil, fmt.Errorf("Deployment %s/%s: %w", d.Namespace, d.Name, err)
+			return nil, fmt.Errorf("deployment %s/%s: %w", d.Namespace, d.Name, err)
 		}
 		total := replicasOrOne(cur.Spec.Replicas)
 		for _, rs := range old {

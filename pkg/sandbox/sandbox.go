@@ -403,9 +403,3 @@ func newFastClientset() (*fake.Clientset, k8stesting.ObjectTracker) {
 	})
 	return cs, o
 }
-
-// Zones are the availability zones the account's node groups use.
-func (s *Sandbox) Zones() []string { return s.zones() }
-
-// Region is the account's region.
-func (s *Sandbox) Region() string { return s.cloud.Cluster.Region }
