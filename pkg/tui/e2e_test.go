@@ -78,16 +78,16 @@ func (e *e2e) keys(keys ...string) {
 // toRollout walks connect, discover, readiness, generate, IAM and plan,
 // choosing what a user would, and starts the rollout.
 func (e *e2e) toRollout() {
-	e.see("Kubeconfig context", 10*time.Second)
+	e.see("Kubeconfig context", 30*time.Second)
 	e.keys("enter", "enter", "enter", "enter", "enter")
 	e.see("Snapshot written", 30*time.Second)
 	e.keys("enter")
-	e.see("Readiness", 10*time.Second)
+	e.see("Readiness", 30*time.Second)
 	for range e.blockers() {
 		e.keys("a", "down")
 	}
 	e.keys("enter")
-	e.see("How should the node groups become NodePools", 10*time.Second)
+	e.see("How should the node groups become NodePools", 30*time.Second)
 	e.keys("enter")
 	e.see("files:", 30*time.Second)
 	e.keys("w")
@@ -97,7 +97,7 @@ func (e *e2e) toRollout() {
 	e.keys("o")
 	e.see("create OIDC provider", 30*time.Second)
 	e.keys("a")
-	e.see("[y/N]", 10*time.Second)
+	e.see("[y/N]", 30*time.Second)
 	e.keys("y")
 	e.see("journal karpenter-migrate-iam-demo", 60*time.Second)
 	e.keys("c")
@@ -107,9 +107,9 @@ func (e *e2e) toRollout() {
 	e.keys("f")
 	e.see("force evictions on", 60*time.Second)
 	e.keys("a", "enter")
-	e.see("Start the rollout", 10*time.Second)
+	e.see("Start the rollout", 30*time.Second)
 	e.keys("y")
-	e.see("Rollout", 10*time.Second)
+	e.see("Rollout", 30*time.Second)
 }
 
 // blockers counts the readiness blockers of the sandbox as the wizard
@@ -131,7 +131,7 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 	e.toRollout()
 	e.see("migration complete", 5*time.Minute)
 	e.keys("enter")
-	e.see("Repeat it from CI", 10*time.Second)
+	e.see("Repeat it from CI", 30*time.Second)
 	e.keys("q")
 	e.tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
 	res := e.tm.FinalModel(t).(*Model).Result()

@@ -201,6 +201,13 @@ type fakeBackend struct {
 	applyCtx    context.Context
 }
 
+// calls counts the calls recorded so far, under the lock.
+func (f *fakeBackend) calls() (iamPlans, plans int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.iamChoices), len(f.planned)
+}
+
 func (f *fakeBackend) Connect(_ context.Context, c Connection) (ConnectInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

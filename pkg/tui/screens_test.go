@@ -224,7 +224,7 @@ func TestIAMScreen(t *testing.T) {
 		t.Fatal("applied a blocked plan")
 	}
 	d.press("o")
-	d.waitFor("replan", func() bool { return len(be.iamChoices) == 2 })
+	d.waitFor("replan", func() bool { n, _ := be.calls(); return n == 2 })
 	if !be.iamChoices[1].CreateOIDCProvider {
 		t.Errorf("o did not ask for the OIDC provider: %+v", be.iamChoices)
 	}
@@ -264,9 +264,9 @@ func TestPlanScreen(t *testing.T) {
 		{"f", func(c PlanChoice) bool { return c.ForceEvict }},
 	}
 	for _, tc := range tests {
-		n := len(be.planned)
+		_, n := be.calls()
 		d.press(tc.key)
-		d.waitFor("replan after "+tc.key, func() bool { return len(be.planned) == n+1 })
+		d.waitFor("replan after "+tc.key, func() bool { _, m := be.calls(); return m == n+1 && !d.m.cur.(*planScreen).busy })
 		if c := be.planned[n]; !tc.check(c) {
 			t.Errorf("after %s planned with %+v", tc.key, c)
 		}
