@@ -29,12 +29,6 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/version"
 )
 
-// Exit codes of apply and rollback that scripts act on.
-const (
-	exitPaused  = 4 // a gate failed or a wait timed out: fix, then apply again
-	exitDrifted = 5 // the cluster changed since the plan: review a new plan
-)
-
 type runFlags struct {
 	plan          string
 	dir           string
@@ -129,9 +123,9 @@ func runRollout(ctx context.Context, g *GlobalOptions, f *runFlags, run func(con
 	var paused *rollout.PausedError
 	switch {
 	case errors.As(err, &drift):
-		return &ExitError{Code: exitDrifted, Err: err}
+		return &ExitError{Code: ExitDrifted, Err: err}
 	case errors.As(err, &paused):
-		return &ExitError{Code: exitPaused, Err: err}
+		return &ExitError{Code: ExitPaused, Err: err}
 	}
 	return err
 }

@@ -46,7 +46,7 @@ func applyConfig(g *GlobalOptions, f *runFlags, path string, now time.Time) erro
 	}
 	if !open {
 		w := c.MaintenanceWindow
-		return &ExitError{Code: exitPaused, Err: fmt.Errorf("outside the maintenance window of %s (%q for %s, %s): nothing was changed; run again inside the window",
+		return &ExitError{Code: ExitPaused, Err: fmt.Errorf("outside the maintenance window of %s (%q for %s, %s): nothing was changed; run again inside the window",
 			path, w.Schedule, w.Duration, w.TimeZone)}
 	}
 	return nil

@@ -186,7 +186,7 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 		printIAMPlan(g.IO.Out, plan)
 	}
 	if b := plan.Blocked(); len(b) > 0 {
-		return &ExitError{Code: 2, Err: &iam.BlockedError{Items: b}}
+		return &ExitError{Code: ExitIAMBlocked, Err: &iam.BlockedError{Items: b}}
 	}
 	if verb == "plan" || o.dryRun || plan.Changes() == 0 {
 		return nil

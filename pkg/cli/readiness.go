@@ -13,10 +13,6 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
 
-// ExitReadiness is the exit code of `readiness --fail-on` when findings at
-// or above the threshold exist.
-const ExitReadiness = 3
-
 type readinessOptions struct {
 	snapshot string
 	failOn   string

@@ -164,7 +164,7 @@ func TestApplyConfigMaintenanceWindow(t *testing.T) {
 		wantCode int // 0: no error
 	}{
 		{"inside the window", night, false, "", 0},
-		{"outside the window", noon, false, "", exitPaused},
+		{"outside the window", noon, false, "", ExitPaused},
 		{"dry run any time", noon, true, "", 0},
 		{"flag wins over the file", night, false, "us-east-1", 0},
 	} {

@@ -1,0 +1,15 @@
+package cli
+
+// Exit codes scripts and CI act on (documented in README.md and
+// docs/ARCHITECTURE.md). Any other failure exits 1.
+const (
+	// ExitIAMBlocked: `iam apply` found an object that exists, is not ours
+	// and does not match; nothing was changed (see --adopt).
+	ExitIAMBlocked = 2
+	// ExitReadiness: `readiness --fail-on` found findings at or above the threshold.
+	ExitReadiness = 3
+	// ExitPaused: a gate failed or a wait timed out; fix, then apply again.
+	ExitPaused = 4
+	// ExitDrifted: the cluster changed since the plan; review a new plan.
+	ExitDrifted = 5
+)
