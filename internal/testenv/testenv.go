@@ -50,6 +50,14 @@ type Options struct {
 	// InstanceTypesFile is passed to Karpenter as INSTANCE_TYPES_FILE_PATH;
 	// empty means Karpenter's built-in synthetic catalogue.
 	InstanceTypesFile string
+	// ControllerManagerArgs, SchedulerArgs and KwokArgs are extra flags
+	// appended to kube-controller-manager's, kube-scheduler's and kwok's
+	// command lines, e.g. client rate limits and controller concurrency for
+	// a load benchmark: "--kube-api-qps=200", "--concurrent-replicaset-syncs=20",
+	// or "--config", a KwokConfiguration file.
+	ControllerManagerArgs []string
+	SchedulerArgs         []string
+	KwokArgs              []string
 }
 
 // Env is a running control plane and clients for it.
@@ -293,18 +301,19 @@ func start(ctx context.Context, dir string, opts Options) (*Env, error) {
 		"--bind-address", "127.0.0.1",
 		"--secure-port", "0",
 	}
-	if _, err := run(binControllerManager, append(slices.Clone(componentArgs),
+	kcmArgs := append(slices.Clone(componentArgs),
 		"--service-account-private-key-file", keys.saKey,
 		"--root-ca-file", keys.caCert,
 		"--use-service-account-credentials=true",
 		"--controllers", "*",
-	)); err != nil {
+	)
+	if _, err := run(binControllerManager, append(kcmArgs, opts.ControllerManagerArgs...)); err != nil {
 		return fail(err)
 	}
-	if _, err := run(binScheduler, componentArgs); err != nil {
+	if _, err := run(binScheduler, append(slices.Clone(componentArgs), opts.SchedulerArgs...)); err != nil {
 		return fail(err)
 	}
-	if _, err := run(binKwok, []string{
+	if _, err := run(binKwok, append([]string{
 		"--kubeconfig", env.Kubeconfig,
 		"--config", filepath.Join(root, controlPlaneDir, "stages.yaml"),
 		"--manage-all-nodes=false",
@@ -312,7 +321,7 @@ func start(ctx context.Context, dir string, opts Options) (*Env, error) {
 		"--node-lease-duration-seconds", "40",
 		"--cidr", "10.244.0.0/16",
 		"--node-ip", "10.0.0.1",
-	}); err != nil {
+	}, opts.KwokArgs...)); err != nil {
 		return fail(err)
 	}
 

@@ -44,6 +44,14 @@ type DrainOptions struct {
 	// 0 evicts them all at once. 1 makes a drain's requests happen in a
 	// fixed order (the embedded sandbox's reproducible runs use it).
 	PodConcurrency int
+	// Watch follows the PodDisruptionBudgets and the drained nodes' pods
+	// through watches: an eviction waits for its budget to allow one more
+	// disruption instead of being refused (429) and retried on a timer, and
+	// an evicted pod is known gone as soon as it is, without polling. The
+	// timers remain as fallbacks. It is for the wall clock: a simulated
+	// clock that only moves when the drain waits on it would see watch
+	// events arrive in goroutine order, not in simulated time.
+	Watch bool
 }
 
 // DefaultDrainOptions honours grace periods, retries 429 from 250ms up to
@@ -217,6 +225,11 @@ func (d *Drainer) DrainNodes(ctx context.Context, nodes []string, concurrency in
 	results := make([]DrainResult, len(nodes))
 	errs := make([]error, len(nodes))
 	sem := make(chan struct{}, concurrency)
+	var pdbs *follower
+	if d.Options.Watch {
+		pdbs = followPDBs(ctx, d.Client)
+		defer pdbs.stop()
+	}
 	var wg sync.WaitGroup
 	for i, n := range nodes {
 		select {
@@ -230,7 +243,7 @@ func (d *Drainer) DrainNodes(ctx context.Context, nodes []string, concurrency in
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[i], errs[i] = d.Drain(ctx, n)
+			results[i], errs[i] = d.drain(ctx, n, pdbs)
 		}()
 	}
 	wg.Wait()
@@ -239,6 +252,16 @@ func (d *Drainer) DrainNodes(ctx context.Context, nodes []string, concurrency in
 
 // Drain evicts every evictable pod of one node and waits for them to be gone.
 func (d *Drainer) Drain(ctx context.Context, nodeName string) (DrainResult, error) {
+	var pdbs *follower
+	if d.Options.Watch {
+		pdbs = followPDBs(ctx, d.Client)
+		defer pdbs.stop()
+	}
+	return d.drain(ctx, nodeName, pdbs)
+}
+
+// drain is Drain with DrainNodes' budget follower (nil: none).
+func (d *Drainer) drain(ctx context.Context, nodeName string, pdbs *follower) (DrainResult, error) {
 	res := DrainResult{Node: nodeName}
 	if d.Options.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -252,6 +275,12 @@ func (d *Drainer) Drain(ctx context.Context, nodeName string) (DrainResult, erro
 	res.Skipped = skipped
 	for _, s := range skipped {
 		d.emit(DrainEvent{Type: DrainSkipped, Node: nodeName, Pod: s.Pod, Message: s.Reason})
+	}
+	var podsF *follower
+	if d.Options.Watch && len(pods) > 0 {
+		// Waits for evicted pods outlive ctx (see evict): so does this.
+		podsF = followPods(context.WithoutCancel(ctx), d.Client, nodeName)
+		defer podsF.stop()
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -267,7 +296,7 @@ func (d *Drainer) Drain(ctx context.Context, nodeName string) (DrainResult, erro
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[i] = d.evict(ctx, nodeName, pods[i])
+			errs[i] = d.evict(ctx, nodeName, pods[i], pdbs, podsF)
 			if errs[i] == nil {
 				mu.Lock()
 				res.Evicted = append(res.Evicted, pods[i].Namespace+"/"+pods[i].Name)
@@ -286,21 +315,55 @@ func (d *Drainer) Drain(ctx context.Context, nodeName string) (DrainResult, erro
 // evict evicts one pod, retrying 429 with backoff, and waits until it is
 // gone. Once the eviction is accepted the wait survives cancellation of ctx
 // (bounded by the pod's grace period plus a minute), so an interrupted
-// rollout leaves no pod half-evicted.
-func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod) error {
+// rollout leaves no pod half-evicted. With followers (Options.Watch), a
+// Ready pod whose one budget allows no more disruptions than evictions
+// already in flight waits for the budget to change before asking, a 429
+// is retried as soon as the budget changes, and the pod is known gone from
+// the watch; the timers are the fallback.
+func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod, pdbs, pods *follower) error {
 	name := pod.Namespace + "/" + pod.Name
 	h := &drain.Helper{Ctx: ctx, Client: d.Client, GracePeriodSeconds: d.Options.GracePeriodSeconds}
 	delay := d.Options.RetryInitial
 	if delay <= 0 {
 		delay = 250 * time.Millisecond
 	}
+	// A budget that the cache says is exhausted is asked anyway after this
+	// long: the API server, not the cache, has the last word.
+	held := 5 * max(d.Options.RetryMax, delay)
 	var pdb string
-	for attempt := 1; ; attempt++ {
+	if ready(&pod) {
+		pdb = pdbs.budgetOf(&pod)
+	}
+	gated := pdb != ""
+	waiting := false
+	for attempt := 1; ; {
 		if ctx.Err() != nil {
 			return fmt.Errorf("evict %s: not started: %w", name, context.Cause(ctx))
 		}
+		wake := pdbs.changed(pdb)
+		release := func() {}
+		if gated {
+			var ok bool
+			if release, ok = pdbs.admit(pdb); !ok {
+				if !waiting {
+					waiting = true
+					d.emit(DrainEvent{Type: DrainBlocked, Node: nodeName, Pod: name, PDB: pdb, Attempt: attempt,
+						Message: "PodDisruptionBudget " + pdb + " allows no more disruptions now; waiting for it to allow one"})
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("evict %s: waiting for PodDisruptionBudget %s: %w", name, pdb, context.Cause(ctx))
+				case <-wake:
+				case <-d.Clock.After(held):
+					gated = false // ask the API server once
+				}
+				continue
+			}
+		}
+		waiting = false
 		d.emit(DrainEvent{Type: DrainEvicting, Node: nodeName, Pod: name, Attempt: attempt})
 		err := h.EvictPod(pod, policyv1.SchemeGroupVersion)
+		release()
 		if err == nil || apierrors.IsNotFound(err) {
 			break
 		}
@@ -312,18 +375,24 @@ func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod) er
 		if !apierrors.IsTooManyRequests(err) {
 			return fmt.Errorf("evict %s: %w", name, err)
 		}
-		if attempt == 1 { // look the budget up once: every lookup lists the namespace's PDBs
+		if pdb == "" && attempt == 1 { // look the budget up once: every lookup lists the namespace's PDBs
 			pdb = d.blockingPDB(ctx, &pod)
 		}
 		d.emit(DrainEvent{Type: DrainBlocked, Node: nodeName, Pod: name, PDB: pdb, Attempt: attempt, Message: err.Error()})
+		if wake == nil && !strings.Contains(pdb, ",") {
+			wake = pdbs.changed(pdb) // the budget is known only now
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("evict %s: waiting after 429 (attempt %d): %w", name, attempt, context.Cause(ctx))
+		case <-wake:
 		case <-d.Clock.After(delay):
 		}
+		gated = pdbs.synced() && pdb != "" && !strings.Contains(pdb, ",")
 		if delay *= 2; d.Options.RetryMax > 0 && delay > d.Options.RetryMax {
 			delay = d.Options.RetryMax
 		}
+		attempt++
 	}
 	grace := int64(30)
 	if pod.Spec.TerminationGracePeriodSeconds != nil {
@@ -334,34 +403,54 @@ func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod) er
 	}
 	wctx, cancel := clockTimeout(context.WithoutCancel(ctx), d.Clock, time.Duration(grace)*time.Second+time.Minute)
 	defer cancel()
-	if err := d.waitGone(wctx, pod); err != nil {
+	if err := d.waitGone(wctx, pod, pods); err != nil {
 		return fmt.Errorf("evict %s: wait for it to terminate: %w", name, err)
 	}
 	d.emit(DrainEvent{Type: DrainEvicted, Node: nodeName, Pod: name})
 	return nil
 }
 
-func (d *Drainer) waitGone(ctx context.Context, pod corev1.Pod) error {
+// waitGone waits until pod is deleted (or replaced under its name). With a
+// follower it reads the watch's cache, woken by the pod's events, and asks
+// the API server only every tenth poll interval, in case the watch lags.
+func (d *Drainer) waitGone(ctx context.Context, pod corev1.Pod, pods *follower) error {
 	interval := d.Options.PollInterval
 	if interval <= 0 {
 		interval = time.Second
 	}
+	key := pod.Namespace + "/" + pod.Name
+	ask := !pods.synced()
 	for {
-		p, err := d.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
+		wake := pods.changed(key)
+		if gone, known := pods.gone(key, pod.UID); gone {
 			return nil
-		case err != nil && ctx.Err() == nil:
-			// transient API errors: poll again
-		case err != nil:
-			return err
-		case p.UID != pod.UID:
-			return nil // a StatefulSet replaced it under the same name
+		} else if !known {
+			ask = true
+		}
+		if ask {
+			p, err := d.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				return nil
+			case err != nil && ctx.Err() == nil:
+				// transient API errors: poll again
+			case err != nil:
+				return err
+			case p.UID != pod.UID:
+				return nil // a StatefulSet replaced it under the same name
+			}
+		}
+		wait := interval
+		if pods.synced() {
+			wait = 10 * interval
 		}
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-d.Clock.After(interval):
+		case <-wake:
+			ask = false
+		case <-d.Clock.After(wait):
+			ask = true
 		}
 	}
 }

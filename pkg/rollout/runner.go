@@ -208,6 +208,13 @@ func (s *Session) drainOptions() kube.DrainOptions {
 	if o.Timeout == 0 {
 		o.Timeout = s.Plan.Budget.Gates.PDBWaitTimeout.Duration
 	}
+	// On the wall clock, follow PDBs and pods through watches (evict as
+	// soon as a budget allows, know at once that a pod is gone); a
+	// simulated clock (the sandbox) keeps the timers only, so a seed
+	// still gives one run.
+	if _, wall := s.Clock.(clock.RealClock); wall {
+		o.Watch = true
+	}
 	return o
 }
 

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,13 +31,51 @@ const (
 	benchTargets     = 25 // 16-CPU nodes standing in for pre-provisioned Karpenter capacity
 )
 
+// benchControlPlane lifts the control plane's own limits, which a
+// 1,000-pod drain otherwise measures instead of the drain:
+// kube-controller-manager's clients default to 20 QPS / 30 burst per
+// controller (the ReplicaSet controller re-creates every evicted pod, the
+// disruption controller rewrites a PDB's status after every change) with 5
+// ReplicaSet and 5 Deployment workers, and kube-scheduler's client to 50 QPS
+// / 100 burst (one binding per pod). Its --kube-api-* flags are deprecated
+// in favour of a config file but still honoured without --config (v1.35).
+func benchControlPlane(b *testing.B) testenv.Options {
+	conf := filepath.Join(b.TempDir(), "kwok.yaml")
+	if err := os.WriteFile(conf, []byte(kwokConfig), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return testenv.Options{
+		ControllerManagerArgs: []string{"--kube-api-qps=200", "--kube-api-burst=400", "--concurrent-replicaset-syncs=20", "--concurrent-deployment-syncs=20"},
+		SchedulerArgs:         []string{"--kube-api-qps=200", "--kube-api-burst=400"},
+		KwokArgs:              []string{"--config", conf},
+	}
+}
+
+// kwokConfig raises kwok's pod stage workers from 4 to 16: they delete
+// evicted pods and mark their replacements Ready, 2,000 transitions in this
+// drain. A configuration file is not defaulted, so it spells out kwok
+// v0.8.0's other defaults.
+const kwokConfig = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: 16
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+  enableDebuggingHandlers: true
+  enableProfilingHandler: true
+  enableContentionProfiling: false
+  enablePodsOnNodeSyncListPager: true
+  enablePodsOnNodeSyncStreamWatch: false
+`
+
 // benchCluster starts a control plane with benchNodes legacy nodes running
 // benchDeployments × benchReplicas pods, each Deployment behind a PDB
 // maxUnavailable 10%, then adds the target capacity. It returns the env,
 // the legacy node names and the budgets.
 func benchCluster(b *testing.B) (*testenv.Env, []string, []budget) {
 	b.Helper()
-	env := testenv.Start(b, testenv.Options{})
+	env := testenv.Start(b, benchControlPlane(b))
 	ctx := b.Context()
 	var legacy []string
 	for i := range benchNodes {
@@ -118,7 +160,7 @@ func BenchmarkDrain100Nodes(b *testing.B) {
 // benchRun drains the legacy nodes of a fresh cluster with drainFn while a
 // watch counts healthy pods per PDB; it returns the drain's wall time, the
 // longest pod wait for a node and how many PDBs dropped below minimum.
-func benchRun(b *testing.B, drainFn func(context.Context, *testenv.Env, []string) error) (time.Duration, time.Duration, int) {
+func benchRun(b *testing.B, drainFn func(context.Context, testing.TB, *testenv.Env, []string) error) (time.Duration, time.Duration, int) {
 	b.StopTimer()
 	env, legacy, budgets := benchCluster(b)
 	ctx := b.Context()
@@ -128,7 +170,7 @@ func benchRun(b *testing.B, drainFn func(context.Context, *testenv.Env, []string
 	}
 	b.StartTimer()
 	began := time.Now()
-	if err := drainFn(ctx, env, legacy); err != nil {
+	if err := drainFn(ctx, b, env, legacy); err != nil {
 		b.Fatal(err)
 	}
 	elapsed := time.Since(began)
@@ -157,13 +199,17 @@ func benchRun(b *testing.B, drainFn func(context.Context, *testenv.Env, []string
 
 // drainWaves is the rollout's drain: waves of benchWaveSize nodes, each
 // cordoned, then drained concurrently with kube.Drainer (the code path of
-// a wave's drain phase).
-func drainWaves(ctx context.Context, env *testenv.Env, nodes []string) error {
+// a wave's drain phase). It logs where the time went (drainProfile).
+func drainWaves(ctx context.Context, tb testing.TB, env *testenv.Env, nodes []string) error {
 	opts := kube.DefaultDrainOptions()
 	opts.Timeout = 10 * time.Minute
-	d := &kube.Drainer{Client: env.Client, Clock: clock.RealClock{}, Options: opts}
+	opts.Watch = true // as the rollout drains on the wall clock
+	prof := newDrainProfile()
+	d := &kube.Drainer{Client: env.Client, Clock: clock.RealClock{}, Options: opts, OnEvent: prof.observe}
 	for i := 0; i < len(nodes); i += benchWaveSize {
 		wave := nodes[i:min(i+benchWaveSize, len(nodes))]
+		began := time.Now()
+		prof.start(began)
 		for _, n := range wave {
 			if err := kube.Cordon(ctx, env.Client, n, true); err != nil {
 				return err
@@ -178,12 +224,95 @@ func drainWaves(ctx context.Context, env *testenv.Env, nodes []string) error {
 				return fmt.Errorf("node %s: pods left: %v", r.Node, r.Skipped)
 			}
 		}
+		prof.wave(time.Since(began))
 	}
+	tb.Log(prof.String())
 	return nil
 }
 
+// drainProfile records, from the Drainer's events, where a wave drain
+// spends its time: eviction requests and how many were refused with 429 (a
+// PDB at its minimum: every request but each pod's last), how long pods
+// waited for their eviction to be accepted, how long an accepted eviction
+// took to terminate the pod, and the most pods being evicted at once.
+type drainProfile struct {
+	mu                 sync.Mutex
+	first, last        map[string]time.Time // first and latest eviction request per pod
+	attempts           int
+	inFlight, peak     int
+	pdbWait, terminate []time.Duration
+	waves              []time.Duration
+	// waveStart is when the current wave began; setup is, per wave, the
+	// time to its first eviction request (cordon, pod listing, PDB sync).
+	waveStart time.Time
+	setup     []time.Duration
+}
+
+func (p *drainProfile) start(t time.Time) {
+	p.mu.Lock()
+	p.waveStart = t
+	p.mu.Unlock()
+}
+
+func newDrainProfile() *drainProfile {
+	return &drainProfile{first: map[string]time.Time{}, last: map[string]time.Time{}}
+}
+
+func (p *drainProfile) observe(e kube.DrainEvent) {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.first[e.Pod]; !ok && (e.Type == kube.DrainEvicting || e.Type == kube.DrainBlocked) {
+		p.first[e.Pod] = now // asked, or held for its PDB
+		p.inFlight++
+		p.peak = max(p.peak, p.inFlight)
+	}
+	if !p.waveStart.IsZero() {
+		p.setup = append(p.setup, now.Sub(p.waveStart).Round(time.Millisecond))
+		p.waveStart = time.Time{}
+	}
+	switch e.Type {
+	case kube.DrainEvicting:
+		p.attempts++
+		p.last[e.Pod] = now
+	case kube.DrainEvicted:
+		p.inFlight--
+		p.pdbWait = append(p.pdbWait, p.last[e.Pod].Sub(p.first[e.Pod]))
+		p.terminate = append(p.terminate, now.Sub(p.last[e.Pod]))
+	}
+}
+
+func (p *drainProfile) wave(d time.Duration) {
+	p.mu.Lock()
+	p.waves = append(p.waves, d.Round(time.Millisecond))
+	p.mu.Unlock()
+}
+
+func (p *drainProfile) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return fmt.Sprintf("waves %v (to the first eviction: %v); %d pods, %d eviction requests (%d refused with 429), at most %d pods in flight; "+
+		"waiting for a PDB to allow the eviction: %s; accepted eviction to pod gone: %s",
+		p.waves, p.setup, len(p.first), p.attempts, p.attempts-len(p.first), p.peak, summary(p.pdbWait), summary(p.terminate))
+}
+
+// summary renders durations as mean / p50 / p95 / max.
+func summary(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	var sum time.Duration
+	for _, d := range s {
+		sum += d
+	}
+	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
+	return fmt.Sprintf("mean %s p50 %s p95 %s max %s", r(sum/time.Duration(len(s))), r(s[len(s)/2]), r(s[len(s)*95/100]), r(s[len(s)-1]))
+}
+
 // drainSequential is `kubectl drain` run node after node.
-func drainSequential(ctx context.Context, env *testenv.Env, nodes []string) error {
+func drainSequential(ctx context.Context, _ testing.TB, env *testenv.Env, nodes []string) error {
 	h := &drain.Helper{Ctx: ctx, Client: env.Client, Force: false, GracePeriodSeconds: -1, IgnoreAllDaemonSets: true,
 		DeleteEmptyDirData: true, Timeout: 10 * time.Minute, EvictErrorRetryDelay: 5 * time.Second, Out: io.Discard, ErrOut: io.Discard}
 	for _, n := range nodes {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"sync"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,15 +20,17 @@ type budget struct {
 	min      int
 }
 
-// podWatch follows every pod of a namespace through a watch and, after
-// each event, counts the healthy pods of every budget (Running, Ready, not
-// terminating — what the disruption controller counts) and records the
-// lowest count seen. It also records the longest time a pod waited for a
-// node.
+// podWatch follows every pod of a namespace through a watch and keeps, per
+// budget, the count of its healthy pods (Running, Ready, not terminating —
+// what the disruption controller counts), updated by each event for the
+// budgets that select the pod, and the lowest count seen. It also records
+// the longest time a pod waited for a node. The counts are incremental so
+// that the watcher, on the machine it measures, costs little CPU.
 type podWatch struct {
 	mu       sync.Mutex
 	budgets  []budget
-	healthy  map[string]*corev1.Pod
+	healthy  map[string]bool
+	counts   map[string]int
 	lowest   map[string]int
 	since    map[string]time.Time // when a pod was first seen without a node
 	pending  time.Duration        // longest time a pod waited for a node
@@ -52,7 +55,7 @@ func healthy(p *corev1.Pod) bool {
 // the initial list is counted.
 func watchPods(ctx context.Context, c kubernetes.Interface, ns string, budgets []budget) (*podWatch, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &podWatch{budgets: budgets, healthy: map[string]*corev1.Pod{}, lowest: map[string]int{}, since: map[string]time.Time{}, stopped: make(chan struct{}), cancel: cancel}
+	w := &podWatch{budgets: budgets, healthy: map[string]bool{}, counts: map[string]int{}, lowest: map[string]int{}, since: map[string]time.Time{}, stopped: make(chan struct{}), cancel: cancel}
 	list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		cancel()
@@ -62,7 +65,7 @@ func watchPods(ctx context.Context, c kubernetes.Interface, ns string, budgets [
 		w.observe(&list.Items[i], false)
 	}
 	for _, b := range budgets {
-		w.lowest[b.name] = w.count(b)
+		w.lowest[b.name] = w.counts[b.name]
 	}
 	wi, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 	if err != nil {
@@ -85,9 +88,6 @@ func watchPods(ctx context.Context, c kubernetes.Interface, ns string, budgets [
 			}
 			w.mu.Lock()
 			w.observe(p, ev.Type == watch.Deleted)
-			for _, b := range w.budgets {
-				w.lowest[b.name] = min(w.lowest[b.name], w.count(b))
-			}
 			w.mu.Unlock()
 		}
 	}()
@@ -105,12 +105,30 @@ type statusError struct{ msg string }
 
 func (e *statusError) Error() string { return e.msg }
 
+// observe applies one pod event: a pod turning healthy or not moves the
+// counts of the budgets selecting it, and their lowest.
 func (w *podWatch) observe(p *corev1.Pod, deleted bool) {
 	key := p.Namespace + "/" + p.Name
-	if deleted || !healthy(p) {
-		delete(w.healthy, key)
-	} else {
-		w.healthy[key] = p
+	now := !deleted && healthy(p)
+	if now != w.healthy[key] {
+		if now {
+			w.healthy[key] = true
+		} else {
+			delete(w.healthy, key)
+		}
+		for _, b := range w.budgets {
+			if !b.selector.Matches(labels.Set(p.Labels)) {
+				continue
+			}
+			if now {
+				w.counts[b.name]++
+			} else {
+				w.counts[b.name]--
+			}
+			if l, ok := w.lowest[b.name]; ok {
+				w.lowest[b.name] = min(l, w.counts[b.name])
+			}
+		}
 	}
 	// Pending time is measured on the watcher's clock (object timestamps
 	// have one-second resolution): from the first event without a node to
@@ -123,16 +141,6 @@ func (w *podWatch) observe(p *corev1.Pod, deleted bool) {
 		w.pending = max(w.pending, time.Since(start))
 		delete(w.since, key)
 	}
-}
-
-func (w *podWatch) count(b budget) int {
-	n := 0
-	for _, p := range w.healthy {
-		if b.selector.Matches(labels.Set(p.Labels)) {
-			n++
-		}
-	}
-	return n
 }
 
 // stop ends the watch and returns the lowest healthy count per budget and
@@ -150,4 +158,45 @@ func (w *podWatch) stop() (map[string]int, time.Duration, error) {
 		out[k] = v
 	}
 	return out, w.pending, w.watchErr
+}
+
+// TestPodWatchCounts: the incremental counts follow pods turning healthy
+// and unhealthy, per budget, and keep the lowest (no control plane needed).
+func TestPodWatchCounts(t *testing.T) {
+	budgets := []budget{{name: "web", selector: labels.SelectorFromSet(labelsOf("web")), min: 1}, {name: "db", selector: labels.SelectorFromSet(labelsOf("db")), min: 1}}
+	w := &podWatch{budgets: budgets, healthy: map[string]bool{}, counts: map[string]int{}, lowest: map[string]int{}, since: map[string]time.Time{}}
+	pod := func(name, app string, ready bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: labelsOf(app)}, Spec: corev1.PodSpec{NodeName: "n1"},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		if ready {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		}
+		return p
+	}
+	w.observe(pod("web-1", "web", true), false)
+	w.observe(pod("web-2", "web", true), false)
+	w.observe(pod("db-1", "db", true), false)
+	for _, b := range budgets {
+		w.lowest[b.name] = w.counts[b.name]
+	}
+	steps := []struct {
+		pod     *corev1.Pod
+		deleted bool
+		web, db int
+	}{
+		{pod("web-1", "web", true), false, 2, 1}, // no change
+		{pod("web-1", "web", false), false, 1, 1},
+		{pod("web-1", "web", false), true, 1, 1}, // already unhealthy
+		{pod("web-3", "web", true), false, 2, 1},
+		{pod("db-1", "db", true), true, 2, 0},
+	}
+	for i, s := range steps {
+		w.observe(s.pod, s.deleted)
+		if w.counts["web"] != s.web || w.counts["db"] != s.db {
+			t.Errorf("step %d: counts %v, want web %d db %d", i, w.counts, s.web, s.db)
+		}
+	}
+	if w.lowest["web"] != 1 || w.lowest["db"] != 0 {
+		t.Errorf("lowest %v, want web 1 db 0", w.lowest)
+	}
 }
