@@ -28,6 +28,9 @@ const Namespace = "karpenter-migrate"
 const (
 	tick          = sandbox.PollInterval
 	settleTimeout = 30 * time.Minute
+	// consolidationTimeout bounds how long Karpenter may take to settle
+	// the fleet after the waves (several rounds of consolidateAfter).
+	consolidationTimeout = 4 * time.Hour
 )
 
 // JournalFile is the copy of the runner's journal the demo writes after
@@ -82,7 +85,7 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	evictions := r.sb.Stats().Evictions
+	evictions, consolidation := r.sb.Stats().Evictions, r.sb.Stats().ConsolidationEvictions
 	err = rr.Apply(ctx)
 	if werr := r.writeJournal(ctx); werr != nil && err == nil {
 		err = werr
@@ -90,10 +93,12 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", r.runError(ctx, err)
 	}
-	// Moves are counted by the cluster (evictions its API allowed) plus
-	// the pods of the Deployments the runner restarted; a pod evicted onto
-	// a node of a later wave moves again.
-	evicted := r.sb.Stats().Evictions - evictions
+	// Moves are counted by the cluster (evictions its API allowed, but
+	// those of Karpenter's own consolidation) plus the pods of the
+	// Deployments the runner restarted; a pod evicted onto a node of a
+	// later wave moves again.
+	st := r.sb.Stats()
+	evicted := st.Evictions - evictions - (st.ConsolidationEvictions - consolidation)
 	r.sum.PodsMoved = evicted + obs.restarted
 	left, err := r.podsOnLegacyNodes(ctx)
 	if err != nil {
@@ -269,7 +274,7 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	evictions := r.sb.Stats().Evictions
+	evictions, consolidation := r.sb.Stats().Evictions, r.sb.Stats().ConsolidationEvictions
 	err = rr.Rollback(ctx, "")
 	if werr := r.writeJournal(ctx); werr != nil && err == nil {
 		err = werr
@@ -288,7 +293,8 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	rb.PodsMoved = r.sb.Stats().Evictions - evictions + obs.restarted
+	st := r.sb.Stats()
+	rb.PodsMoved = st.Evictions - evictions - (st.ConsolidationEvictions - consolidation) + obs.restarted
 	r.sum.Rollback = rb
 	if !rb.Restored {
 		return "", fmt.Errorf("rollback incomplete: %s", strings.Join(rb.Problems, "; "))

@@ -100,11 +100,40 @@ type Summary struct {
 	// ClusterAutoscalerReplicas is CA's replicas after the migration.
 	ClusterAutoscalerReplicas int32 `json:"clusterAutoscalerReplicas"`
 
+	// Consolidation is what the sandbox's Karpenter stand-in did on its
+	// own: the commands its disruption controller executed (during the
+	// waves and after them) and what they saved. NodesAfter and
+	// CostPerHourAfter are the fleet once it has nothing left to do.
+	Consolidation *ConsolidationSummary `json:"consolidation,omitempty"`
+
 	Rollback *RollbackSummary `json:"rollback,omitempty"`
 
 	SimulatedSeconds float64      `json:"simulatedSeconds"`
 	WallSeconds      float64      `json:"wallSeconds"`
 	Steps            []StepResult `json:"steps"`
+}
+
+// ConsolidationSummary reports Karpenter's consolidation in the sandbox.
+type ConsolidationSummary struct {
+	// NodesAfterMigration, NodesAfterMigrationByType and
+	// CostPerHourAfterMigration are the fleet right after the last wave,
+	// before Karpenter settles it.
+	NodesAfterMigration       int            `json:"nodesAfterMigration"`
+	NodesAfterMigrationByType map[string]int `json:"nodesAfterMigrationByType"`
+	CostPerHourAfterMigration float64        `json:"costPerHourAfterMigration"`
+	// Commands counts the disruption commands executed and SavingsPerHour
+	// the $/h they saved; Skipped counts the commands dropped as invalid
+	// or aborted.
+	Commands       int     `json:"commands"`
+	SavingsPerHour float64 `json:"savingsPerHour"`
+	Skipped        int     `json:"skipped"`
+	// PodsMoved counts the evictions of the commands' drains.
+	PodsMoved int `json:"podsMoved"`
+	// SettleSeconds is the simulated time from the end of apply until
+	// Karpenter had nothing left to do.
+	SettleSeconds float64 `json:"settleSeconds"`
+	// Log is every command the stand-in decided, in order, with its outcome.
+	Log []sandbox.ConsolidationCommand `json:"log,omitempty"`
 }
 
 // RollbackSummary reports the state after `--rollback`.
@@ -295,16 +324,28 @@ func (r *runner) fleet() (int, map[string]int, float64) {
 
 func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
 
-// stepFinal lets the cluster settle — Karpenter consolidates what the
-// waves left, after the NodePools' consolidateAfter — and reports the
-// fleet the migration ends with.
+// stepFinal lets the cluster settle — the Karpenter stand-in consolidates
+// what the waves left on its polling period, each node once its
+// NodePool's consolidateAfter has passed, until it has nothing left to do
+// — and reports the fleet the migration ends with.
 func (r *runner) stepFinal(ctx context.Context) (string, error) {
-	if err := r.sb.Step(ctx, r.maxConsolidateAfter()+3*tick); err != nil {
-		return "", err
-	}
+	// The fleet right after the waves: the instances the last wave
+	// terminated gone, every pod Ready.
 	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
+		return "", fmt.Errorf("after the waves: %w", err)
+	}
+	cs := &ConsolidationSummary{}
+	cs.NodesAfterMigration, cs.NodesAfterMigrationByType, cs.CostPerHourAfterMigration = r.fleet()
+	start := r.sb.Now()
+	if err := r.sb.SettleConsolidation(ctx, consolidationTimeout); err != nil {
 		return "", fmt.Errorf("consolidation: %w", err)
 	}
+	cs.SettleSeconds = r.sb.Now().Sub(start).Seconds()
+	st := r.sb.Stats()
+	cs.Commands, cs.SavingsPerHour, cs.PodsMoved = st.Consolidations, round4(st.ConsolidationSavings), st.ConsolidationEvictions
+	cs.Skipped = st.ConsolidationsInvalid + st.ConsolidationsAborted
+	cs.Log = r.sb.Consolidations()
+	r.sum.Consolidation = cs
 	n, byType, cost := r.fleet()
 	r.sum.NodesAfter, r.sum.NodesAfterByType, r.sum.CostPerHourAfter = n, byType, cost
 	pods, err := r.clients.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
@@ -345,7 +386,8 @@ func (r *runner) stepFinal(ctx context.Context) (string, error) {
 	if left > 0 {
 		return "", fmt.Errorf("%d pods are still on legacy nodes", left)
 	}
-	return fmt.Sprintf("%d nodes ($%.4f/h) → %d nodes ($%.4f/h); legacy groups at zero: %t", r.sum.NodesBefore, r.sum.CostPerHourBefore, n, cost, r.sum.GroupsAtZero), nil
+	return fmt.Sprintf("%d nodes ($%.4f/h) → %d nodes ($%.4f/h) after the waves → %d nodes ($%.4f/h) once Karpenter consolidated (%d commands, $%.4f/h saved); legacy groups at zero: %t",
+		r.sum.NodesBefore, r.sum.CostPerHourBefore, cs.NodesAfterMigration, cs.CostPerHourAfterMigration, n, cost, cs.Commands, cs.SavingsPerHour, r.sum.GroupsAtZero), nil
 }
 
 func isDaemonSetPod(p *corev1.Pod) bool {

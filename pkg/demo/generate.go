@@ -8,7 +8,6 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -67,17 +66,6 @@ func decodeNodePool(u *unstructured.Unstructured) (*apisv1.NodePool, error) {
 		return nil, fmt.Errorf("NodePool %s: %w", u.GetName(), err)
 	}
 	return &np, nil
-}
-
-// maxConsolidateAfter is the longest consolidateAfter among the pools.
-func (r *runner) maxConsolidateAfter() time.Duration {
-	var d time.Duration
-	for _, p := range r.pools {
-		if c := p.Spec.Disruption.ConsolidateAfter.Duration; c != nil && *c > d {
-			d = *c
-		}
-	}
-	return d
 }
 
 // decodeObjects splits a built multi-document YAML stream into objects.

@@ -157,7 +157,6 @@ func (s *Sandbox) terminate(ctx context.Context, id string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete node %s of terminated instance %s: %w", in.NodeName, id, err)
 	}
-	delete(s.emptySince, in.NodeName)
 	return nil
 }
 

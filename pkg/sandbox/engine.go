@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
@@ -42,13 +43,7 @@ func (s *Sandbox) engineProvision(req ProvisionRequest) (ProvisionResult, bool) 
 		}
 		in.Pods = append(in.Pods, podRecord(p, vols))
 	}
-	for _, ds := range req.DaemonSets {
-		spec := ds.Spec.Template.Spec
-		r := PodRequests(&corev1.Pod{Spec: spec})
-		delete(r, corev1.ResourcePods)
-		in.DaemonSets = append(in.DaemonSets, inventory.DaemonSet{Namespace: ds.Namespace, Name: ds.Name, Labels: ds.Spec.Template.Labels,
-			Requests: r, NodeSelector: spec.NodeSelector, Affinity: spec.Affinity, Tolerations: spec.Tolerations})
-	}
+	in.DaemonSets = daemonSetRecords(req.DaemonSets)
 	out, err := engine.Solve(in)
 	if err != nil {
 		return ProvisionResult{}, false
@@ -69,6 +64,20 @@ func (s *Sandbox) engineProvision(req ProvisionRequest) (ProvisionResult, bool) 
 		res.Unschedulable[u.Pod.String()] = u.String()
 	}
 	return res, true
+}
+
+// daemonSetRecords are DaemonSets as the inventory records them: what
+// their pods request on every node they run on.
+func daemonSetRecords(dss []appsv1.DaemonSet) []inventory.DaemonSet {
+	out := make([]inventory.DaemonSet, 0, len(dss))
+	for _, ds := range dss {
+		spec := ds.Spec.Template.Spec
+		r := PodRequests(&corev1.Pod{Spec: spec})
+		delete(r, corev1.ResourcePods)
+		out = append(out, inventory.DaemonSet{Namespace: ds.Namespace, Name: ds.Name, Labels: ds.Spec.Template.Labels,
+			Requests: r, NodeSelector: spec.NodeSelector, Affinity: spec.Affinity, Tolerations: spec.Tolerations})
+	}
+	return out
 }
 
 func unschedulableAll(pods []*corev1.Pod, why string) map[string]string {

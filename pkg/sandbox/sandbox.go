@@ -72,6 +72,9 @@ type Options struct {
 	PackNodes bool
 	// Catalog is the cloud's instance types (default DefaultCatalog).
 	Catalog *Catalog
+	// Logf, when set, receives the Karpenter stand-in's disruption log:
+	// each command it starts, skips as invalid or aborts.
+	Logf func(format string, args ...any)
 }
 
 func (o *Options) defaults() error {
@@ -121,8 +124,8 @@ type Sandbox struct {
 	uidSeq int
 	// boundAt records when each pod was bound, for the pod-start delay.
 	boundAt map[types.UID]time.Time
-	// emptySince records when a Karpenter node last became empty.
-	emptySince map[string]time.Time
+	// dis is the Karpenter stand-in's disruption controller.
+	dis disruptor
 	// nominated maps pod keys to the NodeClaim launched for them.
 	nominated map[string]string
 	pdbBroken map[string]bool
@@ -160,6 +163,17 @@ type Stats struct {
 	// make for the sandbox (an instance type it cannot launch, an error),
 	// made by Catalog.Provision instead.
 	EngineFallbacks int `json:"engineFallbacks"`
+	// Consolidations counts the disruption commands the Karpenter stand-in
+	// executed, ConsolidationSavings the $/h they saved and
+	// ConsolidationEvictions the evictions their drains made;
+	// ConsolidationsInvalid counts commands disruption.Validate rejected
+	// and ConsolidationsAborted those whose replacement never became
+	// Ready. Consolidations lists them.
+	Consolidations         int     `json:"consolidations"`
+	ConsolidationSavings   float64 `json:"consolidationSavings"`
+	ConsolidationEvictions int     `json:"consolidationEvictions"`
+	ConsolidationsInvalid  int     `json:"consolidationsInvalid"`
+	ConsolidationsAborted  int     `json:"consolidationsAborted"`
 }
 
 // New builds a sandbox empty of workloads: load one with Load.
@@ -168,14 +182,14 @@ func New(opts Options) (*Sandbox, error) {
 		return nil, err
 	}
 	s := &Sandbox{
-		opts:       opts,
-		clock:      clocktesting.NewFakeClock(opts.Start),
-		cat:        opts.Catalog,
-		rng:        rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
-		boundAt:    map[types.UID]time.Time{},
-		emptySince: map[string]time.Time{},
-		nominated:  map[string]string{},
-		pdbBroken:  map[string]bool{},
+		opts:      opts,
+		clock:     clocktesting.NewFakeClock(opts.Start),
+		cat:       opts.Catalog,
+		rng:       rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
+		boundAt:   map[types.UID]time.Time{},
+		dis:       newDisruptor(),
+		nominated: map[string]string{},
+		pdbBroken: map[string]bool{},
 	}
 	s.cloud = newCloud()
 	s.kube, s.tracker = newFastClientset()

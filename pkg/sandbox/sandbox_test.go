@@ -289,11 +289,12 @@ func TestKarpenterStandInProvisionsAndConsolidates(t *testing.T) {
 	if n := len(s.Cloud().Instances()); n != 1 {
 		t.Fatalf("empty node removed after 30s, before consolidateAfter (1m): %d instances", n)
 	}
-	if err := s.Step(ctx, time.Minute); err != nil {
+	// consolidateAfter, then a disruption pass and ConsolidationTTL.
+	if err := s.Step(ctx, time.Minute+DisruptionPollPeriod+ConsolidationTTL); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(s.Cloud().Instances()); n != 0 {
-		t.Fatalf("%d instances left after consolidateAfter, want 0", n)
+		t.Fatalf("%d instances left after consolidateAfter, want 0; commands %+v", n, s.Consolidations())
 	}
 }
 

@@ -1,0 +1,828 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// Karpenter's disruption timing, in simulated time.
+const (
+	// DisruptionPollPeriod is how often the stand-in's disruption
+	// controller runs a pass (Karpenter's pollingPeriod).
+	DisruptionPollPeriod = 10 * time.Second
+	// ConsolidationTTL is how long a command waits before it is validated
+	// again against the cluster of that moment and executed (Karpenter's
+	// consolidationTTL).
+	ConsolidationTTL = 15 * time.Second
+	// ReplacementTimeout is how long a Replace waits for its replacement to
+	// be Ready before it gives up and untaints its nodes.
+	ReplacementTimeout = 10 * time.Minute
+)
+
+// Statuses of a ConsolidationCommand.
+const (
+	// CommandValidating: decided, waiting out ConsolidationTTL.
+	CommandValidating = "validating"
+	// CommandLaunching: the replacement of a Replace is launching.
+	CommandLaunching = "launching"
+	// CommandDraining: the nodes are tainted and their pods evicted.
+	CommandDraining = "draining"
+	// CommandExecuted: every node of the command is gone.
+	CommandExecuted = "executed"
+	// CommandInvalid: disruption.Validate rejected the command, when it was
+	// decided or after ConsolidationTTL; it was not executed.
+	CommandInvalid = "invalid"
+	// CommandAborted: the replacement did not become Ready in
+	// ReplacementTimeout (or its NodeClaim vanished); the nodes were
+	// untainted and kept.
+	CommandAborted = "aborted"
+)
+
+// ConsolidationCommand is one command of the Karpenter stand-in's
+// disruption controller and what became of it.
+type ConsolidationCommand struct {
+	DecidedAt  time.Time         `json:"decidedAt"`
+	FinishedAt time.Time         `json:"finishedAt,omitzero"`
+	Method     disruption.Method `json:"method"`
+	Action     disruption.Action `json:"action"`
+	// Nodes are the nodes the command removes.
+	Nodes []disruption.NodeRef `json:"nodes"`
+	// Replacement is the node a Replace launches (its name once it has
+	// registered).
+	Replacement *disruption.NodeRef `json:"replacement,omitempty"`
+	// Price is the removed nodes' $/h, Savings what the command saves.
+	Price   float64 `json:"price"`
+	Savings float64 `json:"savings"`
+	Status  string  `json:"status"`
+	Why     string  `json:"why"`
+	// Problems are disruption.Validate's findings for an invalid command,
+	// or why it was aborted.
+	Problems []string `json:"problems,omitempty"`
+	// Evictions counts the evictions the drain made (429s retried aside).
+	Evictions int `json:"evictions"`
+}
+
+// disruptor is the state of the stand-in's disruption controller.
+type disruptor struct {
+	lastPass time.Time
+	// podSig and lastPodEvent follow each Karpenter node's pods: a change of
+	// its set of (non-DaemonSet, active) pods is a pod event, which is what
+	// NodeClaim status.lastPodEventTime records.
+	podSig       map[string]string
+	lastPodEvent map[string]time.Time
+	// pending are commands waiting out ConsolidationTTL; running are being
+	// executed; history is every command, in the order decided.
+	pending []*command
+	running []*command
+	history []*command
+	// waitUntil is the latest time a managed node reaches consolidateAfter,
+	// as of the last pass; idle is set when that pass decided nothing.
+	waitUntil time.Time
+	idle      bool
+	// catalogTypes are the catalogue's instance types (default kubelet);
+	// types caches each NodePool's narrowing of them, by NodePool, until
+	// its requirements change.
+	catalogTypes []engine.InstanceType
+	types        map[string]poolTypes
+}
+
+type poolTypes struct {
+	key   string
+	types []engine.InstanceType
+}
+
+type command struct {
+	rec ConsolidationCommand
+	cmd disruption.Command
+	// claim is the replacement's NodeClaim; startedAt when execution began.
+	claim     string
+	startedAt time.Time
+}
+
+func newDisruptor() disruptor {
+	return disruptor{podSig: map[string]string{}, lastPodEvent: map[string]time.Time{}, types: map[string]poolTypes{}}
+}
+
+// Consolidations returns every command the stand-in's disruption
+// controller decided so far, in order, with its status.
+func (s *Sandbox) Consolidations() []ConsolidationCommand {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ConsolidationCommand, 0, len(s.dis.history))
+	for _, c := range s.dis.history {
+		r := c.rec
+		r.Nodes = append([]disruption.NodeRef(nil), r.Nodes...)
+		r.Problems = append([]string(nil), r.Problems...)
+		if r.Replacement != nil {
+			rep := *r.Replacement
+			r.Replacement = &rep
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// SettleConsolidation steps until the cluster is settled (as Settle) and
+// the Karpenter stand-in has nothing left to do: no command validating or
+// executing, every Karpenter node past its NodePool's consolidateAfter,
+// and a disruption pass after that decided nothing. It returns
+// ErrNotSettled if that takes more than max of simulated time.
+func (s *Sandbox) SettleConsolidation(ctx context.Context, max time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	deadline := s.Now().Add(max)
+	for {
+		busy, why, err := s.busy(ctx)
+		if err != nil {
+			return err
+		}
+		if !busy {
+			switch {
+			case len(s.dis.pending) > 0 || len(s.dis.running) > 0:
+				busy, why = true, "a disruption command is in progress"
+			case !s.dis.idle || s.dis.lastPass.Before(s.dis.waitUntil):
+				busy, why = true, "Karpenter nodes are waiting out consolidateAfter"
+			default:
+				return nil
+			}
+		}
+		if !s.Now().Before(deadline) {
+			return fmt.Errorf("%w after %s of simulated time: %s", ErrNotSettled, max, why)
+		}
+		if err := s.step(ctx, s.opts.Tick); err != nil {
+			return err
+		}
+	}
+}
+
+// consolidate is Karpenter's disruption controller and the termination
+// controller for the nodes it disrupts. Every tick it records pod events
+// and moves running commands on; every DisruptionPollPeriod it runs a
+// pass: commands that have waited out ConsolidationTTL are validated
+// against the cluster as it is now and started, or, when none waits, a
+// new decision is made with disruption.Decide and each command validated
+// with disruption.Validate before it waits.
+func (s *Sandbox) consolidate(ctx context.Context) error {
+	nodes, err := s.nodesByName(ctx)
+	if err != nil {
+		return err
+	}
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	s.trackPodEvents(nodes, pods)
+	if err := s.progressCommands(ctx, nodes, pods); err != nil {
+		return err
+	}
+	if !s.dis.lastPass.IsZero() && s.Now().Sub(s.dis.lastPass) < DisruptionPollPeriod {
+		return nil
+	}
+	s.dis.lastPass = s.Now()
+	in, err := s.disruptionInput(ctx)
+	if err != nil {
+		return err
+	}
+	if len(in.NodePools) == 0 {
+		s.dis.idle, s.dis.waitUntil = true, time.Time{}
+		return nil
+	}
+	if len(s.dis.pending) > 0 {
+		return s.startValidated(ctx, in)
+	}
+	s.dis.waitUntil = waitUntil(&in)
+	if !anyConsolidatable(&in) {
+		s.dis.idle = true
+		return nil
+	}
+	d, err := disruption.Decide(in)
+	if err != nil {
+		return fmt.Errorf("disruption pass: %w", err)
+	}
+	s.dis.idle = len(d.Commands) == 0
+	for _, c := range d.Commands {
+		cmd := &command{cmd: c, rec: ConsolidationCommand{DecidedAt: s.Now(), Method: c.Method, Action: c.Action,
+			Nodes: c.Nodes, Price: c.Price, Savings: c.Savings, Status: CommandValidating, Why: c.Why}}
+		if r := c.Replacement; r != nil {
+			cmd.rec.Replacement = &disruption.NodeRef{NodePool: r.NodePool, InstanceType: r.InstanceType, Zone: r.Zone, CapacityType: r.CapacityType, Price: r.Price}
+		}
+		s.dis.history = append(s.dis.history, cmd)
+		if errs := disruption.Validate(in, []disruption.Command{c}); len(errs) > 0 {
+			s.invalid(cmd, errs)
+			continue
+		}
+		s.dis.pending = append(s.dis.pending, cmd)
+	}
+	return nil
+}
+
+// startValidated validates the commands that have waited out
+// ConsolidationTTL against the cluster of now and starts the valid ones.
+func (s *Sandbox) startValidated(ctx context.Context, in disruption.Input) error {
+	var keep []*command
+	var ready []disruption.Command
+	var cmds []*command
+	for _, c := range s.dis.pending {
+		if s.Now().Sub(c.rec.DecidedAt) < ConsolidationTTL {
+			keep = append(keep, c)
+			continue
+		}
+		ready = append(ready, c.cmd)
+		cmds = append(cmds, c)
+	}
+	s.dis.pending = keep
+	if len(cmds) == 0 {
+		return nil
+	}
+	// Validated together: their nodes count against the budgets together.
+	if errs := disruption.Validate(in, ready); len(errs) > 0 {
+		for _, c := range cmds {
+			s.invalid(c, errs)
+		}
+		return nil
+	}
+	for _, c := range cmds {
+		if err := s.start(ctx, c); err != nil {
+			return err
+		}
+	}
+	s.dis.idle = false
+	return nil
+}
+
+func (s *Sandbox) invalid(c *command, errs []error) {
+	c.rec.Status, c.rec.FinishedAt = CommandInvalid, s.Now()
+	for _, e := range errs {
+		c.rec.Problems = append(c.rec.Problems, e.Error())
+	}
+	s.stats.ConsolidationsInvalid++
+	s.logf("karpenter: skip invalid %s %s of %s: %s", c.rec.Method, c.rec.Action, nodeNames(c.rec.Nodes), strings.Join(c.rec.Problems, "; "))
+}
+
+func (s *Sandbox) logf(format string, a ...any) {
+	if s.opts.Logf != nil {
+		s.opts.Logf("%s "+format, append([]any{s.Now().Format(time.RFC3339)}, a...)...)
+	}
+}
+
+func nodeNames(refs []disruption.NodeRef) string {
+	names := make([]string, len(refs))
+	for i, r := range refs {
+		names[i] = r.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// start begins executing a command as Karpenter's orchestration does: the
+// nodes are tainted karpenter.sh/disrupted:NoSchedule, a Replace launches
+// its replacement NodeClaim, and the drain starts once it is Ready.
+func (s *Sandbox) start(ctx context.Context, c *command) error {
+	for _, n := range c.rec.Nodes {
+		if err := s.setDisruptedTaint(ctx, n.Name, true); err != nil {
+			return err
+		}
+	}
+	c.startedAt = s.Now()
+	c.rec.Status = CommandDraining
+	if r := c.cmd.Replacement; r != nil {
+		pool, err := s.getNodePool(ctx, r.NodePool)
+		if err != nil {
+			return err
+		}
+		if _, ok := s.cat.Get(r.InstanceType); !ok || pool == nil {
+			return s.abort(ctx, c, fmt.Sprintf("replacement %s of NodePool %s cannot be launched in the sandbox", r.InstanceType, r.NodePool))
+		}
+		u, err := s.dyn.Resource(NodeClaimGVR).Create(ctx, NewNodeClaim(pool, Offering{InstanceType: r.InstanceType, Zone: r.Zone, CapacityType: r.CapacityType, Price: r.Price}, nil), metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("launch replacement for %s: create NodeClaim of NodePool %s: %w", nodeNames(c.rec.Nodes), r.NodePool, err)
+		}
+		c.claim = u.GetName()
+		c.rec.Status = CommandLaunching
+	}
+	s.dis.running = append(s.dis.running, c)
+	s.logf("karpenter: %s %s of %s (saves $%.4f/h): %s", c.rec.Method, c.rec.Action, nodeNames(c.rec.Nodes), c.rec.Savings, c.rec.Why)
+	return nil
+}
+
+// abort gives a command up: its nodes are untainted and kept, its
+// replacement (if launched) deleted.
+func (s *Sandbox) abort(ctx context.Context, c *command, why string) error {
+	for _, n := range c.rec.Nodes {
+		if err := s.setDisruptedTaint(ctx, n.Name, false); err != nil {
+			return err
+		}
+	}
+	if c.claim != "" {
+		if err := s.dyn.Resource(NodeClaimGVR).Delete(ctx, c.claim, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("abort %s of %s: delete replacement NodeClaim %s: %w", c.rec.Action, nodeNames(c.rec.Nodes), c.claim, err)
+		}
+	}
+	c.rec.Status, c.rec.FinishedAt = CommandAborted, s.Now()
+	c.rec.Problems = append(c.rec.Problems, why)
+	s.stats.ConsolidationsAborted++
+	s.logf("karpenter: abort %s %s of %s: %s", c.rec.Method, c.rec.Action, nodeNames(c.rec.Nodes), why)
+	return nil
+}
+
+// setDisruptedTaint adds or removes karpenter.sh/disrupted:NoSchedule.
+func (s *Sandbox) setDisruptedTaint(ctx context.Context, name string, on bool) error {
+	n, err := s.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get node %s: %w", name, err)
+	}
+	var taints []corev1.Taint
+	has := false
+	for _, t := range n.Spec.Taints {
+		if t.Key == apisv1.DisruptedTaintKey {
+			has = true
+			continue
+		}
+		taints = append(taints, t)
+	}
+	if has == on {
+		return nil
+	}
+	if on {
+		taints = append(taints, corev1.Taint{Key: apisv1.DisruptedTaintKey, Effect: corev1.TaintEffectNoSchedule})
+	}
+	n.Spec.Taints = taints
+	if _, err := s.kube.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("taint node %s %s: %w", name, apisv1.DisruptedTaintKey, err)
+	}
+	return nil
+}
+
+// progressCommands moves running commands on: a Replace waits for its
+// replacement to be Ready, then every node is drained through the
+// Eviction API (a 429 is retried next tick) and, once no pod that must
+// move is left, its NodeClaim deleted and its instance terminated.
+func (s *Sandbox) progressCommands(ctx context.Context, nodes map[string]*corev1.Node, pods []*corev1.Pod) error {
+	var still []*command
+	for _, c := range s.dis.running {
+		if c.rec.Status == CommandLaunching {
+			ready, gone := s.replacementReady(ctx, c, nodes)
+			switch {
+			case gone:
+				if err := s.abort(ctx, c, fmt.Sprintf("replacement NodeClaim %s was deleted", c.claim)); err != nil {
+					return err
+				}
+				continue
+			case !ready && s.Now().Sub(c.startedAt) >= ReplacementTimeout:
+				if err := s.abort(ctx, c, fmt.Sprintf("replacement NodeClaim %s not Ready after %s", c.claim, ReplacementTimeout)); err != nil {
+					return err
+				}
+				continue
+			case !ready:
+				still = append(still, c)
+				continue
+			}
+			c.rec.Status = CommandDraining
+		}
+		done, err := s.drain(ctx, c, nodes, pods)
+		if err != nil {
+			return err
+		}
+		if !done {
+			still = append(still, c)
+			continue
+		}
+		c.rec.Status, c.rec.FinishedAt = CommandExecuted, s.Now()
+		s.stats.Consolidations++
+		s.stats.ConsolidationSavings = round6(s.stats.ConsolidationSavings + c.rec.Savings)
+		s.dis.idle = false
+	}
+	s.dis.running = still
+	return nil
+}
+
+func round6(f float64) float64 { return float64(int64(f*1e6+0.5)) / 1e6 }
+
+// replacementReady reports whether the replacement's node has registered
+// and is Ready (and records its name), or whether its NodeClaim is gone.
+func (s *Sandbox) replacementReady(ctx context.Context, c *command, nodes map[string]*corev1.Node) (ready, gone bool) {
+	if _, err := s.dyn.Resource(NodeClaimGVR).Get(ctx, c.claim, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return false, true
+	}
+	for _, id := range s.cloud.instanceIDs() {
+		in := s.cloud.instances[id]
+		if in.NodeClaim != c.claim || in.NodeName == "" {
+			continue
+		}
+		n := nodes[in.NodeName]
+		if n == nil || !nodeReady(n) || n.Labels[apisv1.NodeInitializedLabelKey] != "true" {
+			return false, false
+		}
+		c.rec.Replacement.Name = in.NodeName
+		return true, false
+	}
+	return false, false
+}
+
+// drain evicts the pods of a command's nodes that must move and removes
+// each node that has none left. It reports whether every node is gone.
+func (s *Sandbox) drain(ctx context.Context, c *command, nodes map[string]*corev1.Node, pods []*corev1.Pod) (bool, error) {
+	on := map[string][]*corev1.Pod{}
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && mustMove(p) {
+			on[p.Spec.NodeName] = append(on[p.Spec.NodeName], p)
+		}
+	}
+	done := true
+	for _, ref := range c.rec.Nodes {
+		if nodes[ref.Name] == nil {
+			continue
+		}
+		if left := on[ref.Name]; len(left) > 0 {
+			done = false
+			for _, p := range left {
+				err := s.kube.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}})
+				switch {
+				case err == nil:
+					c.rec.Evictions++
+					s.stats.ConsolidationEvictions++
+				case apierrors.IsTooManyRequests(err), apierrors.IsNotFound(err):
+					// A PDB allows no disruption now: retried next tick.
+				default:
+					return false, fmt.Errorf("drain node %s for %s: evict pod %s/%s: %w", ref.Name, c.rec.Method, p.Namespace, p.Name, err)
+				}
+			}
+			continue
+		}
+		if err := s.removeNode(ctx, ref.Name); err != nil {
+			return false, err
+		}
+	}
+	return done, nil
+}
+
+// mustMove reports whether a drain evicts the pod: active and not a
+// DaemonSet's (DaemonSet pods go with the node).
+func mustMove(p *corev1.Pod) bool {
+	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && !isDaemonSetPod(p)
+}
+
+// removeNode deletes a drained node's NodeClaim and terminates its instance.
+func (s *Sandbox) removeNode(ctx context.Context, name string) error {
+	in := s.instanceOfNode(name)
+	if in == nil {
+		if err := s.kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete drained node %s: %w", name, err)
+		}
+		return nil
+	}
+	if in.NodeClaim != "" {
+		if err := s.dyn.Resource(NodeClaimGVR).Delete(ctx, in.NodeClaim, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete NodeClaim %s of drained node %s: %w", in.NodeClaim, name, err)
+		}
+	}
+	return s.terminate(ctx, in.ID)
+}
+
+// trackPodEvents records, for every Karpenter node, when its set of pods
+// that must move last changed; a node that never had one keeps a zero
+// time (its creation counts, as for a NodeClaim without lastPodEventTime).
+func (s *Sandbox) trackPodEvents(nodes map[string]*corev1.Node, pods []*corev1.Pod) {
+	on := map[string][]string{}
+	for _, p := range pods {
+		if p.Spec.NodeName != "" && mustMove(p) {
+			on[p.Spec.NodeName] = append(on[p.Spec.NodeName], podKey(p)+"/"+string(p.UID))
+		}
+	}
+	for name := range s.dis.podSig {
+		if nodes[name] == nil {
+			delete(s.dis.podSig, name)
+			delete(s.dis.lastPodEvent, name)
+		}
+	}
+	for name, n := range nodes {
+		if n.Labels[apisv1.NodePoolLabelKey] == "" {
+			continue
+		}
+		keys := on[name]
+		sort.Strings(keys)
+		sig := strings.Join(keys, ",")
+		prev, seen := s.dis.podSig[name]
+		if (seen && prev != sig) || (!seen && sig != "") {
+			s.dis.lastPodEvent[name] = s.Now()
+		}
+		s.dis.podSig[name] = sig
+	}
+}
+
+// waitUntil is the latest time a managed node reaches its NodePool's
+// consolidateAfter.
+func waitUntil(in *disruption.Input) time.Time {
+	var last time.Time
+	for _, n := range in.Nodes {
+		if t, ok := consolidatableAt(in, &n); ok && t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
+// anyConsolidatable reports whether some managed, initialized node that
+// is not being disrupted has passed consolidateAfter: without one, no
+// method can act and the pass is skipped.
+func anyConsolidatable(in *disruption.Input) bool {
+	for _, n := range in.Nodes {
+		if n.InFlight || n.Deleting || n.Node.Labels[apisv1.NodeInitializedLabelKey] != "true" {
+			continue
+		}
+		if t, ok := consolidatableAt(in, &n); ok && !in.Now.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+func consolidatableAt(in *disruption.Input, n *disruption.Node) (time.Time, bool) {
+	pool := n.Node.Labels[apisv1.NodePoolLabelKey]
+	if pool == "" || n.InFlight {
+		return time.Time{}, false
+	}
+	for i := range in.NodePools {
+		np := &in.NodePools[i]
+		if np.Name != pool {
+			continue
+		}
+		d := np.Spec.Disruption.ConsolidateAfter.Duration
+		if d == nil {
+			return time.Time{}, false
+		}
+		since := n.LastPodEventTime
+		if since.IsZero() {
+			since = n.Node.CreatedAt.Time
+		}
+		return since.Add(*d), true
+	}
+	return time.Time{}, false
+}
+
+// disruptionInput is the cluster as Karpenter's disruption controller sees
+// it: every node (and in-flight NodeClaim) with its pods, pending pods,
+// the NodePools with their instance types, DaemonSets, and PDBs with the
+// disruptions they allow now.
+func (s *Sandbox) disruptionInput(ctx context.Context) (disruption.Input, error) {
+	in := disruption.Input{Catalog: catalog.Default(), Now: s.Now(), Options: disruption.Options{KarpenterOnly: true}}
+	pools, err := s.listNodePools(ctx)
+	if err != nil {
+		return in, err
+	}
+	if len(pools) == 0 {
+		return in, nil
+	}
+	for i := range pools {
+		np := engine.NodePoolFromV1(&pools[i], nil)
+		if np.InstanceTypes, err = s.poolTypes(&pools[i]); err != nil {
+			return in, err
+		}
+		in.NodePools = append(in.NodePools, np)
+	}
+	nodes, err := s.nodesByName(ctx)
+	if err != nil {
+		return in, err
+	}
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return in, err
+	}
+	dss, err := s.kube.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return in, fmt.Errorf("list DaemonSets: %w", err)
+	}
+	in.DaemonSets = daemonSetRecords(dss.Items)
+	pdbs, err := s.kube.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return in, fmt.Errorf("list PDBs: %w", err)
+	}
+	for i := range pdbs.Items {
+		pdb := &pdbs.Items[i]
+		st, err := s.pdbStatus(pdb)
+		if err != nil {
+			return in, err
+		}
+		in.PDBs = append(in.PDBs, inventory.PDB{Namespace: pdb.Namespace, Name: pdb.Name, Selector: pdb.Spec.Selector,
+			MinAvailable: pdb.Spec.MinAvailable, MaxUnavailable: pdb.Spec.MaxUnavailable, UnhealthyPodEvictionPolicy: pdb.Spec.UnhealthyPodEvictionPolicy,
+			DisruptionsAllowed: st.DisruptionsAllowed, CurrentHealthy: st.CurrentHealthy, DesiredHealthy: st.DesiredHealthy, ExpectedPods: st.ExpectedPods})
+	}
+	// Claims the provisioner launched for pods still pending.
+	nominated := map[string]bool{}
+	byNode := map[string][]inventory.Pod{}
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		rec := s.podInventory(ctx, p)
+		if p.Spec.NodeName == "" {
+			in.Pending = append(in.Pending, rec)
+			if c, ok := s.nominated[podKey(p)]; ok {
+				nominated[c] = true
+			}
+			continue
+		}
+		byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], rec)
+	}
+	claims, err := s.claimAnnotations(ctx)
+	if err != nil {
+		return in, err
+	}
+	instByNode := map[string]*Instance{}
+	for _, id := range s.cloud.instanceIDs() {
+		inst := s.cloud.instances[id]
+		if inst.NodeName != "" {
+			instByNode[inst.NodeName] = inst
+			continue
+		}
+		if inst.NodeClaim != "" {
+			n, ok := s.inFlightNode(ctx, inst)
+			if !ok {
+				continue
+			}
+			n.Nominated = nominated[inst.NodeClaim]
+			in.Nodes = append(in.Nodes, n)
+		}
+	}
+	deleting := map[string]bool{}
+	for _, c := range s.dis.running {
+		for _, r := range c.rec.Nodes {
+			deleting[r.Name] = true
+		}
+	}
+	for _, n := range sortedNodes(nodes) {
+		rec := nodeInventory(n)
+		dn := disruption.Node{ExistingNode: engine.ExistingNode{Node: rec, Pods: byNode[n.Name]}, Deleting: deleting[n.Name],
+			LastPodEventTime: s.dis.lastPodEvent[n.Name]}
+		if inst := instByNode[n.Name]; inst != nil {
+			dn.Price = s.cat.Price(inst.InstanceType, inst.Zone, inst.CapacityType)
+			if inst.NodeClaim != "" {
+				dn.Nominated = nominated[inst.NodeClaim]
+				if v, ok := claims[inst.NodeClaim][apisv1.DoNotDisruptAnnotationKey]; ok {
+					if dn.Node.Annotations == nil {
+						dn.Node.Annotations = map[string]string{}
+					}
+					dn.Node.Annotations[apisv1.DoNotDisruptAnnotationKey] = v
+				}
+			}
+		}
+		in.Nodes = append(in.Nodes, dn)
+	}
+	return in, nil
+}
+
+// claimAnnotations are the NodeClaims' annotations by name (Karpenter
+// reads do-not-disrupt from the NodeClaim as well as the node).
+func (s *Sandbox) claimAnnotations(ctx context.Context) (map[string]map[string]string, error) {
+	list, err := s.dyn.Resource(NodeClaimGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list NodeClaims: %w", err)
+	}
+	out := map[string]map[string]string{}
+	for i := range list.Items {
+		out[list.Items[i].GetName()] = list.Items[i].GetAnnotations()
+	}
+	return out, nil
+}
+
+// inFlightNode is a launched NodeClaim that is not a node yet, as the node
+// it will be.
+func (s *Sandbox) inFlightNode(ctx context.Context, inst *Instance) (disruption.Node, bool) {
+	it, ok := s.cat.Get(inst.InstanceType)
+	if !ok {
+		return disruption.Node{}, false
+	}
+	pool, err := s.getNodePool(ctx, inst.NodePool)
+	if err != nil || pool == nil {
+		return disruption.Node{}, false
+	}
+	lbl := map[string]string{}
+	for k, v := range pool.Spec.Template.ObjectMeta.Labels {
+		lbl[k] = v
+	}
+	for k, v := range offeringLabels(it, inst.Zone, inst.CapacityType) {
+		lbl[k] = v
+	}
+	lbl[apisv1.NodePoolLabelKey] = inst.NodePool
+	lbl[corev1.LabelTopologyRegion] = s.cloud.Cluster.Region
+	lbl[corev1.LabelHostname] = inst.NodeClaim
+	return disruption.Node{ExistingNode: engine.ExistingNode{InFlight: true, Node: inventory.Node{
+		Name: inst.NodeClaim, ProviderID: inst.ProviderID(), InstanceID: inst.ID, InstanceType: inst.InstanceType, Zone: inst.Zone,
+		CapacityType: inst.CapacityType, NodePool: inst.NodePool, Labels: lbl, Taints: append([]corev1.Taint(nil), pool.Spec.Template.Spec.Taints...),
+		Capacity: it.Capacity(), Allocatable: it.Allocatable(), CreatedAt: metav1.NewTime(inst.LaunchedAt),
+	}}, Price: s.cat.Price(inst.InstanceType, inst.Zone, inst.CapacityType)}, true
+}
+
+// nodeInventory is a node as the inventory records it.
+func nodeInventory(n *corev1.Node) inventory.Node {
+	return inventory.Node{
+		Name: n.Name, ProviderID: n.Spec.ProviderID, InstanceType: n.Labels[corev1.LabelInstanceTypeStable], Zone: n.Labels[corev1.LabelTopologyZone],
+		CapacityType: n.Labels[apisv1.CapacityTypeLabelKey], NodePool: n.Labels[apisv1.NodePoolLabelKey],
+		Labels: copyMap(n.Labels), Annotations: copyMap(n.Annotations), Taints: append([]corev1.Taint(nil), n.Spec.Taints...),
+		Capacity: n.Status.Capacity.DeepCopy(), Allocatable: n.Status.Allocatable.DeepCopy(), Ready: nodeReady(n),
+		Unschedulable: n.Spec.Unschedulable, CreatedAt: n.CreationTimestamp,
+	}
+}
+
+// podInventory is a pod as the inventory records it, with the zones of
+// its volumes as required node affinity.
+func (s *Sandbox) podInventory(ctx context.Context, p *corev1.Pod) inventory.Pod {
+	rec := podRecord(p, s.VolumeSelectors(ctx, p))
+	rec.Annotations = copyMap(p.Annotations)
+	if ref := metav1.GetControllerOf(p); ref != nil {
+		rec.OwnerKind, rec.OwnerName = ref.Kind, ref.Name
+	}
+	rec.TerminationGracePeriodSeconds = p.Spec.TerminationGracePeriodSeconds
+	return rec
+}
+
+// poolTypes are the catalogue's instance types a NodePool's requirements
+// allow, with offerings in the sandbox's zones (its subnets), cached until
+// the NodePool changes.
+func (s *Sandbox) poolTypes(np *apisv1.NodePool) ([]engine.InstanceType, error) {
+	key := fmt.Sprintf("%v %v", np.Spec.Template.Spec.Requirements, s.zones())
+	if c, ok := s.dis.types[np.Name]; ok && c.key == key {
+		return c.types, nil
+	}
+	if s.dis.catalogTypes == nil {
+		all, err := engine.InstanceTypesFromCatalog(catalog.Default(), catalog.Kubelet{})
+		if err != nil {
+			return nil, fmt.Errorf("NodePool %s: instance types: %w", np.Name, err)
+		}
+		s.dis.catalogTypes = all
+	}
+	var reqs []engine.Requirement
+	for i, r := range np.Spec.Template.Spec.Requirements {
+		req, err := engine.NewRequirement(r.Key, r.Operator, r.Values...)
+		if err != nil {
+			return nil, fmt.Errorf("NodePool %s: spec.template.spec.requirements[%d]: %w", np.Name, i, err)
+		}
+		reqs = append(reqs, req)
+	}
+	zones := map[string]bool{}
+	for _, z := range s.zones() {
+		zones[z] = true
+	}
+	out := []engine.InstanceType{}
+	for _, t := range s.dis.catalogTypes {
+		if _, ok := s.cat.Get(t.Name); !ok || !typeAllowed(reqs, t) {
+			continue
+		}
+		var offs []catalog.Offering
+		for _, o := range t.Offerings {
+			if zones[o.Zone] && offeringAllowed(reqs, o) {
+				offs = append(offs, o)
+			}
+		}
+		if len(offs) == 0 {
+			continue
+		}
+		t.Offerings = offs
+		out = append(out, t)
+	}
+	s.dis.types[np.Name] = poolTypes{key: key, types: out}
+	return out, nil
+}
+
+// typeAllowed reports whether no requirement rules the type out by one of
+// its labels.
+func typeAllowed(reqs []engine.Requirement, t engine.InstanceType) bool {
+	for _, r := range reqs {
+		if v, ok := t.Labels[r.Key]; ok && !r.Has(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func offeringAllowed(reqs []engine.Requirement, o catalog.Offering) bool {
+	for _, r := range reqs {
+		switch r.Key {
+		case catalog.LabelZone:
+			if !r.Has(o.Zone) {
+				return false
+			}
+		case catalog.LabelCapacityType:
+			if !r.Has(o.CapacityType) {
+				return false
+			}
+		}
+	}
+	return true
+}
