@@ -23,11 +23,11 @@ func walk(t *testing.T, be *fakeBackend, stop string) *driver {
 		ready  string
 	}{
 		{"Connect", []string{"enter", "enter", "enter", "enter", "enter"}, ""},
-		{"Discover", []string{"enter"}, "node groups"},
+		{"Discover", []string{"enter"}, "Snapshot written"},
 		{"Readiness", nil, ""},
-		{"Generate", []string{"enter", "w", "enter"}, ""},
-		{"IAM", []string{"o", "a", "y", "c"}, "to change"},
-		{"Plan", []string{"e", "enter", "y"}, "Plan 0123"},
+		{"Generate", []string{"enter", "wait:files:", "w", "wait:Wrote", "enter"}, ""},
+		{"IAM", []string{"o", "wait:create OIDC provider", "a", "wait:[y/N]", "y", "wait:applied", "c"}, "to change"},
+		{"Plan", []string{"e", "wait:emptyDir data loss on", "enter", "wait:[y/N]", "y"}, "Plan 0123"},
 		{"Rollout", nil, ""},
 	}
 	for _, st := range steps {
@@ -42,10 +42,11 @@ func walk(t *testing.T, be *fakeBackend, stop string) *driver {
 			ackAll(d)
 		}
 		for _, k := range st.keys {
-			d.press(k)
-			if k == "w" {
-				d.waitFor("tree written", d.viewHas("Wrote"))
+			if text, ok := strings.CutPrefix(k, "wait:"); ok {
+				d.waitFor(text, d.viewHas(text))
+				continue
 			}
+			d.press(k)
 		}
 	}
 	t.Fatalf("no screen %q", stop)
@@ -225,6 +226,7 @@ func TestIAMScreen(t *testing.T) {
 	}
 	d.press("o")
 	d.waitFor("replan", func() bool { n, _ := be.calls(); return n == 2 })
+	d.waitFor("the new plan", d.viewHas("create OIDC provider"))
 	if !be.iamChoices[1].CreateOIDCProvider {
 		t.Errorf("o did not ask for the OIDC provider: %+v", be.iamChoices)
 	}
