@@ -1,6 +1,9 @@
 package tui
 
 import (
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,5 +87,52 @@ func TestShellWrap(t *testing.T) {
 		if joined := strings.Join(strings.Fields(strings.ReplaceAll(got, "\\\n", "")), " "); joined != tc.cmd {
 			t.Errorf("unwrapped %q, want the command back", joined)
 		}
+	}
+}
+
+func TestDetectDefaults(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "config")
+	const cfg = `apiVersion: v1
+kind: Config
+current-context: arn:aws:eks:eu-west-1:111122223333:cluster/prod
+contexts:
+- name: arn:aws:eks:eu-west-1:111122223333:cluster/prod
+  context: {cluster: prod, user: prod}
+- name: kind-dev
+  context: {cluster: dev, user: dev}
+clusters:
+- name: prod
+  cluster: {server: "https://prod.example"}
+- name: dev
+  cluster: {server: "https://dev.example"}
+users:
+- name: prod
+  user: {}
+- name: dev
+  user: {}
+`
+	if err := os.WriteFile(kubeconfig, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_PROFILE", "ops")
+	t.Setenv("AWS_REGION", "us-west-2")
+	tests := []struct {
+		name  string
+		flags Connection
+		want  Connection
+	}{
+		{"from the EKS context", Connection{}, Connection{Context: "arn:aws:eks:eu-west-1:111122223333:cluster/prod", Cluster: "prod", Region: "eu-west-1", Profile: "ops"}},
+		{"flags win", Connection{Context: "kind-dev", Cluster: "dev-eks", Environment: "dev"}, Connection{Context: "kind-dev", Cluster: "dev-eks", Region: "us-west-2", Profile: "ops", Environment: "dev"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := DetectDefaults(kubeconfig, tc.flags)
+			if d.Connection != tc.want {
+				t.Errorf("got %+v, want %+v", d.Connection, tc.want)
+			}
+			if !slices.Equal(d.Contexts, []string{"arn:aws:eks:eu-west-1:111122223333:cluster/prod", "kind-dev"}) || !slices.Contains(d.Profiles, "ops") {
+				t.Errorf("choices %v %v", d.Contexts, d.Profiles)
+			}
+		})
 	}
 }
