@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -43,6 +46,7 @@ func TestDemoMigratesAndRollsBack(t *testing.T) {
 	if sum.PodsMoved < 150 || sum.NodesBefore != 23 || sum.NodesAfter == 0 {
 		t.Errorf("moved %d pods, nodes %d → %d", sum.PodsMoved, sum.NodesBefore, sum.NodesAfter)
 	}
+	checkConsolidation(t, sum)
 	if sum.MaxPendingSeconds <= 0 || sum.MaxPendingSeconds > 600 {
 		t.Errorf("longest pending %.0fs; want between 0 and 10m", sum.MaxPendingSeconds)
 	}
@@ -108,6 +112,38 @@ func TestDemoMigratesAndRollsBack(t *testing.T) {
 	}
 }
 
+// checkConsolidation checks the summary's after fleet is the one Karpenter
+// settled: the fleet right after the waves less what the executed
+// commands saved, and the counts agree with the command log.
+func checkConsolidation(t *testing.T, sum *Summary) {
+	t.Helper()
+	c := sum.Consolidation
+	if c == nil {
+		t.Fatal("summary has no consolidation")
+	}
+	executed, skipped, saved := 0, 0, 0.0
+	for _, cmd := range c.Log {
+		switch cmd.Status {
+		case sandbox.CommandExecuted:
+			executed++
+			saved += cmd.Savings
+		case sandbox.CommandInvalid, sandbox.CommandAborted:
+			skipped++
+		default:
+			t.Errorf("command %s %s still %s once settled", cmd.Method, cmd.Action, cmd.Status)
+		}
+	}
+	if executed != c.Commands || skipped != c.Skipped || math.Abs(saved-c.SavingsPerHour) > 1e-4 {
+		t.Errorf("consolidation counts %d commands, %d skipped, $%.4f/h saved; its log %d, %d, $%.4f/h", c.Commands, c.Skipped, c.SavingsPerHour, executed, skipped, saved)
+	}
+	if want := c.CostPerHourAfterMigration - c.SavingsPerHour; math.Abs(sum.CostPerHourAfter-want) > 1e-3 {
+		t.Errorf("cost after %.4f, want the fleet after the waves %.4f less the savings %.4f", sum.CostPerHourAfter, c.CostPerHourAfterMigration, c.SavingsPerHour)
+	}
+	if sum.NodesAfter > c.NodesAfterMigration || c.SettleSeconds <= 0 {
+		t.Errorf("nodes %d after the waves → %d settled in %.0fs", c.NodesAfterMigration, sum.NodesAfter, c.SettleSeconds)
+	}
+}
+
 // TestDemoReplaysSnapshot replays the snapshot a demo wrote, as
 // `demo --snapshot` does, and migrates it too.
 func TestDemoReplaysSnapshot(t *testing.T) {
@@ -144,6 +180,14 @@ func TestWriteTableGolden(t *testing.T) {
 		CostPerHourBefore: 0.288, CostPerHourAfter: 0.0712, PlannedCostPerHour: 0.0712, PodsMoved: 12, PDBRejections: 4,
 		MaxPendingSeconds: 70, GroupsAtZero: true, SimulatedSeconds: 540, WallSeconds: 2.5,
 		Steps: []StepResult{{ID: "discover", Status: StatusDone, Detail: "1 node group"}, {ID: "apply", Status: StatusFailed, Detail: "boom"}},
+		Consolidation: &ConsolidationSummary{NodesAfterMigration: 2, NodesAfterMigrationByType: map[string]int{"m5.xlarge": 2}, CostPerHourAfterMigration: 0.384,
+			Commands: 1, SavingsPerHour: 0.096, Skipped: 1, PodsMoved: 3, SettleSeconds: 1000, Log: []sandbox.ConsolidationCommand{
+				{DecidedAt: time.Date(2026, 11, 21, 9, 20, 0, 0, time.UTC), Method: disruption.MethodSingleNode, Action: disruption.ActionDelete,
+					Nodes: []disruption.NodeRef{{Name: "ip-10-0-0-9", InstanceType: "m5.xlarge", CapacityType: "on-demand", Price: 0.192}}, Savings: 0.192, Status: sandbox.CommandInvalid},
+				{DecidedAt: time.Date(2026, 11, 21, 9, 21, 0, 0, time.UTC), Method: disruption.MethodSingleNode, Action: disruption.ActionReplace,
+					Nodes:       []disruption.NodeRef{{Name: "ip-10-0-0-8", InstanceType: "m5.xlarge", CapacityType: "on-demand", Price: 0.192}},
+					Replacement: &disruption.NodeRef{InstanceType: "m5.large", CapacityType: "on-demand", Price: 0.096}, Savings: 0.096, Status: sandbox.CommandExecuted},
+			}},
 		Rollback: &RollbackSummary{Restored: false, Groups: []GroupSize{{Name: "system", Recorded: 3, Desired: 3, ReadyNodes: 2}},
 			NodesAfter: 3, CostPerHour: 0.288, PodsMoved: 12, Problems: []string{"node group system has 2 Ready nodes, want 3"}},
 	}

@@ -155,6 +155,11 @@ func WriteTable(w io.Writer, s *Summary) error {
 	fmt.Fprintf(tw, "longest pending\t\t%s\n", fmtSeconds(s.MaxPendingSeconds))
 	fmt.Fprintf(tw, "node groups at zero\t\t%t\n", s.GroupsAtZero)
 	fmt.Fprintf(tw, "Cluster Autoscaler replicas\t\t%d\n", s.ClusterAutoscalerReplicas)
+	if c := s.Consolidation; c != nil {
+		fmt.Fprintf(tw, "right after the waves\t\t%d nodes, $%.4f/h\n", c.NodesAfterMigration, c.CostPerHourAfterMigration)
+		fmt.Fprintf(tw, "Karpenter consolidation\t\t$%.4f/h saved\t(commands: %d executed, %d skipped; %d pods moved; settled %s after apply)\n",
+			c.SavingsPerHour, c.Commands, c.Skipped, c.PodsMoved, fmtSeconds(c.SettleSeconds))
+	}
 	fmt.Fprintln(tw, "\nINSTANCE TYPE\tBEFORE\tAFTER")
 	types := map[string]bool{}
 	for t := range s.NodesBeforeByType {
@@ -165,6 +170,20 @@ func WriteTable(w io.Writer, s *Summary) error {
 	}
 	for _, t := range sortedKeys(types) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\n", t, s.NodesBeforeByType[t], s.NodesAfterByType[t])
+	}
+	if c := s.Consolidation; c != nil && len(c.Log) > 0 {
+		fmt.Fprintln(tw, "\nCONSOLIDATION\tACTION\tNODES\tREPLACEMENT\tSAVES $/H\tSTATUS")
+		for _, cmd := range c.Log {
+			var nodes []string
+			for _, n := range cmd.Nodes {
+				nodes = append(nodes, fmt.Sprintf("%s (%s %s)", n.Name, n.CapacityType, n.InstanceType))
+			}
+			repl := "-"
+			if r := cmd.Replacement; r != nil {
+				repl = r.CapacityType + " " + r.InstanceType
+			}
+			fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%.4f\t%s\n", cmd.DecidedAt.Format("15:04:05"), cmd.Method, cmd.Action, strings.Join(nodes, ", "), repl, cmd.Savings, cmd.Status)
+		}
 	}
 	if rb := s.Rollback; rb != nil {
 		fmt.Fprintf(tw, "\nROLLBACK\trestored: %t\t%d nodes, $%.4f/h, %d pods moved back\n", rb.Restored, rb.NodesAfter, rb.CostPerHour, rb.PodsMoved)
