@@ -138,8 +138,8 @@ func TestStandInConsolidation(t *testing.T) {
 			wantNodes: 2, wantCommands: []string{"Emptiness Delete"},
 		},
 		{
-			name: "WhenEmptyOrUnderutilized pool also packs the underutilised nodes",
-			pool: consolidationPool(apisv1.ConsolidationPolicyWhenEmptyOrUnderutilized, nil, corev1.LabelInstanceTypeStable, "m5.xlarge"),
+			name:  "WhenEmptyOrUnderutilized pool also packs the underutilised nodes",
+			pool:  consolidationPool(apisv1.ConsolidationPolicyWhenEmptyOrUnderutilized, nil, corev1.LabelInstanceTypeStable, "m5.xlarge"),
 			types: []string{"m5.xlarge", "m5.xlarge", "m5.xlarge"}, replicas: 2,
 			wantNodes: 1, wantCommands: []string{"Emptiness Delete", "SingleNodeConsolidation Delete"}, wantEvictions: 1,
 		},
