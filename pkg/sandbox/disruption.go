@@ -108,9 +108,11 @@ type poolTypes struct {
 type command struct {
 	rec ConsolidationCommand
 	cmd disruption.Command
-	// claim is the replacement's NodeClaim; startedAt when execution began.
+	// claim is the replacement's NodeClaim; startedAt when execution
+	// began; removed counts the nodes the drain removed.
 	claim     string
 	startedAt time.Time
+	removed   int
 }
 
 func newDisruptor() disruptor {
@@ -170,12 +172,13 @@ func (s *Sandbox) SettleConsolidation(ctx context.Context, max time.Duration) er
 }
 
 // consolidate is Karpenter's disruption controller and the termination
-// controller for the nodes it disrupts. Every tick it records pod events
-// and moves running commands on; every DisruptionPollPeriod it runs a
-// pass: commands that have waited out ConsolidationTTL are validated
-// against the cluster as it is now and started, or, when none waits, a
-// new decision is made with disruption.Decide and each command validated
-// with disruption.Validate before it waits.
+// controller for the nodes it disrupts. Every tick it records pod events,
+// moves running commands on, and validates the commands that have waited
+// out ConsolidationTTL against the cluster as it is now (starting the
+// valid ones). Every DisruptionPollPeriod, when no command waits, it runs
+// a pass: disruption.Decide on the cluster at the simulated time, each
+// command checked by disruption.Validate on the same input before it
+// waits (an invalid one is logged, recorded and skipped).
 func (s *Sandbox) consolidate(ctx context.Context) error {
 	nodes, err := s.nodesByName(ctx)
 	if err != nil {
@@ -189,7 +192,16 @@ func (s *Sandbox) consolidate(ctx context.Context) error {
 	if err := s.progressCommands(ctx, nodes, pods); err != nil {
 		return err
 	}
-	if !s.dis.lastPass.IsZero() && s.Now().Sub(s.dis.lastPass) < DisruptionPollPeriod {
+	if s.validationDue() {
+		in, err := s.disruptionInput(ctx)
+		if err != nil {
+			return err
+		}
+		return s.startValidated(ctx, in)
+	}
+	// While a command waits out its validation delay the controller does
+	// not decide again, as Karpenter's blocks in its validation.
+	if len(s.dis.pending) > 0 || (!s.dis.lastPass.IsZero() && s.Now().Sub(s.dis.lastPass) < DisruptionPollPeriod) {
 		return nil
 	}
 	s.dis.lastPass = s.Now()
@@ -200,9 +212,6 @@ func (s *Sandbox) consolidate(ctx context.Context) error {
 	if len(in.NodePools) == 0 {
 		s.dis.idle, s.dis.waitUntil = true, time.Time{}
 		return nil
-	}
-	if len(s.dis.pending) > 0 {
-		return s.startValidated(ctx, in)
 	}
 	s.dis.waitUntil = waitUntil(&in)
 	if !anyConsolidatable(&in) {
@@ -228,6 +237,17 @@ func (s *Sandbox) consolidate(ctx context.Context) error {
 		s.dis.pending = append(s.dis.pending, cmd)
 	}
 	return nil
+}
+
+// validationDue reports whether a pending command has waited out
+// ConsolidationTTL.
+func (s *Sandbox) validationDue() bool {
+	for _, c := range s.dis.pending {
+		if s.Now().Sub(c.rec.DecidedAt) >= ConsolidationTTL {
+			return true
+		}
+	}
+	return false
 }
 
 // startValidated validates the commands that have waited out
@@ -403,6 +423,13 @@ func (s *Sandbox) progressCommands(ctx context.Context, nodes map[string]*corev1
 			still = append(still, c)
 			continue
 		}
+		if c.removed == 0 {
+			// Every node went another way (its NodePool deleted, a rollback).
+			c.rec.Status, c.rec.FinishedAt = CommandAborted, s.Now()
+			c.rec.Problems = append(c.rec.Problems, "its nodes were removed by something else")
+			s.stats.ConsolidationsAborted++
+			continue
+		}
 		c.rec.Status, c.rec.FinishedAt = CommandExecuted, s.Now()
 		s.stats.Consolidations++
 		s.stats.ConsolidationSavings = round6(s.stats.ConsolidationSavings + c.rec.Savings)
@@ -468,6 +495,7 @@ func (s *Sandbox) drain(ctx context.Context, c *command, nodes map[string]*corev
 		if err := s.removeNode(ctx, ref.Name); err != nil {
 			return false, err
 		}
+		c.removed++
 	}
 	return done, nil
 }
@@ -608,11 +636,17 @@ func (s *Sandbox) disruptionInput(ctx context.Context) (disruption.Input, error)
 	if err != nil {
 		return in, fmt.Errorf("list DaemonSets: %w", err)
 	}
+	sort.Slice(dss.Items, func(i, j int) bool {
+		return dss.Items[i].Namespace+"/"+dss.Items[i].Name < dss.Items[j].Namespace+"/"+dss.Items[j].Name
+	})
 	in.DaemonSets = daemonSetRecords(dss.Items)
 	pdbs, err := s.kube.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return in, fmt.Errorf("list PDBs: %w", err)
 	}
+	sort.Slice(pdbs.Items, func(i, j int) bool {
+		return pdbs.Items[i].Namespace+"/"+pdbs.Items[i].Name < pdbs.Items[j].Namespace+"/"+pdbs.Items[j].Name
+	})
 	for i := range pdbs.Items {
 		pdb := &pdbs.Items[i]
 		st, err := s.pdbStatus(pdb)
