@@ -205,18 +205,20 @@ func (s *Sandbox) consolidate(ctx context.Context) error {
 		return nil
 	}
 	s.dis.lastPass = s.Now()
-	in, err := s.disruptionInput(ctx)
+	pools, err := s.listNodePools(ctx)
 	if err != nil {
 		return err
 	}
-	if len(in.NodePools) == 0 {
-		s.dis.idle, s.dis.waitUntil = true, time.Time{}
-		return nil
-	}
-	s.dis.waitUntil = waitUntil(&in)
-	if !anyConsolidatable(&in) {
+	var due bool
+	due, s.dis.waitUntil = s.consolidationDue(pools, nodes)
+	if !due {
+		// No method can act before a node passes consolidateAfter.
 		s.dis.idle = true
 		return nil
+	}
+	in, err := s.disruptionInput(ctx)
+	if err != nil {
+		return err
 	}
 	d, err := disruption.Decide(in)
 	if err != nil {
@@ -554,54 +556,46 @@ func (s *Sandbox) trackPodEvents(nodes map[string]*corev1.Node, pods []*corev1.P
 	}
 }
 
-// waitUntil is the latest time a managed node reaches its NodePool's
-// consolidateAfter.
-func waitUntil(in *disruption.Input) time.Time {
-	var last time.Time
-	for _, n := range in.Nodes {
-		if t, ok := consolidatableAt(in, &n); ok && t.After(last) {
-			last = t
+// consolidationDue reports whether some initialized Karpenter node that
+// is not being disrupted has passed its NodePool's consolidateAfter (without
+// one no method can act and the pass is skipped), and the latest time a
+// Karpenter node reaches consolidateAfter.
+func (s *Sandbox) consolidationDue(pools []apisv1.NodePool, nodes map[string]*corev1.Node) (bool, time.Time) {
+	after := map[string]time.Duration{}
+	for _, p := range pools {
+		if d := p.Spec.Disruption.ConsolidateAfter.Duration; d != nil {
+			after[p.Name] = *d
 		}
 	}
-	return last
-}
-
-// anyConsolidatable reports whether some managed, initialized node that
-// is not being disrupted has passed consolidateAfter: without one, no
-// method can act and the pass is skipped.
-func anyConsolidatable(in *disruption.Input) bool {
-	for _, n := range in.Nodes {
-		if n.InFlight || n.Deleting || n.Node.Labels[apisv1.NodeInitializedLabelKey] != "true" {
+	var due bool
+	var last time.Time
+	for _, n := range nodes {
+		d, ok := after[n.Labels[apisv1.NodePoolLabelKey]]
+		if !ok {
 			continue
 		}
-		if t, ok := consolidatableAt(in, &n); ok && !in.Now.Before(t) {
+		since := s.dis.lastPodEvent[n.Name]
+		if since.IsZero() {
+			since = n.CreationTimestamp.Time
+		}
+		at := since.Add(d)
+		if at.After(last) {
+			last = at
+		}
+		if !s.Now().Before(at) && n.Labels[apisv1.NodeInitializedLabelKey] == "true" && !hasDisruptedTaint(n) {
+			due = true
+		}
+	}
+	return due, last
+}
+
+func hasDisruptedTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == apisv1.DisruptedTaintKey {
 			return true
 		}
 	}
 	return false
-}
-
-func consolidatableAt(in *disruption.Input, n *disruption.Node) (time.Time, bool) {
-	pool := n.Node.Labels[apisv1.NodePoolLabelKey]
-	if pool == "" || n.InFlight {
-		return time.Time{}, false
-	}
-	for i := range in.NodePools {
-		np := &in.NodePools[i]
-		if np.Name != pool {
-			continue
-		}
-		d := np.Spec.Disruption.ConsolidateAfter.Duration
-		if d == nil {
-			return time.Time{}, false
-		}
-		since := n.LastPodEventTime
-		if since.IsZero() {
-			since = n.Node.CreatedAt.Time
-		}
-		return since.Add(*d), true
-	}
-	return time.Time{}, false
 }
 
 // disruptionInput is the cluster as Karpenter's disruption controller sees
@@ -613,9 +607,6 @@ func (s *Sandbox) disruptionInput(ctx context.Context) (disruption.Input, error)
 	pools, err := s.listNodePools(ctx)
 	if err != nil {
 		return in, err
-	}
-	if len(pools) == 0 {
-		return in, nil
 	}
 	for i := range pools {
 		np := engine.NodePoolFromV1(&pools[i], nil)
