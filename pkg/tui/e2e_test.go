@@ -19,18 +19,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
 )
-
-// e2eInventory is the demo account without the single-replica Deployment
-// whose PodDisruptionBudget allows no disruption (api/billing): the
-// runner moves it by a surge rollout restart, and the sandbox's Deployment
-// controller does not roll a Deployment out on a template change yet.
-func e2eInventory() *inventory.Inventory {
-	inv := sandbox.DemoInventory()
-	inv.PDBs = slices.DeleteFunc(inv.PDBs, func(p inventory.PDB) bool { return p.Namespace == "api" && p.Name == "billing" })
-	return &inv
-}
 
 // e2e is a wizard on a sandbox under teatest: a real tea.Program at 80×24
 // reading keys and writing the terminal output.
@@ -47,7 +36,7 @@ func startE2E(t *testing.T) *e2e {
 		t.Skip("a whole migration on the sandbox; skipped with -short")
 	}
 	ctx := context.Background()
-	sb, err := NewSandbox(ctx, 1, e2eInventory())
+	sb, err := NewSandbox(ctx, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +72,11 @@ func (e *e2e) toRollout() {
 	e.see("Snapshot written", 30*time.Second)
 	e.keys("enter")
 	e.see("Readiness", 30*time.Second)
-	for range e.blockers() {
-		e.keys("a", "down")
+	for _, blocker := range e.blockers() {
+		if blocker {
+			e.keys("a")
+		}
+		e.keys("down")
 	}
 	e.keys("enter")
 	e.see("How should the node groups become NodePools", 30*time.Second)
@@ -106,23 +98,30 @@ func (e *e2e) toRollout() {
 	e.see("emptyDir data loss on", 60*time.Second)
 	e.keys("f")
 	e.see("force evictions on", 60*time.Second)
+	// One node drained at a time, as the demo does: with the sandbox's
+	// one-pod-at-a-time drains, the runner then waits on one goroutine
+	// and the seed gives one run.
+	e.keys("<")
+	e.see("1 drained at once", 60*time.Second)
 	e.keys("a", "enter")
 	e.see("Start the rollout", 30*time.Second)
 	e.keys("y")
 	e.see("Rollout", 30*time.Second)
 }
 
-// blockers counts the readiness blockers of the sandbox as the wizard
-// evaluates them.
-func (e *e2e) blockers() []string {
-	inv := e2eInventory()
-	var ids []string
-	for _, f := range readiness.Evaluate(inv, readiness.Options{NodeGroupLabels: nodeGroupLabels}).Findings {
-		if f.Severity == readiness.Blocker {
-			ids = append(ids, f.ID)
-		}
+// blockers says, for each finding of the readiness screen in order,
+// whether it is a blocker, as the wizard evaluates the snapshot it wrote.
+func (e *e2e) blockers() []bool {
+	e.t.Helper()
+	snap, err := inventory.ReadSnapshotFile(filepath.Join(e.ops.OutDir, SnapshotFile))
+	if err != nil {
+		e.t.Fatal(err)
 	}
-	return ids
+	var out []bool
+	for _, f := range readiness.Evaluate(&snap.Inventory, readiness.Options{NodeGroupLabels: nodeGroupLabels}).Findings {
+		out = append(out, f.Severity == readiness.Blocker)
+	}
+	return out
 }
 
 func TestWizardMigratesTheSandbox(t *testing.T) {

@@ -52,12 +52,18 @@ type Clients struct {
 	Clock clock.WithTicker
 	// PollInterval is how often the runner's waits poll (default 2s).
 	PollInterval time.Duration
+	// PodConcurrency bounds how many of a drained node's pods are evicted
+	// at once (kube.DrainOptions.PodConcurrency; 0: all at once).
+	PodConcurrency int
 }
 
-// Advancer is a clock that moves the cluster when the runner waits on it.
-// OnAdvance sets the function called after every advance (nil clears it).
+// Advancer is a clock that moves the cluster when the runner waits on it,
+// as *sandbox.Clock does. OnAdvance sets the function called after every
+// advance (nil clears it); Err is the error that stopped the cluster from
+// moving, if one did.
 type Advancer interface {
 	OnAdvance(func())
+	Err() error
 }
 
 // Dialer builds the clients of a connection.
@@ -474,6 +480,7 @@ func (o *Ops) Runner(p *rollout.Plan, obs rollout.Observer) (*rollout.Runner, er
 	}
 	drain := kube.DefaultDrainOptions()
 	drain.PollInterval = min(drain.PollInterval, poll)
+	drain.PodConcurrency = cl.PodConcurrency
 	r := &rollout.Runner{
 		Session: rollout.Session{
 			Kube: cl.Kube, Dynamic: cl.Dynamic, ASG: sdk.AutoScaling, EKS: sdk.EKS, Clock: cl.Clock, Namespace: o.Namespace, Plan: p,
@@ -524,10 +531,17 @@ func (o *Ops) run(ctx context.Context, p *rollout.Plan, sink func(Update), fn fu
 	view()
 	if adv, ok := cl.Clock.(Advancer); ok {
 		// The cluster only moves when the runner waits (on several
-		// goroutines): look after a move, at most every 10s of its time.
+		// goroutines): look after a move, at most every 10s of its time,
+		// and stop the runner once the cluster cannot move any more.
+		ctx, stop := context.WithCancelCause(ctx)
+		defer stop(nil)
 		var mu sync.Mutex
 		var last time.Time
 		adv.OnAdvance(func() {
+			if err := adv.Err(); err != nil {
+				stop(err)
+				return
+			}
 			mu.Lock()
 			now := cl.Clock.Now()
 			due := now.Sub(last) >= 10*time.Second
@@ -542,6 +556,9 @@ func (o *Ops) run(ctx context.Context, p *rollout.Plan, sink func(Update), fn fu
 		defer adv.OnAdvance(nil)
 		err = fn(ctx, r)
 		view()
+		if simErr := adv.Err(); err != nil && simErr != nil {
+			return fmt.Errorf("%w (the sandbox's simulation failed: %v)", err, simErr)
+		}
 		return err
 	}
 	done := make(chan struct{})
