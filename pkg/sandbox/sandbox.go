@@ -4,6 +4,13 @@
 // PDB-aware evictions, and a Karpenter stand-in) stepping on a simulated
 // clock, so a whole migration runs in seconds and reproducibly.
 //
+// The Karpenter stand-in provisions nodes for pending pods with pkg/engine
+// and, like Karpenter's disruption controller, consolidates on its polling
+// period with pkg/engine/disruption: each command is validated, waits out
+// the validation delay, is validated again and is executed as Karpenter
+// does (disrupted taint, replacement Ready first, drain through the
+// Eviction API, NodeClaim and instance removed once empty).
+//
 // The sandbox is single-threaded by design: nothing moves until the caller
 // steps the clock (Step, Settle), so a run with the same seed and the same
 // calls gives the same cluster, byte for byte.
