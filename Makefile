@@ -61,7 +61,7 @@ controlplane:
 
 ## e2e: only the tests that run against the real control plane.
 e2e: controlplane
-	$(GO) test -race -count=1 -timeout 20m ./internal/testenv/...
+	$(GO) test -race -count=1 -timeout 20m ./internal/testenv/... ./pkg/rollout/e2e/...
 
 ## fuzz: a short run of every fuzz target.
 fuzz:

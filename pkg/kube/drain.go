@@ -388,7 +388,7 @@ func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod, pd
 		case <-wake:
 		case <-d.Clock.After(delay):
 		}
-		gated = pdbs.synced() && pdb != "" && !strings.Contains(pdb, ",")
+		gated = ready(&pod) && pdbs.synced() && pdb != "" && !strings.Contains(pdb, ",")
 		if delay *= 2; d.Options.RetryMax > 0 && delay > d.Options.RetryMax {
 			delay = d.Options.RetryMax
 		}

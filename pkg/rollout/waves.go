@@ -315,8 +315,10 @@ func (s *Session) drainWave(ctx context.Context, w Wave, rec *WaveRecord) error 
 	d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: opts, OnEvent: func(e kube.DrainEvent) {
 		switch e.Type {
 		case kube.DrainBlocked:
+			// Refused with 429, or held back because the watched budget
+			// allows no more disruptions than are in flight (Watch).
 			s.emit(Event{Kind: EventPDBWait, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, PDB: e.PDB,
-				Message: fmt.Sprintf("eviction refused by PodDisruptionBudget %s (attempt %d); waiting", e.PDB, e.Attempt)})
+				Message: fmt.Sprintf("PodDisruptionBudget %s allows no more disruptions (attempt %d); waiting", e.PDB, e.Attempt)})
 		case kube.DrainEvicted:
 			mu.Lock()
 			rec.Evicted++
