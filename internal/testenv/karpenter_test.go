@@ -2,9 +2,7 @@ package testenv_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -194,47 +192,12 @@ var instanceTypes = map[string]instanceType{
 // on demand and as spot in three us-east-1 zones, and returns its path.
 func writeInstanceTypes(t *testing.T) string {
 	t.Helper()
-	type requirement struct {
-		Key      string   `json:"key"`
-		Operator string   `json:"operator"`
-		Values   []string `json:"values"`
-	}
-	type offering struct {
-		Price        float64       `json:"Price"`
-		Available    bool          `json:"Available"`
-		Requirements []requirement `json:"Requirements"`
-	}
-	type entry struct {
-		Name             string            `json:"name"`
-		Offerings        []offering        `json:"offerings"`
-		Architecture     string            `json:"architecture"`
-		OperatingSystems []string          `json:"operatingSystems"`
-		Resources        map[string]string `json:"resources"`
-	}
-	var entries []entry
+	var types []testenv.KwokInstanceType
 	for name, it := range instanceTypes {
-		e := entry{
-			Name:             name,
-			Architecture:     "amd64",
-			OperatingSystems: []string{"linux"},
-			Resources:        map[string]string{"cpu": it.cpu, "memory": it.memory, "pods": it.pods, "ephemeral-storage": "20Gi"},
-		}
-		for _, zone := range []string{"us-east-1a", "us-east-1b", "us-east-1c"} {
-			for capacityType, price := range map[string]float64{"on-demand": it.onDemand, "spot": it.onDemand * 0.4} {
-				e.Offerings = append(e.Offerings, offering{Price: price, Available: true, Requirements: []requirement{
-					{Key: "karpenter.sh/capacity-type", Operator: "In", Values: []string{capacityType}},
-					{Key: corev1.LabelTopologyZone, Operator: "In", Values: []string{zone}},
-				}})
-			}
-		}
-		entries = append(entries, e)
-	}
-	data, err := json.MarshalIndent(entries, "", "  ")
-	if err != nil {
-		t.Fatal(err)
+		types = append(types, testenv.SimpleKwokType(name, it.cpu, it.memory, it.pods, it.onDemand, []string{"us-east-1a", "us-east-1b", "us-east-1c"}))
 	}
 	path := filepath.Join(t.TempDir(), "instance-types.json")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
+	if err := testenv.WriteInstanceTypes(path, types); err != nil {
 		t.Fatal(err)
 	}
 	return path

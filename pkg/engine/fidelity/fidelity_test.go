@@ -2,10 +2,8 @@ package fidelity_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -170,35 +168,15 @@ func subsetCatalog(t *testing.T) *catalog.Catalog {
 	return cat
 }
 
-type kwokRequirement struct {
-	Key      string   `json:"key"`
-	Operator string   `json:"operator"`
-	Values   []string `json:"values"`
-}
-
-type kwokOffering struct {
-	Price        float64           `json:"Price"`
-	Available    bool              `json:"Available"`
-	Requirements []kwokRequirement `json:"Requirements"`
-}
-
-type kwokInstanceType struct {
-	Name             string            `json:"name"`
-	Offerings        []kwokOffering    `json:"offerings"`
-	Architecture     string            `json:"architecture"`
-	OperatingSystems []string          `json:"operatingSystems"`
-	Resources        map[string]string `json:"resources"`
-}
-
 // kwokInstanceTypes converts the catalogue to the kwok provider's
 // INSTANCE_TYPES_FILE_PATH format so that Karpenter sees what the engine
 // sees: resources are the AWS allocatable (Karpenter's AWS formulas, AL2023
 // defaults) plus the kwok provider's fixed overhead, every offering has the
 // catalogue's zone, capacity type and price, and the instance's well-known
 // karpenter.k8s.aws/* labels ride on every offering's requirements.
-func kwokInstanceTypes(t *testing.T, cat *catalog.Catalog) []byte {
+func kwokInstanceTypes(t *testing.T, cat *catalog.Catalog) []testenv.KwokInstanceType {
 	t.Helper()
-	var out []kwokInstanceType
+	var out []testenv.KwokInstanceType
 	for _, it := range cat.Types() {
 		alloc, err := it.Allocatable(catalog.Kubelet{})
 		if err != nil {
@@ -211,29 +189,25 @@ func kwokInstanceTypes(t *testing.T, cat *catalog.Catalog) []byte {
 			}
 			res[string(name)] = q.String()
 		}
-		var labels []kwokRequirement
+		var labels []testenv.KwokRequirement
 		for _, k := range slices.Sorted(maps.Keys(it.Labels)) {
 			switch k {
 			case catalog.LabelInstanceType, catalog.LabelArch, catalog.LabelOS:
 				continue // the provider sets these from name, architecture and operatingSystems
 			}
-			labels = append(labels, kwokRequirement{Key: k, Operator: "In", Values: []string{it.Labels[k]}})
+			labels = append(labels, testenv.KwokRequirement{Key: k, Operator: "In", Values: []string{it.Labels[k]}})
 		}
-		kt := kwokInstanceType{Name: it.Name, Architecture: it.Arch, OperatingSystems: []string{"linux"}, Resources: res}
+		kt := testenv.KwokInstanceType{Name: it.Name, Architecture: it.Arch, OperatingSystems: []string{"linux"}, Resources: res}
 		for _, o := range it.Offerings {
-			reqs := append([]kwokRequirement{
+			reqs := append([]testenv.KwokRequirement{
 				{Key: catalog.LabelCapacityType, Operator: "In", Values: []string{o.CapacityType}},
 				{Key: catalog.LabelZone, Operator: "In", Values: []string{o.Zone}},
 			}, labels...)
-			kt.Offerings = append(kt.Offerings, kwokOffering{Price: o.Price, Available: true, Requirements: reqs})
+			kt.Offerings = append(kt.Offerings, testenv.KwokOffering{Price: o.Price, Available: true, Requirements: reqs})
 		}
 		out = append(out, kt)
 	}
-	data, err := json.MarshalIndent(out, "", " ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return out
 }
 
 // pods builds a scenario's workload as Kubernetes pods and as the engine's
@@ -345,7 +319,7 @@ var nodeClaims = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1
 func TestFidelity(t *testing.T) {
 	cat := subsetCatalog(t)
 	typesFile := filepath.Join(t.TempDir(), "instance-types.json")
-	if err := os.WriteFile(typesFile, kwokInstanceTypes(t, cat), 0o644); err != nil {
+	if err := testenv.WriteInstanceTypes(typesFile, kwokInstanceTypes(t, cat)); err != nil {
 		t.Fatal(err)
 	}
 	pools := make([]apiv1.NodePool, len(scenarios))

@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -25,7 +24,6 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -108,44 +106,12 @@ var zones = []string{"us-east-1a", "us-east-1b"}
 
 func writeInstanceTypes(t testing.TB, dir string) string {
 	t.Helper()
-	type req struct {
-		Key      string   `json:"key"`
-		Operator string   `json:"operator"`
-		Values   []string `json:"values"`
-	}
-	type offering struct {
-		Price        float64 `json:"Price"`
-		Available    bool    `json:"Available"`
-		Requirements []req   `json:"Requirements"`
-	}
-	type entry struct {
-		Name             string            `json:"name"`
-		Offerings        []offering        `json:"offerings"`
-		Architecture     string            `json:"architecture"`
-		OperatingSystems []string          `json:"operatingSystems"`
-		Resources        map[string]string `json:"resources"`
-	}
-	var entries []entry
+	var types []testenv.KwokInstanceType
 	for name, r := range instanceTypes {
-		e := entry{Name: name, Architecture: "amd64", OperatingSystems: []string{"linux"},
-			Resources: map[string]string{"cpu": r[0], "memory": r[1], "pods": r[2], "ephemeral-storage": "20Gi"}}
-		for _, z := range zones {
-			for ct, p := range map[string]float64{"on-demand": prices[name], "spot": prices[name] * 0.4} {
-				e.Offerings = append(e.Offerings, offering{Price: p, Available: true, Requirements: []req{
-					{Key: "karpenter.sh/capacity-type", Operator: "In", Values: []string{ct}},
-					{Key: corev1.LabelTopologyZone, Operator: "In", Values: []string{z}},
-				}})
-			}
-		}
-		entries = append(entries, e)
-	}
-	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.Name, b.Name) })
-	b, err := json.Marshal(entries)
-	if err != nil {
-		t.Fatal(err)
+		types = append(types, testenv.SimpleKwokType(name, r[0], r[1], r[2], prices[name], zones))
 	}
 	path := filepath.Join(dir, "instance-types.json")
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	if err := testenv.WriteInstanceTypes(path, types); err != nil {
 		t.Fatal(err)
 	}
 	return path
