@@ -459,10 +459,18 @@ func toInstanceTypes(s []string) []ec2types.InstanceType {
 }
 
 // join maps nodes to node groups through providerID -> instance -> ASG,
-// falling back on the node-group labels.
+// falling back on the node-group labels. Self-managed nodes carry no
+// capacity-type label, so their capacity type comes from the instance: a
+// mixed-instances group's spot nodes would otherwise be priced on demand.
 func (d *run) join() {
 	for i := range d.inv.Nodes {
 		n := &d.inv.Nodes[i]
+		if in, ok := d.instances[n.InstanceID]; ok && n.CapacityType == "" {
+			n.CapacityType = inventory.CapacityOnDemand
+			if in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
+				n.CapacityType = inventory.CapacitySpot
+			}
+		}
 		if asg, ok := d.asgOfInst[n.InstanceID]; ok {
 			if gi, ok := d.groupByASG[asg]; ok {
 				n.NodeGroup = d.inv.NodeGroups[gi].Name
