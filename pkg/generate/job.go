@@ -107,14 +107,14 @@ const (
 func RunbookRules() []RunbookRule {
 	return []RunbookRule{
 		{ScopeCluster, "", "nodes", []string{"get", "list", "patch"}, "preflight, drift and final checks list nodes; cordon/uncordon patch spec.unschedulable (kube.Cordon)"},
-		{ScopeCluster, "", "pods", []string{"get", "list"}, "drain lists a node's pods and waits for evicted ones to go; the gate lists pending pods"},
+		{ScopeCluster, "", "pods", []string{"get", "list", "watch"}, "drain lists and watches a node's pods and waits for evicted ones to go; the gate lists pending pods"},
 		{ScopeCluster, "", "pods/eviction", []string{"create"}, "every move goes through the Eviction API (kube.Drainer)"},
 		{ScopeCluster, "", "namespaces", []string{"get", "create"}, "the tool's namespace is created when missing (kube.EnsureNamespace)"},
 		{ScopeCluster, "apps", "daemonsets", []string{"get"}, "kubectl's drain filter checks a DaemonSet pod's controller exists"},
 		{ScopeCluster, "apps", "replicasets", []string{"get"}, "a pod's ReplicaSet leads to its Deployment (surge restart)"},
 		{ScopeCluster, "apps", "deployments", []string{"get", "list", "patch"}, "the gate lists Deployments; a PDB-blocked Deployment is moved by a surge restart (patch)"},
 		{ScopeCluster, "apps", "statefulsets", []string{"list"}, "the gate lists StatefulSets"},
-		{ScopeCluster, "policy", "poddisruptionbudgets", []string{"list"}, "the gate and the surge restart read PDBs"},
+		{ScopeCluster, "policy", "poddisruptionbudgets", []string{"list", "watch"}, "the gate and the surge restart read PDBs; the drain watches them to evict as soon as a budget allows (kube.DrainOptions.Watch)"},
 		{ScopeCluster, "scheduling.k8s.io", "priorityclasses", []string{"create"}, "the placeholder pods' PriorityClass"},
 		{ScopeCluster, "karpenter.sh", "nodepools", []string{"get", "list", "create", "patch", "delete"}, "preflight lists NodePools; step 07 server-side applies them (create+patch); rollback limits (patch) and deletes them"},
 		{ScopeCluster, "karpenter.k8s.aws", "ec2nodeclasses", []string{"get", "create", "patch", "delete"}, "step 07 server-side applies node classes; rollback deletes them"},
