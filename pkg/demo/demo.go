@@ -178,9 +178,6 @@ type runner struct {
 	// journal is the runner's journal after apply (then rollback).
 	journal *rollout.Journal
 	pdbs    *pdbWatcher
-	// pinned is set when readiness found pods pinned to node-group labels
-	// the generated NodePools do not keep.
-	pinned bool
 
 	iamDesired *iam.Desired
 	iamPlan    *iam.Plan

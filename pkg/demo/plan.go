@@ -14,7 +14,6 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -64,12 +63,6 @@ func (r *runner) envConfig() (config.Config, error) {
 	cfg.Cluster, cfg.Region = r.inv.Cluster.Name, r.inv.Cluster.Region
 	cfg.Rollout.Concurrency = 1
 	cfg.Rollout.ForceEvict, cfg.Rollout.AllowEmptyDir = true, true
-	if !r.pinned {
-		// The plan judges pinning by eks.amazonaws.com/nodegroup alone; the
-		// readiness step, told every label the generated NodePools keep,
-		// found no pod pinned to a label they lack.
-		cfg.Readiness.Acknowledge = append(cfg.Readiness.Acknowledge, readiness.IDPinnedToNodeGroup)
-	}
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
 		return cfg, fmt.Errorf("render the environment config: %w", err)

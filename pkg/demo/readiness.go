@@ -29,11 +29,7 @@ func (r *runner) stepReadiness(_ context.Context) (string, error) {
 		return "", err
 	}
 	kinds := map[string]int{}
-	r.pinned = false
 	for _, f := range rep.Findings {
-		if f.ID == readiness.IDPinnedToNodeGroup {
-			r.pinned = true
-		}
 		kinds[f.ID] += len(f.Objects)
 		r.sum.Findings = append(r.sum.Findings, fmt.Sprintf("%s (%s): %v", f.ID, f.Severity, f.Objects))
 	}

@@ -75,12 +75,8 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 		}
 		pools = PoolsFromGenerate(res)
 	}
-	var labels []string
-	if req.Config.Generate.KeepNodegroupLabel || req.Dir != "" {
-		labels = []string{"eks.amazonaws.com/nodegroup"}
-	}
 	var findings []Finding
-	for _, f := range readiness.Evaluate(inv, readiness.Options{NodeGroupLabels: labels}).Findings {
+	for _, f := range readiness.Evaluate(inv, readiness.Options{NodeGroupLabels: pools.NodeLabels()}).Findings {
 		if slices.Contains(readinessJudgedByPlan, f.ID) || slices.Contains(req.Config.Readiness.Acknowledge, f.ID) {
 			continue
 		}

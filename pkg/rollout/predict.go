@@ -3,6 +3,7 @@ package rollout
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -31,6 +32,18 @@ const NodeGroupsAnnotation = "karpenter-migrate.io/node-groups"
 type Pools struct {
 	NodePools []engine.NodePool
 	ForGroup  map[string][]string
+}
+
+// NodeLabels are the label keys the pools put on their nodes (sorted):
+// pods pinned to one of them still schedule on Karpenter capacity.
+func (p Pools) NodeLabels() []string {
+	keys := map[string]bool{}
+	for _, np := range p.NodePools {
+		for k := range np.Spec.Template.ObjectMeta.Labels {
+			keys[k] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(keys))
 }
 
 // PoolsFromObjects reads the NodePools and EC2NodeClasses of a built

@@ -1,0 +1,51 @@
+package rollout
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
+)
+
+// A pod pinned to a label the generated NodePools keep (role=web, not only
+// eks.amazonaws.com/nodegroup) is not a readiness blocker of the plan.
+func TestPoolsNodeLabelsClearPinnedPods(t *testing.T) {
+	pool := func(name string, labels map[string]string) engine.NodePool {
+		var np engine.NodePool
+		np.Name = name
+		np.Spec.Template.ObjectMeta.Labels = labels
+		return np
+	}
+	pools := Pools{NodePools: []engine.NodePool{
+		pool("web", map[string]string{"role": "web", "eks.amazonaws.com/nodegroup": "web"}),
+		pool("batch", map[string]string{"team": "data"}),
+		pool("bare", nil),
+	}}
+	got := pools.NodeLabels()
+	if want := []string{"eks.amazonaws.com/nodegroup", "role", "team"}; !slices.Equal(got, want) {
+		t.Fatalf("NodeLabels = %v, want %v", got, want)
+	}
+
+	inv := &inventory.Inventory{
+		Cluster:    inventory.Cluster{Name: "c"},
+		NodeGroups: []inventory.NodeGroup{{Name: "web", Labels: map[string]string{"role": "web"}}},
+		Nodes:      []inventory.Node{{Name: "n1", NodeGroup: "web", Labels: map[string]string{"role": "web"}}},
+		Pods:       []inventory.Pod{{Namespace: "default", Name: "p", NodeName: "n1", OwnerKind: inventory.OwnerDeployment, OwnerName: "w", NodeSelector: map[string]string{"role": "web"}}},
+	}
+	pinned := func(labels []string) bool {
+		for _, f := range readiness.Evaluate(inv, readiness.Options{NodeGroupLabels: labels}).Findings {
+			if f.ID == readiness.IDPinnedToNodeGroup {
+				return true
+			}
+		}
+		return false
+	}
+	if pinned(got) {
+		t.Error("a pod pinned to role=web is reported although the web pool keeps role")
+	}
+	if !pinned([]string{"eks.amazonaws.com/nodegroup"}) {
+		t.Error("with only the nodegroup label kept, role=web should be reported as pinned (the test no longer exercises the finding)")
+	}
+}
