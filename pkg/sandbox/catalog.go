@@ -2,11 +2,9 @@ package sandbox
 
 import (
 	"fmt"
-	"math"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 )
@@ -78,65 +76,37 @@ func (c *Catalog) Get(name string) (InstanceType, bool) {
 
 // Price is the USD/hour of a type in a zone for a capacity type, from
 // pkg/catalog (us-east-1 list prices, spot at its default ratio), so the
-// sandbox bills exactly what the planner predicts. Types pkg/catalog does
-// not price fall back to this catalogue's on-demand figure.
+// sandbox bills exactly what the planner predicts; 0 for a type it does
+// not know.
 func (c *Catalog) Price(instanceType, zone, capacityType string) float64 {
-	t, ok := c.byName[instanceType]
-	if !ok {
+	if _, ok := c.byName[instanceType]; !ok {
 		return 0
 	}
-	if p, ok := catalog.Default().Price(instanceType, capacityType, zone); ok {
-		return p
-	}
-	return t.OnDemandPrice
+	p, _ := catalog.Default().Price(instanceType, capacityType, zone)
+	return p
 }
 
 // Capacity is what the instance reports to the kubelet: pkg/catalog's
-// figure (Karpenter's VM-overhead estimate, ENI-limited pods) when it knows
-// the type, else the raw figures.
+// figure (Karpenter's VM-overhead estimate, ENI-limited pods); empty for a
+// type pkg/catalog does not know (every sandbox type comes from it).
 func (t InstanceType) Capacity() corev1.ResourceList {
-	if it, ok := catalog.Default().Get(t.Name); ok {
-		return it.Capacity(catalog.Kubelet{})
+	it, ok := catalog.Default().Get(t.Name)
+	if !ok {
+		return corev1.ResourceList{}
 	}
-	rl := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewQuantity(int64(t.VCPU), resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(t.MemoryMiB*1024*1024, resource.BinarySI),
-		corev1.ResourcePods:   *resource.NewQuantity(int64(t.MaxPods), resource.DecimalSI),
-	}
-	if t.GPUCount > 0 && t.GPUManufacturer == "nvidia" {
-		rl[ResourceGPU] = *resource.NewQuantity(int64(t.GPUCount), resource.DecimalSI)
-	}
-	return rl
+	return it.Capacity(catalog.Kubelet{})
 }
 
-// Allocatable is pkg/catalog's Karpenter allocatable math when it knows
-// the type; otherwise it applies the EKS AMI's reservations: CPU 6 % of the first
-// core, 1 % of the second, 0.5 % of the next two and 0.25 % above; memory
-// 11 MiB per pod + 255 MiB kube-reserved, a 100 MiB eviction threshold and
-// Karpenter's default 7.5 % VM overhead.
+// Allocatable is pkg/catalog's Karpenter allocatable math for the type
+// with default kubelet settings.
 func (t InstanceType) Allocatable() corev1.ResourceList {
-	if it, ok := catalog.Default().Get(t.Name); ok {
-		if a, err := it.Allocatable(catalog.Kubelet{}); err == nil {
-			return a
-		}
+	it, ok := catalog.Default().Get(t.Name)
+	if !ok {
+		return corev1.ResourceList{}
 	}
-	rl := t.Capacity()
-	cpu := int64(t.VCPU) * 1000
-	reserved := 0.0
-	for core := 1; core <= t.VCPU; core++ {
-		switch {
-		case core == 1:
-			reserved += 60
-		case core == 2:
-			reserved += 10
-		case core <= 4:
-			reserved += 5
-		default:
-			reserved += 2.5
-		}
+	a, err := it.Allocatable(catalog.Kubelet{})
+	if err != nil {
+		return it.Capacity(catalog.Kubelet{})
 	}
-	rl[corev1.ResourceCPU] = *resource.NewMilliQuantity(cpu-int64(math.Ceil(reserved)), resource.DecimalSI)
-	memMiB := int64(float64(t.MemoryMiB)*(1-0.075)) - int64(11*t.MaxPods+255) - 100
-	rl[corev1.ResourceMemory] = *resource.NewQuantity(memMiB*1024*1024, resource.BinarySI)
-	return rl
+	return a
 }
