@@ -128,7 +128,7 @@ func runGenerate(cmd *cobra.Command, g *GlobalOptions, o *generateOptions) error
 		inv = &snap.Inventory
 	case o.cluster != "":
 		var err error
-		if inv, err = discoverLive(cmd.Context(), g, o.cluster, o.includeUserData); err != nil {
+		if inv, err = discoverLive(cmd.Context(), g, o.cluster, g.Region, o.includeUserData); err != nil {
 			return err
 		}
 	default:
@@ -151,9 +151,10 @@ func runGenerate(cmd *cobra.Command, g *GlobalOptions, o *generateOptions) error
 	return nil
 }
 
-// discoverLive reads the cluster from AWS and Kubernetes as discover does.
-func discoverLive(ctx context.Context, g *GlobalOptions, cluster string, includeUserData bool) (*inventory.Inventory, error) {
-	cfg, err := kmaws.LoadConfig(ctx, kmaws.Options{Region: g.Region, Profile: g.Profile, EndpointURL: g.EndpointURL})
+// discoverLive reads the cluster from AWS and Kubernetes as discover does,
+// in region (empty: the SDK's default chain).
+func discoverLive(ctx context.Context, g *GlobalOptions, cluster, region string, includeUserData bool) (*inventory.Inventory, error) {
+	cfg, err := kmaws.LoadConfig(ctx, kmaws.Options{Region: region, Profile: g.Profile, EndpointURL: g.EndpointURL})
 	if err != nil {
 		return nil, err
 	}

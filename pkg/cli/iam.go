@@ -201,7 +201,7 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 		Journal: journal,
 		Save:    func(j *iam.Journal) error { return j.WriteFile(o.journal) },
 		OnStep: func(it iam.Item) {
-			fmt.Fprintf(g.IO.ErrOut, "%s %s\n", pastTense(it.Action), it.Ref)
+			fmt.Fprintf(g.IO.ErrOut, "%s %s\n", it.Action.PastTense(), it.Ref)
 		},
 	})
 	if err != nil {
@@ -245,18 +245,6 @@ func runIAMDelete(ctx context.Context, g *GlobalOptions, o *iamOptions, d *iam.D
 		return fmt.Errorf("%w\nrun iam delete again to finish", err)
 	}
 	return nil
-}
-
-func pastTense(a iam.Action) string {
-	switch a {
-	case iam.ActionCreate:
-		return "created"
-	case iam.ActionUpdate:
-		return "updated"
-	case iam.ActionAdopt:
-		return "adopted"
-	}
-	return string(a)
 }
 
 // printIAMPlan writes the plan as a table, then the documents of what

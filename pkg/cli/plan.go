@@ -11,12 +11,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
-	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/discover"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -131,21 +128,7 @@ func inventorySource(g *GlobalOptions, snapshot, cluster, region string) (func(c
 		return nil, errors.New("no cluster to plan: give --snapshot FILE, or --cluster NAME (or cluster: in --config) to discover it live")
 	}
 	return func(ctx context.Context) (*inventory.Inventory, error) {
-		cfg, err := kmaws.LoadConfig(ctx, kmaws.Options{Region: firstNonEmpty(g.Region, region), Profile: g.Profile, EndpointURL: g.EndpointURL})
-		if err != nil {
-			return nil, err
-		}
-		c := kmaws.NewClients(cfg)
-		rc, err := g.RESTConfig()
-		if err != nil {
-			return nil, err
-		}
-		kc, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
-		}
-		return discover.Run(ctx, discover.Sources{AutoScaling: c.AutoScaling, EC2: c.EC2, EKS: c.EKS, Kube: kc},
-			discover.Options{ClusterName: cluster, Region: cfg.Region})
+		return discoverLive(ctx, g, cluster, firstNonEmpty(g.Region, region), false)
 	}, nil
 }
 

@@ -32,6 +32,19 @@ const (
 	ActionAbsent Action = "absent"
 )
 
+// PastTense says what an applied action did ("created"), for progress lines.
+func (a Action) PastTense() string {
+	switch a {
+	case ActionCreate:
+		return "created"
+	case ActionUpdate:
+		return "updated"
+	case ActionAdopt:
+		return "adopted"
+	}
+	return string(a)
+}
+
 // Item is one object in a plan.
 type Item struct {
 	Ref

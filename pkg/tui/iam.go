@@ -101,7 +101,7 @@ func (m *iamScreen) update(msg tea.Msg) tea.Cmd {
 		}
 		m.table = table.New(table.WithColumns(iamColumns), table.WithRows(rows), table.WithFocused(true), table.WithHeight(max(3, m.size.Height-8)))
 	case iamStepMsg:
-		m.applied = append(m.applied, fmt.Sprintf("%s %s", pastTense(msg.Action), msg.Ref))
+		m.applied = append(m.applied, fmt.Sprintf("%s %s", msg.Action.PastTense(), msg.Ref))
 		return listen(m.ch)
 	case iamAppliedMsg:
 		m.busy = ""
@@ -199,18 +199,6 @@ func (m *iamScreen) showDoc() {
 	m.vp.SetContent(b.String())
 	m.vp.GotoTop()
 	m.doc = true
-}
-
-func pastTense(a iam.Action) string {
-	switch a {
-	case iam.ActionCreate:
-		return "created"
-	case iam.ActionUpdate:
-		return "updated"
-	case iam.ActionAdopt:
-		return "adopted"
-	}
-	return string(a)
 }
 
 func (m *iamScreen) view(width, _ int) string {
