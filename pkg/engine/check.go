@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	apiv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
@@ -45,6 +46,8 @@ type checker struct {
 	// zoneTaints are the taints of every node or NodePool that provides a
 	// zone (nodeTaintsPolicy Honor keeps only zones some tolerated source has).
 	zoneTaints map[string][][]corev1.Taint
+	// typesByPool are the instance types of pools with minValues, by name.
+	typesByPool map[string]map[string]*InstanceType
 }
 
 type cplaced struct {
@@ -97,6 +100,7 @@ func (c *checker) run(res Result) {
 		if n != nil {
 			c.nodes[n.name] = n
 		}
+		c.checkMinValues(nc, np)
 	}
 	pending := map[PodRef]*inventory.Pod{}
 	for i := range c.in.Pods {
@@ -559,4 +563,58 @@ func poolAllowsZone(np *NodePool, zone string) bool {
 		}
 	}
 	return true
+}
+
+// checkMinValues verifies that a NodeClaim's instance-type options span at
+// least minValues distinct values of every NodePool requirement that sets
+// minValues (Karpenter's Strict policy), counting each option's label (all
+// values of a multi-valued label).
+func (c *checker) checkMinValues(nc NodeClaim, np *NodePool) {
+	var mins []apiv1.NodeSelectorRequirementWithMinValues
+	var idx []int
+	for i, r := range np.Spec.Template.Spec.Requirements {
+		if r.MinValues != nil && *r.MinValues > 0 {
+			mins, idx = append(mins, r), append(idx, i)
+		}
+	}
+	if len(mins) == 0 {
+		return
+	}
+	if c.typesByPool == nil {
+		c.typesByPool = map[string]map[string]*InstanceType{}
+	}
+	byName, ok := c.typesByPool[np.Name]
+	if !ok {
+		types := c.poolTypes(np)
+		byName = make(map[string]*InstanceType, len(types))
+		for i := range types {
+			byName[types[i].Name] = &types[i]
+		}
+		c.typesByPool[np.Name] = byName
+	}
+	distinct := map[string]map[string]bool{}
+	for _, name := range nc.InstanceTypes {
+		t, ok := byName[name]
+		if !ok {
+			c.fail("nodeclaim %s: instance-type option %q is not available to NodePool %s", nc.Name, name, np.Name)
+			continue
+		}
+		for _, r := range mins {
+			if distinct[r.Key] == nil {
+				distinct[r.Key] = map[string]bool{}
+			}
+			if v, ok := t.Labels[r.Key]; ok {
+				distinct[r.Key][v] = true
+			}
+			for _, v := range t.MultiLabels[r.Key] {
+				distinct[r.Key][v] = true
+			}
+		}
+	}
+	for i, r := range mins {
+		if got := len(distinct[r.Key]); got < *r.MinValues {
+			c.fail("nodeclaim %s: its %d instance-type options span %d distinct values of %s, but NodePool %s spec.template.spec.requirements[%d] asks minValues %d",
+				nc.Name, len(nc.InstanceTypes), got, r.Key, np.Name, idx[i], *r.MinValues)
+		}
+	}
 }

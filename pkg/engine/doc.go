@@ -56,6 +56,11 @@
 //   - A NodeClaim keeps every feasible type; the result lists them by price
 //     (MaxInstanceTypes, default 60) and names the cheapest offering as the
 //     predicted launch.
+//   - minValues (minvalues.go): a claim of a pool whose requirements carry
+//     minValues keeps, among its remaining types, at least minValues
+//     distinct values of each such key. A pod that would narrow a claim
+//     below that does not join it; a claim whose fitting types fall short
+//     is not opened, and the pod's reason names minValues.
 //
 // # Where this differs from Karpenter, on purpose
 //
@@ -85,11 +90,13 @@
 //   - Namespace selectors on affinity terms are honoured only when empty
 //     (all namespaces); volume topology, DRA and reserved capacity are not
 //     modelled.
-//   - minValues is parsed (and kept on the requirement) but NOT enforced: a
-//     claim may end with fewer distinct values of a key than minValues
-//     asks, where Karpenter (--min-values-policy Strict) would fail the
-//     claim or (BestEffort) relax it. Predicted instance-type options are
-//     therefore not guaranteed to satisfy minValues.
+//   - minValues is enforced as --min-values-policy Strict (the default);
+//     BestEffort relaxation is not modelled. When the output is truncated
+//     to MaxInstanceTypes, the options are taken cheapest first but, once
+//     the slots left only just cover the values still missing, only types
+//     that add a missing value are taken; Karpenter truncates by price
+//     alone and fails the claim if that breaks minValues. The re-pack is
+//     undone when it would leave a claim short of minValues.
 //
 // # Lower bound
 //

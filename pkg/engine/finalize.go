@@ -44,15 +44,13 @@ func (s *scheduler) finalize() {
 			}
 			return opts[i].t.name < opts[j].t.name
 		})
+		opts = launchOptions(opts, s.opts.MaxInstanceTypes, n.pool.minValues, func(o opt, key string) []string { return typeValues(o.t, key) })
 		best := opts[0]
 		nc := NodeClaim{Name: n.name, NodePool: n.pool.name, InstanceType: best.t.name, Zone: best.o.Zone,
 			CapacityType: best.o.CapacityType, Price: best.o.Price,
 			Requests: s.ri.list(n.used.add(n.pool.ds)), Allocatable: s.ri.list(best.t.alloc.add(n.pool.ds))}
-		nc.InstanceTypes = make([]string, 0, min(len(opts), s.opts.MaxInstanceTypes))
-		for i, o := range opts {
-			if i == s.opts.MaxInstanceTypes {
-				break
-			}
+		nc.InstanceTypes = make([]string, 0, len(opts))
+		for _, o := range opts {
 			nc.InstanceTypes = append(nc.InstanceTypes, o.t.name)
 		}
 		nc.Requirements = make([]corev1.NodeSelectorRequirement, 0, len(n.reqs)+1)

@@ -234,7 +234,7 @@ func (s *scheduler) repack(absorb bool) bool {
 			}
 		}
 	}
-	return true
+	return s.minValuesHold()
 }
 
 // pinsOf is the zone (or other non-hostname domain) of every group that

@@ -75,6 +75,7 @@ type pool struct {
 	ds           vec
 	limit        vec // spec.limits as given (with limitMask)
 	nodeLimitMax int64
+	minValues    []Requirement // requirements with minValues (minvalues.go)
 }
 
 // node is an existing node or a NodeClaim being filled (Karpenter's
@@ -279,6 +280,7 @@ func (s *scheduler) buildPools(in Input) error {
 			p.reqs.Add(mustIn(k, v))
 		}
 		p.reqs.Add(mustIn(catalog.LabelNodePool, np.Name))
+		p.minValues = minValueReqs(p.reqs)
 		p.taints = np.Spec.Template.Spec.Taints
 		for _, t := range p.taints {
 			if t.Effect == corev1.TaintEffectPreferNoSchedule {
@@ -721,6 +723,19 @@ func (s *scheduler) canAdd(pd *podData, n *node) (Requirements, bool) {
 	if !sameMap(reqs, n.reqs) {
 		keys = diffKeys(n.reqs, reqs)
 	}
+	if len(n.pool.minValues) > 0 {
+		// The options left after the pod must still meet minValues.
+		kept := make([]*itype, 0, len(n.types))
+		for _, t := range n.types {
+			if total.fits(t.alloc) && (len(keys) == 0 || typeCompatibleKeys(t, reqs, keys)) {
+				kept = append(kept, t)
+			}
+		}
+		if _, _, short := minValuesShort(n.pool, kept); short || len(kept) == 0 {
+			return nil, false
+		}
+		return reqs, true
+	}
 	if len(keys) == 0 && total.fits(n.types[n.cur].alloc) {
 		return reqs, true
 	}
@@ -1112,6 +1127,9 @@ func (s *scheduler) newClaim(pd *podData, p *pool) (*node, string) {
 			return nil, "NodePool limits leave no room for an instance type that fits"
 		}
 		return nil, "no instance type that fits is offered in the zone the topology requires"
+	}
+	if r, got, short := minValuesShort(p, fit); short {
+		return nil, minValuesReason(r, got)
 	}
 	p.seq++
 	s.nextID++
