@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"fmt"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
@@ -10,21 +12,9 @@ import (
 )
 
 // Provision decides the NodeClaims for pending pods with pkg/engine, the
-// project's model of Karpenter's provisioner, when it can: the engine's
-// instance types must be ones this sandbox can launch. Otherwise (or with
-// Options.SimpleProvisioner) it packs with Catalog.Provision.
+// project's model of Karpenter's provisioner. Pods it cannot place stay
+// pending with the engine's reason, as they would under Karpenter.
 func (s *Sandbox) Provision(req ProvisionRequest) ProvisionResult {
-	if s.opts.SimpleProvisioner {
-		return s.cat.Provision(req)
-	}
-	if res, ok := s.engineProvision(req); ok {
-		return res
-	}
-	s.stats.EngineFallbacks++
-	return s.cat.Provision(req)
-}
-
-func (s *Sandbox) engineProvision(req ProvisionRequest) (ProvisionResult, bool) {
 	in := engine.Input{Catalog: catalog.Default()}
 	for i := range req.NodePools {
 		np := &req.NodePools[i]
@@ -34,7 +24,7 @@ func (s *Sandbox) engineProvision(req ProvisionRequest) (ProvisionResult, bool) 
 		in.NodePools = append(in.NodePools, engine.NodePoolFromV1(np, nil))
 	}
 	if len(in.NodePools) == 0 {
-		return ProvisionResult{Unschedulable: unschedulableAll(req.Pods, "every NodePool is at its limits")}, true
+		return ProvisionResult{Unschedulable: unschedulableAll(req.Pods, "every NodePool is at its limits")}
 	}
 	for _, p := range req.Pods {
 		var vols []*corev1.NodeSelector
@@ -46,12 +36,15 @@ func (s *Sandbox) engineProvision(req ProvisionRequest) (ProvisionResult, bool) 
 	in.DaemonSets = daemonSetRecords(req.DaemonSets)
 	out, err := engine.Solve(in)
 	if err != nil {
-		return ProvisionResult{}, false
+		return ProvisionResult{Unschedulable: unschedulableAll(req.Pods, "provisioning engine: "+err.Error())}
 	}
 	res := ProvisionResult{Unschedulable: map[string]string{}}
 	for _, nc := range out.NodeClaims {
 		if _, ok := s.cat.Get(nc.InstanceType); !ok {
-			return ProvisionResult{}, false
+			for _, p := range nc.Pods {
+				res.Unschedulable[p.String()] = fmt.Sprintf("instance type %s is not in the sandbox's catalog", nc.InstanceType)
+			}
+			continue
 		}
 		c := Claim{NodePool: nc.NodePool, Offering: Offering{InstanceType: nc.InstanceType, Zone: nc.Zone, CapacityType: nc.CapacityType,
 			Price: s.cat.Price(nc.InstanceType, nc.Zone, nc.CapacityType)}}
@@ -63,7 +56,7 @@ func (s *Sandbox) engineProvision(req ProvisionRequest) (ProvisionResult, bool) 
 	for _, u := range out.Unschedulable {
 		res.Unschedulable[u.Pod.String()] = u.String()
 	}
-	return res, true
+	return res
 }
 
 // daemonSetRecords are DaemonSets as the inventory records them: what

@@ -65,117 +65,6 @@ func (r ProvisionResult) Cost() float64 {
 	return total
 }
 
-// Provision packs pods onto new nodes the way Karpenter's provisioner
-// does: each pod goes to the highest-weight NodePool it is compatible with,
-// pods are packed first-fit-decreasing into claims, and each claim launches
-// the cheapest offering that still holds all its pods plus DaemonSet
-// overhead. It is pure; pkg/engine's Solve replaces it when it lands.
-func (c *Catalog) Provision(req ProvisionRequest) ProvisionResult {
-	pools := append([]apisv1.NodePool(nil), req.NodePools...)
-	sortPools(pools)
-	type option struct {
-		off   Offering
-		node  *corev1.Node
-		alloc corev1.ResourceList // allocatable minus DaemonSet overhead
-	}
-	opts := make([][]option, len(pools))
-	for i := range pools {
-		if lim, ok := pools[i].Spec.Limits[corev1.ResourceCPU]; ok && req.CPUInUse[pools[i].Name] >= lim.Value() {
-			continue
-		}
-		for _, off := range c.poolOfferings(&pools[i], req.Zones, req.Region) {
-			it, _ := c.Get(off.InstanceType)
-			node := offeringNode(&pools[i], it, off, req.Region)
-			alloc := it.Allocatable()
-			for _, ds := range req.DaemonSets {
-				dp := &corev1.Pod{Spec: ds.Spec.Template.Spec}
-				if labelsAndTaintsFit(dp, node, nil) == nil {
-					subtract(alloc, PodRequests(dp))
-				}
-			}
-			opts[i] = append(opts[i], option{off: off, node: node, alloc: alloc})
-		}
-	}
-	pods := append([]*corev1.Pod(nil), req.Pods...)
-	sort.SliceStable(pods, func(i, j int) bool {
-		ri, rj := PodRequests(pods[i]), PodRequests(pods[j])
-		if c := ri.Cpu().Cmp(*rj.Cpu()); c != 0 {
-			return c > 0
-		}
-		if c := ri.Memory().Cmp(*rj.Memory()); c != 0 {
-			return c > 0
-		}
-		return podKey(pods[i]) < podKey(pods[j])
-	})
-	type bin struct {
-		pool int
-		opts []int
-		used corev1.ResourceList
-		pods []string
-	}
-	var bins []*bin
-	res := ProvisionResult{Unschedulable: map[string]string{}}
-	for _, p := range pods {
-		var vols []*corev1.NodeSelector
-		if req.Volumes != nil {
-			vols = req.Volumes(p)
-		}
-		want := PodRequests(p)
-		placed := false
-		reason := "no NodePool is compatible (taints, nodeSelector/affinity, volume zones)"
-		for pi := range pools {
-			var compat []int
-			for oi, o := range opts[pi] {
-				if labelsAndTaintsFit(p, o.node, vols) == nil && resourcesFit(want, nil, o.alloc) == nil {
-					compat = append(compat, oi)
-				}
-			}
-			if len(compat) == 0 {
-				continue
-			}
-			for _, b := range bins {
-				if b.pool != pi {
-					continue
-				}
-				var keep []int
-				for _, oi := range intersect(b.opts, compat) {
-					if resourcesFit(want, b.used, opts[pi][oi].alloc) == nil {
-						keep = append(keep, oi)
-					}
-				}
-				if len(keep) > 0 {
-					b.opts = keep
-					addTo(b.used, want)
-					b.pods = append(b.pods, podKey(p))
-					placed = true
-					break
-				}
-			}
-			if !placed {
-				used := corev1.ResourceList{}
-				addTo(used, want)
-				bins = append(bins, &bin{pool: pi, opts: compat, used: used, pods: []string{podKey(p)}})
-				placed = true
-			}
-			break
-		}
-		if !placed {
-			res.Unschedulable[podKey(p)] = reason
-		}
-	}
-	for _, b := range bins {
-		best := opts[b.pool][b.opts[0]].off
-		for _, oi := range b.opts[1:] {
-			if cheaper(opts[b.pool][oi].off, best) {
-				best = opts[b.pool][oi].off
-			}
-		}
-		sort.Strings(b.pods)
-		res.Claims = append(res.Claims, Claim{NodePool: pools[b.pool].Name, Offering: best, Pods: b.pods})
-	}
-	return res
-}
-
 func cheaper(a, b Offering) bool {
 	if a.Price != b.Price {
 		return a.Price < b.Price
@@ -187,20 +76,6 @@ func cheaper(a, b Offering) bool {
 		return a.Zone < b.Zone
 	}
 	return a.CapacityType < b.CapacityType
-}
-
-func intersect(a, b []int) []int {
-	in := make(map[int]bool, len(b))
-	for _, x := range b {
-		in[x] = true
-	}
-	var out []int
-	for _, x := range a {
-		if in[x] {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 func subtract(dst, src corev1.ResourceList) {

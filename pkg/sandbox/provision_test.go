@@ -42,8 +42,10 @@ func testPods(n int, cpu, mem string, mut func(*inventory.Pod)) []*corev1.Pod {
 	return out
 }
 
+// TestProvision checks the Karpenter stand-in's decisions, made by
+// pkg/engine, against the sandbox's catalog.
 func TestProvision(t *testing.T) {
-	cat, err := DefaultCatalog()
+	s, err := New(Options{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,8 +61,10 @@ func TestProvision(t *testing.T) {
 		wantCapacity  string
 		unschedulable int
 	}{
+		// Not a node per pod: the engine packs 40 half-CPU pods onto a
+		// handful of m5 nodes (several mid-sized ones when that is cheaper).
 		{"packs small pods on few nodes", testPods(40, "500m", "512Mi", nil),
-			[]apisv1.NodePool{testPool("general", 10, []string{"m5"}, []string{"spot", "on-demand"}, nil)}, 40, 2, "general", "spot", 0},
+			[]apisv1.NodePool{testPool("general", 10, []string{"m5"}, []string{"spot", "on-demand"}, nil)}, 40, 4, "general", "spot", 0},
 		{"on-demand only pool launches on-demand", testPods(3, "1", "1Gi", nil),
 			[]apisv1.NodePool{testPool("od", 10, []string{"c5"}, []string{"on-demand"}, nil)}, 3, 1, "od", "on-demand", 0},
 		{"highest weight wins", testPods(2, "1", "1Gi", nil),
@@ -74,7 +78,7 @@ func TestProvision(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := cat.Provision(ProvisionRequest{Pods: tt.pods, NodePools: tt.pools, Zones: zones, Region: "us-east-1"})
+			res := s.Provision(ProvisionRequest{Pods: tt.pods, NodePools: tt.pools, Zones: zones, Region: "us-east-1"})
 			placed := 0
 			for _, c := range res.Claims {
 				placed += len(c.Pods)
@@ -121,10 +125,9 @@ func TestCatalogPrices(t *testing.T) {
 	}
 }
 
-// TestEngineProvision checks the Karpenter stand-in's default path: pkg/engine
-// decides the claims, zone-pinned volumes constrain them, and a pool at its
-// CPU limit takes nothing.
-func TestEngineProvision(t *testing.T) {
+// TestProvisionVolumesAndLimits checks that zone-pinned volumes constrain
+// the claims and that a pool at its CPU limit takes nothing.
+func TestProvisionVolumesAndLimits(t *testing.T) {
 	s, err := New(Options{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -135,10 +138,7 @@ func TestEngineProvision(t *testing.T) {
 		{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"us-east-1b"}}}}}}}
 	req := ProvisionRequest{Pods: pods, NodePools: []apisv1.NodePool{pool}, Zones: []string{"us-east-1a", "us-east-1b"}, Region: "us-east-1",
 		Volumes: func(*corev1.Pod) []*corev1.NodeSelector { return zoneB }}
-	res, ok := s.engineProvision(req)
-	if !ok {
-		t.Fatal("engine path not taken")
-	}
+	res := s.Provision(req)
 	placed := 0
 	for _, c := range res.Claims {
 		placed += len(c.Pods)

@@ -71,9 +71,6 @@ type Options struct {
 	PodStartDelay time.Duration
 	// Fitter is the scheduler's filter (default SimpleFitter).
 	Fitter Fitter
-	// SimpleProvisioner makes the Karpenter stand-in pack with
-	// Catalog.Provision instead of pkg/engine.
-	SimpleProvisioner bool
 	// PackNodes scores nodes MostAllocated (bin-packing) instead of
 	// kube-scheduler's default LeastAllocated (spreading).
 	PackNodes bool
@@ -166,10 +163,6 @@ type Stats struct {
 	NodesTerminated int `json:"nodesTerminated"`
 	// Preempted counts pods the scheduler deleted to place higher-priority ones.
 	Preempted int `json:"preempted"`
-	// EngineFallbacks counts provisioning decisions pkg/engine could not
-	// make for the sandbox (an instance type it cannot launch, an error),
-	// made by Catalog.Provision instead.
-	EngineFallbacks int `json:"engineFallbacks"`
 	// Consolidations counts the disruption commands the Karpenter stand-in
 	// executed, ConsolidationSavings the $/h they saved and
 	// ConsolidationEvictions the evictions their drains made;
