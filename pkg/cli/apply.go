@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"os/user"
@@ -227,7 +228,8 @@ func replanner(g *GlobalOptions, f *runFlags, old *rollout.Plan) func(context.Co
 		if err := p.WriteFile(path); err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(g.IO.ErrOut, "cluster changed since the plan; wrote the new plan %s to %s and applying it\n", p.Hash, path)
+		g.say(slog.LevelWarn, eventReplanned, "", fmt.Sprintf("cluster changed since the plan; wrote the new plan %s to %s and applying it", p.Hash, path),
+			slog.String("hash", p.Hash), slog.String("path", path))
 		return p, nil
 	}
 }

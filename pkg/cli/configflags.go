@@ -53,7 +53,7 @@ func applyConfig(g *GlobalOptions, f *runFlags, path string, now time.Time) erro
 }
 
 // discoverConfig loads discover's --config: the cluster (when --cluster is
-// unset), region and profile.
+// unset), region, profile and the readiness findings acknowledged.
 func discoverConfig(g *GlobalOptions, o *discoverOptions, path string) error {
 	if path == "" {
 		return nil
@@ -65,6 +65,27 @@ func discoverConfig(g *GlobalOptions, o *discoverOptions, path string) error {
 	configGlobals(g, c)
 	if o.cluster == "" {
 		o.cluster = c.Cluster
+	}
+	o.acknowledge = c.Readiness.Acknowledge
+	return nil
+}
+
+// readinessConfig loads readiness's --config: readiness.failOn unless
+// --fail-on is given (never: no threshold), and readiness.acknowledge.
+func readinessConfig(cmd *cobra.Command, o *readinessOptions, path string) error {
+	if path == "" {
+		return nil
+	}
+	c, err := config.Load(path)
+	if err != nil {
+		return err
+	}
+	o.acknowledge = c.Readiness.Acknowledge
+	if !cmd.Flags().Changed("fail-on") {
+		o.failOn, o.failOnFrom = c.Readiness.FailOn, "readiness.failOn of "+path
+		if o.failOn == "never" {
+			o.failOn = ""
+		}
 	}
 	return nil
 }

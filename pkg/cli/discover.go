@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -25,6 +26,9 @@ type discoverOptions struct {
 	snapshot        string
 	includeUserData bool
 	skipKube        bool
+	// acknowledge are readiness finding IDs reviewed and accepted (the
+	// config's readiness.acknowledge).
+	acknowledge []string
 }
 
 func newDiscoverCmd(g *GlobalOptions) *cobra.Command {
@@ -37,7 +41,8 @@ func newDiscoverCmd(g *GlobalOptions) *cobra.Command {
 Autoscaler or owned by EKS, with their node-template tags), EC2 (launch templates and
 their user data, instances, subnets, security groups, spot prices) and Kubernetes
 (nodes, pods, PDBs, DaemonSets, volumes, Cluster Autoscaler, aws-auth, Karpenter), and
-prints a table per node group followed by the readiness report.
+prints a table per node group followed by the readiness report. With --config, the
+findings the config's readiness.acknowledge lists are reported as acknowledged.
 
 --snapshot writes the inventory as versioned, deterministic JSON that generate, plan,
 readiness and demo read offline. Launch template user data is parsed, then redacted
@@ -66,7 +71,7 @@ unless --include-user-data.`,
 	f.StringVar(&o.snapshot, "snapshot", "", "write the inventory snapshot to this file")
 	f.BoolVar(&o.includeUserData, "include-user-data", false, "keep launch template user data in the snapshot (it may hold secrets)")
 	f.BoolVar(&o.skipKube, "skip-kubernetes", false, "read AWS only")
-	f.StringVar(&configPath, "config", "", "environment migration config: its cluster, region and profile unless given as flags")
+	f.StringVar(&configPath, "config", "", "environment migration config: its cluster, region and profile unless given as flags, and its acknowledged readiness findings")
 	return cmd
 }
 
@@ -91,7 +96,7 @@ func runDiscover(ctx context.Context, g *GlobalOptions, o *discoverOptions) erro
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	prog := newProgress(g.IO.ErrOut, g.IO.IsStdoutTTY())
+	prog := g.newProgress()
 	prog.cancelOnInterrupt(cancel)
 	inv, err := discover.Run(ctx, src, discover.Options{ClusterName: o.cluster, Region: cfg.Region, IncludeUserData: o.includeUserData, Progress: prog.step})
 	prog.finish(err)
@@ -102,13 +107,13 @@ func runDiscover(ctx context.Context, g *GlobalOptions, o *discoverOptions) erro
 		if err := inventory.NewSnapshot(*inv, time.Now()).WriteFile(o.snapshot); err != nil {
 			return fmt.Errorf("write snapshot: %w", err)
 		}
-		fmt.Fprintf(g.IO.ErrOut, "wrote %s\n", o.snapshot)
+		g.say(slog.LevelInfo, eventWrote, "wrote ", o.snapshot, slog.String("path", o.snapshot))
 	}
 	cat := catalog.Default()
-	report := readinessReport(g.IO.ErrOut, inv, cat)
+	report := acknowledgeFindings(g, readinessReport(g, inv, cat), o.acknowledge)
 	if done, err := printStructured(g.IO.Out, g.Output, struct {
 		Inventory *inventory.Inventory `json:"inventory"`
-		Readiness readiness.Report     `json:"readiness"`
+		Readiness readinessResult      `json:"readiness"`
 	}{inv, report}); done {
 		return err
 	}
@@ -164,18 +169,30 @@ func gib(q resource.Quantity) string {
 	return fmt.Sprintf("%.1fGi", float64(q.Value())/(1<<30))
 }
 
-// printReadiness writes the findings, most severe first.
-func printReadiness(w io.Writer, r readiness.Report) {
-	if len(r.Findings) == 0 {
+// printReadiness writes the findings, most severe first, then the
+// acknowledged ones.
+func printReadiness(w io.Writer, r readinessResult) {
+	switch {
+	case len(r.Findings) == 0 && len(r.Acknowledged) == 0:
 		fmt.Fprintln(w, "Readiness: no findings.")
 		return
+	case len(r.Acknowledged) == 0:
+		fmt.Fprintf(w, "Readiness: %d blocker(s), %d warning(s)\n", r.Blockers, r.Warnings)
+	default:
+		fmt.Fprintf(w, "Readiness: %d blocker(s), %d warning(s), %d acknowledged\n", r.Blockers, r.Warnings, len(r.Acknowledged))
 	}
-	fmt.Fprintf(w, "Readiness: %d blocker(s), %d warning(s)\n", r.Blockers, r.Warnings)
 	for _, f := range r.Findings {
-		fmt.Fprintf(w, "\n[%s] %s (%s)\n", strings.ToUpper(string(f.Severity)), f.Title, f.ID)
-		for _, o := range f.Objects {
-			fmt.Fprintf(w, "  - %s\n", o)
-		}
-		fmt.Fprintf(w, "  why: %s\n  fix: %s\n", f.Why, f.Fix)
+		printFinding(w, f, "")
 	}
+	for _, f := range r.Acknowledged {
+		printFinding(w, f, ", acknowledged")
+	}
+}
+
+func printFinding(w io.Writer, f readiness.Finding, note string) {
+	fmt.Fprintf(w, "\n[%s] %s (%s%s)\n", strings.ToUpper(string(f.Severity)), f.Title, f.ID, note)
+	for _, o := range f.Objects {
+		fmt.Fprintf(w, "  - %s\n", o)
+	}
+	fmt.Fprintf(w, "  why: %s\n  fix: %s\n", f.Why, f.Fix)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -15,11 +16,12 @@ import (
 )
 
 // progress shows the steps of a discovery on w: a bubbles spinner beside
-// the current step on a terminal, one plain line per step otherwise; then
-// how long it took.
+// the current step on a terminal, one plain line per step otherwise, or one
+// slog event per step with --log-format json; then how long it took.
 type progress struct {
 	w      io.Writer
 	tty    bool
+	log    *slog.Logger // set: JSON events instead of lines or a spinner
 	start  time.Time
 	p      *tea.Program
 	exited chan struct{}
@@ -32,6 +34,14 @@ func newProgress(w io.Writer, tty bool) *progress {
 	return &progress{w: w, tty: tty, start: time.Now(), interrupted: func() { os.Exit(130) }}
 }
 
+// newProgress shows a discovery's progress on stderr as --log-format asks:
+// JSON events through the command's logger, else lines or a spinner.
+func (g *GlobalOptions) newProgress() *progress {
+	pr := newProgress(g.IO.ErrOut, g.IO.IsStdoutTTY())
+	pr.log = g.jsonLogger()
+	return pr
+}
+
 // cancelOnInterrupt makes Ctrl-C cancel the work instead of exiting. Call
 // it before the first step.
 func (pr *progress) cancelOnInterrupt(cancel context.CancelFunc) { pr.interrupted = cancel }
@@ -39,6 +49,10 @@ func (pr *progress) cancelOnInterrupt(cancel context.CancelFunc) { pr.interrupte
 // step reports that a step started; on a terminal the first one starts the
 // spinner.
 func (pr *progress) step(s string) {
+	if pr.log != nil {
+		pr.log.Info("reading "+s, "event", eventDiscoverStep, "source", s)
+		return
+	}
 	if !pr.tty {
 		fmt.Fprintf(pr.w, "reading %s\n", s)
 		return
@@ -57,9 +71,6 @@ func (pr *progress) step(s string) {
 	pr.p.Send(stepMsg(s))
 }
 
-// done ends a successful run.
-func (pr *progress) done() { pr.finish(nil) }
-
 // finish ends the display (marking the current step failed when err is set)
 // and prints how long the run took.
 func (pr *progress) finish(err error) {
@@ -67,7 +78,16 @@ func (pr *progress) finish(err error) {
 		pr.p.Send(stepsDoneMsg{err: err})
 		<-pr.exited
 	}
-	fmt.Fprintf(pr.w, "discovery took %s\n", time.Since(pr.start).Round(time.Millisecond))
+	took := time.Since(pr.start).Round(time.Millisecond)
+	if pr.log != nil {
+		if err != nil {
+			pr.log.Error("discovery failed after "+took.String(), "event", eventDiscoverDone, "duration", took.String(), "error", err.Error())
+			return
+		}
+		pr.log.Info("discovery took "+took.String(), "event", eventDiscoverDone, "duration", took.String())
+		return
+	}
+	fmt.Fprintf(pr.w, "discovery took %s\n", took)
 }
 
 type stepMsg string

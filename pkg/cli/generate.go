@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -168,9 +169,9 @@ func discoverLive(ctx context.Context, g *GlobalOptions, cluster, region string,
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	src := discover.Sources{AutoScaling: c.AutoScaling, EC2: c.EC2, EKS: c.EKS, Kube: kube}
-	prog := newProgress(g.IO.ErrOut, g.IO.IsStdoutTTY())
+	prog := g.newProgress()
 	inv, err := discover.Run(ctx, src, discover.Options{ClusterName: cluster, Region: cfg.Region, IncludeUserData: includeUserData, Progress: prog.step})
-	prog.done()
+	prog.finish(err)
 	if err != nil {
 		return nil, fmt.Errorf("discover cluster %s: %w", cluster, err)
 	}
@@ -212,9 +213,9 @@ func printGenerateReport(g *GlobalOptions, rep *generate.Report) {
 		fmt.Fprintf(g.IO.Out, "Kept because you edited them (--force overwrites): %s\n", strings.Join(kept, ", "))
 	}
 	for _, f := range rep.Notes {
-		fmt.Fprintln(g.IO.ErrOut, "note:", f)
+		g.say(slog.LevelInfo, eventNote, "note: ", f.String(), slog.String("subject", f.Subject))
 	}
 	for _, f := range append(rep.Warnings, rep.Tree.Warnings...) {
-		fmt.Fprintln(g.IO.ErrOut, "warning:", f)
+		g.say(slog.LevelWarn, eventWarning, "warning: ", f.String(), slog.String("subject", f.Subject))
 	}
 }

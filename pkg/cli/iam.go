@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
@@ -201,13 +202,13 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 		Journal: journal,
 		Save:    func(j *iam.Journal) error { return j.WriteFile(o.journal) },
 		OnStep: func(it iam.Item) {
-			fmt.Fprintf(g.IO.ErrOut, "%s %s\n", it.Action.PastTense(), it.Ref)
+			g.say(slog.LevelInfo, eventIAMStep, "", fmt.Sprintf("%s %s", it.Action.PastTense(), it.Ref), slog.String("action", string(it.Action)), slog.String("kind", string(it.Ref.Kind)), slog.String("name", it.Ref.Name))
 		},
 	})
 	if err != nil {
 		return fmt.Errorf("%w\nthe journal %s lists what was done; run apply again to finish or iam delete to undo", err, o.journal)
 	}
-	fmt.Fprintf(g.IO.ErrOut, "applied %d change(s); journal in %s\n", plan.Changes(), o.journal)
+	g.say(slog.LevelInfo, eventIAMDone, "", fmt.Sprintf("applied %d change(s); journal in %s", plan.Changes(), o.journal), slog.Int("changes", plan.Changes()), slog.String("journal", o.journal))
 	return nil
 }
 
@@ -238,7 +239,7 @@ func runIAMDelete(ctx context.Context, g *GlobalOptions, o *iamOptions, d *iam.D
 	}
 	_, err = iam.Down(ctx, d, j, c, iam.DownOptions{OnStep: func(it iam.Item) {
 		if it.Action == iam.ActionDelete {
-			fmt.Fprintf(g.IO.ErrOut, "deleted %s\n", it.Ref)
+			g.say(slog.LevelInfo, eventIAMStep, "", fmt.Sprintf("deleted %s", it.Ref), slog.String("action", string(it.Action)), slog.String("kind", string(it.Ref.Kind)), slog.String("name", it.Ref.Name))
 		}
 	}})
 	if err != nil {

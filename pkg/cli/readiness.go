@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
+	"log/slog"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -16,12 +18,19 @@ import (
 type readinessOptions struct {
 	snapshot string
 	failOn   string
+	// failOnFrom names where failOn came from, for the exit message:
+	// "--fail-on" or the config file's readiness.failOn.
+	failOnFrom string
+	// acknowledge are finding IDs reviewed and accepted (the config's
+	// readiness.acknowledge).
+	acknowledge []string
 }
 
 func newReadinessCmd(g *GlobalOptions) *cobra.Command {
-	o := &readinessOptions{}
+	o := &readinessOptions{failOnFrom: "--fail-on"}
+	var configPath string
 	cmd := &cobra.Command{
-		Use:   "readiness --snapshot FILE [--fail-on warning|blocker]",
+		Use:   "readiness --snapshot FILE [--fail-on warning|blocker] [--config migrations/ENV.yaml]",
 		Short: "Report what blocks or endangers a move to Karpenter",
 		Long: `readiness evaluates an inventory snapshot (written by discover) and lists, for each
 problem, the objects concerned, why it blocks or risks the migration and what to do:
@@ -37,19 +46,29 @@ and the room each allowed instance type leaves after kubelet reservations and th
 DaemonSets that would run there. discover prints the same report.
 
 With --fail-on, the command exits with code 3 when a finding at or above that
-severity exists, for CI.`,
+severity exists, for CI. --config reads an environment's migration config: its
+readiness.failOn applies unless --fail-on is given (never: no threshold), and the
+finding IDs in readiness.acknowledge are listed as acknowledged and do not count
+toward the exit code; an acknowledged ID that matches no finding is warned about.`,
 		Example: `  # Review a snapshot
   karpenter-migrate readiness --snapshot snapshot.json
 
   # Gate a pipeline on blockers
-  karpenter-migrate readiness --snapshot snapshot.json --fail-on blocker -o json`,
+  karpenter-migrate readiness --snapshot snapshot.json --fail-on blocker -o json
+
+  # The threshold and acknowledgements of an environment's migration config
+  karpenter-migrate readiness --snapshot snapshot.json --config migrations/prod.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := readinessConfig(cmd, o, configPath); err != nil {
+				return err
+			}
 			return runReadiness(cmd.Context(), g, o)
 		},
 	}
 	cmd.Flags().StringVar(&o.snapshot, "snapshot", "", "inventory snapshot to evaluate (written by discover)")
 	cmd.Flags().StringVar(&o.failOn, "fail-on", "", "exit with code 3 when a finding of this severity or worse exists: warning|blocker")
+	cmd.Flags().StringVar(&configPath, "config", "", "environment migration config: its readiness.failOn (unless --fail-on is given) and readiness.acknowledge")
 	return cmd
 }
 
@@ -66,7 +85,7 @@ func runReadiness(_ context.Context, g *GlobalOptions, o *readinessOptions) erro
 	if err != nil {
 		return err
 	}
-	report := readinessReport(g.IO.ErrOut, &snap.Inventory, catalog.Default())
+	report := acknowledgeFindings(g, readinessReport(g, &snap.Inventory, catalog.Default()), o.acknowledge)
 	if done, err := printStructured(g.IO.Out, g.Output, report); done {
 		if err != nil {
 			return err
@@ -74,22 +93,77 @@ func runReadiness(_ context.Context, g *GlobalOptions, o *readinessOptions) erro
 	} else {
 		printReadiness(g.IO.Out, report)
 	}
-	if o.failOn != "" && report.Worst() != "" && report.Worst().AtLeast(readiness.Severity(o.failOn)) {
-		return &ExitError{Code: ExitReadiness, Err: fmt.Errorf("readiness: %d blocker(s), %d warning(s) at or above --fail-on %s", report.Blockers, report.Warnings, o.failOn)}
+	return readinessGate(report, o.failOn, o.failOnFrom)
+}
+
+// readinessResult is a readiness report with the acknowledgements of a
+// migration config applied: acknowledged findings move out of Findings and
+// its counts into Acknowledged, so no threshold counts them.
+type readinessResult struct {
+	readiness.Report
+	Acknowledged []readiness.Finding `json:"acknowledged,omitempty"`
+}
+
+// acknowledgeFindings moves the findings whose ID is in ids to
+// Acknowledged, and warns on stderr about each ID that matches no finding
+// (a typo, or a problem since fixed).
+func acknowledgeFindings(g *GlobalOptions, r readiness.Report, ids []string) readinessResult {
+	var res readinessResult
+	matched := map[string]bool{}
+	var found []string
+	for _, f := range r.Findings {
+		found = append(found, f.ID)
+		if slices.Contains(ids, f.ID) {
+			matched[f.ID] = true
+			res.Acknowledged = append(res.Acknowledged, f)
+			continue
+		}
+		res.Findings = append(res.Findings, f)
+		switch f.Severity {
+		case readiness.Blocker:
+			res.Blockers++
+		case readiness.Warning:
+			res.Warnings++
+		}
 	}
-	return nil
+	for _, id := range ids {
+		if !matched[id] {
+			g.say(slog.LevelWarn, eventAcknowledgment, "warning: ",
+				fmt.Sprintf("readiness.acknowledge lists %q, which matches no finding of this inventory (findings: %s): correct the ID, or remove it if the problem is fixed", id, orNone(found)),
+				slog.String("id", id))
+		}
+	}
+	return res
+}
+
+func orNone(ids []string) string {
+	if len(ids) == 0 {
+		return "none"
+	}
+	return strings.Join(ids, ", ")
+}
+
+// readinessGate returns the readiness exit code when a finding not
+// acknowledged is at or above failOn ("": no threshold); from names the
+// flag or file the threshold came from.
+func readinessGate(r readinessResult, failOn, from string) error {
+	if failOn == "" || r.Worst() == "" || !r.Worst().AtLeast(readiness.Severity(failOn)) {
+		return nil
+	}
+	return &ExitError{Code: ExitReadiness, Err: fmt.Errorf("readiness: %d blocker(s), %d warning(s) at or above %s %s (%d acknowledged)",
+		r.Blockers, r.Warnings, from, failOn, len(r.Acknowledged))}
 }
 
 // readinessReport evaluates inv against the NodePools generate would write
 // with its defaults (generated in memory): their taints, zones and allowed
 // instance types. When generate cannot map the inventory, the checks fall
-// back on the current nodes, and a note on errOut says so.
-func readinessReport(errOut io.Writer, inv *inventory.Inventory, cat *catalog.Catalog) readiness.Report {
+// back on the current nodes, and a note on stderr says so.
+func readinessReport(g *GlobalOptions, inv *inventory.Inventory, cat *catalog.Catalog) readiness.Report {
 	opts := generate.DefaultOptions()
 	opts.Catalog = cat
 	res, err := generate.Generate(inv, opts)
 	if err != nil {
-		fmt.Fprintf(errOut, "note: readiness checks taints, zones and instance sizes against the current nodes: no NodePools to compare with (%v)\n", err)
+		g.say(slog.LevelInfo, eventNote, "note: ", fmt.Sprintf("readiness checks taints, zones and instance sizes against the current nodes: no NodePools to compare with (%v)", err))
 		return readiness.Evaluate(inv, readiness.Options{})
 	}
 	return readiness.Evaluate(inv, readiness.FromNodePools(inv, res.NodePools, res.NodeClasses, cat))

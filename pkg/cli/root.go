@@ -46,21 +46,41 @@ func (e *ExitError) Unwrap() error { return e.Err }
 
 // Execute runs the root command and returns the process exit code.
 func Execute(streams *iostreams.IOStreams) int {
-	cmd := NewRootCmd(streams)
-	err := cmd.Execute()
+	cmd, g := newRoot(streams)
+	return g.exit(cmd.Execute())
+}
+
+// exit reports err on stderr, as "Error: ..." or with --log-format json as
+// one ERROR event, and returns the process exit code.
+func (g *GlobalOptions) exit(err error) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(streams.ErrOut, "Error: %v\n", err)
+	code := 1
 	var exit *ExitError
 	if errors.As(err, &exit) {
-		return exit.Code
+		code = exit.Code
 	}
-	return 1
+	if g.LogFormat == "json" {
+		l := g.Logger
+		if l == nil { // the flags failed to parse before the logger was made
+			l = slog.New(slog.NewJSONHandler(g.IO.ErrOut, nil))
+		}
+		l.Error(err.Error(), "event", eventError, "exitCode", code)
+		return code
+	}
+	fmt.Fprintf(g.IO.ErrOut, "Error: %v\n", err)
+	return code
 }
 
 // NewRootCmd builds the command tree.
 func NewRootCmd(streams *iostreams.IOStreams) *cobra.Command {
+	cmd, _ := newRoot(streams)
+	return cmd
+}
+
+// newRoot builds the command tree and returns the options its flags fill.
+func newRoot(streams *iostreams.IOStreams) (*cobra.Command, *GlobalOptions) {
 	g := &GlobalOptions{IO: streams}
 	root := &cobra.Command{
 		Use:   "karpenter-migrate",
@@ -104,7 +124,7 @@ be resumed and rolled back.`,
 		newIAMCmd(g),
 		newWizardCmd(g),
 	)
-	return root
+	return root, g
 }
 
 func (g *GlobalOptions) init() error {
