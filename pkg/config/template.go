@@ -66,7 +66,7 @@ maintenanceWindow:
 readiness:
   # blocker | warning | never: which findings stop the run.
   failOn: blocker
-  # Finding IDs reviewed and accepted, e.g. single-replica/default/web.
+  # Finding IDs reviewed and accepted (as the readiness command prints them), e.g. single-replica.
   acknowledge: []
 `))
 
