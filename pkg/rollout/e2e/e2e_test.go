@@ -298,7 +298,7 @@ func TestRolloutEndToEnd(t *testing.T) {
 	t.Logf("lowest healthy per PDB %v; longest wait for a node %s", lowest, pending.Round(time.Millisecond))
 	// Let the hook catch up with the last terminations (EC2 and the node
 	// lifecycle controller take their time too).
-	if err := w.syncNodes(ctx); err != nil {
+	if err := w.settleNodes(ctx); err != nil {
 		t.Fatal(err)
 	}
 	checkMigrated(ctx, t, w)

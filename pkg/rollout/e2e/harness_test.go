@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,6 +56,11 @@ type world struct {
 	bin    string
 	dir    string
 	groups []legacyGroup
+
+	// gone are the legacy nodes the hook deleted: a DaemonSet controller
+	// whose cache still lists one may bind a new pod to it afterwards.
+	goneMu sync.Mutex
+	gone   map[string]bool
 }
 
 // TestMain removes the binary buildBinary built.
@@ -213,6 +219,47 @@ func newWorld(t testing.TB, groups []legacyGroup, nodesPerGroup int) *world {
 	return w
 }
 
+// settleNodes runs the hook until a pass finds no pod left on a deleted
+// node, so assertions do not race the DaemonSet controller's cache.
+func (w *world) settleNodes(ctx context.Context) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := w.syncNodes(ctx); err != nil {
+			return err
+		}
+		stray, err := w.podsOnGoneNodes(ctx)
+		if err != nil || len(stray) == 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pods still bound to deleted nodes after 30s: %v", stray)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// podsOnGoneNodes deletes (grace 0) the pods bound to deleted legacy nodes
+// and returns their names.
+func (w *world) podsOnGoneNodes(ctx context.Context) ([]string, error) {
+	w.goneMu.Lock()
+	names := slices.Sorted(maps.Keys(w.gone))
+	w.goneMu.Unlock()
+	var stray []string
+	for _, node := range names {
+		pods, err := w.env.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pods.Items {
+			stray = append(stray, p.Namespace+"/"+p.Name)
+			if err := w.env.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil && !apierrors.IsNotFound(err) {
+				return nil, err
+			}
+		}
+	}
+	return stray, nil
+}
+
 // syncNodes is the hook watching the fake: every InService instance of an
 // ASG has a kwok node (created Ready, labelled as its group's), and a
 // legacy node whose instance left its group is deleted with its pods, as
@@ -243,13 +290,15 @@ func (w *world) syncNodes(ctx context.Context) error {
 		if err := w.env.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		pods, err := w.env.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
-		if err != nil {
-			return err
+		w.goneMu.Lock()
+		if w.gone == nil {
+			w.gone = map[string]bool{}
 		}
-		for _, p := range pods.Items {
-			_ = w.env.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
-		}
+		w.gone[n.Name] = true
+		w.goneMu.Unlock()
+	}
+	if _, err := w.podsOnGoneNodes(ctx); err != nil {
+		return err
 	}
 	for id, in := range want {
 		if have[id] {
