@@ -363,7 +363,7 @@ func downCandidates(d *Desired, j *Journal) []resource {
 			}
 		}
 	}
-	// The single pre-1.9 policy and the full split set, plus the fifth rule.
+	// The single pre-1.10 policy and the full split set, plus the fifth rule.
 	for _, v := range []string{"1.8.0", "1.12.0"} {
 		ver, _ := ParseVersion(v)
 		ps, err := controllerPolicies(policyScope{partition: d.Target.Partition, region: d.Target.Region, account: d.Target.AccountID, cluster: d.Target.Cluster, version: ver})
