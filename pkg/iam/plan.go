@@ -295,6 +295,9 @@ func recoverCreate(ctx context.Context, r *runner, res resource, createErr error
 // DownOptions tune Down.
 type DownOptions struct {
 	Backoff Backoff
+	// Only restricts Down to the objects of these runbook groups (all when
+	// empty).
+	Only []Group
 	// DryRun only reports what would be deleted.
 	DryRun bool
 	// OnStep reports progress.
@@ -304,11 +307,16 @@ type DownOptions struct {
 // Down deletes, in dependency order, every object that this tool created
 // for the cluster: the desired objects for every Karpenter version and
 // identity (a version change leaves old policies behind) and every object
-// in the journal. Objects not tagged as ours are kept. It returns the items
-// it considered with ActionDelete, ActionKeep or ActionAbsent.
+// in the journal. Node access is the exception: with a journal, only the
+// node access it records is considered, so a cluster whose node access was
+// never touched is not asked about access entries (on a CONFIG_MAP cluster
+// EKS refuses the call). Objects not tagged as ours are kept. It returns
+// the items it considered with ActionDelete, ActionKeep or ActionAbsent.
 func Down(ctx context.Context, d *Desired, j *Journal, c Clients, o DownOptions) ([]Item, error) {
 	r := &runner{c: c, d: d, backoff: o.Backoff}
-	cands := downCandidates(d, j)
+	cands := slices.DeleteFunc(downCandidates(d, j), func(res resource) bool {
+		return len(o.Only) > 0 && !slices.Contains(o.Only, res.group())
+	})
 	var items []Item
 	for i := len(cands) - 1; i >= 0; i-- {
 		res := cands[i]
@@ -375,12 +383,19 @@ func downCandidates(d *Desired, j *Journal) []resource {
 	}
 	w := wide
 	w.CreateOIDCProvider = true
-	add(resources(&w)...)
+	add(slices.DeleteFunc(resources(&w), func(r resource) bool { return r.group() == GroupNodeAccess })...)
 	add(&podIdentityRes{cluster: d.Target.Cluster, namespace: d.Namespace, serviceAccount: d.ServiceAccount})
 	add(&ruleRes{name: d.Target.Cluster + ruleSuffixLongest})
-	// Both node-access kinds: a changed authentication mode leaves the other.
-	add(&accessEntryRes{cluster: d.Target.Cluster, principal: d.NodeRoleARN})
-	if d.NodeAccess == NodeAccessConfigMap || j != nil && slices.ContainsFunc(j.Entries, func(e JournalEntry) bool { return e.Kind == KindAWSAuth }) {
+	// Node access: what the journal records (a changed authentication mode
+	// leaves the other kind there), else the kind the cluster uses now.
+	journalled := func(k Kind) bool {
+		return j != nil && slices.ContainsFunc(j.Entries, func(e JournalEntry) bool { return e.Kind == k })
+	}
+	noJournal := j == nil || len(j.Entries) == 0
+	if journalled(KindAccessEntry) || noJournal && d.NodeAccess == NodeAccessAccessEntry {
+		add(&accessEntryRes{cluster: d.Target.Cluster, principal: d.NodeRoleARN})
+	}
+	if journalled(KindAWSAuth) || noJournal && d.NodeAccess == NodeAccessConfigMap {
 		add(&awsAuthRes{entry: awsauth.MapRole{RoleARN: d.NodeRoleARN, Username: "system:node:{{EC2PrivateDNSName}}", Groups: d.AWSAuthGroups}})
 	}
 	if j != nil {
