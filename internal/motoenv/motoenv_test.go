@@ -114,14 +114,14 @@ func TestMotoSeed(t *testing.T) {
 	}}
 	acct.AutoScaling.Groups = []astypes.AutoScalingGroup{
 		{AutoScalingGroupName: awssdk.String("general"), MinSize: awssdk.Int32(1), MaxSize: awssdk.Int32(4), DesiredCapacity: awssdk.Int32(2),
-			VPCZoneIdentifier: awssdk.String("subnet-a,subnet-b"),
-			LaunchTemplate:    &astypes.LaunchTemplateSpecification{LaunchTemplateId: awssdk.String("lt-1"), Version: awssdk.String("$Default")},
-			Instances:         []astypes.Instance{{InstanceId: awssdk.String("i-seeded1")}},
+			VPCZoneIdentifier:  awssdk.String("subnet-a,subnet-b"),
+			LaunchTemplate:     &astypes.LaunchTemplateSpecification{LaunchTemplateId: awssdk.String("lt-1"), Version: awssdk.String("$Default")},
+			Instances:          []astypes.Instance{{InstanceId: awssdk.String("i-seeded1")}},
 			SuspendedProcesses: []astypes.SuspendedProcess{{ProcessName: awssdk.String("AZRebalance")}},
 			Tags:               []astypes.TagDescription{{Key: awssdk.String("k8s.io/cluster-autoscaler/enabled"), Value: awssdk.String("true")}}},
 		{AutoScalingGroupName: awssdk.String("eks-batch"), MinSize: awssdk.Int32(1), MaxSize: awssdk.Int32(2), DesiredCapacity: awssdk.Int32(1),
 			VPCZoneIdentifier: awssdk.String("subnet-a"),
-			Tags: []astypes.TagDescription{{Key: awssdk.String("eks:nodegroup-name"), Value: awssdk.String("batch")}}},
+			Tags:              []astypes.TagDescription{{Key: awssdk.String("eks:nodegroup-name"), Value: awssdk.String("batch")}}},
 	}
 	seeded, err := Seed(ctx, cfg, acct)
 	if err != nil {
@@ -188,9 +188,9 @@ func TestMotoSeedRefusesWhatMotoCannotHold(t *testing.T) {
 			LaunchTemplateData: &ec2types.ResponseLaunchTemplateData{ImageId: awssdk.String("ami-1"), UserData: ud}}
 	}
 	for name, acct := range map[string]*awsfake.Account{
-		"access entries": {EKSAccess: awsfake.EKSAccessState{AccessEntries: []ekstypes.AccessEntry{{PrincipalArn: awssdk.String("arn:aws:iam::1:role/x")}}}},
+		"access entries":               {EKSAccess: awsfake.EKSAccessState{AccessEntries: []ekstypes.AccessEntry{{PrincipalArn: awssdk.String("arn:aws:iam::1:role/x")}}}},
 		"user data in a later version": {EC2: awsfake.EC2State{LaunchTemplateVersions: []ec2types.LaunchTemplateVersion{lt(1, nil), lt(2, awssdk.String("IyEvYmluL3No"))}}},
-		"another region": {Region: "eu-west-1"},
+		"another region":               {Region: "eu-west-1"},
 	} {
 		if _, err := Seed(t.Context(), cfg, acct); err == nil {
 			t.Errorf("%s: seeded", name)
