@@ -612,7 +612,8 @@ func (s *seeder) eksLaunchTemplate(ctx context.Context, group string, in, out *a
 	return &astypes.LaunchTemplateSpecification{LaunchTemplateId: awssdk.String(id), Version: awssdk.String("1")}, nil
 }
 
-// instances copies moto's instances: all were launched by the groups.
+// instances copies moto's instances, all launched by the groups, and the
+// free addresses they left in each subnet.
 func (s *seeder) instances(ctx context.Context, _, out *awsfake.Account) error {
 	p := ec2.NewDescribeInstancesPaginator(s.ec2, &ec2.DescribeInstancesInput{})
 	for p.HasMorePages() {
@@ -623,6 +624,14 @@ func (s *seeder) instances(ctx context.Context, _, out *awsfake.Account) error {
 		for _, r := range page.Reservations {
 			out.EC2.Instances = append(out.EC2.Instances, r.Instances...)
 		}
+	}
+	for i := range out.EC2.Subnets {
+		sn := &out.EC2.Subnets[i]
+		got, err := s.ec2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: []string{awssdk.ToString(sn.SubnetId)}})
+		if err != nil || len(got.Subnets) != 1 {
+			return errors.Join(err, fmt.Errorf("subnet %s: not found", awssdk.ToString(sn.SubnetId)))
+		}
+		sn.AvailableIpAddressCount = got.Subnets[0].AvailableIpAddressCount
 	}
 	return nil
 }
