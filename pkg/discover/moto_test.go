@@ -3,6 +3,7 @@ package discover_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -21,8 +22,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/motoenv"
+	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
+	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/cli"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/discover"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iostreams"
 )
@@ -429,4 +433,62 @@ func TestMotoDifferential(t *testing.T) {
 	differential(t, "iam plan", plans["awsfake"], plans["moto"], []knownGap{
 		{regexp.MustCompile(`^\.nodeAccess$`), "follows the authentication mode moto drops (CONFIG_MAP, so aws-auth, when accessConfig is lost)"},
 	})
+}
+
+// TestMotoDiscoverWithControlPlane discovers moto's account together with a
+// real control plane whose kwok nodes are moto's instances: every node is
+// joined to its group through providerID -> instance -> Auto Scaling group.
+func TestMotoDiscoverWithControlPlane(t *testing.T) {
+	env := testenv.Start(t, testenv.Options{}) // skips with KM_SKIP_E2E=1
+	srv, seeded := seedMoto(t)
+	ctx := t.Context()
+	want := map[string]string{} // node -> group
+	var names []string
+	for _, g := range seeded.Account.AutoScaling.Groups {
+		group := awssdk.ToString(g.AutoScalingGroupName)
+		spec := testenv.NodeSpec{}
+		for _, tg := range g.Tags {
+			if awssdk.ToString(tg.Key) == "eks:nodegroup-name" {
+				group = awssdk.ToString(tg.Value)
+				spec.NodeGroup = group
+			}
+		}
+		for i, in := range g.Instances {
+			spec.Name = fmt.Sprintf("%s-%d", group, i)
+			spec.Zone = awssdk.ToString(in.AvailabilityZone)
+			spec.InstanceType = awssdk.ToString(in.InstanceType)
+			spec.ProviderID = "aws:///" + spec.Zone + "/" + awssdk.ToString(in.InstanceId)
+			if _, err := env.CreateKwokNode(ctx, spec); err != nil {
+				t.Fatal(err)
+			}
+			want[spec.Name] = group
+			names = append(names, spec.Name)
+		}
+	}
+	if len(names) < 4 {
+		t.Fatalf("moto launched %d instances for the cluster's groups, want one per group at least", len(names))
+	}
+	if err := env.WaitForNodesReady(ctx, names...); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := srv.Config(ctx, motoRegion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := kmaws.NewClients(cfg)
+	inv, err := discover.Run(ctx, discover.Sources{AutoScaling: c.AutoScaling, EC2: c.EC2, EKS: c.EKS, Kube: env.Client},
+		discover.Options{ClusterName: "prod", Region: motoRegion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, n := range inv.Nodes {
+		got[n.Name] = n.NodeGroup
+		if !n.Ready || n.InstanceID == "" {
+			t.Errorf("node %s: ready %v, instance %q", n.Name, n.Ready, n.InstanceID)
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("nodes joined to groups = %v, want %v", got, want)
+	}
 }
