@@ -307,11 +307,13 @@ type DownOptions struct {
 // Down deletes, in dependency order, every object that this tool created
 // for the cluster: the desired objects for every Karpenter version and
 // identity (a version change leaves old policies behind) and every object
-// in the journal. Node access is the exception: with a journal, only the
-// node access it records is considered, so a cluster whose node access was
-// never touched is not asked about access entries (on a CONFIG_MAP cluster
-// EKS refuses the call). Objects not tagged as ours are kept. It returns
-// the items it considered with ActionDelete, ActionKeep or ActionAbsent.
+// in the journal. Node access and the pod identity association are the
+// exception, as EKS may not offer their APIs (access entries on a
+// CONFIG_MAP cluster, either in an emulator or partition without them):
+// with a journal, only those it records are considered, so an apply that
+// never touched them leads to no such call. Objects not tagged as ours are
+// kept. It returns the items it considered with ActionDelete, ActionKeep
+// or ActionAbsent.
 func Down(ctx context.Context, d *Desired, j *Journal, c Clients, o DownOptions) ([]Item, error) {
 	r := &runner{c: c, d: d, backoff: o.Backoff}
 	cands := slices.DeleteFunc(downCandidates(d, j), func(res resource) bool {
@@ -383,15 +385,20 @@ func downCandidates(d *Desired, j *Journal) []resource {
 	}
 	w := wide
 	w.CreateOIDCProvider = true
-	add(slices.DeleteFunc(resources(&w), func(r resource) bool { return r.group() == GroupNodeAccess })...)
-	add(&podIdentityRes{cluster: d.Target.Cluster, namespace: d.Namespace, serviceAccount: d.ServiceAccount})
+	add(slices.DeleteFunc(resources(&w), func(r resource) bool {
+		return r.group() == GroupNodeAccess || r.ref().Kind == KindPodIdentity
+	})...)
 	add(&ruleRes{name: d.Target.Cluster + ruleSuffixLongest})
-	// Node access: what the journal records (a changed authentication mode
-	// leaves the other kind there), else the kind the cluster uses now.
+	// Node access and pod identity: what the journal records (a changed
+	// authentication mode or identity leaves the other kind there), else
+	// what the cluster uses now.
 	journalled := func(k Kind) bool {
 		return j != nil && slices.ContainsFunc(j.Entries, func(e JournalEntry) bool { return e.Kind == k })
 	}
 	noJournal := j == nil || len(j.Entries) == 0
+	if journalled(KindPodIdentity) || noJournal && d.Identity == IdentityPodIdentity {
+		add(&podIdentityRes{cluster: d.Target.Cluster, namespace: d.Namespace, serviceAccount: d.ServiceAccount})
+	}
 	if journalled(KindAccessEntry) || noJournal && d.NodeAccess == NodeAccessAccessEntry {
 		add(&accessEntryRes{cluster: d.Target.Cluster, principal: d.NodeRoleARN})
 	}

@@ -497,3 +497,35 @@ func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
 	}
 	return true
 }
+
+// TestDownAsksOnlyAboutWhatItTouched: with a journal, Down asks EKS about
+// access entries and pod identity associations only if the journal records
+// one (those APIs may not exist for the cluster); without a journal it
+// asks about what the cluster uses now.
+func TestDownAsksOnlyAboutWhatItTouched(t *testing.T) {
+	e := newEnv(t, account())
+	d := mustBuild(t, target("API"), Options{Identity: IdentityIRSA})
+	p, err := BuildPlan(context.Background(), d, e.clients, PlanOptions{Backoff: fastBackoff,
+		Only: []Group{GroupDiscoveryTags, GroupNodeRole, GroupControllerRole, GroupInterruption}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := e.apply(t, p)
+	e.srv.ResetCalls()
+	if _, err := Down(context.Background(), d, j, e.clients, DownOptions{Backoff: fastBackoff}); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := e.srv.Calls("eks", "DescribeAccessEntry"), e.srv.Calls("eks", "ListPodIdentityAssociations"); n+m != 0 {
+		t.Errorf("Down from a journal without node access or pod identity: %d DescribeAccessEntry, %d ListPodIdentityAssociations calls", n, m)
+	}
+	assertNothingOurs(t, e.srv)
+
+	pi := mustBuild(t, target("API"), Options{Identity: IdentityPodIdentity})
+	e.srv.ResetCalls()
+	if _, err := Down(context.Background(), pi, nil, e.clients, DownOptions{Backoff: fastBackoff}); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := e.srv.Calls("eks", "DescribeAccessEntry"), e.srv.Calls("eks", "ListPodIdentityAssociations"); n == 0 || m == 0 {
+		t.Errorf("Down without a journal: %d DescribeAccessEntry, %d ListPodIdentityAssociations calls, want both asked", n, m)
+	}
+}
