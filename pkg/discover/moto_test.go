@@ -136,15 +136,15 @@ func motoAccount() *awsfake.Account {
 				tag("aws:cloudformation:stack-name", "eksctl-prod-nodegroup-web"))},
 		{AutoScalingGroupName: s("api-al2023"), MinSize: awssdk.Int32(1), MaxSize: awssdk.Int32(4), DesiredCapacity: awssdk.Int32(1),
 			VPCZoneIdentifier: s("subnet-b"), SuspendedProcesses: []astypes.SuspendedProcess{{ProcessName: s("AZRebalance")}},
-			LaunchTemplate:    &astypes.LaunchTemplateSpecification{LaunchTemplateId: s("lt-al2023"), Version: s("1")},
-			Tags:              ca("prod")},
+			LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateId: s("lt-al2023"), Version: s("1")},
+			Tags:           ca("prod")},
 		{AutoScalingGroupName: s("batch-bottlerocket"), MinSize: awssdk.Int32(0), MaxSize: awssdk.Int32(2), DesiredCapacity: awssdk.Int32(1),
 			VPCZoneIdentifier: s("subnet-c"),
 			LaunchTemplate:    &astypes.LaunchTemplateSpecification{LaunchTemplateName: s("batch-bottlerocket"), Version: s("$Latest")},
 			Tags:              ca("prod", tag("k8s.io/cluster-autoscaler/node-template/label/nvidia.com/gpu.present", "true"))},
 		{AutoScalingGroupName: s("eks-managed"), MinSize: awssdk.Int32(1), MaxSize: awssdk.Int32(3), DesiredCapacity: awssdk.Int32(1),
 			VPCZoneIdentifier: s("subnet-a,subnet-b"),
-			Tags: ca("prod", tag("eks:cluster-name", "prod"), tag("eks:nodegroup-name", "managed"))},
+			Tags:              ca("prod", tag("eks:cluster-name", "prod"), tag("eks:nodegroup-name", "managed"))},
 		{AutoScalingGroupName: s("staging-general"), MinSize: awssdk.Int32(0), MaxSize: awssdk.Int32(2), DesiredCapacity: awssdk.Int32(0),
 			VPCZoneIdentifier: s("subnet-a"), LaunchTemplate: &astypes.LaunchTemplateSpecification{LaunchTemplateId: s("lt-other"), Version: s("1")},
 			Tags: ca("staging")},
@@ -217,7 +217,9 @@ func TestMotoDiscoverSkipKubernetes(t *testing.T) {
 		t.Errorf("web-mixed mixed instances policy: %+v", web.Mixed)
 	}
 	if web.Labels["team"] != "web" || web.Labels["tier"] != "frontend" || web.TemplateResources["ephemeral-storage"] != "100Gi" ||
-		!slices.ContainsFunc(web.Taints, func(tn corev1.Taint) bool { return tn.Key == "dedicated" && tn.Value == "web" && tn.Effect == corev1.TaintEffectNoSchedule }) {
+		!slices.ContainsFunc(web.Taints, func(tn corev1.Taint) bool {
+			return tn.Key == "dedicated" && tn.Value == "web" && tn.Effect == corev1.TaintEffectNoSchedule
+		}) {
 		t.Errorf("web-mixed labels %v taints %v resources %v", web.Labels, web.Taints, web.TemplateResources)
 	}
 	if lt := web.LaunchTemplate; lt == nil || lt.ID != id("lt-al2") || lt.Bootstrap == nil || lt.Bootstrap.Format != inventory.BootstrapAL2 ||
