@@ -13,11 +13,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,8 +199,16 @@ func (s *Server) LogTail(n int) string {
 // credentials, built by pkg/aws as the tool builds it (adaptive retryer,
 // the denial and non-AWS-answer middlewares).
 func (s *Server) Config(ctx context.Context, region string) (awssdk.Config, error) {
+	return ConfigAt(ctx, s.URL, region)
+}
+
+// ConfigAt is Config for another endpoint (awsfake, in a differential
+// test): the same credentials and client options. A copy of a Config with
+// another BaseEndpoint is not enough: the SDK resolves the endpoint given
+// to LoadConfig from the config sources again.
+func ConfigAt(ctx context.Context, endpoint, region string) (awssdk.Config, error) {
 	return kmaws.LoadConfig(ctx, kmaws.Options{
-		Region: region, EndpointURL: s.URL, MaxBackoff: 10 * time.Millisecond,
+		Region: region, EndpointURL: endpoint, MaxBackoff: 10 * time.Millisecond,
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDMOTO", "moto", ""),
 	})
 }
@@ -290,6 +301,59 @@ func (s *Shared) Stop() {
 	if s.dir != "" {
 		if err := os.RemoveAll(s.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 			fmt.Fprintf(os.Stderr, "remove %s run dir: %v\n", Binary, err)
+		}
+	}
+}
+
+// Gap is a known difference between awsfake and moto that is moto's: the
+// keys it covers and why moto differs there.
+type Gap struct {
+	Key    *regexp.Regexp
+	Reason string
+}
+
+// KnownGap is a Gap for the keys matching pattern.
+func KnownGap(pattern, reason string) Gap {
+	return Gap{Key: regexp.MustCompile(pattern), Reason: reason}
+}
+
+// Differential compares what awsfake and moto answered, key by key (a
+// path in a document, a step of a script). Every differing key must be
+// covered by a gap, and every gap must cover a difference, so that the
+// list stays true as moto or awsfake change.
+func Differential(t testing.TB, what string, fake, moto map[string]string, gaps []Gap) {
+	t.Helper()
+	keys := map[string]bool{}
+	for k := range fake {
+		keys[k] = true
+	}
+	for k := range moto {
+		keys[k] = true
+	}
+	used := make([]bool, len(gaps))
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		f, fok := fake[k]
+		m, mok := moto[k]
+		if fok == mok && f == m {
+			continue
+		}
+		if i := slices.IndexFunc(gaps, func(g Gap) bool { return g.Key.MatchString(k) }); i >= 0 {
+			used[i] = true
+			continue
+		}
+		if !fok {
+			f = "(absent)"
+		}
+		if !mok {
+			m = "(absent)"
+		}
+		t.Errorf("%s differs at %s:\n  awsfake: %s\n  moto:    %s", what, k, f, m)
+	}
+	for i, g := range gaps {
+		if !used[i] {
+			t.Errorf("%s: known moto gap %q (%s) no longer differs: drop it from the list", what, g.Key, g.Reason)
+		} else {
+			t.Logf("%s: known moto gap %s: %s", what, g.Key, g.Reason)
 		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -325,55 +324,6 @@ func flattenJSON(t *testing.T, raw []byte) map[string]string {
 	return out
 }
 
-// knownGap is a difference between awsfake and moto that is moto's, with
-// the reason; paths matching it are left out of the comparison, and the
-// test fails if it no longer differs (so the list stays true).
-type knownGap struct {
-	path   *regexp.Regexp
-	reason string
-}
-
-// differential compares two flattened documents; every differing path
-// must be a known gap, and every gap must differ somewhere.
-func differential(t *testing.T, what string, fake, moto map[string]string, gaps []knownGap) {
-	t.Helper()
-	paths := map[string]bool{}
-	for p := range fake {
-		paths[p] = true
-	}
-	for p := range moto {
-		paths[p] = true
-	}
-	sorted := slices.Sorted(maps.Keys(paths))
-	used := make([]bool, len(gaps))
-	for _, p := range sorted {
-		f, fok := fake[p]
-		m, mok := moto[p]
-		if fok == mok && f == m {
-			continue
-		}
-		gap := slices.IndexFunc(gaps, func(g knownGap) bool { return g.path.MatchString(p) })
-		if gap >= 0 {
-			used[gap] = true
-			continue
-		}
-		if !fok {
-			f = "(absent)"
-		}
-		if !mok {
-			m = "(absent)"
-		}
-		t.Errorf("%s differs at %s: awsfake %s, moto %s", what, p, f, m)
-	}
-	for i, g := range gaps {
-		if !used[i] {
-			t.Errorf("%s: known moto gap %q (%s) no longer differs: drop it from the list", what, g.path, g.reason)
-		} else {
-			t.Logf("%s: known moto gap %s: %s", what, g.path, g.reason)
-		}
-	}
-}
-
 // TestMotoDifferential loads one seeded account into moto_server and into
 // awsfake and runs the same commands against both: discover gives the same
 // snapshot, generate the same tree, iam plan the same plan. Each difference
@@ -384,15 +334,15 @@ func TestMotoDifferential(t *testing.T) {
 	fake := awsfake.New(seeded.Account)
 	t.Cleanup(fake.Close)
 
-	snapshotGaps := []knownGap{
-		{regexp.MustCompile(`^\.inventory\.cluster\.authenticationMode$`), "moto's CreateCluster drops accessConfig: DescribeCluster has no authentication mode"},
-		{regexp.MustCompile(`^\.inventory\.spotPrices\[`), "moto cannot be seeded with spot prices: it answers 0.00001 USD (timestamp 2006) for every type and zone"},
+	snapshotGaps := []motoenv.Gap{
+		motoenv.KnownGap(`^\.inventory\.cluster\.authenticationMode$`, "moto's CreateCluster drops accessConfig: DescribeCluster has no authentication mode"),
+		motoenv.KnownGap(`^\.inventory\.spotPrices\[`, "moto cannot be seeded with spot prices: it answers 0.00001 USD (timestamp 2006) for every type and zone"),
 	}
 	fakeSnap, motoSnap := discoverCLI(t, fake.URL()), discoverCLI(t, srv.URL)
 	fakeSnap.TakenAt, motoSnap.TakenAt = time.Time{}, time.Time{}
 	fb, _ := fakeSnap.Marshal()
 	mb, _ := motoSnap.Marshal()
-	differential(t, "snapshot", flattenJSON(t, fb), flattenJSON(t, mb), snapshotGaps)
+	motoenv.Differential(t, "snapshot", flattenJSON(t, fb), flattenJSON(t, mb), snapshotGaps)
 
 	// generate: the tree from each snapshot.
 	dir := t.TempDir()
@@ -422,7 +372,7 @@ func TestMotoDifferential(t *testing.T) {
 	if len(trees["moto"]) == 0 {
 		t.Fatal("generate wrote nothing")
 	}
-	differential(t, "generated tree", trees["awsfake"], trees["moto"], nil)
+	motoenv.Differential(t, "generated tree", trees["awsfake"], trees["moto"], nil)
 
 	// iam plan: each snapshot against its own emulator. Node access is left
 	// out: moto has no access entries (and lost the authentication mode).
@@ -432,8 +382,8 @@ func TestMotoDifferential(t *testing.T) {
 			"--identity", "irsa", "--create-oidc-provider", "--only", "discovery-tags,node-role,controller-role,interruption-queue")
 		plans[name] = flattenJSON(t, []byte(out))
 	}
-	differential(t, "iam plan", plans["awsfake"], plans["moto"], []knownGap{
-		{regexp.MustCompile(`^\.nodeAccess$`), "follows the authentication mode moto drops (CONFIG_MAP, so aws-auth, when accessConfig is lost)"},
+	motoenv.Differential(t, "iam plan", plans["awsfake"], plans["moto"], []motoenv.Gap{
+		motoenv.KnownGap(`^\.nodeAccess$`, "follows the authentication mode moto drops (CONFIG_MAP, so aws-auth, when accessConfig is lost)"),
 	})
 }
 
