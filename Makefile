@@ -62,7 +62,7 @@ moto-check:
 	  echo "project's machine image); they fail without it rather than skip."; exit 1; }
 
 ## moto: only the tests against moto_server (TestMoto*), the AWS emulator nobody here wrote.
-moto: moto-check
+moto: controlplane moto-check
 	$(GO) test -race -count=1 -run '^TestMoto' $(PKGS)
 
 ## controlplane: build etcd, Kubernetes, kwok and Karpenter for the end-to-end
