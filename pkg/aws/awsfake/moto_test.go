@@ -72,6 +72,14 @@ func (a answers) record(name string, v any, err error) {
 	}
 }
 
+// from is f(o), or nil for the nil output of a failed call.
+func from[T any](o *T, f func(*T) any) any {
+	if o == nil {
+		return nil
+	}
+	return f(o)
+}
+
 // doc is a policy document as the tool reads it (pkg/iam.ParsePolicy):
 // URL-decoded when encoded, then compared as JSON.
 func doc(s *string) any {
@@ -117,12 +125,7 @@ func script(ctx context.Context, c sdk, s *motoenv.Seeded, r answers) {
 	// STS: the account the ARNs are built from.
 	{
 		o, err := c.sts.GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
-		r.record("sts GetCallerIdentity", func() any {
-			if o == nil {
-				return nil
-			}
-			return o.Account
-		}(), err)
+		r.record("sts GetCallerIdentity", from(o, func(o *sts.GetCallerIdentityOutput) any { return o.Account }), err)
 	}
 
 	// IAM role: observe, create, conflict, read back, update, tag.
@@ -137,12 +140,7 @@ func script(ctx context.Context, c sdk, s *motoenv.Seeded, r answers) {
 	getRole("iam GetRole absent")
 	{
 		o, err := c.iam.CreateRole(ctx, &iam.CreateRoleInput{RoleName: awssdk.String(diffRole), AssumeRolePolicyDocument: awssdk.String(trust), Tags: ours})
-		r.record("iam CreateRole", func() any {
-			if o == nil {
-				return nil
-			}
-			return o.Role.Arn
-		}(), err)
+		r.record("iam CreateRole", from(o, func(o *iam.CreateRoleOutput) any { return o.Role.Arn }), err)
 	}
 	{
 		_, err := c.iam.CreateRole(ctx, &iam.CreateRoleInput{RoleName: awssdk.String(diffRole), AssumeRolePolicyDocument: awssdk.String(trust)})
@@ -202,12 +200,9 @@ func script(ctx context.Context, c sdk, s *motoenv.Seeded, r answers) {
 	getPolicy("iam GetPolicy absent")
 	{
 		o, err := c.iam.CreatePolicy(ctx, &iam.CreatePolicyInput{PolicyName: awssdk.String("KarpenterControllerPolicy-prod"), PolicyDocument: awssdk.String(policyV1), Tags: ours})
-		r.record("iam CreatePolicy", func() any {
-			if o == nil {
-				return nil
-			}
+		r.record("iam CreatePolicy", from(o, func(o *iam.CreatePolicyOutput) any {
 			return map[string]any{"arn": o.Policy.Arn, "default": o.Policy.DefaultVersionId}
-		}(), err)
+		}), err)
 		_, err = c.iam.CreatePolicy(ctx, &iam.CreatePolicyInput{PolicyName: awssdk.String("KarpenterControllerPolicy-prod"), PolicyDocument: awssdk.String(policyV1)})
 		r.record("iam CreatePolicy again", nil, err)
 		_, err = c.iam.TagPolicy(ctx, &iam.TagPolicyInput{PolicyArn: awssdk.String(policyARN), Tags: []iamtypes.Tag{{Key: awssdk.String("team"), Value: awssdk.String("platform")}}})
@@ -216,12 +211,9 @@ func script(ctx context.Context, c sdk, s *motoenv.Seeded, r answers) {
 	getPolicy("iam GetPolicy created")
 	for i := 2; i <= 6; i++ {
 		o, err := c.iam.CreatePolicyVersion(ctx, &iam.CreatePolicyVersionInput{PolicyArn: awssdk.String(policyARN), PolicyDocument: awssdk.String(policyV2), SetAsDefault: true})
-		r.record(fmt.Sprintf("iam CreatePolicyVersion %d", i), func() any {
-			if o == nil {
-				return nil
-			}
+		r.record(fmt.Sprintf("iam CreatePolicyVersion %d", i), from(o, func(o *iam.CreatePolicyVersionOutput) any {
 			return map[string]any{"id": o.PolicyVersion.VersionId, "default": o.PolicyVersion.IsDefaultVersion}
-		}(), err)
+		}), err)
 	}
 	getPolicy("iam GetPolicy updated")
 	{
@@ -337,12 +329,7 @@ func script(ctx context.Context, c sdk, s *motoenv.Seeded, r answers) {
 	{
 		o, err := c.iam.CreateOpenIDConnectProvider(ctx, &iam.CreateOpenIDConnectProviderInput{Url: awssdk.String("https://oidc.eks.us-west-2.amazonaws.com/id/DIFF"),
 			ClientIDList: []string{"sts.amazonaws.com"}, ThumbprintList: []string{strings.Repeat("9", 40)}, Tags: ours})
-		r.record("iam CreateOpenIDConnectProvider", func() any {
-			if o == nil {
-				return nil
-			}
-			return o.OpenIDConnectProviderArn
-		}(), err)
+		r.record("iam CreateOpenIDConnectProvider", from(o, func(o *iam.CreateOpenIDConnectProviderOutput) any { return o.OpenIDConnectProviderArn }), err)
 		_, err = c.iam.CreateOpenIDConnectProvider(ctx, &iam.CreateOpenIDConnectProviderInput{Url: awssdk.String("https://oidc.eks.us-west-2.amazonaws.com/id/DIFF"),
 			ClientIDList: []string{"sts.amazonaws.com"}, ThumbprintList: []string{strings.Repeat("9", 40)}})
 		r.record("iam CreateOpenIDConnectProvider again", nil, err)
@@ -393,12 +380,7 @@ func script(ctx context.Context, c sdk, s *motoenv.Seeded, r answers) {
 		_, err = c.sqs.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: awssdk.String(queueURL), Tags: map[string]string{"team": "platform"}})
 		r.record("sqs TagQueue", nil, err)
 		o, err := c.sqs.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: awssdk.String(queueURL)})
-		r.record("sqs ListQueueTags", func() any {
-			if o == nil {
-				return nil
-			}
-			return o.Tags
-		}(), err)
+		r.record("sqs ListQueueTags", from(o, func(o *sqs.ListQueueTagsOutput) any { return o.Tags }), err)
 	}
 	getQueue("sqs GetQueueAttributes with policy")
 	{
@@ -422,12 +404,7 @@ func script(ctx context.Context, c sdk, s *motoenv.Seeded, r answers) {
 	{
 		o, err := c.eb.PutRule(ctx, &eventbridge.PutRuleInput{Name: awssdk.String(diffRule), EventPattern: awssdk.String(pattern),
 			Tags: []ebtypes.Tag{{Key: awssdk.String("karpenter-migrate.io/cluster"), Value: awssdk.String(diffCluster)}}})
-		r.record("events PutRule", func() any {
-			if o == nil {
-				return nil
-			}
-			return o.RuleArn
-		}(), err)
+		r.record("events PutRule", from(o, func(o *eventbridge.PutRuleOutput) any { return o.RuleArn }), err)
 	}
 	describeRule("events DescribeRule created")
 	ruleARN := "arn:aws:events:us-west-2:" + acct + ":rule/" + diffRule
@@ -552,12 +529,7 @@ func script(ctx context.Context, c sdk, s *motoenv.Seeded, r answers) {
 	group("autoscaling Describe resumed")
 	{
 		o, err := c.asg.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{"absent"}})
-		r.record("autoscaling Describe absent", func() any {
-			if o == nil {
-				return nil
-			}
-			return len(o.AutoScalingGroups)
-		}(), err)
+		r.record("autoscaling Describe absent", from(o, func(o *autoscaling.DescribeAutoScalingGroupsOutput) any { return len(o.AutoScalingGroups) }), err)
 	}
 
 	// EKS: a managed node group's size, as the rollout sets it.
