@@ -10,7 +10,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 PKGS        := ./...
 
-.PHONY: all build test lint fmt-check vet staticcheck shellcheck unit fuzz bench controlplane e2e demo
+.PHONY: all build test lint fmt-check vet staticcheck shellcheck unit moto moto-check fuzz bench controlplane e2e demo
 
 all: build
 
@@ -22,8 +22,9 @@ demo:
 	$(GO) run ./cmd/karpenter-migrate demo $(ARGS)
 
 ## test: everything CI runs — format, vet, staticcheck, then the race-enabled suite
-## (which includes the control-plane tests, so the binaries are built first).
-test: fmt-check vet staticcheck shellcheck controlplane unit
+## (which includes the control-plane tests, so the binaries are built first, and
+## the moto tier, so moto_server must be on PATH).
+test: fmt-check vet staticcheck shellcheck controlplane moto-check unit
 
 lint: fmt-check vet staticcheck shellcheck
 
@@ -51,8 +52,18 @@ shellcheck:
 	  $$SUDO apt-get install -y shellcheck >/dev/null || { $$SUDO apt-get update >/dev/null && $$SUDO apt-get install -y shellcheck >/dev/null; }; }
 	shellcheck -s sh $(SHELL_SCRIPTS)
 
-unit: controlplane
+unit: controlplane moto-check
 	$(GO) test -race -timeout 20m $(PKGS)
+
+## moto-check: moto_server (moto 5.2.1, part of the machine image) is on PATH.
+moto-check:
+	@command -v moto_server >/dev/null 2>&1 || { \
+	  echo "moto_server not found on PATH: the AWS tests run against it (moto 5.2.1 with boto3, part of this"; \
+	  echo "project's machine image); they fail without it rather than skip."; exit 1; }
+
+## moto: only the tests against moto_server (TestMoto*), the AWS emulator nobody here wrote.
+moto: controlplane moto-check
+	$(GO) test -race -count=1 -run '^TestMoto' $(PKGS)
 
 ## controlplane: build etcd, Kubernetes, kwok and Karpenter for the end-to-end
 ## tests into $(CACHE), only when missing (about 10 min from a clean cache).

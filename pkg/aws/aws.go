@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	smithy "github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // Options select the account, region and endpoint.
@@ -97,7 +98,7 @@ func LoadConfig(ctx context.Context, o Options) (awssdk.Config, error) {
 	if cfg.Region == "" {
 		return awssdk.Config{}, errors.New("no AWS region: pass --region, set AWS_REGION, or set region in the profile")
 	}
-	cfg.APIOptions = append(cfg.APIOptions, explainDenials)
+	cfg.APIOptions = append(cfg.APIOptions, explainDenials, explainNonAWSAnswers)
 	cfg.HTTPClient = bodyWithoutWriterTo{cfg.HTTPClient}
 	return cfg, nil
 }
@@ -190,5 +191,50 @@ func explainDenials(stack *middleware.Stack) error {
 				err = &AccessDeniedError{Action: IAMAction(awsmiddleware.GetServiceID(ctx), awsmiddleware.GetOperationName(ctx)), Err: err}
 			}
 			return out, md, err
+		}), middleware.Before)
+}
+
+// NotAWSError is an error answer that is not an AWS error: an HTML page
+// from a server or proxy that does not serve the API (an emulator without
+// it, a wrong --endpoint-url, a captive portal).
+type NotAWSError struct {
+	// Endpoint is the scheme and host that answered; Method and Path the request.
+	Endpoint, Method, Path string
+	StatusCode             int
+	ContentType            string
+	Err                    error
+}
+
+func (e *NotAWSError) Error() string {
+	return fmt.Sprintf("%s answered %s %s with HTTP %d and a %s page, not an AWS error: that endpoint does not serve this API (check --endpoint-url and any proxy; an emulator may lack the operation)",
+		e.Endpoint, e.Method, e.Path, e.StatusCode, e.ContentType)
+}
+
+func (e *NotAWSError) Unwrap() error { return e.Err }
+
+// explainNonAWSAnswers adds, to every client, a middleware that turns an
+// error answered with an HTML body into a *NotAWSError naming the endpoint;
+// the SDK alone reports such an answer as an unknown or undecodable error.
+// The operation is named by the SDK's own wrapping.
+func explainNonAWSAnswers(stack *middleware.Stack) error {
+	return stack.Deserialize.Add(middleware.DeserializeMiddlewareFunc("karpenter-migrate/ExplainNonAWSAnswers",
+		func(ctx context.Context, in middleware.DeserializeInput, next middleware.DeserializeHandler) (middleware.DeserializeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleDeserialize(ctx, in)
+			if err == nil {
+				return out, md, nil
+			}
+			resp, ok := out.RawResponse.(*smithyhttp.Response)
+			req, rok := in.Request.(*smithyhttp.Request)
+			if !ok || !rok || resp.Response == nil || resp.StatusCode < 300 {
+				return out, md, err
+			}
+			ct := resp.Header.Get("Content-Type")
+			if !strings.HasPrefix(strings.ToLower(strings.TrimSpace(ct)), "text/html") {
+				return out, md, err
+			}
+			return out, md, &NotAWSError{
+				Endpoint: req.URL.Scheme + "://" + req.URL.Host, Method: req.Method, Path: req.URL.EscapedPath(),
+				StatusCode: resp.StatusCode, ContentType: "text/html", Err: err,
+			}
 		}), middleware.Before)
 }

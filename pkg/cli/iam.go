@@ -155,17 +155,10 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 		return err
 	}
 	clients := iam.Clients{IAM: awsiam.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), EventBridge: eventbridge.NewFromConfig(cfg), EKS: sdk.EKS, EC2: sdk.EC2}
-	if desired.NodeAccess == iam.NodeAccessConfigMap {
-		rc, err := g.RESTConfig()
-		if err != nil {
-			return fmt.Errorf("the cluster maps nodes through aws-auth: %w", err)
-		}
-		kc, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return fmt.Errorf("kubernetes client: %w", err)
-		}
-		clients.AWSAuth = &awsauth.Editor{Client: kc, BackupNamespace: g.Namespace, BackupDir: o.backupDir}
-	}
+	// aws-auth is reached only if a step in scope touches it (node access
+	// on a CONFIG_MAP cluster, or one the journal records): a kubeconfig is
+	// needed only then.
+	clients.AWSAuth = awsAuthEditor(g, o.backupDir)
 	if o.journal == "" {
 		o.journal = "karpenter-migrate-iam-" + target.Cluster + ".journal.json"
 	}
@@ -175,7 +168,7 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 	}
 
 	if verb == "delete" {
-		return runIAMDelete(ctx, g, o, desired, journal, clients)
+		return runIAMDelete(ctx, g, o, desired, journal, clients, only)
 	}
 	plan, err := iam.BuildPlan(ctx, desired, clients, iam.PlanOptions{Only: only})
 	if err != nil {
@@ -212,8 +205,33 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 	return nil
 }
 
-func runIAMDelete(ctx context.Context, g *GlobalOptions, o *iamOptions, d *iam.Desired, j *iam.Journal, c iam.Clients) error {
-	preview, err := iam.Down(ctx, d, j, c, iam.DownOptions{DryRun: true})
+// awsAuthEditor is the aws-auth editor of the kubeconfig's cluster, or,
+// when there is no usable kubeconfig, one that answers every call with why.
+func awsAuthEditor(g *GlobalOptions, backupDir string) iam.AWSAuthAPI {
+	rc, err := g.RESTConfig()
+	if err != nil {
+		return unreachableAWSAuth{fmt.Errorf("the cluster maps nodes through aws-auth: %w", err)}
+	}
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return unreachableAWSAuth{fmt.Errorf("kubernetes client: %w", err)}
+	}
+	return &awsauth.Editor{Client: kc, BackupNamespace: g.Namespace, BackupDir: backupDir}
+}
+
+// unreachableAWSAuth is aws-auth without Kubernetes access.
+type unreachableAWSAuth struct{ err error }
+
+func (u unreachableAWSAuth) Lookup(context.Context, awsauth.MapRole) (awsauth.Status, error) {
+	return awsauth.Status{}, u.err
+}
+func (u unreachableAWSAuth) Ensure(context.Context, awsauth.MapRole) error { return u.err }
+func (u unreachableAWSAuth) Remove(context.Context, awsauth.MapRole) (bool, error) {
+	return false, u.err
+}
+
+func runIAMDelete(ctx context.Context, g *GlobalOptions, o *iamOptions, d *iam.Desired, j *iam.Journal, c iam.Clients, only []iam.Group) error {
+	preview, err := iam.Down(ctx, d, j, c, iam.DownOptions{DryRun: true, Only: only})
 	if err != nil {
 		return err
 	}
@@ -237,7 +255,7 @@ func runIAMDelete(ctx context.Context, g *GlobalOptions, o *iamOptions, d *iam.D
 			return errors.Join(err, errors.New("nothing deleted"))
 		}
 	}
-	_, err = iam.Down(ctx, d, j, c, iam.DownOptions{OnStep: func(it iam.Item) {
+	_, err = iam.Down(ctx, d, j, c, iam.DownOptions{Only: only, OnStep: func(it iam.Item) {
 		if it.Action == iam.ActionDelete {
 			g.say(slog.LevelInfo, eventIAMStep, "", fmt.Sprintf("deleted %s", it.Ref), slog.String("action", string(it.Action)), slog.String("kind", string(it.Ref.Kind)), slog.String("name", it.Ref.Name))
 		}

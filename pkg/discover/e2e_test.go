@@ -51,6 +51,7 @@ var (
 
 func TestMain(m *testing.M) {
 	code := cluster.Run(m)
+	moto.Stop()
 	if seedSrv != nil {
 		seedSrv.Close()
 	}

@@ -2,6 +2,7 @@ package iam
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -9,6 +10,11 @@ import (
 // DefaultKarpenterVersion is the Karpenter release the policies follow when
 // no version is given.
 const DefaultKarpenterVersion = "1.14.1"
+
+// newestKnownMinor is the newest Karpenter v1 minor version whose IAM this
+// tool knows. A newer controller may call APIs these policies do not
+// grant, so newer versions are refused rather than guessed.
+const newestKnownMinor = 14
 
 // Version is a Karpenter release, major.minor.patch.
 type Version struct{ Major, Minor, Patch int }
@@ -61,19 +67,35 @@ func (s policyScope) arn(service, resource string) string {
 	return fmt.Sprintf("arn:%s:%s:%s:%s", s.partition, service, s.region, resource)
 }
 
-// controllerPolicies returns the policies Karpenter's own CloudFormation
-// template grants the controller for version v, scoped to one cluster: the
-// split set from v1.9 (ZonalShift from v1.12), one policy before.
+// controllerPolicies returns, for version v, the controller policies of
+// Karpenter's own CloudFormation template, scoped to one cluster. Where the
+// template of a release lags the code of that release, the code decides
+// (a permission belongs to the version whose controller first calls it);
+// testdata/upstream/README.md says which source each boundary follows and
+// TestControllerPoliciesMatchUpstream compares every version, statement by
+// statement in both directions.
 func controllerPolicies(s policyScope) ([]ControllerPolicy, error) {
 	if s.version.Major < 1 {
 		return nil, fmt.Errorf("karpenter version %s: only v1.0 and newer are supported; convert the v1beta1 install to v1 first (karpenter-migrate convert)", s.version)
+	}
+	if s.version.AtLeast(1, newestKnownMinor+1) {
+		return nil, fmt.Errorf("karpenter version %s is newer than the newest whose IAM karpenter-migrate knows (1.%d); its controller may need permissions these policies lack: use --karpenter-version %s or a newer karpenter-migrate", s.version, newestKnownMinor, DefaultKarpenterVersion)
 	}
 	ec2 := func(kind string) string { return s.arn("ec2", "*:"+kind+"/*") }
 	ownedKey := "kubernetes.io/cluster/" + s.cluster
 	taggedResources := []string{ec2("fleet"), ec2("instance"), ec2("volume"), ec2("network-interface"), ec2("launch-template"), ec2("spot-instances-request")}
 	instanceAccess := []string{s.arn("ec2", ":image/*"), s.arn("ec2", ":snapshot/*"), ec2("security-group"), ec2("subnet")}
-	if s.version.AtLeast(1, 3) { // capacity reservations
+	launchWithTags := taggedResources
+	if s.version.AtLeast(1, 3) { // capacityReservationSelectorTerms
 		instanceAccess = append(instanceAccess, ec2("capacity-reservation"))
+		if !s.version.AtLeast(1, 10) {
+			// The single-policy template (last at tag v1.9.0) also lists it
+			// on the tag-scoped launch statement; the split dropped it there.
+			launchWithTags = append(slices.Clone(taggedResources), ec2("capacity-reservation"))
+		}
+	}
+	if s.version.AtLeast(1, 11) { // placementGroupSelector
+		instanceAccess = append(instanceAccess, ec2("placement-group"))
 	}
 
 	nodeLifecycle := []Statement{
@@ -81,7 +103,7 @@ func controllerPolicies(s policyScope) ([]ControllerPolicy, error) {
 		allow("AllowScopedEC2LaunchTemplateAccessActions", []string{"ec2:RunInstances", "ec2:CreateFleet"}, []string{ec2("launch-template")}).
 			when("StringEquals", "aws:ResourceTag/"+ownedKey, "owned").
 			when("StringLike", "aws:ResourceTag/karpenter.sh/nodepool", "*"),
-		allow("AllowScopedEC2InstanceActionsWithTags", []string{"ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"}, taggedResources).
+		allow("AllowScopedEC2InstanceActionsWithTags", []string{"ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"}, launchWithTags).
 			when("StringEquals", "aws:RequestTag/"+ownedKey, "owned").
 			when("StringEquals", "aws:RequestTag/eks:eks-cluster-name", s.cluster).
 			when("StringLike", "aws:RequestTag/karpenter.sh/nodepool", "*"),
@@ -128,10 +150,8 @@ func controllerPolicies(s policyScope) ([]ControllerPolicy, error) {
 		allow("AllowInterruptionQueueActions", []string{"sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"}, []string{s.queueARN}),
 	}
 	describe := []string{
-		"ec2:DescribeAvailabilityZones", "ec2:DescribeImages",
-		"ec2:DescribeInstances", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes",
-		"ec2:DescribeLaunchTemplates", "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory",
-		"ec2:DescribeSubnets",
+		"ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes",
+		"ec2:DescribeLaunchTemplates", "ec2:DescribeSecurityGroups", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
 	}
 	if s.version.AtLeast(1, 3) {
 		describe = append(describe, "ec2:DescribeCapacityReservations")
@@ -139,16 +159,22 @@ func controllerPolicies(s policyScope) ([]ControllerPolicy, error) {
 	if s.version.AtLeast(1, 11) {
 		describe = append(describe, "ec2:DescribePlacementGroups")
 	}
+	if s.version.AtLeast(1, 12) { // the instance-status interruption controller
+		describe = append(describe, "ec2:DescribeInstanceStatus")
+	}
 	discovery := []Statement{
 		allow("AllowRegionalReadActions", describe, []string{"*"}).
 			when("StringEquals", "aws:RequestedRegion", s.region),
 		allow("AllowSSMReadActions", []string{"ssm:GetParameter"}, []string{s.arn("ssm", ":parameter/aws/service/*")}),
 		allow("AllowPricingReadActions", []string{"pricing:GetProducts"}, []string{"*"}),
 		allow("AllowInstanceProfileReadActions", []string{"iam:GetInstanceProfile"}, []string{instanceProfiles}),
-		allow("AllowUnscopedInstanceProfileListAction", []string{"iam:ListInstanceProfiles"}, []string{"*"}),
+	}
+	if s.version.AtLeast(1, 7) { // instance profile garbage collection lists them
+		discovery = append(discovery, allow("AllowUnscopedInstanceProfileListAction", []string{"iam:ListInstanceProfiles"}, []string{"*"}))
 	}
 	zonalShift := []Statement{
-		allow("AllowZonalShiftReadActions", []string{"arc-zonal-shift:GetManagedResource"}, []string{s.clusterARN}),
+		allow("AllowZonalShiftStatusReadOnly", []string{"arc-zonal-shift:GetManagedResource"}, []string{"*"}).
+			when("StringEquals", "arc-zonal-shift:ResourceIdentifier", s.clusterARN),
 	}
 
 	doc := func(st ...[]Statement) PolicyDocument {
@@ -158,7 +184,7 @@ func controllerPolicies(s policyScope) ([]ControllerPolicy, error) {
 		}
 		return d
 	}
-	if !s.version.AtLeast(1, 9) {
+	if !s.version.AtLeast(1, 10) {
 		return []ControllerPolicy{{
 			Name:     "KarpenterControllerPolicy-" + s.cluster,
 			Document: doc(nodeLifecycle, iamIntegration, eksIntegration, interruption, discovery),

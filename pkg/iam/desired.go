@@ -299,9 +299,11 @@ func Build(t Target, o Options) (*Desired, error) {
 
 	d.Queue = QueueName(t.Cluster)
 	d.QueueARN = fmt.Sprintf("arn:%s:sqs:%s:%s:%s", p, t.Region, t.AccountID, d.Queue)
-	d.QueuePolicy = PolicyDocument{Version: PolicyVersion, Statement: []Statement{
+	// Exactly the template's queue policy (document Id, no Version), so a
+	// queue created by Karpenter's CloudFormation compares equal.
+	d.QueuePolicy = PolicyDocument{Id: "EC2InterruptionPolicy", Statement: []Statement{
 		{
-			Sid: "EC2InterruptionPolicy", Effect: "Allow", Action: StringList{"sqs:SendMessage"},
+			Effect: "Allow", Action: StringList{"sqs:SendMessage"},
 			Resource:  StringList{d.QueueARN},
 			Principal: &Principal{IDs: map[string]StringList{"Service": {"events.amazonaws.com", "sqs.amazonaws.com"}}},
 		},

@@ -1,7 +1,6 @@
 package iam
 
 import (
-	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -9,98 +8,6 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
-
-type referencePolicy struct {
-	Statements []struct {
-		Since     string   `json:"since"`
-		Actions   []string `json:"actions"`
-		Resources []string `json:"resources"`
-	} `json:"statements"`
-}
-
-// TestControllerPolicyWithinReference checks that every action/resource
-// pair the controller policies grant is granted by Karpenter's own template
-// for that version, and that the version-specific permissions appear.
-func TestControllerPolicyWithinReference(t *testing.T) {
-	b, err := os.ReadFile("testdata/reference-controller-policy.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ref referencePolicy
-	if err := json.Unmarshal(b, &ref); err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		version, partition string
-		policies           int
-		mustGrant          []string
-		mustNotGrant       []string
-	}{
-		{"1.0.0", "aws", 1, []string{"ec2:RunInstances", "sqs:ReceiveMessage"}, []string{"ec2:DescribePlacementGroups", "arc-zonal-shift:GetManagedResource"}},
-		{"1.8.2", "aws", 1, []string{"iam:PassRole"}, []string{"arc-zonal-shift:GetManagedResource"}},
-		{"1.9.0", "aws", 5, []string{"eks:DescribeCluster"}, []string{"ec2:DescribePlacementGroups"}},
-		{"1.11.0", "aws", 5, []string{"ec2:DescribePlacementGroups"}, []string{"arc-zonal-shift:GetManagedResource"}},
-		{"1.12.0", "aws", 6, []string{"arc-zonal-shift:GetManagedResource"}, nil},
-		{"1.14.1", "aws-cn", 6, []string{"ec2:CreateTags", "iam:ListInstanceProfiles"}, nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.version+"/"+tt.partition, func(t *testing.T) {
-			tg := target("API")
-			tg.Partition = tt.partition
-			d := mustBuild(t, tg, Options{KarpenterVersion: tt.version})
-			v, _ := ParseVersion(tt.version)
-			expand := strings.NewReplacer("${Partition}", tt.partition, "${Region}", tg.Region, "${AccountId}", tg.AccountID,
-				"${ClusterName}", tg.Cluster, "${NodeRoleArn}", d.NodeRoleARN, "${QueueArn}", d.QueueARN)
-			allowed := map[string]bool{}
-			for _, s := range ref.Statements {
-				since, err := ParseVersion(s.Since)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !v.AtLeast(since.Major, since.Minor) {
-					continue
-				}
-				for _, a := range s.Actions {
-					for _, r := range s.Resources {
-						allowed[a+" "+expand.Replace(r)] = true
-					}
-				}
-			}
-			if len(d.ControllerPolicies) != tt.policies {
-				t.Errorf("%d controller policies, want %d", len(d.ControllerPolicies), tt.policies)
-			}
-			granted := map[string]bool{}
-			for _, p := range d.ControllerPolicies {
-				if !strings.HasSuffix(p.Name, "-prod") {
-					t.Errorf("policy %s is not named for the cluster", p.Name)
-				}
-				for _, s := range p.Document.Statement {
-					if s.Effect != "Allow" {
-						t.Errorf("%s %s: effect %s", p.Name, s.Sid, s.Effect)
-					}
-					for _, a := range s.Action {
-						granted[a] = true
-						for _, r := range s.Resource {
-							if !allowed[a+" "+r] {
-								t.Errorf("%s %s grants %s on %s, which Karpenter %s's template does not", p.Name, s.Sid, a, r, tt.version)
-							}
-						}
-					}
-				}
-			}
-			for _, a := range tt.mustGrant {
-				if !granted[a] {
-					t.Errorf("%s not granted", a)
-				}
-			}
-			for _, a := range tt.mustNotGrant {
-				if granted[a] {
-					t.Errorf("%s granted before its version", a)
-				}
-			}
-		})
-	}
-}
 
 // TestScopedStatementsKeepTheirConditions guards the conditions that keep
 // the broad resource patterns scoped to this cluster.

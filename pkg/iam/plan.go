@@ -295,6 +295,9 @@ func recoverCreate(ctx context.Context, r *runner, res resource, createErr error
 // DownOptions tune Down.
 type DownOptions struct {
 	Backoff Backoff
+	// Only restricts Down to the objects of these runbook groups (all when
+	// empty).
+	Only []Group
 	// DryRun only reports what would be deleted.
 	DryRun bool
 	// OnStep reports progress.
@@ -304,11 +307,18 @@ type DownOptions struct {
 // Down deletes, in dependency order, every object that this tool created
 // for the cluster: the desired objects for every Karpenter version and
 // identity (a version change leaves old policies behind) and every object
-// in the journal. Objects not tagged as ours are kept. It returns the items
-// it considered with ActionDelete, ActionKeep or ActionAbsent.
+// in the journal. Node access and the pod identity association are the
+// exception, as EKS may not offer their APIs (access entries on a
+// CONFIG_MAP cluster, either in an emulator or partition without them):
+// with a journal, only those it records are considered, so an apply that
+// never touched them leads to no such call. Objects not tagged as ours are
+// kept. It returns the items it considered with ActionDelete, ActionKeep
+// or ActionAbsent.
 func Down(ctx context.Context, d *Desired, j *Journal, c Clients, o DownOptions) ([]Item, error) {
 	r := &runner{c: c, d: d, backoff: o.Backoff}
-	cands := downCandidates(d, j)
+	cands := slices.DeleteFunc(downCandidates(d, j), func(res resource) bool {
+		return len(o.Only) > 0 && !slices.Contains(o.Only, res.group())
+	})
 	var items []Item
 	for i := len(cands) - 1; i >= 0; i-- {
 		res := cands[i]
@@ -363,7 +373,7 @@ func downCandidates(d *Desired, j *Journal) []resource {
 			}
 		}
 	}
-	// The single pre-1.9 policy and the full split set, plus the fifth rule.
+	// The single pre-1.10 policy and the full split set, plus the fifth rule.
 	for _, v := range []string{"1.8.0", "1.12.0"} {
 		ver, _ := ParseVersion(v)
 		ps, err := controllerPolicies(policyScope{partition: d.Target.Partition, region: d.Target.Region, account: d.Target.AccountID, cluster: d.Target.Cluster, version: ver})
@@ -375,12 +385,24 @@ func downCandidates(d *Desired, j *Journal) []resource {
 	}
 	w := wide
 	w.CreateOIDCProvider = true
-	add(resources(&w)...)
-	add(&podIdentityRes{cluster: d.Target.Cluster, namespace: d.Namespace, serviceAccount: d.ServiceAccount})
+	add(slices.DeleteFunc(resources(&w), func(r resource) bool {
+		return r.group() == GroupNodeAccess || r.ref().Kind == KindPodIdentity
+	})...)
 	add(&ruleRes{name: d.Target.Cluster + ruleSuffixLongest})
-	// Both node-access kinds: a changed authentication mode leaves the other.
-	add(&accessEntryRes{cluster: d.Target.Cluster, principal: d.NodeRoleARN})
-	if d.NodeAccess == NodeAccessConfigMap || j != nil && slices.ContainsFunc(j.Entries, func(e JournalEntry) bool { return e.Kind == KindAWSAuth }) {
+	// Node access and pod identity: what the journal records (a changed
+	// authentication mode or identity leaves the other kind there), else
+	// what the cluster uses now.
+	journalled := func(k Kind) bool {
+		return j != nil && slices.ContainsFunc(j.Entries, func(e JournalEntry) bool { return e.Kind == k })
+	}
+	noJournal := j == nil || len(j.Entries) == 0
+	if journalled(KindPodIdentity) || noJournal && d.Identity == IdentityPodIdentity {
+		add(&podIdentityRes{cluster: d.Target.Cluster, namespace: d.Namespace, serviceAccount: d.ServiceAccount})
+	}
+	if journalled(KindAccessEntry) || noJournal && d.NodeAccess == NodeAccessAccessEntry {
+		add(&accessEntryRes{cluster: d.Target.Cluster, principal: d.NodeRoleARN})
+	}
+	if journalled(KindAWSAuth) || noJournal && d.NodeAccess == NodeAccessConfigMap {
 		add(&awsAuthRes{entry: awsauth.MapRole{RoleARN: d.NodeRoleARN, Username: "system:node:{{EC2PrivateDNSName}}", Groups: d.AWSAuthGroups}})
 	}
 	if j != nil {

@@ -16,7 +16,11 @@ const PolicyVersion = "2012-10-17"
 
 // PolicyDocument is an IAM (or SQS resource) policy document.
 type PolicyDocument struct {
-	Version   string      `json:"Version"`
+	// Version is the policy language version; an SQS queue policy may
+	// omit it, as Karpenter's template does.
+	Version string `json:"Version,omitempty"`
+	// Id names the document (SQS queue policies).
+	Id        string      `json:"Id,omitempty"`
 	Statement []Statement `json:"Statement"`
 }
 
@@ -124,7 +128,7 @@ func (d PolicyDocument) JSON() string {
 // Canonical returns a copy with every list sorted and de-duplicated and the
 // statements ordered, so that two documents that mean the same compare equal.
 func (d PolicyDocument) Canonical() PolicyDocument {
-	out := PolicyDocument{Version: d.Version, Statement: make([]Statement, 0, len(d.Statement))}
+	out := PolicyDocument{Version: d.Version, Id: d.Id, Statement: make([]Statement, 0, len(d.Statement))}
 	for _, s := range d.Statement {
 		c := Statement{Sid: s.Sid, Effect: s.Effect, Action: canonList(s.Action), Resource: canonList(s.Resource)}
 		if s.Principal != nil {

@@ -449,7 +449,7 @@ func TestOIDCProvider(t *testing.T) {
 
 func TestVersionUpgradeUpdatesPolicies(t *testing.T) {
 	e := newEnv(t, account())
-	old := mustBuild(t, target("API"), Options{KarpenterVersion: "1.9.0"})
+	old := mustBuild(t, target("API"), Options{KarpenterVersion: "1.10.0"})
 	e.apply(t, e.plan(t, old))
 	cur := mustBuild(t, target("API"), Options{KarpenterVersion: "1.14.1"})
 	p := e.plan(t, cur)
@@ -460,10 +460,10 @@ func TestVersionUpgradeUpdatesPolicies(t *testing.T) {
 		}
 	}
 	want := map[string]Action{
-		"KarpenterControllerResourceDiscoveryPolicy-prod": ActionUpdate, // DescribePlacementGroups
+		"KarpenterControllerResourceDiscoveryPolicy-prod": ActionUpdate, // DescribePlacementGroups, DescribeInstanceStatus
+		"KarpenterControllerNodeLifecyclePolicy-prod":     ActionUpdate, // placement-group/*
 		"KarpenterControllerZonalShiftPolicy-prod":        ActionCreate,
 		"KarpenterControllerRole-prod":                    ActionUpdate, // attach ZonalShift
-		"prod-karpenter-CapacityReservationInterruption":  ActionCreate,
 	}
 	if !mapsEqual(got, want) {
 		t.Errorf("upgrade plan = %v, want %v", got, want)
@@ -474,12 +474,12 @@ func TestVersionUpgradeUpdatesPolicies(t *testing.T) {
 	}
 	e.srv.Account(func(a *awsfake.Account) {
 		for _, pol := range a.IAM.Policies {
-			if *pol.Policy.PolicyName == "KarpenterControllerResourceDiscoveryPolicy-prod" && (*pol.Policy.DefaultVersionId != "v2" || len(pol.Versions) != 2) {
+			if want[*pol.Policy.PolicyName] == ActionUpdate && (*pol.Policy.DefaultVersionId != "v2" || len(pol.Versions) != 2) {
 				t.Errorf("updated policy: default %s, %d versions", *pol.Policy.DefaultVersionId, len(pol.Versions))
 			}
 		}
 	})
-	// Down at the old version still removes the ZonalShift policy and the fifth rule.
+	// Down at the old version still removes the ZonalShift policy.
 	if _, err := Down(context.Background(), old, nil, e.clients, DownOptions{Backoff: fastBackoff}); err != nil {
 		t.Fatal(err)
 	}
@@ -496,4 +496,36 @@ func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
 		}
 	}
 	return true
+}
+
+// TestDownAsksOnlyAboutWhatItTouched: with a journal, Down asks EKS about
+// access entries and pod identity associations only if the journal records
+// one (those APIs may not exist for the cluster); without a journal it
+// asks about what the cluster uses now.
+func TestDownAsksOnlyAboutWhatItTouched(t *testing.T) {
+	e := newEnv(t, account())
+	d := mustBuild(t, target("API"), Options{Identity: IdentityIRSA})
+	p, err := BuildPlan(context.Background(), d, e.clients, PlanOptions{Backoff: fastBackoff,
+		Only: []Group{GroupDiscoveryTags, GroupNodeRole, GroupControllerRole, GroupInterruption}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := e.apply(t, p)
+	e.srv.ResetCalls()
+	if _, err := Down(context.Background(), d, j, e.clients, DownOptions{Backoff: fastBackoff}); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := e.srv.Calls("eks", "DescribeAccessEntry"), e.srv.Calls("eks", "ListPodIdentityAssociations"); n+m != 0 {
+		t.Errorf("Down from a journal without node access or pod identity: %d DescribeAccessEntry, %d ListPodIdentityAssociations calls", n, m)
+	}
+	assertNothingOurs(t, e.srv)
+
+	pi := mustBuild(t, target("API"), Options{Identity: IdentityPodIdentity})
+	e.srv.ResetCalls()
+	if _, err := Down(context.Background(), pi, nil, e.clients, DownOptions{Backoff: fastBackoff}); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := e.srv.Calls("eks", "DescribeAccessEntry"), e.srv.Calls("eks", "ListPodIdentityAssociations"); n == 0 || m == 0 {
+		t.Errorf("Down without a journal: %d DescribeAccessEntry, %d ListPodIdentityAssociations calls, want both asked", n, m)
+	}
 }

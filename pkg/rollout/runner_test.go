@@ -46,40 +46,78 @@ func newScenario(t *testing.T) *scenario {
 	cs := fake.NewClientset()
 	sc := &scenario{kube: cs}
 	sc.asg = &fakeASG{groups: map[string]*astypes.AutoScalingGroup{}, kube: cs, nodeOf: map[string]string{}}
-	ctx := context.Background()
-	type n struct{ name, group, zone, id string }
-	nodes := []n{{"a-1", "ng-a", "us-east-1a", "i-0000000000000000a"}, {"a-2", "ng-a", "us-east-1a", "i-0000000000000000b"}, {"a-3", "ng-a", "us-east-1b", "i-0000000000000000c"}, {"b-1", "ng-b", "us-east-1b", "i-0000000000000000d"}}
-	for _, g := range []struct {
-		name      string
-		min, max  int32
-		suspended []string
-	}{{"ng-a", 2, 6, nil}, {"ng-b", 1, 3, []string{"AZRebalance"}}} {
+	nodes := []scenarioNode{{"a-1", "ng-a", "us-east-1a", "i-0000000000000000a"}, {"a-2", "ng-a", "us-east-1a", "i-0000000000000000b"}, {"a-3", "ng-a", "us-east-1b", "i-0000000000000000c"}, {"b-1", "ng-b", "us-east-1b", "i-0000000000000000d"}}
+	for _, g := range scenarioGroups {
 		asg := &astypes.AutoScalingGroup{AutoScalingGroupName: ptr.To("asg-" + g.name), MinSize: ptr.To(g.min), MaxSize: ptr.To(g.max),
 			Tags: []astypes.TagDescription{{Key: ptr.To("group"), Value: ptr.To(g.name)}}}
 		for _, p := range g.suspended {
 			asg.SuspendedProcesses = append(asg.SuspendedProcesses, astypes.SuspendedProcess{ProcessName: ptr.To(p)})
 		}
-		var count int32
 		for _, nd := range nodes {
 			if nd.group == g.name {
 				asg.Instances = append(asg.Instances, astypes.Instance{InstanceId: ptr.To(nd.id)})
+				sc.asg.nodeOf[nd.id] = nd.name
+			}
+		}
+		asg.DesiredCapacity = ptr.To(int32(len(asg.Instances)))
+		sc.asg.groups[*asg.AutoScalingGroupName] = asg
+	}
+	sc.inv, sc.plan = kubeScenario(t, cs, scenarioGroups, nodes)
+	return sc
+}
+
+// scenarioGroup is a legacy node group of a scenario, its ASG named
+// asg-<name> unless asg says otherwise.
+type scenarioGroup struct {
+	name      string
+	min, max  int32
+	suspended []string
+	managed   bool
+	asg       string
+}
+
+func (g scenarioGroup) asgName() string {
+	if g.asg != "" {
+		return g.asg
+	}
+	return "asg-" + g.name
+}
+
+var scenarioGroups = []scenarioGroup{{name: "ng-a", min: 2, max: 6}, {name: "ng-b", min: 1, max: 3, suspended: []string{"AZRebalance"}}}
+
+// scenarioNode is a legacy node and the instance behind it.
+type scenarioNode struct{ name, group, zone, id string }
+
+// kubeScenario puts the legacy nodes in the clientset with Cluster
+// Autoscaler at 2 replicas, a 4-replica Deployment with a PDB and a
+// DaemonSet pod per node, and returns the inventory and the rollout plan
+// (waves of 2).
+func kubeScenario(t *testing.T, cs *fake.Clientset, groups []scenarioGroup, nodes []scenarioNode) (inventory.Inventory, *rollout.Plan) {
+	t.Helper()
+	ctx := context.Background()
+	var inv inventory.Inventory
+	for _, g := range groups {
+		var count int32
+		for _, nd := range nodes {
+			if nd.group == g.name {
 				count++
 			}
 		}
-		asg.DesiredCapacity = ptr.To(count)
-		sc.asg.groups[*asg.AutoScalingGroupName] = asg
-		sc.inv.NodeGroups = append(sc.inv.NodeGroups, inventory.NodeGroup{Name: g.name, Kind: inventory.SelfManaged, ASGName: "asg-" + g.name, MinSize: g.min, MaxSize: g.max, DesiredSize: count})
+		kind := inventory.SelfManaged
+		if g.managed {
+			kind = inventory.Managed
+		}
+		inv.NodeGroups = append(inv.NodeGroups, inventory.NodeGroup{Name: g.name, Kind: kind, ASGName: g.asgName(), MinSize: g.min, MaxSize: g.max, DesiredSize: count})
 	}
 	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi")}
 	for _, nd := range nodes {
-		sc.asg.nodeOf[nd.id] = nd.name
 		if _, err := cs.CoreV1().Nodes().Create(ctx, legacyNode(nd.name, nd.group, nd.zone, nd.id), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		sc.inv.Nodes = append(sc.inv.Nodes, inventory.Node{Name: nd.name, NodeGroup: nd.group, Zone: nd.zone, InstanceID: nd.id, InstanceType: "m5.xlarge", Allocatable: alloc, Ready: true})
+		inv.Nodes = append(inv.Nodes, inventory.Node{Name: nd.name, NodeGroup: nd.group, Zone: nd.zone, InstanceID: nd.id, InstanceType: "m5.xlarge", Allocatable: alloc, Ready: true})
 	}
-	sc.inv.Cluster = inventory.Cluster{Name: "demo", Region: "us-east-1"}
-	sc.inv.ClusterAutoscaler = &inventory.ClusterAutoscaler{Namespace: "kube-system", Name: "cluster-autoscaler", Replicas: 2}
+	inv.Cluster = inventory.Cluster{Name: "demo", Region: "us-east-1"}
+	inv.ClusterAutoscaler = &inventory.ClusterAutoscaler{Namespace: "kube-system", Name: "cluster-autoscaler", Replicas: 2}
 
 	objs := []runtime.Object{
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cluster-autoscaler"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(2))}, Status: appsv1.DeploymentStatus{ReadyReplicas: 2}},
@@ -98,7 +136,7 @@ func newScenario(t *testing.T) *scenario {
 			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agent-" + nd.name,
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", Controller: ptr.To(true)}}},
 				Spec: corev1.PodSpec{NodeName: nd.name}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
-		sc.inv.Pods = append(sc.inv.Pods, inventory.Pod{Namespace: "app", Name: fmt.Sprintf("web-%d", i), NodeName: nd.name, OwnerKind: inventory.OwnerDeployment, OwnerName: "web",
+		inv.Pods = append(inv.Pods, inventory.Pod{Namespace: "app", Name: fmt.Sprintf("web-%d", i), NodeName: nd.name, OwnerKind: inventory.OwnerDeployment, OwnerName: "web",
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}})
 	}
 	for _, o := range objs {
@@ -110,12 +148,11 @@ func newScenario(t *testing.T) *scenario {
 	cfg := config.Default("dev")
 	cfg.Rollout.WaveSize = "2"
 	cfg.Rollout.PreProvision = false
-	p, err := rollout.BuildPlan(&sc.inv, rollout.PlanOptions{Environment: "dev", Config: cfg, Steps: migrations.Planned(), Now: time.Unix(0, 0)})
+	p, err := rollout.BuildPlan(&inv, rollout.PlanOptions{Environment: "dev", Config: cfg, Steps: migrations.Planned(), Now: time.Unix(0, 0)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc.plan = p
-	return sc
+	return inv, p
 }
 
 // addReactors gives the fake clientset the API server's eviction and
@@ -159,11 +196,17 @@ func addReactors(cs *fake.Clientset) {
 }
 
 func (sc *scenario) runner(obs rollout.Observer) *rollout.Runner {
+	return newRunner(sc.kube, sc.plan, sc.asg, nil, obs)
+}
+
+// newRunner is the whole runbook over the clientset and the AWS clients,
+// with millisecond polls.
+func newRunner(cs *fake.Clientset, p *rollout.Plan, asg rollout.AutoScalingAPI, eks rollout.EKSAPI, obs rollout.Observer) *rollout.Runner {
 	drain := kube.DefaultDrainOptions()
 	drain.RetryInitial, drain.PollInterval = time.Millisecond, time.Millisecond
 	return &rollout.Runner{
 		Session: rollout.Session{
-			Kube: sc.kube, ASG: sc.asg, Clock: clock.RealClock{}, Namespace: "karpenter-migrate", Plan: sc.plan,
+			Kube: cs, ASG: asg, EKS: eks, Clock: clock.RealClock{}, Namespace: "karpenter-migrate", Plan: p,
 			Options: rollout.Options{Operator: "test", ToolVersion: "v0.0.0-test", Identity: "test-run", PollInterval: time.Millisecond, Drain: &drain, Observer: obs, AckBlockers: true},
 		},
 		Steps: migrations.All(),

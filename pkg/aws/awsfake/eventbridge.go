@@ -65,7 +65,7 @@ func ebPutRule(c *call) (any, error) {
 	}
 	name := deref(in.Name)
 	if name == "" || len(name) > 64 {
-		return nil, validationError("1 validation error detected: Value '%s' at 'name' failed to satisfy constraint: Member must have length less than or equal to 64", name)
+		return nil, errorf(http.StatusBadRequest, "ValidationException", "1 validation error detected: Value '%s' at 'name' failed to satisfy constraint: Member must have length less than or equal to 64", name)
 	}
 	if in.EventPattern != nil && !json.Valid([]byte(*in.EventPattern)) {
 		return nil, errorf(http.StatusBadRequest, "InvalidEventPatternException", "Event pattern is not valid.")
@@ -97,7 +97,7 @@ func ebDeleteRule(c *call) (any, error) {
 		return &eventbridge.DeleteRuleOutput{}, nil // DeleteRule of a missing rule succeeds
 	}
 	if len(r.Targets) > 0 {
-		return nil, validationError("Rule can't be deleted since it has targets.")
+		return nil, errorf(http.StatusBadRequest, "ValidationException", "Rule can't be deleted since it has targets.")
 	}
 	name := deref(in.Name)
 	c.acct.EventBridge.Rules = slices.DeleteFunc(c.acct.EventBridge.Rules, func(x EventBridgeRule) bool { return deref(x.Rule.Name) == name })

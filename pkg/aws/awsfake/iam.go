@@ -237,10 +237,19 @@ func iamListAttachedRolePolicies(c *call) (any, error) {
 	return &iam.ListAttachedRolePoliciesOutput{AttachedPolicies: page, Marker: marker, IsTruncated: more}, nil
 }
 
-// policyExists accepts AWS-managed policies and the account's own.
+// awsManagedPolicies are the AWS managed policies the fake knows: those
+// the tool attaches to the node role, and the node and cluster policies
+// clusters commonly carry. Attaching any other fails with NoSuchEntity, as
+// in IAM (moto, loaded with AWS's managed policies, agrees).
+var awsManagedPolicies = map[string]bool{
+	"AmazonEKSWorkerNodePolicy": true, "AmazonEKS_CNI_Policy": true, "AmazonEC2ContainerRegistryPullOnly": true,
+	"AmazonEC2ContainerRegistryReadOnly": true, "AmazonSSMManagedInstanceCore": true, "AmazonEKSClusterPolicy": true,
+}
+
+// policyExists accepts the AWS managed policies above and the account's own.
 func (c *call) policyExists(arn string) bool {
-	if strings.HasPrefix(arn, "arn:aws:iam::aws:policy/") {
-		return true
+	if name, ok := strings.CutPrefix(arn, "arn:aws:iam::aws:policy/"); ok {
+		return awsManagedPolicies[name]
 	}
 	_, err := c.policy(arn)
 	return err == nil

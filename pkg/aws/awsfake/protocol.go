@@ -33,6 +33,10 @@ type serviceInfo struct {
 	xmlns        string            // query protocols
 	names        map[string]string // query protocols: "GoType.GoField" -> element name (see gennames)
 	targetPrefix string            // JSON-RPC protocols
+	// queryErrors are the awsQuery error codes of a JSON service that
+	// was awsQuery before (SQS): it sends them in X-Amzn-Query-Error, and
+	// the SDK reports them as the error code.
+	queryErrors map[string]string
 }
 
 // services is keyed by SigV4 signing name. The IAM, SQS and EventBridge
@@ -44,9 +48,10 @@ var services = map[string]serviceInfo{
 	"iam":         {protocol: awsQuery, xmlns: "https://iam.amazonaws.com/doc/2010-05-08/", names: iamNames},
 	"eks":         {protocol: restJSON1},
 	"ssm":         {protocol: awsJSON11, targetPrefix: "AmazonSSM"},
-	"sqs":         {protocol: awsJSON10, targetPrefix: "AmazonSQS"},
-	"events":      {protocol: awsJSON11, targetPrefix: "AWSEvents"},
-	"pricing":     {protocol: awsJSON11, targetPrefix: "AWSPriceListService"},
+	"sqs": {protocol: awsJSON10, targetPrefix: "AmazonSQS", queryErrors: map[string]string{
+		"QueueDoesNotExist": "AWS.SimpleQueueService.NonExistentQueue", "QueueNameExists": "QueueAlreadyExists"}},
+	"events":  {protocol: awsJSON11, targetPrefix: "AWSEvents"},
+	"pricing": {protocol: awsJSON11, targetPrefix: "AWSPriceListService"},
 }
 
 // Error is an AWS error response: a real AWS error code, its message and
@@ -125,6 +130,9 @@ func (s *Server) writeError(w http.ResponseWriter, c *call, err error) {
 		send(w, e.Status, "text/xml", fmt.Sprintf("<ErrorResponse xmlns=%q><Error><Type>%s</Type><Code>%s</Code><Message>%s</Message></Error><RequestId>%s</RequestId></ErrorResponse>",
 			services[c.service].xmlns, typ, xmlText(e.Code), xmlText(e.Message), id))
 	default:
+		if q := services[c.service].queryErrors[e.Code]; q != "" {
+			w.Header().Set("X-Amzn-Query-Error", q+";Sender")
+		}
 		writeBareError(w, e.Status, e.Code, e.Message)
 	}
 }
