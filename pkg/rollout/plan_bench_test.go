@@ -73,7 +73,7 @@ func BenchmarkBuildPlan(b *testing.B) {
 //	SLOT_EXCLUSIVE=1 slot go test ./pkg/rollout/ -run '^$' -bench PlanDemoReplicated -benchtime 1x -timeout 30m
 func BenchmarkPlanDemoReplicated(b *testing.B) {
 	for _, n := range []int{10, 30, 100, 200} {
-		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("N%d", n), func(b *testing.B) {
 			ctx := context.Background()
 			dir := b.TempDir()
 			f, err := bigcluster.WriteDemo(ctx, dir, n, bigcluster.Options{})
