@@ -86,7 +86,7 @@ func BenchmarkPlanDemoReplicated(b *testing.B) {
 			}
 			runtime.GC()
 			var peak uint64
-			predicted := 0
+			predicted, hash := 0, ""
 			b.ResetTimer()
 			for range b.N {
 				stop := samplePeakHeap()
@@ -98,11 +98,13 @@ func BenchmarkPlanDemoReplicated(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				predicted = 0
+				predicted, hash = 0, p.Hash
 				for _, w := range p.Waves {
 					predicted += len(w.PredictedNodes)
 				}
 			}
+			// The hash says whether a faster planner still plans the same.
+			b.Logf("plan %s", hash)
 			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/plan")
 			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
 			b.ReportMetric(float64(predicted), "predicted-nodes")
