@@ -215,7 +215,8 @@ func replanner(g *GlobalOptions, f *runFlags, old *rollout.Plan) func(context.Co
 		if err != nil {
 			return nil, err
 		}
-		req := rollout.PlanRequest{Environment: old.Environment, Config: cfg, Steps: migrations.Planned(), Inventory: src, Dir: f.dir, Now: time.Now()}
+		req := rollout.PlanRequest{Environment: old.Environment, Config: cfg, Steps: migrations.Planned(), Inventory: src, Dir: f.dir, Now: time.Now(),
+			Progress: g.planProgress(time.Now(), planProgressEvery)}
 		if old.IAM != nil {
 			o := old.IAM.Options
 			req.IAM = &o

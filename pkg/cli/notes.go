@@ -18,6 +18,7 @@ const (
 	eventIAMStep        = "IAMStep"
 	eventIAMDone        = "IAMDone"
 	eventReplanned      = "Replanned"
+	eventPlanProgress   = "PlanProgress"
 	eventAcknowledgment = "ReadinessAcknowledgment"
 	eventError          = "Error"
 )

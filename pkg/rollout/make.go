@@ -34,6 +34,10 @@ type PlanRequest struct {
 	IAM     *IAMOptions
 	Catalog *catalog.Catalog
 	Now     time.Time
+	// Progress, if set, is told each wave's prediction and each pass of
+	// the consolidation forecast as they start (a large cluster's plan
+	// takes seconds).
+	Progress func(PlanProgress)
 }
 
 // readinessJudgedByPlan are readiness checks the plan makes itself, with
@@ -46,7 +50,9 @@ var readinessJudgedByPlan = []string{
 }
 
 // MakePlan reads the inventory, finds the environment's NodePools and
-// plans the rollout (BuildPlan) with pkg/readiness's findings added.
+// plans the rollout (BuildPlan) with pkg/readiness's findings added. A
+// cancelled ctx stops it before the next wave or forecast pass with the
+// context's error.
 func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 	if req.Inventory == nil {
 		return nil, errors.New("plan: no inventory source (give --snapshot or --cluster)")
@@ -88,6 +94,15 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 	return BuildPlan(inv, PlanOptions{
 		Environment: req.Environment, Config: req.Config, Steps: req.Steps, Pools: &pools, PoolForGroup: req.PoolForGroup,
 		Catalog: req.Catalog, IAM: req.IAM, Findings: findings, Now: req.Now,
+		Progress: func(pp PlanProgress) error {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("plan stopped before %s: %w", pp, err)
+			}
+			if req.Progress != nil {
+				req.Progress(pp)
+			}
+			return nil
+		},
 	})
 }
 

@@ -224,6 +224,25 @@ type PlanOptions struct {
 	// Findings from pkg/readiness, added to the plan's own.
 	Findings []Finding
 	Now      time.Time
+	// Progress, if set, is told before each wave's prediction and each
+	// pass of the consolidation forecast; an error it returns (a
+	// cancelled context's, in MakePlan) stops the plan with that error.
+	Progress func(PlanProgress) error
+}
+
+// PlanProgress is where a plan is: the wave being predicted, or the pass
+// of the consolidation forecast (Settle) and the nodes it starts from.
+type PlanProgress struct {
+	Wave, Waves int // the wave (from 1) of all waves; 0 in the forecast
+	Nodes, Pods int // the wave's legacy nodes and pods, or the pass's nodes
+	SettlePass  int // the forecast's pass (from 1); 0 while waves are predicted
+}
+
+func (pp PlanProgress) String() string {
+	if pp.SettlePass > 0 {
+		return fmt.Sprintf("forecasting consolidation: pass %d on %d nodes", pp.SettlePass, pp.Nodes)
+	}
+	return fmt.Sprintf("predicting wave %d of %d (%d nodes, %d pods)", pp.Wave, pp.Waves, pp.Nodes, pp.Pods)
 }
 
 // BuildPlan plans the rollout of inv's legacy node groups. It is pure.
@@ -321,6 +340,18 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		cost.Complete = false
 		findings = append(findings, Finding{Severity: "warning", Message: "no NodePools were given (plan --dir with the generated tree): Karpenter nodes are not predicted and nothing is pre-provisioned before a drain"})
 	}
+	// stopped is the error Progress stopped the plan with.
+	var stopped error
+	progress := func(pp PlanProgress) error {
+		if o.Progress != nil && stopped == nil {
+			stopped = o.Progress(pp)
+		}
+		return stopped
+	}
+	waves := 0
+	for _, g := range p.NodeGroups {
+		waves += len(chunk(nodesByGroup[g.Name], p.Budget.WaveSize))
+	}
 	for _, g := range p.NodeGroups {
 		for _, chunk := range chunk(zoneBalanced(nodesByGroup[g.Name]), p.Budget.WaveSize) {
 			w := Wave{Index: len(p.Waves) + 1, NodePools: poolsOf[g.Name]}
@@ -336,6 +367,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 				cost.BeforePerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
 			}
 			w.Pods = len(pods)
+			if err := progress(PlanProgress{Wave: w.Index, Waves: waves, Nodes: len(w.Nodes), Pods: w.Pods}); err != nil {
+				return nil, err
+			}
 			if pred != nil {
 				var unschedulable []engine.Unschedulable
 				var err error
@@ -367,7 +401,12 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	cost.BeforePerHour, cost.AfterPerHour = round2(cost.BeforePerHour), round2(cost.AfterPerHour)
 	p.Cost = cost
 	if pred != nil && len(pred.fleet) > 0 {
-		ss, err := steadyState(pred, inv.PDBs)
+		ss, err := steadyState(pred, inv.PDBs, func(pass, nodes int) error {
+			return progress(PlanProgress{SettlePass: pass, Nodes: nodes})
+		})
+		if stopped != nil {
+			return nil, stopped
+		}
 		if err != nil {
 			findings = append(findings, Finding{Severity: "warning", Object: "consolidation", Message: "the fleet after Karpenter's consolidation is not predicted: " + err.Error()})
 		}

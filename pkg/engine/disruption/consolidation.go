@@ -31,7 +31,6 @@ const (
 
 // simulation is one "schedule without these nodes".
 type simulation struct {
-	in  engine.Input
 	res engine.Result
 	// pending marks pods that were pending before (their failures do not
 	// block a command).
@@ -42,26 +41,52 @@ type simulation struct {
 // already being deleted and the pending pods onto the remaining nodes and,
 // if needed, new NodeClaims (Karpenter's SimulateScheduling).
 func (st *state) simulate(cands []*nodeInfo, karpenterOnly bool) (*simulation, error) {
-	removed := make(map[*nodeInfo]bool, len(cands))
+	// The candidates and the nodes being deleted, in the cluster's order.
+	gone := slices.Clone(st.deleting)
 	for _, c := range cands {
-		removed[c] = true
+		if !c.deleting {
+			gone = append(gone, c.idx)
+		}
 	}
-	sim := &simulation{pending: map[engine.PodRef]bool{}}
+	slices.Sort(gone)
+	sim := &simulation{}
+	var pods *engine.Pods
+	if len(st.in.Pending) == 0 && len(gone) == 1 {
+		// One node's pods: read once, simulated pass after pass.
+		pods = st.nodes[gone[0]].reschedPods()
+	} else {
+		sim.pending = map[engine.PodRef]bool{}
+		list := make([]inventory.Pod, 0, len(st.in.Pending)+16*len(cands))
+		for _, p := range st.in.Pending {
+			list = append(list, p)
+			sim.pending[engine.PodRef{Namespace: p.Namespace, Name: p.Name}] = true
+		}
+		for _, i := range gone {
+			for _, p := range st.nodes[i].resched {
+				list = append(list, *p)
+			}
+		}
+		pods = engine.NewPods(list)
+	}
+	res, err := st.cluster(karpenterOnly).Solve(pods, gone)
+	if err != nil {
+		return nil, fmt.Errorf("simulate scheduling without %s: %w", names(cands), err)
+	}
+	sim.res = res
+	return sim, nil
+}
+
+// cluster is every node as the pass's simulations see it (engine.Cluster:
+// prepared once, each simulation leaves its nodes out), for Karpenter's
+// scheduler or the improved one.
+func (st *state) cluster(karpenterOnly bool) *engine.Cluster {
+	if c := st.clusters[karpenterOnly]; c != nil {
+		return c
+	}
 	in := engine.Input{NodePools: st.in.NodePools, DaemonSets: st.in.DaemonSets, Catalog: st.in.Catalog,
 		Options: engine.Options{KarpenterOnly: karpenterOnly, MaxInstanceTypes: simMaxInstanceTypes}}
-	in.Pods = make([]inventory.Pod, 0, len(st.in.Pending)+16*len(cands))
-	for _, p := range st.in.Pending {
-		in.Pods = append(in.Pods, p)
-		sim.pending[engine.PodRef{Namespace: p.Namespace, Name: p.Name}] = true
-	}
-	in.ExistingNodes = make([]engine.ExistingNode, 0, len(st.nodes))
-	for _, n := range st.nodes {
-		if removed[n] || n.deleting {
-			for _, p := range n.resched {
-				in.Pods = append(in.Pods, *p)
-			}
-			continue
-		}
+	in.ExistingNodes = make([]engine.ExistingNode, len(st.nodes))
+	for i, n := range st.nodes {
 		en := n.in.ExistingNode
 		en.Pods = n.simPods
 		// Karpenter skips nodes still inside consolidateAfter when it
@@ -70,14 +95,11 @@ func (st *state) simulate(cands []*nodeInfo, karpenterOnly bool) (*simulation, e
 		if n.pool != nil && !n.never && st.now.Before(n.consolidatableAt) {
 			en.Node.Taints = append(slices.Clip(en.Node.Taints), corev1.Taint{Key: simulationTaint, Effect: corev1.TaintEffectNoSchedule})
 		}
-		in.ExistingNodes = append(in.ExistingNodes, en)
+		in.ExistingNodes[i] = en
 	}
-	res, err := engine.Solve(in)
-	if err != nil {
-		return nil, fmt.Errorf("simulate scheduling without %s: %w", names(cands), err)
-	}
-	sim.in, sim.res = in, res
-	return sim, nil
+	c := engine.NewCluster(in)
+	st.clusters[karpenterOnly] = c
+	return c
 }
 
 func names(cs []*nodeInfo) string {
@@ -110,11 +132,9 @@ func (st *state) computeConsolidation(cands []*nodeInfo, method Method, karpente
 		}
 	}
 	fromDeleting := map[engine.PodRef]bool{}
-	for _, n := range st.nodes {
-		if n.deleting {
-			for _, p := range n.resched {
-				fromDeleting[engine.PodRef{Namespace: p.Namespace, Name: p.Name}] = true
-			}
+	for _, i := range st.deleting {
+		for _, p := range st.nodes[i].resched {
+			fromDeleting[engine.PodRef{Namespace: p.Namespace, Name: p.Name}] = true
 		}
 	}
 	for _, pl := range res.Placements {

@@ -1,0 +1,87 @@
+package rollout_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/karpenter-migrate/karpenter-migrate/internal/bigcluster"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+)
+
+// demoPlanHashes are the hashes of the demo's plan (seed 1), and of the
+// demo replicated 3 times, as `plan --env prod` makes them from the
+// snapshot, the generated tree and prod.yaml, recorded before the planner
+// was made to scale (#23). A change that only makes planning faster keeps
+// them; one that changes plans on purpose updates them and says why.
+var demoPlanHashes = map[int]string{
+	1: "sha256:4f18a7ed5af8b084ff2a750caf9e56ae87729e28d56a885914073084ffa17f17",
+	3: "sha256:75597a77f0eb99b1953cd53599f8da21a0359bca282eccd0d8bf5c79b93e1c54",
+}
+
+func TestPlanOfTheDemoKeepsItsHash(t *testing.T) {
+	for n, want := range demoPlanHashes {
+		ctx := context.Background()
+		f, err := bigcluster.WriteDemo(ctx, t.TempDir(), n, bigcluster.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := cliPlanRequest(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := rollout.MakePlan(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Hash != want {
+			t.Errorf("the demo replicated %d times: plan hashes to %s, want %s", n, p.Hash, want)
+		}
+	}
+}
+
+// MakePlan tells Progress each wave and each forecast pass, and a context
+// cancelled on the way stops the plan with its error — during the
+// forecast too, which otherwise turns its errors into a finding.
+func TestMakePlanProgressAndCancel(t *testing.T) {
+	f, err := bigcluster.WriteDemo(context.Background(), t.TempDir(), 1, bigcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := cliPlanRequest(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []rollout.PlanProgress
+	req.Progress = func(pp rollout.PlanProgress) { seen = append(seen, pp) }
+	p, err := rollout.MakePlan(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waves := 0
+	for _, pp := range seen {
+		if pp.SettlePass == 0 {
+			waves++
+			if pp.Wave != waves || pp.Waves != len(p.Waves) || pp.Nodes != len(p.Waves[waves-1].Nodes) || pp.Pods != p.Waves[waves-1].Pods {
+				t.Errorf("progress %+v, want wave %d of %d as planned", pp, waves, len(p.Waves))
+			}
+		}
+	}
+	if waves != len(p.Waves) || len(seen) == waves || seen[waves].SettlePass != 1 || seen[waves].Nodes != p.SteadyState.AfterMigration.Nodes {
+		t.Fatalf("progress %+v: want every wave, then the forecast's passes from the %d predicted nodes", seen, p.SteadyState.AfterMigration.Nodes)
+	}
+
+	for _, stopAt := range []rollout.PlanProgress{{Wave: 2}, {SettlePass: 1}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req.Progress = func(pp rollout.PlanProgress) {
+			if pp.Wave == stopAt.Wave && pp.SettlePass == stopAt.SettlePass {
+				cancel()
+			}
+		}
+		p, err := rollout.MakePlan(ctx, req)
+		cancel()
+		if !errors.Is(err, context.Canceled) || p != nil {
+			t.Errorf("cancelled at %+v: plan %v, error %v; want no plan and context.Canceled", stopAt, p != nil, err)
+		}
+	}
+}
