@@ -96,8 +96,9 @@ type claimState struct {
 type groupState struct {
 	g              *topoGroup
 	counts, owners map[string]int32
-	hc, ho         []int32
-	total, nOwners int32
+	hc, ho             []int32
+	total, nOwners     int32
+	hcClaims, hoClaims int32
 }
 
 type repackSnapshot struct {
@@ -116,7 +117,7 @@ func (s *scheduler) snapshotState() repackSnapshot {
 	}
 	for _, g := range s.groups {
 		snap.groups = append(snap.groups, groupState{g: g, counts: cloneCounts(g.counts), owners: cloneCounts(g.owners),
-			hc: slices.Clone(g.hc), ho: slices.Clone(g.ho), total: g.total, nOwners: g.nOwners})
+			hc: slices.Clone(g.hc), ho: slices.Clone(g.ho), total: g.total, nOwners: g.nOwners, hcClaims: g.hcClaims, hoClaims: g.hoClaims})
 	}
 	for _, p := range s.pools {
 		snap.poolSeq = append(snap.poolSeq, p.seq)
@@ -139,6 +140,7 @@ func (s *scheduler) restore(snap repackSnapshot) {
 	}
 	for _, gs := range snap.groups {
 		gs.g.counts, gs.g.owners, gs.g.hc, gs.g.ho, gs.g.total, gs.g.nOwners = gs.counts, gs.owners, gs.hc, gs.ho, gs.total, gs.nOwners
+		gs.g.hcClaims, gs.g.hoClaims = gs.hcClaims, gs.hoClaims
 	}
 	for i, p := range s.pools {
 		p.seq = snap.poolSeq[i]

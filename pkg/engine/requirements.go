@@ -164,6 +164,23 @@ func (r Requirement) Intersect(o Requirement) Requirement {
 	return out
 }
 
+// overlaps is r.Intersect(o).Len() > 0 without building the intersection
+// when neither side has integer bounds (the scheduler's hot path).
+func (r Requirement) overlaps(o Requirement) bool {
+	if r.gt != nil || r.lt != nil || o.gt != nil || o.lt != nil {
+		return r.Intersect(o).Len() > 0
+	}
+	switch {
+	case r.complement && o.complement:
+		return true // a complement of finitely many values is never empty
+	case r.complement:
+		return slices.ContainsFunc(o.values, func(v string) bool { return !contains(r.values, v) })
+	case o.complement:
+		return slices.ContainsFunc(r.values, func(v string) bool { return !contains(o.values, v) })
+	}
+	return slices.ContainsFunc(r.values, func(v string) bool { return contains(o.values, v) })
+}
+
 func contains(s []string, v string) bool { _, ok := slices.BinarySearch(s, v); return ok }
 
 func filter(s []string, keep func(string) bool) []string {
@@ -262,7 +279,7 @@ func (rs Requirements) Intersects(o Requirements) error {
 }
 
 func intersectsOne(existing, incoming Requirement) error {
-	if existing.Intersect(incoming).Len() > 0 {
+	if existing.overlaps(incoming) {
 		return nil
 	}
 	neg := func(op corev1.NodeSelectorOperator) bool {

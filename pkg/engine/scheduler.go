@@ -110,7 +110,7 @@ type scheduler struct {
 	pools               []*pool
 	existing            []*node
 	claims              []*node
-	byCount             [][]*node
+	byCount             [][]countEntry
 	groups              []*topoGroup
 	groupsByID          map[string]*topoGroup
 	universe            map[string][]domainSource
@@ -571,6 +571,9 @@ func (s *scheduler) add(pd *podData) map[string]string {
 // cheapest type already has room for the pod (no extra cost) wins first,
 // best fit, found through the room index instead of a scan of every claim.
 func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
+	if s.hostnameRejectsEveryClaim(pd) {
+		return nil, nil
+	}
 	if !s.opts.KarpenterOnly {
 		var best *node
 		var bestReqs Requirements
@@ -580,13 +583,13 @@ func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 			if found >= 0 && b > found+1 {
 				break
 			}
-			for _, n := range s.rooms.buckets[b] {
-				t := n.types[n.cur]
-				total := n.used.add(pd.req)
-				if !total.fits(t.alloc) {
+			for i := range s.rooms.buckets[b] {
+				e := &s.rooms.buckets[b][i]
+				if !pd.req.fits(e.free) {
 					continue
 				}
-				score := float64(t.alloc[rCPU]-total[rCPU])/float64(max(t.alloc[rCPU], 1)) + float64(t.alloc[rMem]-total[rMem])/float64(max(t.alloc[rMem], 1))
+				score := float64(e.free[rCPU]-pd.req[rCPU])/float64(max(e.allocCPU, 1)) + float64(e.free[rMem]-pd.req[rMem])/float64(max(e.allocMem, 1))
+				n := e.n
 				if score >= bestScore || (score == bestScore && best != nil && n.id > best.id) {
 					continue
 				}
@@ -603,23 +606,60 @@ func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 		}
 	}
 	for _, bucket := range s.byCount {
-		for _, n := range bucket {
-			if !n.used.add(pd.req).fits(n.maxAlloc) {
+		for i := range bucket {
+			if !pd.req.fits(bucket[i].head) {
 				continue
 			}
-			if narrowed, ok := s.canAdd(pd, n); ok {
-				return n, narrowed
+			if narrowed, ok := s.canAdd(pd, bucket[i].n); ok {
+				return bucket[i].n, narrowed
 			}
 		}
 	}
 	return nil, nil
 }
 
+// countEntry is a claim in its fewest-pods bucket with the room its largest
+// type leaves (maxAlloc − used), so the scan reads one array and touches a
+// claim only when the pod fits.
+type countEntry struct {
+	n    *node
+	head vec
+}
+
+// hostnameRejectsEveryClaim reports that hostnameOK fails on every claim:
+// the pod's own hostname anti-affinity, or that of placed pods selecting
+// it, already has a pod on each (the anti-affinity pods of a large mix would
+// otherwise scan every claim, one by one, before opening their own).
+func (s *scheduler) hostnameRejectsEveryClaim(pd *podData) bool {
+	claims := int32(len(s.claims))
+	if claims == 0 {
+		return false
+	}
+	for _, g := range pd.owned {
+		if g.kind == kindAnti && g.key == catalog.LabelHostname && g.hcClaims == claims {
+			return true
+		}
+	}
+	for _, g := range pd.selectedBy {
+		if g.kind == kindAnti && g.key == catalog.LabelHostname && g.hoClaims == claims {
+			return true
+		}
+	}
+	return false
+}
+
 // roomIndex buckets live claims by the CPU left on their current cheapest
-// type, so best fit looks only at claims with room.
+// type, so best fit looks only at claims with room. Each entry carries what
+// is left on that type and its allocatable, so the scan reads one array.
 type roomIndex struct {
-	buckets [roomBuckets][]*node
+	buckets [roomBuckets][]roomEntry
 	bits    [roomBuckets / 64]uint64
+}
+
+type roomEntry struct {
+	n                  *node
+	free               vec   // the current type's allocatable − used
+	allocCPU, allocMem int64 // the current type's allocatable
 }
 
 const (
@@ -632,9 +672,11 @@ func roomBucket(freeCPU int64) int {
 }
 
 func (r *roomIndex) put(n *node) {
-	b := roomBucket(n.types[n.cur].alloc[rCPU] - n.used[rCPU])
+	alloc := n.types[n.cur].alloc
+	free := alloc.sub(n.used)
+	b := roomBucket(free[rCPU])
 	n.room, n.roomPos = b, len(r.buckets[b])
-	r.buckets[b] = append(r.buckets[b], n)
+	r.buckets[b] = append(r.buckets[b], roomEntry{n: n, free: free, allocCPU: alloc[rCPU], allocMem: alloc[rMem]})
 	r.bits[b/64] |= 1 << (b % 64)
 }
 
@@ -645,7 +687,7 @@ func (r *roomIndex) remove(n *node) {
 	b := r.buckets[n.room]
 	last := b[len(b)-1]
 	b[n.roomPos] = last
-	last.roomPos = n.roomPos
+	last.n.roomPos = n.roomPos
 	r.buckets[n.room] = b[:len(b)-1]
 	if len(b) == 1 {
 		r.bits[n.room/64] &^= 1 << (n.room % 64)
@@ -1033,7 +1075,7 @@ func (s *scheduler) minCount(g *topoGroup, pd *podData) int32 {
 func (s *scheduler) record(pd *podData, n *node, delta int32) {
 	for _, g := range pd.selectedBy {
 		if g.key == catalog.LabelHostname {
-			g.hc = bump(g.hc, n.id, delta)
+			g.hc = bump(g.hc, n.id, delta, !n.existing, &g.hcClaims)
 			g.total += delta
 		} else if d := n.domain(g.key); d != "" {
 			g.counts[d] += delta
@@ -1046,7 +1088,7 @@ func (s *scheduler) record(pd *podData, n *node, delta int32) {
 			continue
 		}
 		if g.key == catalog.LabelHostname {
-			g.ho = bump(g.ho, n.id, delta)
+			g.ho = bump(g.ho, n.id, delta, !n.existing, &g.hoClaims)
 			g.nOwners += delta
 		} else if d := n.domain(g.key); d != "" {
 			g.owners[d] += delta
@@ -1279,7 +1321,7 @@ func (s *scheduler) moveBucket(n *node, from, to int) {
 		b := s.byCount[from]
 		last := b[len(b)-1]
 		b[n.bucket] = last
-		last.bucket = n.bucket
+		last.n.bucket = n.bucket
 		s.byCount[from] = b[:len(b)-1]
 	}
 	n.bucket = -1
@@ -1290,7 +1332,7 @@ func (s *scheduler) moveBucket(n *node, from, to int) {
 		s.byCount = append(s.byCount, nil)
 	}
 	n.bucket = len(s.byCount[to])
-	s.byCount[to] = append(s.byCount[to], n)
+	s.byCount[to] = append(s.byCount[to], countEntry{n: n, head: n.maxAlloc.sub(n.used)})
 }
 
 func (s *scheduler) totalCost() float64 {
