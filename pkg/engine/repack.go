@@ -94,8 +94,8 @@ type claimState struct {
 }
 
 type groupState struct {
-	g              *topoGroup
-	counts, owners map[string]int32
+	g                  *topoGroup
+	counts, owners     map[string]int32
 	hc, ho             []int32
 	total, nOwners     int32
 	hcClaims, hoClaims int32
