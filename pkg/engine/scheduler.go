@@ -22,6 +22,7 @@ type itype struct {
 	alloc     vec // capacity − overhead − DaemonSet overhead of the pool
 	capacity  vec
 	offerings []catalog.Offering // sorted by price
+	band      int                // size and CPU:memory band (repack.go)
 }
 
 // cheapest returns the cheapest offering allowed by reqs.
@@ -405,6 +406,7 @@ func (s *scheduler) prepareType(t *InstanceType, p *pool, ds vec) (*itype, error
 		return nil, nil
 	}
 	sort.SliceStable(it.offerings, func(a, b int) bool { return it.offerings[a].Price < it.offerings[b].Price })
+	it.band = band(it)
 	return it, nil
 }
 
