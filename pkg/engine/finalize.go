@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,7 +77,13 @@ func (s *scheduler) finalize() {
 // placed) at the LP relaxation over CPU and memory of the instance types
 // they may use, plus single-resource bounds for the other resources, summed
 // over groups of pods that can share no type. See the package doc.
-func (s *scheduler) lowerBound(all []*podData) float64 {
+//
+// The second value is the topology-aware bound: pods that a required
+// hostname anti-affinity keeps one per node (a term the pod owns and is
+// selected by) force as many nodes as the largest such group has pods in a
+// component, and each of those nodes is a type that holds one of them; the
+// LP then also has the row Σ x_t ≥ k over those types (boundWithNodes).
+func (s *scheduler) lowerBound(all []*podData) (float64, float64) {
 	onClaims := map[*podData]bool{}
 	for _, n := range s.claims {
 		if n.dead {
@@ -87,12 +94,7 @@ func (s *scheduler) lowerBound(all []*podData) float64 {
 		}
 	}
 	// Classes of pods by the types they may use.
-	type class struct {
-		rep    *podData
-		types  map[*itype]bool
-		demand vec
-		minReq vec
-	}
+	type class = lbClass
 	var classes []*class
 	byKey := map[string]*class{}
 	for _, pd := range all {
@@ -109,6 +111,9 @@ func (s *scheduler) lowerBound(all []*podData) float64 {
 		c.demand = c.demand.add(pd.req)
 		for i := range c.minReq {
 			c.minReq[i] = min(c.minReq[i], pd.req[i])
+		}
+		if g := onePerNode(pd); g != nil {
+			c.addAlone(g, 1, pd.req)
 		}
 	}
 	// The types a class may use: compatible with its requirements and taints
@@ -163,16 +168,99 @@ func (s *scheduler) lowerBound(all []*podData) float64 {
 		for t := range c.types {
 			cc.types[t] = true
 		}
+		for g, k := range c.alone {
+			cc.addAlone(g, k, c.aloneMin)
+		}
 	}
-	total := 0.0
+	total, topo := 0.0, 0.0
 	for _, c := range comps {
 		var ts []*itype
 		for t := range c.types {
 			ts = append(ts, t)
 		}
-		total += bound(ts, c.demand)
+		b := bound(ts, c.demand)
+		total += b
+		k := 0
+		for _, n := range c.alone {
+			k = max(k, n)
+		}
+		topo += max(b, boundWithNodes(ts, c.demand, k, c.aloneMin))
 	}
-	return total
+	return total, topo
+}
+
+// lbClass is a class of pods (or a component of classes) in lowerBound.
+type lbClass struct {
+	rep    *podData
+	types  map[*itype]bool
+	demand vec
+	minReq vec
+	alone  map[*topoGroup]int // pods kept one per node, per group
+	// aloneMin is the component-wise minimum request of those pods.
+	aloneMin vec
+}
+
+// addAlone counts k pods that g keeps one per node, the smallest asking minReq.
+func (c *lbClass) addAlone(g *topoGroup, k int, minReq vec) {
+	if c.alone == nil {
+		c.alone, c.aloneMin = map[*topoGroup]int{}, minReq
+	}
+	c.alone[g] += k
+	for i := range c.aloneMin {
+		c.aloneMin[i] = min(c.aloneMin[i], minReq[i])
+	}
+}
+
+// onePerNode is the required hostname anti-affinity term that keeps the
+// pod apart from every other pod declaring it (the pod owns the term and
+// matches its selector), or nil.
+func onePerNode(pd *podData) *topoGroup {
+	for _, g := range pd.owned {
+		if g.kind == kindAnti && g.key == catalog.LabelHostname && !slices.Contains(pd.softAnti, g) && pd.isSelectedBy(g) {
+			return g
+		}
+	}
+	return nil
+}
+
+// boundWithNodes is the LP relaxation of bound with one more row: at least
+// k nodes (x_t summed over the types that hold minReq) — the nodes that
+// topology forces, each holding a pod at least minReq. Its dual is
+// max y1·C + y2·M + z·k subject to y1 a_t + y2 b_t + z e_t ≤ p_t; for a fixed
+// z it is lpDual on prices lowered by z where e_t = 1, and the optimum is
+// concave in z, so a ternary search over z finds it. 0 without such nodes.
+func boundWithNodes(ts []*itype, d vec, k int, minReq vec) float64 {
+	if k == 0 || d[rCPU] <= 0 || d[rMem] <= 0 {
+		return 0
+	}
+	zMax := math.MaxFloat64
+	for _, t := range ts {
+		if minReq.fits(t.alloc) {
+			zMax = min(zMax, t.offerings[0].Price)
+		}
+	}
+	if zMax == math.MaxFloat64 {
+		return 0
+	}
+	at := func(z float64) float64 {
+		_, _, v := lpDualPriced(ts, float64(d[rCPU]), float64(d[rMem]), func(t *itype) float64 {
+			if minReq.fits(t.alloc) {
+				return t.offerings[0].Price - z
+			}
+			return t.offerings[0].Price
+		})
+		return v + z*float64(k)
+	}
+	lo, hi := 0.0, zMax
+	for i := 0; i < 60; i++ {
+		m1, m2 := lo+(hi-lo)/3, hi-(hi-lo)/3
+		if at(m1) < at(m2) {
+			lo = m1
+		} else {
+			hi = m2
+		}
+	}
+	return at((lo + hi) / 2)
 }
 
 // extKey names the extended resources a request asks for.
@@ -228,7 +316,11 @@ func bound(ts []*itype, d vec) float64 {
 // concave in y1, so a ternary search finds it. y1 and y2 are the prices of a
 // milli-CPU and a byte that the cheapest fleet implies; v is the LP optimum.
 func lpDual(ts []*itype, C, M float64) (y1, y2, v float64) {
-	price := func(t *itype) float64 { return t.offerings[0].Price }
+	return lpDualPriced(ts, C, M, func(t *itype) float64 { return t.offerings[0].Price })
+}
+
+// lpDualPriced is lpDual with each type's price given by price.
+func lpDualPriced(ts []*itype, C, M float64, price func(*itype) float64) (y1, y2, v float64) {
 	hi := math.MaxFloat64
 	for _, t := range ts {
 		if t.alloc[rCPU] > 0 {

@@ -252,7 +252,7 @@ func Solve(in Input) (Result, error) {
 		s.improve()
 	}
 	s.finalize()
-	s.result.LowerBound = s.lowerBound(pods)
+	s.result.LowerBound, s.result.TopologyLowerBound = s.lowerBound(pods)
 	return s.result, nil
 }
 
