@@ -74,12 +74,8 @@ func NewCluster(in Input) *Cluster {
 	c := &Cluster{in: in, takers: map[string]takers{}, memo: map[string]memoized{}}
 	// Slot the resources the scheduler would: the pools' types and
 	// DaemonSets first, then the nodes and their pods.
-	s := &scheduler{opts: in.Options, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topoGroup{}, universe: map[string][]domainSource{},
-		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}}
+	s := newScheduler(in.Options)
 	c.ri = s.ri
-	if s.opts.MaxInstanceTypes == 0 {
-		s.opts.MaxInstanceTypes = 60
-	}
 	if err := s.buildPools(in); err != nil {
 		// Solve reports it; leave nothing out.
 		c.overflow = true

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -122,6 +123,7 @@ type scheduler struct {
 	compat              map[compatKey]*compatEntry
 	domCache            map[domKey][]string
 	rooms               roomIndex
+	typeReqs            map[typeSource]Requirements // prepareType's, per type
 	result              Result
 }
 
@@ -158,15 +160,20 @@ func wellKnownSet() map[string]bool {
 	return m
 }
 
+func newScheduler(opts Options) *scheduler {
+	s := &scheduler{opts: opts, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topoGroup{}, universe: map[string][]domainSource{},
+		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}, typeReqs: map[typeSource]Requirements{}}
+	if s.opts.MaxInstanceTypes == 0 {
+		s.opts.MaxInstanceTypes = 60
+	}
+	return s
+}
+
 // Solve predicts what Karpenter launches for the pending pods, improves on
 // its price without breaking a constraint, and explains every pod it cannot
 // place. It is pure and deterministic.
 func Solve(in Input) (Result, error) {
-	s := &scheduler{opts: in.Options, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topoGroup{}, universe: map[string][]domainSource{},
-		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}}
-	if s.opts.MaxInstanceTypes == 0 {
-		s.opts.MaxInstanceTypes = 60
-	}
+	s := newScheduler(in.Options)
 	if err := s.buildPools(in); err != nil {
 		return Result{}, err
 	}
@@ -293,7 +300,7 @@ func (s *scheduler) buildPools(in Input) error {
 			if in.Catalog == nil {
 				return fmt.Errorf("nodePool %s: no instance types: set Input.Catalog or NodePool.InstanceTypes", np.Name)
 			}
-			key := fmt.Sprintf("%+v", np.Kubelet)
+			key := np.Kubelet.Key()
 			if cached, ok := catTypes[key]; ok {
 				types = cached
 			} else {
@@ -364,23 +371,31 @@ func (s *scheduler) buildPools(in Input) error {
 // prepareType builds the pool's view of a type; nil when the pool's
 // requirements exclude it or it has no allowed offering.
 func (s *scheduler) prepareType(t *InstanceType, p *pool, ds vec) (*itype, error) {
-	reqs := Requirements{}
-	for k, v := range t.Labels {
-		reqs.Add(mustIn(k, v))
+	key := typeSourceOf(t)
+	reqs := s.typeReqs[key]
+	if reqs == nil {
+		// Built once per type: pools whose types share the catalogue's labels
+		// and offerings share it (read-only), which matters with hundreds of
+		// NodePools.
+		reqs = Requirements{}
+		for k, v := range t.Labels {
+			reqs.Add(mustIn(k, v))
+		}
+		for k, vs := range t.MultiLabels {
+			reqs.Add(mustIn(k, vs...))
+		}
+		for _, k := range t.UndefinedLabels {
+			reqs.Add(Requirement{Key: k})
+		}
+		var zones, caps []string
+		for _, o := range t.Offerings {
+			zones = append(zones, o.Zone)
+			caps = append(caps, o.CapacityType)
+		}
+		reqs.Add(mustIn(catalog.LabelZone, zones...))
+		reqs.Add(mustIn(catalog.LabelCapacityType, caps...))
+		s.typeReqs[key] = reqs
 	}
-	for k, vs := range t.MultiLabels {
-		reqs.Add(mustIn(k, vs...))
-	}
-	for _, k := range t.UndefinedLabels {
-		reqs.Add(Requirement{Key: k})
-	}
-	var zones, caps []string
-	for _, o := range t.Offerings {
-		zones = append(zones, o.Zone)
-		caps = append(caps, o.CapacityType)
-	}
-	reqs.Add(mustIn(catalog.LabelZone, zones...))
-	reqs.Add(mustIn(catalog.LabelCapacityType, caps...))
 	if reqs.Intersects(p.reqs) != nil {
 		return nil, nil
 	}
@@ -408,6 +423,21 @@ func (s *scheduler) prepareType(t *InstanceType, p *pool, ds vec) (*itype, error
 	sort.SliceStable(it.offerings, func(a, b int) bool { return it.offerings[a].Price < it.offerings[b].Price })
 	it.band = band(it)
 	return it, nil
+}
+
+// typeSource identifies what a type's requirements are built from: the
+// maps and slices themselves, which copies of an InstanceType share.
+type typeSource struct {
+	name                                string
+	labels, multi, undefined, offerings unsafe.Pointer
+	nUndefined, nOfferings              int
+}
+
+func typeSourceOf(t *InstanceType) typeSource {
+	return typeSource{name: t.Name,
+		labels: reflect.ValueOf(t.Labels).UnsafePointer(), multi: reflect.ValueOf(t.MultiLabels).UnsafePointer(),
+		undefined: unsafe.Pointer(unsafe.SliceData(t.UndefinedLabels)), offerings: unsafe.Pointer(unsafe.SliceData(t.Offerings)),
+		nUndefined: len(t.UndefinedLabels), nOfferings: len(t.Offerings)}
 }
 
 // daemonOverhead sums the requests of DaemonSets whose pods would run on the
