@@ -124,11 +124,11 @@ func (s *scheduler) lowerBound(all []*podData) (float64, float64) {
 			if _, ok := tolerates(pd.pod.Tolerations, p.taints, true); !ok {
 				continue
 			}
-			if p.reqs.Compatible(pd.reqs, s.wellKnown) != nil {
+			if !p.reqs.compatible(pd.reqs, s.wellKnown) {
 				continue
 			}
 			for _, t := range p.types {
-				if c.minReq.fits(t.alloc) && t.reqs.Intersects(pd.reqs) == nil {
+				if c.minReq.fits(t.alloc) && t.reqs.intersect(pd.reqs) {
 					c.types[t] = true
 				}
 			}

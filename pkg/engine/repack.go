@@ -329,7 +329,7 @@ func (s *scheduler) classify(loose []*podData) ([]*looseClass, bool) {
 			if _, ok := tolerates(c.rep.pod.Tolerations, p.taints, !c.rep.tolerateNS); !ok {
 				continue
 			}
-			if p.reqs.Compatible(c.reqs, s.wellKnown) != nil {
+			if !p.reqs.compatible(c.reqs, s.wellKnown) {
 				continue
 			}
 			nodeReqs := p.reqs.Clone()

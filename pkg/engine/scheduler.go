@@ -123,7 +123,7 @@ type scheduler struct {
 	compat              map[compatKey]*compatEntry
 	domCache            map[domKey][]string
 	rooms               roomIndex
-	typeReqs            map[typeSource]Requirements // prepareType's, per type
+	typePreps           map[typeSource]*typePrep
 	result              Result
 }
 
@@ -162,7 +162,7 @@ func wellKnownSet() map[string]bool {
 
 func newScheduler(opts Options) *scheduler {
 	s := &scheduler{opts: opts, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topoGroup{}, universe: map[string][]domainSource{},
-		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}, typeReqs: map[typeSource]Requirements{}}
+		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}, typePreps: map[typeSource]*typePrep{}}
 	if s.opts.MaxInstanceTypes == 0 {
 		s.opts.MaxInstanceTypes = 60
 	}
@@ -372,12 +372,12 @@ func (s *scheduler) buildPools(in Input) error {
 // requirements exclude it or it has no allowed offering.
 func (s *scheduler) prepareType(t *InstanceType, p *pool, ds vec) (*itype, error) {
 	key := typeSourceOf(t)
-	reqs := s.typeReqs[key]
-	if reqs == nil {
-		// Built once per type: pools whose types share the catalogue's labels
-		// and offerings share it (read-only), which matters with hundreds of
+	prep := s.typePreps[key]
+	if prep == nil {
+		// Built once per type: pools whose types share the catalogue's maps
+		// and slices share it (read-only), which matters with hundreds of
 		// NodePools.
-		reqs = Requirements{}
+		reqs := Requirements{}
 		for k, v := range t.Labels {
 			reqs.Add(mustIn(k, v))
 		}
@@ -394,18 +394,20 @@ func (s *scheduler) prepareType(t *InstanceType, p *pool, ds vec) (*itype, error
 		}
 		reqs.Add(mustIn(catalog.LabelZone, zones...))
 		reqs.Add(mustIn(catalog.LabelCapacityType, caps...))
-		s.typeReqs[key] = reqs
+		capacity, err := s.ri.vec(t.Capacity)
+		if err != nil {
+			return nil, err
+		}
+		overhead, err := s.ri.vec(t.Overhead)
+		if err != nil {
+			return nil, err
+		}
+		prep = &typePrep{reqs: reqs, capacity: capacity, overhead: overhead}
+		s.typePreps[key] = prep
 	}
-	if reqs.Intersects(p.reqs) != nil {
+	reqs, capacity, overhead := prep.reqs, prep.capacity, prep.overhead
+	if !reqs.intersect(p.reqs) {
 		return nil, nil
-	}
-	capacity, err := s.ri.vec(t.Capacity)
-	if err != nil {
-		return nil, err
-	}
-	overhead, err := s.ri.vec(t.Overhead)
-	if err != nil {
-		return nil, err
 	}
 	it := &itype{name: t.Name, reqs: reqs, capacity: capacity, alloc: capacity.sub(overhead).sub(ds)}
 	for _, o := range t.Offerings {
@@ -425,11 +427,12 @@ func (s *scheduler) prepareType(t *InstanceType, p *pool, ds vec) (*itype, error
 	return it, nil
 }
 
-// typeSource identifies what a type's requirements are built from: the
-// maps and slices themselves, which copies of an InstanceType share.
+// typeSource identifies what prepareType derives from a type: the maps
+// and slices themselves, which copies of an InstanceType share.
 type typeSource struct {
 	name                                string
 	labels, multi, undefined, offerings unsafe.Pointer
+	capacity, overhead                  unsafe.Pointer
 	nUndefined, nOfferings              int
 }
 
@@ -437,7 +440,14 @@ func typeSourceOf(t *InstanceType) typeSource {
 	return typeSource{name: t.Name,
 		labels: reflect.ValueOf(t.Labels).UnsafePointer(), multi: reflect.ValueOf(t.MultiLabels).UnsafePointer(),
 		undefined: unsafe.Pointer(unsafe.SliceData(t.UndefinedLabels)), offerings: unsafe.Pointer(unsafe.SliceData(t.Offerings)),
+		capacity: reflect.ValueOf(t.Capacity).UnsafePointer(), overhead: reflect.ValueOf(t.Overhead).UnsafePointer(),
 		nUndefined: len(t.UndefinedLabels), nOfferings: len(t.Offerings)}
+}
+
+// typePrep is what prepareType derives from a type before the pool.
+type typePrep struct {
+	reqs               Requirements
+	capacity, overhead vec
 }
 
 // daemonOverhead sums the requests of DaemonSets whose pods would run on the
@@ -465,12 +475,12 @@ func (s *scheduler) daemonOverhead(dss []inventory.DaemonSet, p *pool) (vec, err
 					rs.Add(r)
 					_ = k
 				}
-				if p.reqs.Compatible(rs, s.wellKnown) == nil {
+				if p.reqs.compatible(rs, s.wellKnown) {
 					compatible = true
 					break
 				}
 			}
-		} else if p.reqs.Compatible(reqs, s.wellKnown) != nil {
+		} else if !p.reqs.compatible(reqs, s.wellKnown) {
 			compatible = false
 		}
 		if !compatible {
@@ -781,7 +791,7 @@ func (s *scheduler) canAdd(pd *podData, n *node) (Requirements, bool) {
 	}
 	reqs := n.reqs
 	if len(pd.reqs) > 0 {
-		if n.reqs.Compatible(pd.reqs, s.wellKnown) != nil {
+		if !n.reqs.compatible(pd.reqs, s.wellKnown) {
 			return nil, false
 		}
 		reqs = n.reqs.Clone()
@@ -865,7 +875,7 @@ func typeCompatibleKeysF(t *itype, reqs Requirements, keys []string, f *offerFil
 		if !ok {
 			continue
 		}
-		if intersectsOne(tr, reqs[k]) != nil {
+		if !intersectOne(tr, reqs[k]) {
 			return false
 		}
 	}
@@ -881,7 +891,7 @@ func typeCompatibleKeysF(t *itype, reqs Requirements, keys []string, f *offerFil
 }
 
 func typeCompatible(t *itype, reqs Requirements) bool {
-	if t.reqs.Intersects(reqs) != nil {
+	if !t.reqs.intersect(reqs) {
 		return false
 	}
 	_, ok := t.cheapest(reqs)
