@@ -172,9 +172,15 @@ func newScheduler(opts Options) *scheduler {
 // Solve predicts what Karpenter launches for the pending pods, improves on
 // its price without breaking a constraint, and explains every pod it cannot
 // place. It is pure and deterministic.
-func Solve(in Input) (Result, error) {
+func Solve(in Input) (Result, error) { return solve(in, nil) }
+
+// solve is Solve with the pools prepared once for in's NodePools,
+// DaemonSets and Catalog (nil: prepare them).
+func solve(in Input, pre *preparedPools) (Result, error) {
 	s := newScheduler(in.Options)
-	if err := s.buildPools(in); err != nil {
+	if pre != nil {
+		s.usePrepared(pre)
+	} else if err := s.buildPools(in); err != nil {
 		return Result{}, err
 	}
 	if err := s.buildExisting(in); err != nil {
@@ -261,6 +267,39 @@ func Solve(in Input) (Result, error) {
 	s.finalize()
 	s.result.LowerBound, s.result.TopologyLowerBound = s.lowerBound(pods)
 	return s.result, nil
+}
+
+// preparedPools is what buildPools derives from an Input, kept for many
+// Solves of the same NodePools (Cluster): with hundreds of NodePools,
+// preparing the catalogue for each is most of a simulation.
+type preparedPools struct {
+	ri                  *resourceIndex
+	pools               []*pool
+	zones               []domainSource
+	anyPreferNoSchedule bool
+}
+
+// prepared keeps what buildPools derived; call it before any scheduling.
+func (s *scheduler) prepared() *preparedPools {
+	return &preparedPools{ri: s.ri.clone(), pools: s.pools, zones: slices.Clone(s.universe[catalog.LabelZone]),
+		anyPreferNoSchedule: s.anyPreferNoSchedule}
+}
+
+// usePrepared is buildPools from what an earlier one derived: the pools
+// are copied with their limits and claim numbers as buildPools leaves them
+// (the types are shared, read-only).
+func (s *scheduler) usePrepared(pre *preparedPools) {
+	s.ri = pre.ri.clone()
+	s.pools = make([]*pool, len(pre.pools))
+	for i, p := range pre.pools {
+		cp := *p
+		cp.remaining, cp.nodeLimit, cp.seq = p.limit, p.nodeLimitMax, 0
+		s.pools[i] = &cp
+	}
+	if len(pre.zones) > 0 {
+		s.universe[catalog.LabelZone] = slices.Clone(pre.zones)
+	}
+	s.anyPreferNoSchedule = pre.anyPreferNoSchedule
 }
 
 func (s *scheduler) buildPools(in Input) error {
