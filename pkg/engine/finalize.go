@@ -174,9 +174,21 @@ func (s *scheduler) lowerBound(all []*podData) (float64, float64) {
 	}
 	total, topo := 0.0, 0.0
 	for _, c := range comps {
+		// One type per LP row: NodePools sharing the catalogue repeat each
+		// type (hundreds of times with hundreds of pools), which changes
+		// nothing in the bound but its cost.
+		type row struct {
+			alloc vec
+			price float64
+		}
 		var ts []*itype
+		rows := map[row]bool{}
 		for t := range c.types {
-			ts = append(ts, t)
+			r := row{t.alloc, t.offerings[0].Price}
+			if !rows[r] {
+				rows[r] = true
+				ts = append(ts, t)
+			}
 		}
 		b := bound(ts, c.demand)
 		total += b
