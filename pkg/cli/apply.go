@@ -211,7 +211,7 @@ func replanner(g *GlobalOptions, f *runFlags, old *rollout.Plan) func(context.Co
 		if err != nil {
 			return nil, err
 		}
-		src, err := inventorySource(g, "", old.Cluster, firstNonEmpty(old.Region, cfg.Region))
+		src, err := inventorySource(g, "", old.Cluster, firstNonEmpty(old.Region, cfg.Region), false)
 		if err != nil {
 			return nil, err
 		}

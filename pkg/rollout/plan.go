@@ -196,6 +196,9 @@ type Cost struct {
 	AfterPerHour  float64 `json:"afterPerHour"`
 	// Estimated is false when prices were missing for some instances.
 	Complete bool `json:"complete"`
+	// Prices are the prices the figures use: their region, whether they
+	// were read live or are the embedded list, and when they were read.
+	Prices *inventory.PriceSource `json:"prices,omitempty"`
 }
 
 // PriceFunc returns the hourly on-demand or spot price of a type in a zone.
@@ -218,6 +221,8 @@ type PlanOptions struct {
 	Catalog *catalog.Catalog
 	// Prices prices the legacy nodes; nil uses Catalog.
 	Prices PriceFunc
+	// PriceSource says which prices Catalog holds, for the plan's cost.
+	PriceSource *inventory.PriceSource
 	// IAM, when set, plans the IAM steps (02..06) for the inventory's
 	// cluster with these options; nil leaves them out of the run.
 	IAM *IAMOptions
@@ -301,7 +306,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	if prices == nil {
 		prices = cat.Price
 	}
-	cost := Cost{Complete: true}
+	cost := Cost{Complete: true, Prices: o.PriceSource}
 	price := func(it, ct, zone string) float64 {
 		if it == "" {
 			cost.Complete = false
