@@ -19,6 +19,7 @@ const (
 	eventIAMDone        = "IAMDone"
 	eventReplanned      = "Replanned"
 	eventAcknowledgment = "ReadinessAcknowledgment"
+	eventInterrupted    = "Interrupted"
 	eventError          = "Error"
 )
 
