@@ -64,7 +64,7 @@ func RunWithTUI(ctx context.Context, opts Options, in io.Reader, out io.Writer) 
 		p.Send(doneMsg{})
 	}()
 	_, displayErr := p.Run()
-	stopped := context.Cause(ctx) // nil unless Ctrl-C or the caller stopped the demo
+	stopped := context.Cause(ctx)                    // nil unless Ctrl-C or the caller stopped the demo
 	cancel(errors.New("the progress display ended")) // the demo does not outlive its display
 	<-finished
 	switch {
