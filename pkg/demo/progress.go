@@ -64,8 +64,10 @@ func RunWithTUI(ctx context.Context, opts Options, in io.Reader, out io.Writer) 
 		p.Send(doneMsg{})
 	}()
 	_, displayErr := p.Run()
-	stopped := context.Cause(ctx)                    // nil unless Ctrl-C or the caller stopped the demo
-	cancel(errors.New("the progress display ended")) // the demo does not outlive its display
+	// stopped is nil unless Ctrl-C or the caller stopped the demo; either
+	// way the demo does not outlive its display.
+	stopped := context.Cause(ctx)
+	cancel(errors.New("the progress display ended"))
 	<-finished
 	switch {
 	case errors.Is(stopped, ErrInterrupted) && runErr != nil:
