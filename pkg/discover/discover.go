@@ -134,7 +134,7 @@ func Run(ctx context.Context, src Sources, opts Options) (*inventory.Inventory, 
 	d.join()
 	sortInventory(d.inv)
 	if err := d.inv.Validate(); err != nil {
-		return nil, fmt.Errorf("discover: the cluster as read does not make a valid inventory: %w", err)
+		return nil, fmt.Errorf("discover: the cluster as read does not make a valid inventory: %w (fix or delete that object, then run discover again)", err)
 	}
 	return d.inv, nil
 }
