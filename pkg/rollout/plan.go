@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -578,6 +579,21 @@ func ReadPlanFile(path string) (*Plan, error) {
 	return p, nil
 }
 
+// goFieldType is encoding/json's wording for a value of the wrong type.
+var goFieldType = regexp.MustCompile(`json: cannot unmarshal (\w+) into Go struct field \w+\.(\S+) of type (\S+)`)
+
+// planDecodeError drops the YAML-to-JSON layers from a decoding error,
+// names a mistyped field by its path in the file, and says what to do: a
+// plan is written by `plan`, not by hand.
+func planDecodeError(err error) error {
+	msg := err.Error()
+	for _, layer := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "error converting YAML to JSON: "} {
+		msg = strings.TrimPrefix(msg, layer)
+	}
+	msg = goFieldType.ReplaceAllString(msg, "$2: got a $1, want $3")
+	return fmt.Errorf("%s (a plan file is written by `karpenter-migrate plan`, not by hand: plan again)", msg)
+}
+
 // ParsePlan decodes and verifies plan bytes. Errors name the line (YAML
 // syntax) or the field (unknown or mistyped).
 func ParsePlan(b []byte) (*Plan, error) {
@@ -586,7 +602,7 @@ func ParsePlan(b []byte) (*Plan, error) {
 	}
 	var p Plan
 	if err := yaml.UnmarshalStrict(b, &p); err != nil {
-		return nil, err
+		return nil, planDecodeError(err)
 	}
 	if p.APIVersion != PlanAPIVersion || p.Kind != PlanKind {
 		return nil, fmt.Errorf("apiVersion %q kind %q: want %s %s", p.APIVersion, p.Kind, PlanAPIVersion, PlanKind)
