@@ -125,7 +125,7 @@ func runGenerate(cmd *cobra.Command, g *GlobalOptions, o *generateOptions) error
 	case o.snapshot != "":
 		snap, err := inventory.ReadSnapshotFile(o.snapshot)
 		if err != nil {
-			return err // names the file
+			return fmt.Errorf("--snapshot: %w", err) // err names the file
 		}
 		inv = &snap.Inventory
 	case o.cluster != "":
