@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -26,7 +27,7 @@ func ForInventory(inv *inventory.Inventory) (*Catalog, error) {
 	if p := livePrices(inv); p != nil {
 		live := &Snapshot{Version: SnapshotVersion, Region: p.Region, FetchedAt: p.FetchedAt, OnDemandPrices: p.OnDemand}
 		zones := map[string]bool{}
-		for _, it := range sortedKeys(p.Zones) {
+		for _, it := range slices.Sorted(maps.Keys(p.Zones)) {
 			for _, z := range p.Zones[it] {
 				live.Offerings = append(live.Offerings, ZoneOffering{InstanceType: it, Zone: z})
 				zones[z] = true
@@ -34,7 +35,7 @@ func ForInventory(inv *inventory.Inventory) (*Catalog, error) {
 		}
 		opts.Live = live
 		if len(opts.Zones) == 0 {
-			opts.Zones = sortedKeys(zones)
+			opts.Zones = slices.Sorted(maps.Keys(zones))
 		}
 	}
 	cat, err := New(opts)
@@ -122,14 +123,5 @@ func inventoryZones(inv *inventory.Inventory) []string {
 		seen[n.Zone] = true
 	}
 	delete(seen, "")
-	return sortedKeys(seen)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	return slices.Sorted(maps.Keys(seen))
 }

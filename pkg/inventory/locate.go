@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -98,7 +99,7 @@ func locateAt(raw []byte, t reflect.Type, p jsonPath) error {
 		if json.Unmarshal(raw, &fields) != nil {
 			break
 		}
-		for _, key := range sortedKeys(fields) {
+		for _, key := range slices.Sorted(maps.Keys(fields)) {
 			f, name, ok := jsonField(t, key)
 			if !ok {
 				return fmt.Errorf("%s: unknown field %q (misspelt, or written by another version?)", p, key)
@@ -122,7 +123,7 @@ func locateAt(raw []byte, t reflect.Type, p jsonPath) error {
 		if json.Unmarshal(raw, &m) != nil {
 			break
 		}
-		for _, key := range sortedKeys(m) {
+		for _, key := range slices.Sorted(maps.Keys(m)) {
 			if e := locateAt(m[key], t.Elem(), p.field(key)); e != nil {
 				return e
 			}
@@ -197,13 +198,4 @@ func jsonField(t reflect.Type, key string) (reflect.StructField, string, bool) {
 		}
 	}
 	return reflect.StructField{}, "", false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

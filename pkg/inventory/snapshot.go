@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"reflect"
@@ -215,7 +216,7 @@ func (inv *Inventory) Validate() error {
 		if pr.Source != PricesLive && pr.Source != PricesEmbedded {
 			return fmt.Errorf("inventory.prices.source %q: want %s or %s", pr.Source, PricesLive, PricesEmbedded)
 		}
-		for _, it := range sortedKeys(pr.OnDemand) {
+		for _, it := range slices.Sorted(maps.Keys(pr.OnDemand)) {
 			if err := checkPrice("inventory.prices", fmt.Sprintf("onDemand[%q]", it), pr.OnDemand[it]); err != nil {
 				return err
 			}
