@@ -29,6 +29,7 @@ type planOptions struct {
 	config   string
 	out      string
 	pools    map[string]string
+	offline  bool
 	iam      iamPlanFlags
 	timeout  time.Duration
 }
@@ -79,7 +80,9 @@ replacement, $/h saved, within the NodePools' consolidateAfter and budgets) and 
 it settles into (nodes, types, $/h), next to the fleet right after the waves.
 
 The cluster is read from a snapshot (discover --snapshot) or, with --cluster, live from
-AWS and Kubernetes.
+AWS and Kubernetes. Costs use the prices of the cluster's region that discover read
+(recorded in the snapshot); without them (--offline, or an older snapshot) the embedded
+us-east-1 list prices stand in, and the plan says so.
 
 A plan that takes more than a second says on stderr which wave it is predicting or which
 pass of the forecast it is in (PlanProgress events with --log-format json); --timeout
@@ -98,6 +101,7 @@ bounds the whole plan, discovery included.`,
 	f.StringVar(&o.dir, "dir", "", "DIR: tree written by generate; its overlays/<env> has the NodePools (default: generate them in memory)")
 	f.StringVar(&o.config, "config", "", "environment migration config (default: built-in defaults for --env)")
 	f.StringVarP(&o.out, "file", "f", "plan.yaml", "where to write the plan")
+	f.BoolVar(&o.offline, "offline", false, "with --cluster, "+offlineUsage)
 	f.StringToStringVar(&o.pools, "pool-for-group", nil, "NodePool replacing a node group, GROUP=POOL (default: the pools whose karpenter-migrate.io/node-groups annotation names it)")
 	f.DurationVar(&o.timeout, "timeout", 0, "give up when the plan, discovery included, takes longer (0: no limit)")
 	o.iam.bind(cmd)
@@ -118,7 +122,7 @@ func loadConfig(env, path string) (config.Config, error) {
 }
 
 // inventorySource reads a snapshot file or discovers the cluster live.
-func inventorySource(g *GlobalOptions, snapshot, cluster, region string) (func(context.Context) (*inventory.Inventory, error), error) {
+func inventorySource(g *GlobalOptions, snapshot, cluster, region string, offline bool) (func(context.Context) (*inventory.Inventory, error), error) {
 	if snapshot != "" {
 		if cluster != "" {
 			return nil, errors.New("give one of --snapshot (read a snapshot) and --cluster (discover live), not both")
@@ -135,7 +139,7 @@ func inventorySource(g *GlobalOptions, snapshot, cluster, region string) (func(c
 		return nil, errors.New("no cluster to plan: give --snapshot FILE, or --cluster NAME (or cluster: in --config) to discover it live")
 	}
 	return func(ctx context.Context) (*inventory.Inventory, error) {
-		return discoverLive(ctx, g, cluster, firstNonEmpty(g.Region, region), false)
+		return discoverLive(ctx, g, cluster, firstNonEmpty(g.Region, region), false, offline)
 	}, nil
 }
 
@@ -151,7 +155,7 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	if o.snapshot == "" && cluster == "" {
 		cluster = cfg.Cluster
 	}
-	src, err := inventorySource(g, o.snapshot, cluster, cfg.Region)
+	src, err := inventorySource(g, o.snapshot, cluster, cfg.Region, o.offline)
 	if err != nil {
 		return err
 	}
@@ -200,7 +204,7 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	fmt.Fprintf(w, "\nBudget: %d nodes per wave, %d drained at once; gates: node ready %s, pod pending %s, PDB wait %s\n",
 		p.Budget.WaveSize, p.Budget.Concurrency, p.Budget.Gates.NodeReadyTimeout, p.Budget.Gates.MaxPodPending, p.Budget.Gates.PDBWaitTimeout)
 	if p.Cost.Complete {
-		fmt.Fprintf(w, "Cost: $%.2f/h before, $%.2f/h after\n", p.Cost.BeforePerHour, p.Cost.AfterPerHour)
+		fmt.Fprintf(w, "Cost: $%.2f/h before, $%.2f/h after%s\n", p.Cost.BeforePerHour, p.Cost.AfterPerHour, describePrices(p.Cost.Prices))
 	} else {
 		fmt.Fprintln(w, "Cost: not estimated (no prices for some instance types)")
 	}

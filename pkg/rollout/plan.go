@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -196,6 +197,9 @@ type Cost struct {
 	AfterPerHour  float64 `json:"afterPerHour"`
 	// Estimated is false when prices were missing for some instances.
 	Complete bool `json:"complete"`
+	// Prices are the prices the figures use: their region, whether they
+	// were read live or are the embedded list, and when they were read.
+	Prices *inventory.PriceSource `json:"prices,omitempty"`
 }
 
 // PriceFunc returns the hourly on-demand or spot price of a type in a zone.
@@ -218,6 +222,8 @@ type PlanOptions struct {
 	Catalog *catalog.Catalog
 	// Prices prices the legacy nodes; nil uses Catalog.
 	Prices PriceFunc
+	// PriceSource says which prices Catalog holds, for the plan's cost.
+	PriceSource *inventory.PriceSource
 	// IAM, when set, plans the IAM steps (02..06) for the inventory's
 	// cluster with these options; nil leaves them out of the run.
 	IAM *IAMOptions
@@ -320,7 +326,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	if prices == nil {
 		prices = cat.Price
 	}
-	cost := Cost{Complete: true}
+	cost := Cost{Complete: true, Prices: o.PriceSource}
 	price := func(it, ct, zone string) float64 {
 		if it == "" {
 			cost.Complete = false
@@ -612,6 +618,21 @@ func ReadPlanFile(path string) (*Plan, error) {
 	return p, nil
 }
 
+// goFieldType is encoding/json's wording for a value of the wrong type.
+var goFieldType = regexp.MustCompile(`json: cannot unmarshal (\w+) into Go struct field \w+\.(\S+) of type (\S+)`)
+
+// planDecodeError drops the YAML-to-JSON layers from a decoding error,
+// names a mistyped field by its path in the file, and says what to do: a
+// plan is written by `plan`, not by hand.
+func planDecodeError(err error) error {
+	msg := err.Error()
+	for _, layer := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "error converting YAML to JSON: "} {
+		msg = strings.TrimPrefix(msg, layer)
+	}
+	msg = goFieldType.ReplaceAllString(msg, "$2: got a $1, want $3")
+	return fmt.Errorf("%s (a plan file is written by `karpenter-migrate plan`, not by hand: plan again)", msg)
+}
+
 // ParsePlan decodes and verifies plan bytes. Errors name the line (YAML
 // syntax) or the field (unknown or mistyped).
 func ParsePlan(b []byte) (*Plan, error) {
@@ -620,7 +641,7 @@ func ParsePlan(b []byte) (*Plan, error) {
 	}
 	var p Plan
 	if err := yaml.UnmarshalStrict(b, &p); err != nil {
-		return nil, err
+		return nil, planDecodeError(err)
 	}
 	if p.APIVersion != PlanAPIVersion || p.Kind != PlanKind {
 		return nil, fmt.Errorf("apiVersion %q kind %q: want %s %s", p.APIVersion, p.Kind, PlanAPIVersion, PlanKind)
