@@ -13,10 +13,12 @@ import (
 // demo replicated 3 times, as `plan --env prod` makes them from the
 // snapshot, the generated tree and prod.yaml, recorded before the planner
 // was made to scale (#23). A change that only makes planning faster keeps
-// them; one that changes plans on purpose updates them and says why.
+// them; one that changes plans on purpose updates them and says why: #22
+// records the prices the cost used (cost.prices, and a warning when they
+// are the embedded ones) — waves, fleet and forecast unchanged.
 var demoPlanHashes = map[int]string{
-	1: "sha256:4f18a7ed5af8b084ff2a750caf9e56ae87729e28d56a885914073084ffa17f17",
-	3: "sha256:75597a77f0eb99b1953cd53599f8da21a0359bca282eccd0d8bf5c79b93e1c54",
+	1: "sha256:784194a79a841ac83dfe81e64a16790dba76ad75bc07449ae50388e3e79f76a2",
+	3: "sha256:40b2480f7c544faf0e8769a056f1c4bf480f64ce9a7d3f4c8118de11bcd6caca",
 }
 
 func TestPlanOfTheDemoKeepsItsHash(t *testing.T) {
