@@ -65,6 +65,36 @@ func (d *run) eks(ctx context.Context) error {
 			}
 		}
 	}
+	return d.fargateProfiles(ctx)
+}
+
+// fargateProfiles reads the cluster's Fargate profiles: one that selects
+// the Karpenter controller's namespace is where the controller lives.
+func (d *run) fargateProfiles(ctx context.Context) error {
+	p := eks.NewListFargateProfilesPaginator(d.src.EKS, &eks.ListFargateProfilesInput{ClusterName: &d.opts.ClusterName})
+	var names []string
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list Fargate profiles: %w", err)
+		}
+		names = append(names, page.FargateProfileNames...)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		out, err := d.src.EKS.DescribeFargateProfile(ctx, &eks.DescribeFargateProfileInput{ClusterName: &d.opts.ClusterName, FargateProfileName: &name})
+		if err != nil {
+			return fmt.Errorf("describe Fargate profile %s: %w", name, err)
+		}
+		fp := inventory.FargateProfile{Name: name}
+		if f := out.FargateProfile; f != nil {
+			fp.Status = string(f.Status)
+			for _, s := range f.Selectors {
+				fp.Selectors = append(fp.Selectors, inventory.FargateSelector{Namespace: deref(s.Namespace), Labels: s.Labels})
+			}
+		}
+		d.inv.FargateProfiles = append(d.inv.FargateProfiles, fp)
+	}
 	return nil
 }
 

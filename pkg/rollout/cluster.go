@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
@@ -111,20 +112,9 @@ func DetectDrift(ctx context.Context, s *Session) ([]string, error) {
 	return changes, nil
 }
 
-// NodeGroupOf returns the legacy node group a node's labels name, or "".
-// Karpenter's nodes are never legacy, although generated NodePools keep
-// eks.amazonaws.com/nodegroup on them for workloads that select it.
-func NodeGroupOf(n *corev1.Node) string {
-	if n.Labels["karpenter.sh/nodepool"] != "" {
-		return ""
-	}
-	for _, k := range []string{"eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name", "karpenter-migrate.io/node-group"} {
-		if v := n.Labels[k]; v != "" {
-			return v
-		}
-	}
-	return ""
-}
+// NodeGroupOf returns the legacy node group a node's labels name, or ""
+// (inventory.NodeGroupOf: Karpenter's nodes are never legacy).
+func NodeGroupOf(n *corev1.Node) string { return inventory.NodeGroupOf(n.Labels) }
 
 // ScaleClusterAutoscaler records Cluster Autoscaler's replicas (once) and
 // scales it to replicas.
