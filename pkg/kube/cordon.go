@@ -3,9 +3,12 @@ package kube
 import (
 	"context"
 	"fmt"
+	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/kubectl/pkg/drain"
 )
 
@@ -33,4 +36,38 @@ func Cordon(ctx context.Context, client kubernetes.Interface, nodeName string, c
 		return fmt.Errorf("%s node %s: %w", verb, nodeName, err)
 	}
 	return nil
+}
+
+// SetTaint adds taint to a node (present) or removes every taint with its
+// key and effect (!present), retrying on conflicts. It reports whether the
+// node changed; a node already in the wanted state is left untouched.
+func SetTaint(ctx context.Context, client kubernetes.Interface, nodeName string, taint corev1.Taint, present bool) (bool, error) {
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		has := slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&taint) })
+		if has == present {
+			return nil
+		}
+		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&taint) })
+		if present {
+			node.Spec.Taints = append(node.Spec.Taints, taint)
+		}
+		if _, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+			return err
+		}
+		changed = true
+		return nil
+	})
+	if err != nil {
+		verb := "taint"
+		if !present {
+			verb = "untaint"
+		}
+		return false, fmt.Errorf("%s node %s with %s: %w", verb, nodeName, taint.ToString(), err)
+	}
+	return changed, nil
 }

@@ -168,15 +168,23 @@ func orString(v, def string) string {
 	return v
 }
 
-func (e *eval) controllerHome() {
-	c := e.opts.Controller
-	if c == nil {
-		return
-	}
-	problem, fix := ControllerHomeProblem(*c, InventoryNodes(e.inv), InventoryGroupOf(e.inv))
+// CheckControllerHome is the karpenter-controller-home-removed check of
+// the inventory (ControllerHomeProblem on its nodes): a blocker, or nil.
+func CheckControllerHome(inv *inventory.Inventory, c Controller) *Finding {
+	problem, fix := ControllerHomeProblem(c, InventoryNodes(inv), InventoryGroupOf(inv))
 	if problem == "" {
+		return nil
+	}
+	return &Finding{ID: IDControllerHomeRemoved, Severity: Blocker, Title: "The Karpenter controller would lose every node it may run on",
+		Why: "once the rollout removes the legacy groups, " + problem + ": Karpenter would be down, and nothing would provision, consolidate or handle interruptions",
+		Fix: fix, Objects: []string{c.Source}}
+}
+
+func (e *eval) controllerHome() {
+	if e.opts.Controller == nil {
 		return
 	}
-	e.add(IDControllerHomeRemoved, Blocker, "The Karpenter controller would lose every node it may run on",
-		"once the rollout removes the legacy groups, "+problem+": Karpenter would be down, and nothing would provision, consolidate or handle interruptions", fix, c.Source)
+	if f := CheckControllerHome(e.inv, *e.opts.Controller); f != nil {
+		e.add(f.ID, f.Severity, f.Title, f.Why, f.Fix, f.Objects...)
+	}
 }

@@ -49,7 +49,10 @@ type Plan struct {
 	Budget            Budget        `json:"budget"`
 	NodeGroups        []GroupState  `json:"nodeGroups"`
 	ClusterAutoscaler *CARef        `json:"clusterAutoscaler,omitempty"`
-	Waves             []Wave        `json:"waves"`
+	// Controller is where the Karpenter controller lives once the legacy
+	// groups are gone (decided once, here; every surface reads it).
+	Controller *ControllerHome `json:"controller,omitempty"`
+	Waves      []Wave          `json:"waves"`
 	Findings          []Finding     `json:"findings,omitempty"`
 	Cost              Cost          `json:"cost"`
 	NodePools         []string      `json:"nodePools,omitempty"`
@@ -146,6 +149,11 @@ type WaveNode struct {
 	NodeGroup  string `json:"nodeGroup"`
 	InstanceID string `json:"instanceID,omitempty"`
 	Zone       string `json:"zone,omitempty"`
+	// Keep marks a node of the controller's kept group that stays: it is
+	// reserved (Controller.Reserve) instead of cordoned, only the pods that
+	// do not tolerate that are evicted, and it is not removed. Apply
+	// chooses again at the time: nodes running the controller stay first.
+	Keep bool `json:"keep,omitempty"`
 }
 
 // PredictedNode is a node Karpenter is expected to launch for a wave
@@ -221,6 +229,9 @@ type PlanOptions struct {
 	// IAM, when set, plans the IAM steps (02..06) for the inventory's
 	// cluster with these options; nil leaves them out of the run.
 	IAM *IAMOptions
+	// Controller are the inputs of the decision of where the Karpenter
+	// controller lives, besides the inventory and Config.Controller.
+	Controller ControllerOptions
 	// Findings from pkg/readiness, added to the plan's own.
 	Findings []Finding
 	Now      time.Time
@@ -272,6 +283,11 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		}
 	}
 	sort.Strings(p.NodePools)
+	cp, err := decideController(inv, cfg, o.Controller)
+	if err != nil {
+		return nil, fmt.Errorf("plan where the Karpenter controller lives: %w", err)
+	}
+	p.Controller = cp.home
 
 	podsByNode := map[string][]inventory.Pod{}
 	for _, pod := range inv.Pods {
@@ -322,18 +338,25 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		findings = append(findings, Finding{Severity: "warning", Message: "no NodePools were given (plan --dir with the generated tree): Karpenter nodes are not predicted and nothing is pre-provisioned before a drain"})
 	}
 	for _, g := range p.NodeGroups {
+		var kept map[string]bool
+		if g.Name == cp.home.NodeGroup {
+			kept = cp.keep(nodesByGroup[g.Name], podsByNode)
+		}
 		for _, chunk := range chunk(zoneBalanced(nodesByGroup[g.Name]), p.Budget.WaveSize) {
 			w := Wave{Index: len(p.Waves) + 1, NodePools: poolsOf[g.Name]}
 			var pods []inventory.Pod
 			for _, n := range chunk {
-				w.Nodes = append(w.Nodes, WaveNode{Name: n.Name, NodeGroup: n.NodeGroup, InstanceID: instanceID(n), Zone: n.Zone})
+				w.Nodes = append(w.Nodes, WaveNode{Name: n.Name, NodeGroup: n.NodeGroup, InstanceID: instanceID(n), Zone: n.Zone, Keep: kept[n.Name]})
 				for _, pod := range podsByNode[n.Name] {
 					// Pods that will stay put need no new capacity.
-					if kube.DisruptionBlocked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations}}) == "" || p.Budget.ForceEvict {
+					if (kube.DisruptionBlocked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations}}) == "" || p.Budget.ForceEvict) && !(kept[n.Name] && cp.stays(pod)) {
 						pods = append(pods, pod)
 					}
 				}
 				cost.BeforePerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
+				if kept[n.Name] {
+					cost.AfterPerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
+				}
 			}
 			w.Pods = len(pods)
 			if pred != nil {
@@ -344,6 +367,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 					return nil, fmt.Errorf("plan wave %d: predict Karpenter nodes: %w", w.Index, err)
 				}
 				for _, u := range unschedulable {
+					if cp.admitsKept(podOf(pods, u.Pod)) {
+						continue // it moves to the controller's kept nodes
+					}
 					findings = append(findings, Finding{Severity: "blocker", Object: "Pod " + u.Pod.String(),
 						Message: fmt.Sprintf("fits no NodePool of wave %d (%s), so it would stay Pending after its eviction:%s", w.Index, strings.Join(w.NodePools, ", "), strings.TrimPrefix(u.String(), u.Pod.String()+":"))})
 				}
@@ -363,6 +389,11 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 			}
 			p.Waves = append(p.Waves, w)
 		}
+		if ng, _ := inv.NodeGroup(g.Name); kept != nil && ng != nil && len(ng.InstanceTypes) > 0 && len(ng.Zones) > 0 {
+			for range int(cp.home.Size) - len(kept) { // the kept group grows to its size
+				cost.AfterPerHour += price(ng.InstanceTypes[0], capacityOr(ng.CapacityType), ng.Zones[0])
+			}
+		}
 	}
 	cost.BeforePerHour, cost.AfterPerHour = round2(cost.BeforePerHour), round2(cost.AfterPerHour)
 	p.Cost = cost
@@ -373,7 +404,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		}
 		p.SteadyState = ss
 	}
-	p.Findings = append(append(planFindings(inv, podsByNode, inScope, p.Budget), findings...), o.Findings...)
+	p.Findings = append(append(append(planFindings(inv, podsByNode, inScope, p.Budget), cp.findings(inv)...), findings...), o.Findings...)
 	if o.IAM != nil {
 		p.IAM = planIAM(inv, *o.IAM)
 		if p.IAM.Error != "" {
