@@ -191,7 +191,9 @@ func TestControllerHomeWaves(t *testing.T) {
 	inv := homeInventory()
 	cfg := config.Default("prod")
 	cfg.Rollout.WaveSize = "5"
-	prices := func(it, _, _ string) (float64, bool) { return map[string]float64{"m5.large": 0.096, "m5.xlarge": 0.192}[it], true }
+	prices := func(it, _, _ string) (float64, bool) {
+		return map[string]float64{"m5.large": 0.096, "m5.xlarge": 0.192}[it], true
+	}
 	p, err := rollout.BuildPlan(inv, rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Prices: prices,
 		Controller: rollout.ControllerOptions{Values: generatedValues(t, inv)}})
 	if err != nil {

@@ -106,7 +106,9 @@ func (s *Session) restoreKeptGroup(ctx context.Context, rec *GroupRecord) error 
 		}
 		var missing []astypes.Tag
 		for _, t := range rec.Tags {
-			if !slices.ContainsFunc(asg.Tags, func(x astypes.TagDescription) bool { return ptr.Deref(x.Key, "") == t.Key && ptr.Deref(x.Value, "") == t.Value }) {
+			if !slices.ContainsFunc(asg.Tags, func(x astypes.TagDescription) bool {
+				return ptr.Deref(x.Key, "") == t.Key && ptr.Deref(x.Value, "") == t.Value
+			}) {
 				missing = append(missing, astypes.Tag{ResourceId: &rec.ASGName, ResourceType: ptr.To("auto-scaling-group"), Key: ptr.To(t.Key), Value: ptr.To(t.Value), PropagateAtLaunch: ptr.To(t.PropagateAtLaunch)})
 			}
 		}

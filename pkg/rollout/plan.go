@@ -49,10 +49,7 @@ type Plan struct {
 	Budget            Budget        `json:"budget"`
 	NodeGroups        []GroupState  `json:"nodeGroups"`
 	ClusterAutoscaler *CARef        `json:"clusterAutoscaler,omitempty"`
-	// Controller is where the Karpenter controller lives once the legacy
-	// groups are gone (decided once, here; every surface reads it).
-	Controller *ControllerHome `json:"controller,omitempty"`
-	Waves      []Wave          `json:"waves"`
+	Waves             []Wave        `json:"waves"`
 	Findings          []Finding     `json:"findings,omitempty"`
 	Cost              Cost          `json:"cost"`
 	NodePools         []string      `json:"nodePools,omitempty"`
@@ -64,6 +61,9 @@ type Plan struct {
 	// SteadyState is what Karpenter's consolidation is expected to make of
 	// the predicted fleet after the last wave (nil: nothing was predicted).
 	SteadyState *SteadyState `json:"steadyState,omitempty"`
+	// Controller is where the Karpenter controller lives once the legacy
+	// groups are gone (decided once, here; every surface reads it).
+	Controller *ControllerHome `json:"controller,omitempty"`
 }
 
 // PlannedStep is one runbook step as planned.
