@@ -3,13 +3,17 @@ package generate
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
 	karpv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
@@ -88,6 +92,49 @@ func ControllerPodSpec(values map[string]any) (corev1.PodSpec, int32, error) {
 	spec.NodeSelector, spec.Affinity, spec.TopologySpreadConstraints, spec.Tolerations, spec.PriorityClassName =
 		v.NodeSelector, v.Affinity, v.TopologySpreadConstraints, v.Tolerations, v.PriorityClassName
 	return spec, v.Replicas, nil
+}
+
+// ControllerObjects are the controller Deployment and PodDisruptionBudget
+// the Karpenter chart installs as release "karpenter" in namespace, as far
+// as where and how its pods run goes: the values' replicas, scheduling
+// (ControllerPodSpec) and controller resources, the chart's rolling
+// update (maxUnavailable 1) and PDB (maxUnavailable 1), one container
+// running image. The sandbox and the end-to-end tests run it in place of
+// a chart install.
+func ControllerObjects(values map[string]any, namespace, image string) (*appsv1.Deployment, *policyv1.PodDisruptionBudget, error) {
+	spec, replicas, err := ControllerPodSpec(values)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ctrl struct {
+		Resources corev1.ResourceRequirements `json:"resources"`
+	}
+	if c, ok := values["controller"]; ok {
+		b, err := json.Marshal(c)
+		if err == nil {
+			err = json.Unmarshal(b, &ctrl)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("Karpenter Helm values: controller.resources: %w", err)
+		}
+	}
+	spec.Containers = []corev1.Container{{Name: "controller", Image: image, Resources: ctrl.Resources}}
+	one := intstr.FromInt32(1)
+	dep := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: "karpenter", Namespace: namespace, Labels: maps.Clone(ControllerLabels)},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: maps.Clone(ControllerLabels)},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &one}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(ControllerLabels)}, Spec: spec},
+		},
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: metav1.ObjectMeta{Name: "karpenter", Namespace: namespace, Labels: maps.Clone(ControllerLabels)},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: maps.Clone(ControllerLabels)}},
+	}
+	return dep, pdb, nil
 }
 
 // ReadHelmValues reads the Karpenter chart values of a generated tree

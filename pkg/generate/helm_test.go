@@ -59,6 +59,15 @@ func TestControllerPodSpec(t *testing.T) {
 		t.Errorf("tolerations %v do not tolerate %s", spec.Tolerations, ReservedTaint.ToString())
 	}
 
+	dep, pdb, err := ControllerObjects(values, "kube-system", "controller:test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *dep.Spec.Replicas != 2 || dep.Spec.Template.Spec.Containers[0].Resources.Requests.Cpu().String() != "1" ||
+		dep.Spec.Template.Spec.Affinity == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.Selector.MatchLabels["app.kubernetes.io/instance"] != "karpenter" {
+		t.Errorf("controller objects %+v %+v; want the values' replicas, resources and scheduling, the chart's PDB", dep.Spec, pdb.Spec)
+	}
+
 	// Values that say nothing get the chart's defaults; a key given wins.
 	spec, replicas, err = ControllerPodSpec(map[string]any{"replicas": 3, "tolerations": []any{}})
 	if err != nil || replicas != 3 || len(spec.Tolerations) != 0 || spec.Affinity == nil || len(spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) != 1 {
