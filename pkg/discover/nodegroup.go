@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -115,24 +116,13 @@ func nodeGroupFromMNG(n *ekstypes.Nodegroup) inventory.NodeGroup {
 		ng.MaxUnavailable, ng.MaxUnavailablePercentage = u.MaxUnavailable, u.MaxUnavailablePercentage
 	}
 	for _, t := range n.Taints {
-		ng.Taints = append(ng.Taints, corev1.Taint{Key: deref(t.Key), Value: deref(t.Value), Effect: mngEffect(t.Effect)})
+		ng.Taints = append(ng.Taints, kmaws.KubeTaint(t))
 	}
 	if lt := n.LaunchTemplate; lt != nil {
 		ng.LaunchTemplate = &inventory.LaunchTemplate{ID: deref(lt.Id), Name: deref(lt.Name), Version: deref(lt.Version)}
 	}
 	ng.Arch, ng.OS = archOS(string(n.AmiType))
 	return ng
-}
-
-func mngEffect(e ekstypes.TaintEffect) corev1.TaintEffect {
-	switch e {
-	case ekstypes.TaintEffectNoExecute:
-		return corev1.TaintEffectNoExecute
-	case ekstypes.TaintEffectPreferNoSchedule:
-		return corev1.TaintEffectPreferNoSchedule
-	default:
-		return corev1.TaintEffectNoSchedule
-	}
 }
 
 func archOS(amiType string) (arch, os string) {

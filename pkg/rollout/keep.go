@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
+	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
@@ -65,7 +66,7 @@ func (s *Session) recordKeptGroup(ctx context.Context, asg *astypes.AutoScalingG
 	}
 	if ng := out.Nodegroup; ng != nil {
 		for _, t := range ng.Taints {
-			rec.Taints = append(rec.Taints, corev1.Taint{Key: ptr.Deref(t.Key, ""), Value: ptr.Deref(t.Value, ""), Effect: coreEffect(t.Effect)})
+			rec.Taints = append(rec.Taints, kmaws.KubeTaint(t))
 		}
 	}
 	return nil
@@ -139,9 +140,9 @@ func (s *Session) setConfigTaint(ctx context.Context, rec *GroupRecord, t corev1
 	if rec.Kind != inventory.Managed || s.EKS == nil {
 		return nil
 	}
-	verb, tc := "remove", &ekstypes.UpdateTaintsPayload{RemoveTaints: []ekstypes.Taint{eksTaint(t)}}
+	verb, tc := "remove", &ekstypes.UpdateTaintsPayload{RemoveTaints: []ekstypes.Taint{kmaws.EKSTaint(t)}}
 	if present {
-		verb, tc = "add", &ekstypes.UpdateTaintsPayload{AddOrUpdateTaints: []ekstypes.Taint{eksTaint(t)}}
+		verb, tc = "add", &ekstypes.UpdateTaintsPayload{AddOrUpdateTaints: []ekstypes.Taint{kmaws.EKSTaint(t)}}
 	}
 	s.change("%s taint %s on managed node group %s", verb, t.ToString(), rec.Name)
 	if s.Options.DryRun {
@@ -160,27 +161,6 @@ func (s *Session) setConfigTaint(ctx context.Context, rec *GroupRecord, t corev1
 		return fmt.Errorf("%s taint %s on managed node group %s: %w", verb, t.ToString(), rec.Name, err)
 	}
 	return nil
-}
-
-func eksTaint(t corev1.Taint) ekstypes.Taint {
-	e := ekstypes.TaintEffectNoSchedule
-	switch t.Effect {
-	case corev1.TaintEffectNoExecute:
-		e = ekstypes.TaintEffectNoExecute
-	case corev1.TaintEffectPreferNoSchedule:
-		e = ekstypes.TaintEffectPreferNoSchedule
-	}
-	return ekstypes.Taint{Key: ptr.To(t.Key), Value: ptr.To(t.Value), Effect: e}
-}
-
-func coreEffect(e ekstypes.TaintEffect) corev1.TaintEffect {
-	switch e {
-	case ekstypes.TaintEffectNoExecute:
-		return corev1.TaintEffectNoExecute
-	case ekstypes.TaintEffectPreferNoSchedule:
-		return corev1.TaintEffectPreferNoSchedule
-	}
-	return corev1.TaintEffectNoSchedule
 }
 
 // controllerDeployment is the installed Karpenter controller the plan
