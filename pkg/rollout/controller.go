@@ -176,6 +176,17 @@ func decideController(inv *inventory.Inventory, cfg config.Config, o ControllerO
 	return cp, nil
 }
 
+// DecideController is plan's decision of where the Karpenter controller
+// lives, for the commands that check it without planning (readiness): the
+// home and the check of it (readiness.Options.Controller).
+func DecideController(inv *inventory.Inventory, cfg config.Config, o ControllerOptions) (*ControllerHome, readiness.Controller, error) {
+	cp, err := decideController(inv, cfg, o)
+	if err != nil {
+		return nil, readiness.Controller{}, err
+	}
+	return cp.home, cp.check, nil
+}
+
 // admittedGroup is the one legacy group whose nodes a pod spec's required
 // node affinity admits, or "" when it admits none or several.
 func admittedGroup(spec corev1.PodSpec, nodes []corev1.Node, groupOf func(*corev1.Node) string) string {

@@ -71,7 +71,9 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 		if pools, err = PoolsFromObjects(objs); err != nil {
 			return nil, fmt.Errorf("%s overlays/%s: %w", req.Dir, req.Environment, err)
 		}
-		ctrl.ValuesFrom = filepath.Join(req.Dir, generate.HelmValues)
+		// Named from the tree's base name: the plan (and its hash) must not
+		// depend on where the tree is checked out.
+		ctrl.ValuesFrom = filepath.Join(filepath.Base(req.Dir), generate.HelmValues)
 		if ctrl.Values, err = generate.ReadHelmValues(req.Dir); errors.Is(err, fs.ErrNotExist) {
 			ctrl.ValuesFrom = "" // an older tree: the chart's defaults
 		} else if err != nil {

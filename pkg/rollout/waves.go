@@ -159,11 +159,17 @@ func (s *Session) runWave(ctx context.Context, w Wave, kept map[string]bool) err
 				}
 			}
 		case PhaseDrain:
-			err = s.drainWave(ctx, w, rec, kept)
+			// The placeholders' room goes to the evicted pods: they would
+			// not preempt placeholders while a steered legacy node fits.
+			if err = s.deletePlaceholders(ctx, w.Index); err == nil {
+				err = s.drainWave(ctx, w, rec, kept)
+			}
 		case PhaseGate:
 			err = s.gate(ctx, w)
 		case PhaseCleanup:
-			err = s.deletePlaceholders(ctx, w.Index)
+			if !s.Options.DryRun { // said once, at the drain
+				err = s.deletePlaceholders(ctx, w.Index)
+			}
 		case PhaseScaleIn:
 			err = s.scaleIn(ctx, w, rec, kept)
 		}
@@ -270,13 +276,25 @@ func (s *Session) placeholderPod(name string, wave int, ph Placeholder) *corev1.
 	}
 }
 
+// deletePlaceholders deletes the wave's placeholder pods, if any are left:
+// as its drain starts (their room goes to the pods it evicts), and again at
+// cleanup for a run resumed after the drain.
 func (s *Session) deletePlaceholders(ctx context.Context, wave int) error {
+	sel := metav1.ListOptions{LabelSelector: placeholderSelector(s.Plan.Environment, wave)}
+	if !s.Options.DryRun {
+		left, err := s.Kube.CoreV1().Pods(s.Namespace).List(ctx, sel)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("list placeholder pods of wave %d: %w", wave, err)
+		}
+		if err == nil && len(left.Items) == 0 {
+			return nil
+		}
+	}
 	s.change("delete placeholder pods of wave %d", wave)
 	if s.Options.DryRun {
 		return nil
 	}
-	err := s.Kube.CoreV1().Pods(s.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))},
-		metav1.ListOptions{LabelSelector: placeholderSelector(s.Plan.Environment, wave)})
+	err := s.Kube.CoreV1().Pods(s.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}, sel)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete placeholder pods of wave %d: %w", wave, err)
 	}
