@@ -74,7 +74,7 @@ func ControllerPodSpec(values map[string]any) (corev1.PodSpec, int32, error) {
 		err = json.Unmarshal(b, &v)
 	}
 	if err != nil {
-		return spec, 0, fmt.Errorf("Karpenter Helm values: the controller's scheduling does not read as a pod spec: %w", err)
+		return spec, 0, fmt.Errorf("the controller's scheduling in the Helm values does not read as a pod spec: %w", err)
 	}
 	sel := &metav1.LabelSelector{MatchLabels: ControllerLabels}
 	if a := v.Affinity; a != nil && a.PodAntiAffinity != nil {
@@ -115,7 +115,7 @@ func ControllerObjects(values map[string]any, namespace, image string) (*appsv1.
 			err = json.Unmarshal(b, &ctrl)
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("Karpenter Helm values: controller.resources: %w", err)
+			return nil, nil, fmt.Errorf("controller.resources in the Helm values: %w", err)
 		}
 	}
 	spec.Containers = []corev1.Container{{Name: "controller", Image: image, Resources: ctrl.Resources}}
