@@ -179,7 +179,7 @@ func (w *podWatch) deletions(ns string) int {
 // and unhealthy, per budget, and keep the lowest (no control plane needed).
 func TestPodWatchCounts(t *testing.T) {
 	budgets := []budget{{name: "web", selector: labels.SelectorFromSet(labelsOf("web")), min: 1}, {name: "db", selector: labels.SelectorFromSet(labelsOf("db")), min: 1}}
-	w := &podWatch{budgets: budgets, healthy: map[string]bool{}, counts: map[string]int{}, lowest: map[string]int{}, since: map[string]time.Time{}}
+	w := &podWatch{budgets: budgets, healthy: map[string]bool{}, counts: map[string]int{}, lowest: map[string]int{}, since: map[string]time.Time{}, deleted: map[string]int{}}
 	pod := func(name, app string, ready bool) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: labelsOf(app)}, Spec: corev1.PodSpec{NodeName: "n1"},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
@@ -213,5 +213,12 @@ func TestPodWatchCounts(t *testing.T) {
 	}
 	if w.lowest["web"] != 1 || w.lowest["db"] != 0 {
 		t.Errorf("lowest %v, want web 1 db 0", w.lowest)
+	}
+	// Two pods deleted (moves); a DaemonSet's deleted pod is not one.
+	agent := pod("agent-1", "agent", true)
+	agent.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent"}}
+	w.observe(agent, true)
+	if n := w.deletions("ns"); n != 2 {
+		t.Errorf("%d deletions, want 2 (web-1, db-1; not the DaemonSet's)", n)
 	}
 }
