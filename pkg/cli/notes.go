@@ -20,6 +20,7 @@ const (
 	eventReplanned      = "Replanned"
 	eventPlanProgress   = "PlanProgress"
 	eventAcknowledgment = "ReadinessAcknowledgment"
+	eventInterrupted    = "Interrupted"
 	eventError          = "Error"
 )
 

@@ -29,8 +29,11 @@ type planOptions struct {
 	config   string
 	out      string
 	pools    map[string]string
-	iam      iamPlanFlags
+	offline  bool
 	timeout  time.Duration
+	// controllerGroup is --controller-nodegroup.
+	controllerGroup string
+	iam             iamPlanFlags
 }
 
 // iamPlanFlags are the plan's choices for the IAM steps.
@@ -73,13 +76,25 @@ each wave needs on the NodePools that replace its group (from the tree generate 
 IAM steps create and the cost before and after, and writes plan.yaml with a content hash
 that apply verifies.
 
+It decides, once, where the Karpenter controller lives once the legacy groups are gone,
+and records it in the plan: on Fargate when a Fargate profile selects its namespace (no
+group is kept); else on the group --controller-nodegroup names, or controller.nodeGroup
+in the config, or the one group the installed controller's required scheduling admits,
+or the one generate's Helm values (DIR/helm/karpenter-values.yaml) pin it to. That group
+is kept at controller.size nodes (default 2, never below the controller's replicas),
+without its Cluster Autoscaler tags, its nodes reserved with CriticalAddonsOnly=true:
+NoSchedule so workload pods move to Karpenter. A controller that could run on no node
+once the plan's groups are removed is a blocker, named with its fix.
+
 It also forecasts what Karpenter's consolidation does once the last wave is done: the
 disruption commands it is expected to take on the predicted fleet (method, nodes removed,
 replacement, $/h saved, within the NodePools' consolidateAfter and budgets) and the fleet
 it settles into (nodes, types, $/h), next to the fleet right after the waves.
 
 The cluster is read from a snapshot (discover --snapshot) or, with --cluster, live from
-AWS and Kubernetes.
+AWS and Kubernetes. Costs use the prices of the cluster's region that discover read
+(recorded in the snapshot); without them (--offline, or an older snapshot) the embedded
+us-east-1 list prices stand in, and the plan says so.
 
 A plan that takes more than a second says on stderr which wave it is predicting or which
 pass of the forecast it is in (PlanProgress events with --log-format json); --timeout
@@ -98,6 +113,8 @@ bounds the whole plan, discovery included.`,
 	f.StringVar(&o.dir, "dir", "", "DIR: tree written by generate; its overlays/<env> has the NodePools (default: generate them in memory)")
 	f.StringVar(&o.config, "config", "", "environment migration config (default: built-in defaults for --env)")
 	f.StringVarP(&o.out, "file", "f", "plan.yaml", "where to write the plan")
+	f.BoolVar(&o.offline, "offline", false, "with --cluster, "+offlineUsage)
+	f.StringVar(&o.controllerGroup, "controller-nodegroup", "", "legacy node group kept for the Karpenter controller (default: controller.nodeGroup in --config, else where the installed controller or generate's Helm values pin it)")
 	f.StringToStringVar(&o.pools, "pool-for-group", nil, "NodePool replacing a node group, GROUP=POOL (default: the pools whose karpenter-migrate.io/node-groups annotation names it)")
 	f.DurationVar(&o.timeout, "timeout", 0, "give up when the plan, discovery included, takes longer (0: no limit)")
 	o.iam.bind(cmd)
@@ -118,7 +135,7 @@ func loadConfig(env, path string) (config.Config, error) {
 }
 
 // inventorySource reads a snapshot file or discovers the cluster live.
-func inventorySource(g *GlobalOptions, snapshot, cluster, region string) (func(context.Context) (*inventory.Inventory, error), error) {
+func inventorySource(g *GlobalOptions, snapshot, cluster, region string, offline bool) (func(context.Context) (*inventory.Inventory, error), error) {
 	if snapshot != "" {
 		if cluster != "" {
 			return nil, errors.New("give one of --snapshot (read a snapshot) and --cluster (discover live), not both")
@@ -135,7 +152,7 @@ func inventorySource(g *GlobalOptions, snapshot, cluster, region string) (func(c
 		return nil, errors.New("no cluster to plan: give --snapshot FILE, or --cluster NAME (or cluster: in --config) to discover it live")
 	}
 	return func(ctx context.Context) (*inventory.Inventory, error) {
-		return discoverLive(ctx, g, cluster, firstNonEmpty(g.Region, region), false)
+		return discoverLive(ctx, g, cluster, firstNonEmpty(g.Region, region), false, offline)
 	}, nil
 }
 
@@ -151,7 +168,7 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	if o.snapshot == "" && cluster == "" {
 		cluster = cfg.Cluster
 	}
-	src, err := inventorySource(g, o.snapshot, cluster, cfg.Region)
+	src, err := inventorySource(g, o.snapshot, cluster, cfg.Region, o.offline)
 	if err != nil {
 		return err
 	}
@@ -166,7 +183,7 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	}
 	p, err := rollout.MakePlan(ctx, rollout.PlanRequest{
 		Environment: o.env, Config: cfg, Steps: migrations.Planned(), Inventory: src, Dir: o.dir,
-		PoolForGroup: o.pools, IAM: iamOpts, Now: time.Now(), Progress: g.planProgress(time.Now(), planProgressEvery),
+		PoolForGroup: o.pools, ControllerNodeGroup: o.controllerGroup, IAM: iamOpts, Now: time.Now(), Progress: g.planProgress(time.Now(), planProgressEvery),
 	})
 	if err != nil {
 		if o.timeout > 0 && errors.Is(err, context.DeadlineExceeded) {
@@ -194,13 +211,14 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	if err := t.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintf(w, "\nKarpenter controller: %s (%s)\n", p.Controller, dash(p.Controller.Why))
 	if p.IAM != nil && p.IAM.Error == "" {
 		fmt.Fprintf(w, "\nIAM: node role %s, controller role %s (%s), queue %s, nodes join by %s\n", p.IAM.NodeRole, p.IAM.ControllerRole, p.IAM.Identity, p.IAM.Queue, p.IAM.NodeAccess)
 	}
 	fmt.Fprintf(w, "\nBudget: %d nodes per wave, %d drained at once; gates: node ready %s, pod pending %s, PDB wait %s\n",
 		p.Budget.WaveSize, p.Budget.Concurrency, p.Budget.Gates.NodeReadyTimeout, p.Budget.Gates.MaxPodPending, p.Budget.Gates.PDBWaitTimeout)
 	if p.Cost.Complete {
-		fmt.Fprintf(w, "Cost: $%.2f/h before, $%.2f/h after\n", p.Cost.BeforePerHour, p.Cost.AfterPerHour)
+		fmt.Fprintf(w, "Cost: $%.2f/h before, $%.2f/h after%s\n", p.Cost.BeforePerHour, p.Cost.AfterPerHour, describePrices(p.Cost.Prices))
 	} else {
 		fmt.Fprintln(w, "Cost: not estimated (no prices for some instance types)")
 	}

@@ -10,9 +10,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
 type readinessOptions struct {
@@ -24,6 +26,8 @@ type readinessOptions struct {
 	// acknowledge are finding IDs reviewed and accepted (the config's
 	// readiness.acknowledge).
 	acknowledge []string
+	// config is --config (nil: none given).
+	config *config.Config
 }
 
 func newReadinessCmd(g *GlobalOptions) *cobra.Command {
@@ -85,7 +89,12 @@ func runReadiness(_ context.Context, g *GlobalOptions, o *readinessOptions) erro
 	if err != nil {
 		return err
 	}
-	report := acknowledgeFindings(g, readinessReport(g, &snap.Inventory, catalog.Default()), o.acknowledge)
+	// Readiness sizes instance types; it prices nothing, so no price warning.
+	cat, err := catalog.ForInventory(&snap.Inventory)
+	if err != nil {
+		return err
+	}
+	report := acknowledgeFindings(g, readinessReport(g, &snap.Inventory, cat, o.config), o.acknowledge)
 	if done, err := printStructured(g.IO.Out, g.Output, report); done {
 		if err != nil {
 			return err
@@ -156,15 +165,28 @@ func readinessGate(r readinessResult, failOn, from string) error {
 
 // readinessReport evaluates inv against the NodePools generate would write
 // with its defaults (generated in memory): their taints, zones and allowed
-// instance types. When generate cannot map the inventory, the checks fall
-// back on the current nodes, and a note on stderr says so.
-func readinessReport(g *GlobalOptions, inv *inventory.Inventory, cat *catalog.Catalog) readiness.Report {
+// instance types; and checks that the Karpenter controller keeps a home
+// where plan would decide it (cfg's controller section and node groups in
+// scope; nil: the defaults). When generate cannot map the inventory, the
+// checks fall back on the current nodes, and a note on stderr says so.
+func readinessReport(g *GlobalOptions, inv *inventory.Inventory, cat *catalog.Catalog, cfg *config.Config) readiness.Report {
+	c := config.Default("")
+	if cfg != nil {
+		c = *cfg
+	}
 	opts := generate.DefaultOptions()
-	opts.Catalog = cat
+	opts.Catalog, opts.ControllerNodeGroup = cat, c.Controller.NodeGroup
 	res, err := generate.Generate(inv, opts)
 	if err != nil {
 		g.say(slog.LevelInfo, eventNote, "note: ", fmt.Sprintf("readiness checks taints, zones and instance sizes against the current nodes: no NodePools to compare with (%v)", err))
 		return readiness.Evaluate(inv, readiness.Options{})
 	}
-	return readiness.Evaluate(inv, readiness.FromNodePools(inv, res.NodePools, res.NodeClasses, cat))
+	ro := readiness.FromNodePools(inv, res.NodePools, res.NodeClasses, cat)
+	_, check, err := rollout.DecideController(inv, c, rollout.ControllerOptions{Values: res.HelmValues, ValuesFrom: "generate's Helm values"})
+	if err != nil {
+		g.say(slog.LevelInfo, eventNote, "note: ", "where the Karpenter controller lives is not checked: "+err.Error())
+	} else {
+		ro.Controller = &check
+	}
+	return readiness.Evaluate(inv, ro)
 }

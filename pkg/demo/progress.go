@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -34,14 +35,24 @@ func PlainProgress(w io.Writer) func(Event) {
 	}
 }
 
+// ErrInterrupted is returned (wrapped) by RunWithTUI when the user pressed
+// Ctrl-C in the display: the demo stopped at the step it was in.
+var ErrInterrupted = errors.New("demo interrupted")
+
 // RunWithTUI runs the demo under a bubbletea program: one line per step with
-// a spinner while it runs and a progress bar for waves.
+// a spinner while it runs and a progress bar for waves. Ctrl-C stops the
+// demo, and RunWithTUI returns once it has, with the summary so far.
 func RunWithTUI(ctx context.Context, opts Options, in io.Reader, out io.Writer) (*Summary, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	m := newTUIModel()
+	m.interrupt = func() { cancel(ErrInterrupted) }
 	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithContext(ctx))
 	var sum *Summary
 	var runErr error
+	finished := make(chan struct{})
 	go func() {
+		defer close(finished)
 		inner := opts.Events
 		opts.Events = func(e Event) {
 			if inner != nil {
@@ -52,8 +63,17 @@ func RunWithTUI(ctx context.Context, opts Options, in io.Reader, out io.Writer) 
 		sum, runErr = Run(ctx, opts)
 		p.Send(doneMsg{})
 	}()
-	if _, err := p.Run(); err != nil {
-		return sum, fmt.Errorf("progress display: %w", err)
+	_, displayErr := p.Run()
+	// stopped is nil unless Ctrl-C or the caller stopped the demo; either
+	// way the demo does not outlive its display.
+	stopped := context.Cause(ctx)
+	cancel(errors.New("the progress display ended"))
+	<-finished
+	switch {
+	case errors.Is(stopped, ErrInterrupted) && runErr != nil:
+		return sum, fmt.Errorf("%w: %w", ErrInterrupted, runErr)
+	case displayErr != nil && stopped == nil:
+		return sum, fmt.Errorf("progress display: %w", displayErr)
 	}
 	return sum, runErr
 }
@@ -67,11 +87,13 @@ type tuiStep struct {
 }
 
 type tuiModel struct {
-	steps   []*tuiStep
-	index   map[string]*tuiStep
-	spinner spinner.Model
-	bar     progress.Model
-	done    bool
+	// interrupt stops the demo (Ctrl-C).
+	interrupt func()
+	steps     []*tuiStep
+	index     map[string]*tuiStep
+	spinner   spinner.Model
+	bar       progress.Model
+	done      bool
 }
 
 var (
@@ -112,6 +134,9 @@ func (m *tuiModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tea.Quit
 	case tea.KeyMsg:
 		if msg.String() == "ctrl+c" {
+			if m.interrupt != nil {
+				m.interrupt()
+			}
 			return m, tea.Quit
 		}
 	case spinner.TickMsg:
@@ -150,15 +175,25 @@ func WriteTable(w io.Writer, s *Summary) error {
 	fmt.Fprintln(tw, "\tBEFORE\tAFTER")
 	fmt.Fprintf(tw, "nodes\t%d\t%d\n", s.NodesBefore, s.NodesAfter)
 	fmt.Fprintf(tw, "$/hour\t%.4f\t%.4f\t(plan predicted %.4f)\n", s.CostPerHourBefore, s.CostPerHourAfter, s.PlannedCostPerHour)
-	fmt.Fprintf(tw, "pods moved\t\t%d\n", s.PodsMoved)
+	fmt.Fprintf(tw, "pods moved\t\t%d\t(%d moves, %.3f per pod)\n", s.PodsToMove, s.PodsMoved, s.MovesPerPod)
 	fmt.Fprintf(tw, "PDB violations\t\t%d\t(%d evictions refused with 429 and retried)\n", s.PDBViolations, s.PDBRejections)
 	fmt.Fprintf(tw, "longest pending\t\t%s\n", fmtSeconds(s.MaxPendingSeconds))
-	fmt.Fprintf(tw, "node groups at zero\t\t%t\n", s.GroupsAtZero)
+	groups := "at zero"
+	if c := s.Controller; c != nil && c.Size > 0 {
+		groups = fmt.Sprintf("at zero but %s, kept at %d for the Karpenter controller", c.KeptGroup, c.Size)
+	}
+	fmt.Fprintf(tw, "node groups\t\t%s: %t\n", groups, s.GroupsScaled)
 	fmt.Fprintf(tw, "Cluster Autoscaler replicas\t\t%d\n", s.ClusterAutoscalerReplicas)
 	if c := s.Consolidation; c != nil {
 		fmt.Fprintf(tw, "right after the waves\t\t%d nodes, $%.4f/h\n", c.NodesAfterMigration, c.CostPerHourAfterMigration)
 		fmt.Fprintf(tw, "Karpenter consolidation\t\t$%.4f/h saved\t(commands: %d executed, %d skipped; %d pods moved; settled %s after apply)\n",
 			c.SavingsPerHour, c.Commands, c.Skipped, c.PodsMoved, fmtSeconds(c.SettleSeconds))
+	}
+	if c := s.Controller; c != nil {
+		fmt.Fprintf(tw, "Karpenter controller\t\t%s\n", c.Home)
+		for i := range max(len(c.Before), len(c.After)) {
+			fmt.Fprintf(tw, "  replica %d\t\t%s → %s\n", i+1, at(c.Before, i), at(c.After, i))
+		}
 	}
 	fmt.Fprintln(tw, "\nINSTANCE TYPE\tBEFORE\tAFTER")
 	types := map[string]bool{}
@@ -201,6 +236,13 @@ func WriteTable(w io.Writer, s *Summary) error {
 	}
 	fmt.Fprintf(tw, "\nFiles: %s (snapshot.json, readiness.json, karpenter/, iam-plan.json, iam-journal.json, prod.yaml, plan.yaml, journal.json, summary.json)\n", s.OutDir)
 	return tw.Flush()
+}
+
+func at(s []string, i int) string {
+	if i < len(s) {
+		return s[i]
+	}
+	return "-"
 }
 
 func fmtSeconds(s float64) string {

@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
 // stepReadiness runs pkg/readiness over the discovered inventory, telling
@@ -23,6 +25,11 @@ func (r *runner) stepReadiness(_ context.Context) (string, error) {
 			}
 		}
 		opts.NodeGroupLabels = sortedKeys(keys)
+		// Where the Karpenter controller would live (plan's decision): a
+		// blocker when nowhere once the groups are removed.
+		if _, check, err := rollout.DecideController(&r.inv, config.Default(Env), rollout.ControllerOptions{Values: res.HelmValues, ValuesFrom: "generate's Helm values"}); err == nil {
+			opts.Controller = &check
+		}
 	}
 	rep := readiness.Evaluate(&r.inv, opts)
 	if err := writeJSON(filepath.Join(r.opts.OutDir, "readiness.json"), rep); err != nil {

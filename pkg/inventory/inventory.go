@@ -8,6 +8,8 @@
 package inventory
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,9 +29,15 @@ type Inventory struct {
 	Subnets           []Subnet           `json:"subnets,omitempty"`
 	SecurityGroups    []SecurityGroup    `json:"securityGroups,omitempty"`
 	SpotPrices        []SpotPrice        `json:"spotPrices,omitempty"`
+	// Prices are the region's instance prices discover read (nil: none
+	// were read, and the embedded us-east-1 list stands in).
+	Prices            *Prices            `json:"prices,omitempty"`
 	ClusterAutoscaler *ClusterAutoscaler `json:"clusterAutoscaler,omitempty"`
 	AWSAuth           *AWSAuth           `json:"awsAuth,omitempty"`
 	Karpenter         *KarpenterInstall  `json:"karpenter,omitempty"`
+	// FargateProfiles are the cluster's Fargate profiles: a pod they select
+	// runs on Fargate, on no node group.
+	FargateProfiles []FargateProfile `json:"fargateProfiles,omitempty"`
 }
 
 // Cluster is the EKS control plane.
@@ -232,6 +240,28 @@ type Node struct {
 	CreatedAt     metav1.Time         `json:"createdAt,omitempty"`
 }
 
+// Node-group labels, in the order NodeGroupOf reads them: EKS managed
+// groups, eksctl's self-managed groups, and the label the tool's test
+// environments give self-managed nodes.
+var nodeGroupLabels = []string{"eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name", "karpenter-migrate.io/node-group"}
+
+// NodeGroupOf returns the legacy node group a node's labels name, or "".
+// It is the one answer to "is this node legacy" (discover, the rollout):
+// a node Karpenter launched (karpenter.sh/nodepool) never is, although
+// generated NodePools may keep eks.amazonaws.com/nodegroup on their nodes
+// for workloads that select it (keepNodegroupLabel).
+func NodeGroupOf(labels map[string]string) string {
+	if labels["karpenter.sh/nodepool"] != "" {
+		return ""
+	}
+	for _, k := range nodeGroupLabels {
+		if v := labels[k]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
 // Owner kinds of a pod's top-level controller.
 const (
 	OwnerDeployment  = "Deployment"
@@ -357,6 +387,38 @@ type SecurityGroup struct {
 	Tags  map[string]string `json:"tags,omitempty"`
 }
 
+// Where prices come from (PriceSource.Source).
+const (
+	// PricesLive were read from the region's EC2 and Price List APIs.
+	PricesLive = "live"
+	// PricesEmbedded are the tool's built-in us-east-1 list prices, used
+	// when AWS could not be read.
+	PricesEmbedded = "embedded"
+)
+
+// PriceSource says which prices priced an inventory or a plan.
+type PriceSource struct {
+	// Region is the region the prices are for.
+	Region string `json:"region"`
+	// Source is PricesLive or PricesEmbedded.
+	Source string `json:"source"`
+	// FetchedAt is when live prices were read.
+	FetchedAt time.Time `json:"fetchedAt,omitzero"`
+	// Note says why the live prices are missing or old (the AWS error).
+	Note string `json:"note,omitempty"`
+}
+
+// Prices are a region's instance offerings and on-demand prices as
+// discover read them, so that a plan made from the snapshot later prices
+// the cluster the same way; spot prices are Inventory.SpotPrices.
+type Prices struct {
+	PriceSource
+	// OnDemand is USD per hour by instance type (Linux, shared tenancy).
+	OnDemand map[string]float64 `json:"onDemand,omitempty"`
+	// Zones are the availability zones each instance type is offered in.
+	Zones map[string][]string `json:"zones,omitempty"`
+}
+
 // SpotPrice is a recent spot price for a type in a zone, in USD per hour.
 type SpotPrice struct {
 	InstanceType string  `json:"instanceType"`
@@ -401,4 +463,47 @@ type KarpenterInstall struct {
 	// cannot land on nodes it manages.
 	ControllerAffinity     *corev1.Affinity  `json:"controllerAffinity,omitempty"`
 	ControllerNodeSelector map[string]string `json:"controllerNodeSelector,omitempty"`
+	// ControllerTolerations, ControllerLabels (its pod template's) and
+	// ControllerReplicas complete the controller's scheduling: where it
+	// may run once the legacy groups are gone, and whether a Fargate
+	// profile selects it.
+	ControllerTolerations []corev1.Toleration `json:"controllerTolerations,omitempty"`
+	ControllerLabels      map[string]string   `json:"controllerLabels,omitempty"`
+	ControllerReplicas    int32               `json:"controllerReplicas,omitempty"`
+}
+
+// FargateProfile is an EKS Fargate profile: pods matching one of its
+// selectors run on Fargate.
+type FargateProfile struct {
+	Name      string            `json:"name"`
+	Status    string            `json:"status,omitempty"`
+	Selectors []FargateSelector `json:"selectors,omitempty"`
+}
+
+// FargateSelector selects the pods of a namespace, optionally by labels
+// (all must match).
+type FargateSelector struct {
+	Namespace string            `json:"namespace"`
+	Labels    map[string]string `json:"labels,omitempty"`
+}
+
+// Selects reports whether a pod of namespace ns with labels runs on this
+// profile (an inactive profile selects nothing).
+func (f FargateProfile) Selects(ns string, labels map[string]string) bool {
+	if f.Status != "" && f.Status != "ACTIVE" {
+		return false
+	}
+	for _, s := range f.Selectors {
+		if s.Namespace != ns {
+			continue
+		}
+		match := true
+		for k, v := range s.Labels {
+			match = match && labels[k] == v
+		}
+		if match {
+			return true
+		}
+	}
+	return false
 }

@@ -100,6 +100,10 @@ type Options struct {
 	// NodeGroupLabels are labels generate keeps on Karpenter nodes; pods
 	// pinned to them are not reported.
 	NodeGroupLabels []string
+	// Controller, when set, is where the Karpenter controller must still
+	// be able to run after the rollout (the plan's decision): a blocker
+	// when it could not.
+	Controller *Controller
 }
 
 // nodeGroupLabelKeys are labels only node-group nodes carry.
@@ -116,6 +120,7 @@ func Evaluate(inv *inventory.Inventory, opts Options) Report {
 	e.clusterAutoscaler()
 	e.nodeGroups()
 	e.karpenter()
+	e.controllerHome()
 	var r Report
 	for _, f := range e.found {
 		sort.Strings(f.Objects)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -30,8 +32,15 @@ type PlanRequest struct {
 	Dir string
 	// PoolForGroup overrides the NodePool replacing a group.
 	PoolForGroup map[string]string
+	// ControllerNodeGroup is the legacy group kept for the Karpenter
+	// controller (plan --controller-nodegroup); empty lets the config, the
+	// live controller or generate's Helm values decide.
+	ControllerNodeGroup string
 	// IAM plans the IAM steps with these options; nil leaves them out.
-	IAM     *IAMOptions
+	IAM *IAMOptions
+	// Catalog prices and sizes the nodes; nil builds it from the inventory
+	// (catalog.ForInventory: its region's recorded prices, or the embedded
+	// ones with a warning finding).
 	Catalog *catalog.Catalog
 	Now     time.Time
 	// Progress, if set, is told each wave's prediction and each pass of
@@ -61,7 +70,20 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	var findings []Finding
+	cat, prices := req.Catalog, (*inventory.PriceSource)(nil)
+	if cat == nil {
+		if cat, err = catalog.ForInventory(inv); err != nil {
+			return nil, err
+		}
+		used := catalog.PricesUsed(inv)
+		prices = &used
+		if w := catalog.PriceWarning(inv); w != "" {
+			findings = append(findings, Finding{Severity: "warning", Object: "prices", Message: w})
+		}
+	}
 	var pools Pools
+	ctrl := ControllerOptions{NodeGroup: req.ControllerNodeGroup}
 	if req.Dir != "" {
 		objs, err := OverlayDir{Dir: req.Dir, Env: req.Environment}.Objects(ctx)
 		if err != nil {
@@ -70,18 +92,26 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 		if pools, err = PoolsFromObjects(objs); err != nil {
 			return nil, fmt.Errorf("%s overlays/%s: %w", req.Dir, req.Environment, err)
 		}
+		// Named from the tree's base name: the plan (and its hash) must not
+		// depend on where the tree is checked out.
+		ctrl.ValuesFrom = filepath.Join(filepath.Base(req.Dir), generate.HelmValues)
+		if ctrl.Values, err = generate.ReadHelmValues(req.Dir); errors.Is(err, fs.ErrNotExist) {
+			ctrl.ValuesFrom = "" // an older tree: the chart's defaults
+		} else if err != nil {
+			return nil, err
+		}
 	} else {
 		g := req.Config.Generate
 		opts := generate.DefaultOptions()
 		opts.Strategy, opts.Flexibility, opts.KeepNodeGroupLabel = generate.Strategy(g.Strategy), generate.Flexibility(g.Flexibility), g.KeepNodegroupLabel
-		opts.Catalog = req.Catalog
+		opts.Catalog = cat
 		res, err := generate.Generate(inv, opts)
 		if err != nil {
 			return nil, fmt.Errorf("generate the NodePools to plan with (or pass --dir with a generated tree): %w", err)
 		}
 		pools = PoolsFromGenerate(res)
+		ctrl.Values, ctrl.ValuesFrom = res.HelmValues, "generate's Helm values"
 	}
-	var findings []Finding
 	for _, f := range readiness.Evaluate(inv, readiness.Options{NodeGroupLabels: pools.NodeLabels()}).Findings {
 		if slices.Contains(readinessJudgedByPlan, f.ID) || slices.Contains(req.Config.Readiness.Acknowledge, f.ID) {
 			continue
@@ -93,7 +123,7 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 	}
 	return BuildPlan(inv, PlanOptions{
 		Environment: req.Environment, Config: req.Config, Steps: req.Steps, Pools: &pools, PoolForGroup: req.PoolForGroup,
-		Catalog: req.Catalog, IAM: req.IAM, Findings: findings, Now: req.Now,
+		Catalog: cat, PriceSource: prices, IAM: req.IAM, Controller: ctrl, Findings: findings, Now: req.Now,
 		Progress: func(pp PlanProgress) error {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("plan stopped before %s: %w", pp, err)

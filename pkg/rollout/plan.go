@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -61,6 +62,9 @@ type Plan struct {
 	// SteadyState is what Karpenter's consolidation is expected to make of
 	// the predicted fleet after the last wave (nil: nothing was predicted).
 	SteadyState *SteadyState `json:"steadyState,omitempty"`
+	// Controller is where the Karpenter controller lives once the legacy
+	// groups are gone (decided once, here; every surface reads it).
+	Controller *ControllerHome `json:"controller,omitempty"`
 }
 
 // PlannedStep is one runbook step as planned.
@@ -146,6 +150,11 @@ type WaveNode struct {
 	NodeGroup  string `json:"nodeGroup"`
 	InstanceID string `json:"instanceID,omitempty"`
 	Zone       string `json:"zone,omitempty"`
+	// Keep marks a node of the controller's kept group that stays: it is
+	// reserved (Controller.Reserve) instead of cordoned, only the pods that
+	// do not tolerate that are evicted, and it is not removed. Apply
+	// chooses again at the time: nodes running the controller stay first.
+	Keep bool `json:"keep,omitempty"`
 }
 
 // PredictedNode is a node Karpenter is expected to launch for a wave
@@ -196,6 +205,9 @@ type Cost struct {
 	AfterPerHour  float64 `json:"afterPerHour"`
 	// Estimated is false when prices were missing for some instances.
 	Complete bool `json:"complete"`
+	// Prices are the prices the figures use: their region, whether they
+	// were read live or are the embedded list, and when they were read.
+	Prices *inventory.PriceSource `json:"prices,omitempty"`
 }
 
 // PriceFunc returns the hourly on-demand or spot price of a type in a zone.
@@ -218,9 +230,14 @@ type PlanOptions struct {
 	Catalog *catalog.Catalog
 	// Prices prices the legacy nodes; nil uses Catalog.
 	Prices PriceFunc
+	// PriceSource says which prices Catalog holds, for the plan's cost.
+	PriceSource *inventory.PriceSource
 	// IAM, when set, plans the IAM steps (02..06) for the inventory's
 	// cluster with these options; nil leaves them out of the run.
 	IAM *IAMOptions
+	// Controller are the inputs of the decision of where the Karpenter
+	// controller lives, besides the inventory and Config.Controller.
+	Controller ControllerOptions
 	// Findings from pkg/readiness, added to the plan's own.
 	Findings []Finding
 	Now      time.Time
@@ -291,6 +308,11 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		}
 	}
 	sort.Strings(p.NodePools)
+	cp, err := decideController(inv, cfg, o.Controller)
+	if err != nil {
+		return nil, fmt.Errorf("plan where the Karpenter controller lives: %w", err)
+	}
+	p.Controller = cp.home
 
 	podsByNode := map[string][]inventory.Pod{}
 	for _, pod := range inv.Pods {
@@ -320,7 +342,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	if prices == nil {
 		prices = cat.Price
 	}
-	cost := Cost{Complete: true}
+	cost := Cost{Complete: true, Prices: o.PriceSource}
 	price := func(it, ct, zone string) float64 {
 		if it == "" {
 			cost.Complete = false
@@ -353,18 +375,25 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		waves += len(chunk(nodesByGroup[g.Name], p.Budget.WaveSize))
 	}
 	for _, g := range p.NodeGroups {
+		var kept map[string]bool
+		if g.Name == cp.home.NodeGroup {
+			kept = cp.keep(nodesByGroup[g.Name], podsByNode)
+		}
 		for _, chunk := range chunk(zoneBalanced(nodesByGroup[g.Name]), p.Budget.WaveSize) {
 			w := Wave{Index: len(p.Waves) + 1, NodePools: poolsOf[g.Name]}
 			var pods []inventory.Pod
 			for _, n := range chunk {
-				w.Nodes = append(w.Nodes, WaveNode{Name: n.Name, NodeGroup: n.NodeGroup, InstanceID: instanceID(n), Zone: n.Zone})
+				w.Nodes = append(w.Nodes, WaveNode{Name: n.Name, NodeGroup: n.NodeGroup, InstanceID: instanceID(n), Zone: n.Zone, Keep: kept[n.Name]})
 				for _, pod := range podsByNode[n.Name] {
 					// Pods that will stay put need no new capacity.
-					if kube.DisruptionBlocked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations}}) == "" || p.Budget.ForceEvict {
+					if (kube.DisruptionBlocked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations}}) == "" || p.Budget.ForceEvict) && !(kept[n.Name] && cp.stays(pod)) {
 						pods = append(pods, pod)
 					}
 				}
 				cost.BeforePerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
+				if kept[n.Name] {
+					cost.AfterPerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
+				}
 			}
 			w.Pods = len(pods)
 			if err := progress(PlanProgress{Wave: w.Index, Waves: waves, Nodes: len(w.Nodes), Pods: w.Pods}); err != nil {
@@ -378,6 +407,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 					return nil, fmt.Errorf("plan wave %d: predict Karpenter nodes: %w", w.Index, err)
 				}
 				for _, u := range unschedulable {
+					if cp.admitsKept(podOf(pods, u.Pod)) {
+						continue // it moves to the controller's kept nodes
+					}
 					findings = append(findings, Finding{Severity: "blocker", Object: "Pod " + u.Pod.String(),
 						Message: fmt.Sprintf("fits no NodePool of wave %d (%s), so it would stay Pending after its eviction:%s", w.Index, strings.Join(w.NodePools, ", "), strings.TrimPrefix(u.String(), u.Pod.String()+":"))})
 				}
@@ -397,6 +429,11 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 			}
 			p.Waves = append(p.Waves, w)
 		}
+		if ng, _ := inv.NodeGroup(g.Name); kept != nil && ng != nil && len(ng.InstanceTypes) > 0 && len(ng.Zones) > 0 {
+			for range int(cp.home.Size) - len(kept) { // the kept group grows to its size
+				cost.AfterPerHour += price(ng.InstanceTypes[0], capacityOr(ng.CapacityType), ng.Zones[0])
+			}
+		}
 	}
 	cost.BeforePerHour, cost.AfterPerHour = round2(cost.BeforePerHour), round2(cost.AfterPerHour)
 	p.Cost = cost
@@ -412,7 +449,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		}
 		p.SteadyState = ss
 	}
-	p.Findings = append(append(planFindings(inv, podsByNode, inScope, p.Budget), findings...), o.Findings...)
+	p.Findings = append(append(append(planFindings(inv, podsByNode, inScope, p.Budget), cp.findings(inv)...), findings...), o.Findings...)
 	if o.IAM != nil {
 		p.IAM = planIAM(inv, *o.IAM)
 		if p.IAM.Error != "" {
@@ -612,6 +649,21 @@ func ReadPlanFile(path string) (*Plan, error) {
 	return p, nil
 }
 
+// goFieldType is encoding/json's wording for a value of the wrong type.
+var goFieldType = regexp.MustCompile(`json: cannot unmarshal (\w+) into Go struct field \w+\.(\S+) of type (\S+)`)
+
+// planDecodeError drops the YAML-to-JSON layers from a decoding error,
+// names a mistyped field by its path in the file, and says what to do: a
+// plan is written by `plan`, not by hand.
+func planDecodeError(err error) error {
+	msg := err.Error()
+	for _, layer := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "error converting YAML to JSON: "} {
+		msg = strings.TrimPrefix(msg, layer)
+	}
+	msg = goFieldType.ReplaceAllString(msg, "$2: got a $1, want $3")
+	return fmt.Errorf("%s (a plan file is written by `karpenter-migrate plan`, not by hand: plan again)", msg)
+}
+
 // ParsePlan decodes and verifies plan bytes. Errors name the line (YAML
 // syntax) or the field (unknown or mistyped).
 func ParsePlan(b []byte) (*Plan, error) {
@@ -620,7 +672,7 @@ func ParsePlan(b []byte) (*Plan, error) {
 	}
 	var p Plan
 	if err := yaml.UnmarshalStrict(b, &p); err != nil {
-		return nil, err
+		return nil, planDecodeError(err)
 	}
 	if p.APIVersion != PlanAPIVersion || p.Kind != PlanKind {
 		return nil, fmt.Errorf("apiVersion %q kind %q: want %s %s", p.APIVersion, p.Kind, PlanAPIVersion, PlanKind)

@@ -13,10 +13,14 @@ import (
 // demo replicated 3 times, as `plan --env prod` makes them from the
 // snapshot, the generated tree and prod.yaml, recorded before the planner
 // was made to scale (#23). A change that only makes planning faster keeps
-// them; one that changes plans on purpose updates them and says why.
+// them; one that changes plans on purpose updates them and says why: #22
+// records the prices the cost used (cost.prices, and a warning when they
+// are the embedded ones) — waves, fleet and forecast unchanged; #25 keeps
+// the Karpenter controller's group (the plan's controller home, the kept
+// nodes in the cost after, the steps' purposes).
 var demoPlanHashes = map[int]string{
-	1: "sha256:4f18a7ed5af8b084ff2a750caf9e56ae87729e28d56a885914073084ffa17f17",
-	3: "sha256:75597a77f0eb99b1953cd53599f8da21a0359bca282eccd0d8bf5c79b93e1c54",
+	1: "sha256:119915183f7f54c6dd1b2ba5dec944bdde6e6aaa2e141df9cc7dd95532a325f3",
+	3: "sha256:c35c3388ae3d43bc2a4154d087f3f2e321ba6ea259b5adba91ae7f15afe3107a",
 }
 
 func TestPlanOfTheDemoKeepsItsHash(t *testing.T) {

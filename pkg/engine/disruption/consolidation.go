@@ -331,13 +331,20 @@ func (st *state) replacement(cands []*nodeInfo, nc engine.NodeClaim, price float
 	if len(kept) == 0 {
 		return nil, fmt.Sprintf("no instance type for the replacement has a worst launch price below $%.4f/h", maxPrice)
 	}
+	// The options left must still meet the pool's minValues, each time
+	// they shrink (RemoveInstanceTypeOptionsByPriceAndMinValues, Truncate).
+	mins := minValueReqs(p.np)
+	need, why := minValuesNeed(kept, mins)
+	if why != "" {
+		return nil, "filtering the replacement's instance types by price: " + why
+	}
 	pinned := false
 	if spotToSpot {
 		if len(cands) == 1 {
 			if len(kept) < MinInstanceTypesForSpotToSpot {
 				return nil, fmt.Sprintf("spot-to-spot needs at least %d cheaper spot instance types, found %d", MinInstanceTypesForSpotToSpot, len(kept))
 			}
-			kept = kept[:MinInstanceTypesForSpotToSpot]
+			kept = kept[:max(MinInstanceTypesForSpotToSpot, need)]
 		}
 		pinned = true
 	} else if r.has(catalog.LabelCapacityType, catalog.CapacityTypeSpot) && r.has(catalog.LabelCapacityType, catalog.CapacityTypeOnDemand) {
@@ -356,9 +363,15 @@ func (st *state) replacement(cands []*nodeInfo, nc engine.NodeClaim, price float
 		if len(kept) == 0 {
 			return nil, "no cheaper instance type has a spot offering to pin the replacement to"
 		}
+		if _, why := minValuesNeed(kept, mins); why != "" {
+			return nil, "pinning the replacement to spot: " + why
+		}
 	}
 	if len(kept) > launchMaxInstanceTypes {
 		kept = kept[:launchMaxInstanceTypes]
+		if _, why := minValuesNeed(kept, mins); why != "" {
+			return nil, fmt.Sprintf("truncating the replacement to its %d cheapest instance types, as the launch does: %s", launchMaxInstanceTypes, why)
+		}
 	}
 	out := nc
 	best, _ := cheapestOffering(kept[0], r)
@@ -392,6 +405,57 @@ func (st *state) replacement(cands []*nodeInfo, nc engine.NodeClaim, price float
 		sort.SliceStable(out.Requirements, func(i, j int) bool { return out.Requirements[i].Key < out.Requirements[j].Key })
 	}
 	return &out, ""
+}
+
+// minValueReqs are a NodePool's requirements that set minValues.
+func minValueReqs(np *engine.NodePool) []apiv1.NodeSelectorRequirementWithMinValues {
+	var out []apiv1.NodeSelectorRequirementWithMinValues
+	for _, r := range np.Spec.Template.Spec.Requirements {
+		if r.MinValues != nil && *r.MinValues > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// minValuesNeed is Karpenter's InstanceTypes.SatisfiesMinValues: walking
+// the types in order, how many it takes until every requirement has
+// minValues distinct values among them, or why they never do.
+func minValuesNeed(types []*engine.InstanceType, mins []apiv1.NodeSelectorRequirementWithMinValues) (int, string) {
+	if len(mins) == 0 {
+		return 0, ""
+	}
+	seen := make([]map[string]bool, len(mins))
+	for i := range seen {
+		seen[i] = map[string]bool{}
+	}
+	met := func() bool {
+		for i, r := range mins {
+			if len(seen[i]) < *r.MinValues {
+				return false
+			}
+		}
+		return true
+	}
+	for n, t := range types {
+		for i, r := range mins {
+			if v, ok := t.Labels[r.Key]; ok {
+				seen[i][v] = true
+			}
+			for _, v := range t.MultiLabels[r.Key] {
+				seen[i][v] = true
+			}
+		}
+		if met() {
+			return n + 1, ""
+		}
+	}
+	for i, r := range mins {
+		if len(seen[i]) < *r.MinValues {
+			return 0, fmt.Sprintf("its %d options span %d distinct values of %s, below the NodePool's minValues %d", len(types), len(seen[i]), r.Key, *r.MinValues)
+		}
+	}
+	return len(types), ""
 }
 
 func mustReq(key string, values ...string) engine.Requirement {
