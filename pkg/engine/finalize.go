@@ -254,25 +254,35 @@ func boundWithNodes(ts []*itype, d vec, k int, minReq vec) float64 {
 	if zMax == math.MaxFloat64 {
 		return 0
 	}
+	// Prices and shapes in flat slices: the search solves about 80 LPs.
+	prices, lowered := make([]float64, len(ts)), make([]float64, len(ts))
+	for i, t := range ts {
+		prices[i] = t.offerings[0].Price
+	}
 	at := func(z float64) float64 {
-		_, _, v := lpDualPriced(ts, float64(d[rCPU]), float64(d[rMem]), func(t *itype) float64 {
+		for i, t := range ts {
+			lowered[i] = prices[i]
 			if minReq.fits(t.alloc) {
-				return t.offerings[0].Price - z
+				lowered[i] -= z
 			}
-			return t.offerings[0].Price
-		})
+		}
+		_, _, v := lpDualPriced(ts, lowered, float64(d[rCPU]), float64(d[rMem]), 60)
 		return v + z*float64(k)
 	}
-	lo, hi := 0.0, zMax
-	for i := 0; i < 60; i++ {
+	return at(argmax(at, 0, zMax, 40))
+}
+
+// argmax is where the concave f peaks in [lo, hi], by ternary search.
+func argmax(f func(float64) float64, lo, hi float64, iterations int) float64 {
+	for i := 0; i < iterations; i++ {
 		m1, m2 := lo+(hi-lo)/3, hi-(hi-lo)/3
-		if at(m1) < at(m2) {
+		if f(m1) < f(m2) {
 			lo = m1
 		} else {
 			hi = m2
 		}
 	}
-	return at((lo + hi) / 2)
+	return (lo + hi) / 2
 }
 
 // extKey names the extended resources a request asks for.
@@ -328,15 +338,20 @@ func bound(ts []*itype, d vec) float64 {
 // concave in y1, so a ternary search finds it. y1 and y2 are the prices of a
 // milli-CPU and a byte that the cheapest fleet implies; v is the LP optimum.
 func lpDual(ts []*itype, C, M float64) (y1, y2, v float64) {
-	return lpDualPriced(ts, C, M, func(t *itype) float64 { return t.offerings[0].Price })
+	prices := make([]float64, len(ts))
+	for i, t := range ts {
+		prices[i] = t.offerings[0].Price
+	}
+	return lpDualPriced(ts, prices, C, M, 100)
 }
 
-// lpDualPriced is lpDual with each type's price given by price.
-func lpDualPriced(ts []*itype, C, M float64, price func(*itype) float64) (y1, y2, v float64) {
+// lpDualPriced is lpDual with ts[i] priced prices[i], searched that many
+// iterations.
+func lpDualPriced(ts []*itype, prices []float64, C, M float64, iterations int) (y1, y2, v float64) {
 	hi := math.MaxFloat64
-	for _, t := range ts {
+	for i, t := range ts {
 		if t.alloc[rCPU] > 0 {
-			hi = min(hi, price(t)/float64(t.alloc[rCPU]))
+			hi = min(hi, prices[i]/float64(t.alloc[rCPU]))
 		}
 	}
 	if hi == math.MaxFloat64 {
@@ -344,11 +359,11 @@ func lpDualPriced(ts []*itype, C, M float64, price func(*itype) float64) (y1, y2
 	}
 	y2of := func(y1 float64) float64 {
 		y2 := math.MaxFloat64
-		for _, t := range ts {
+		for i, t := range ts {
 			if t.alloc[rMem] <= 0 {
 				continue
 			}
-			y2 = min(y2, (price(t)-y1*float64(t.alloc[rCPU]))/float64(t.alloc[rMem]))
+			y2 = min(y2, (prices[i]-y1*float64(t.alloc[rCPU]))/float64(t.alloc[rMem]))
 		}
 		return y2
 	}
@@ -359,16 +374,7 @@ func lpDualPriced(ts []*itype, C, M float64, price func(*itype) float64) (y1, y2
 		}
 		return y1*C + y2*M
 	}
-	lo := 0.0
-	for i := 0; i < 100; i++ {
-		m1, m2 := lo+(hi-lo)/3, hi-(hi-lo)/3
-		if f(m1) < f(m2) {
-			lo = m1
-		} else {
-			hi = m2
-		}
-	}
-	y1 = (lo + hi) / 2
+	y1 = argmax(f, 0, hi, iterations)
 	y2 = max(y2of(y1), 0)
 	if y2 == math.MaxFloat64 {
 		y2 = 0
