@@ -10,7 +10,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 PKGS        := ./...
 
-.PHONY: all build test lint fmt-check vet staticcheck shellcheck unit moto moto-check fuzz bench controlplane e2e demo
+.PHONY: all build test lint fmt-check vet staticcheck shellcheck unit moto moto-check fuzz bench bench-karpenter controlplane e2e demo
 
 all: build
 
@@ -44,7 +44,7 @@ staticcheck: $(STATICCHECK)
 	$(STATICCHECK) $(PKGS)
 
 ## shellcheck: lint the rollout scripts as POSIX sh; installs Debian's shellcheck when missing.
-SHELL_SCRIPTS := scripts/rollout.sh scripts/rollout-all.sh
+SHELL_SCRIPTS := scripts/rollout.sh scripts/rollout-all.sh scripts/bench-karpenter.sh
 shellcheck:
 	@command -v shellcheck >/dev/null 2>&1 || { \
 	  echo "installing shellcheck (apt-get)"; \
@@ -84,3 +84,8 @@ fuzz:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+## bench-karpenter: Karpenter v1.14.1's BenchmarkScheduling5000 (downloaded into $(CACHE), not
+## the repo) then BenchmarkKarpenterMix5000, and the ratio (PODS=20000 etc.).
+bench-karpenter:
+	scripts/bench-karpenter.sh

@@ -70,6 +70,12 @@ type Options struct {
 	// ASG, its nodes' nodegroup label and the node selectors naming it,
 	// suffixed) instead of raising the original groups' sizes N times.
 	SplitGroups bool
+	// GroupSets, when SplitGroups is off and it is above 1, has the copies
+	// share that many sets of node groups, round robin: copy k joins set
+	// k mod GroupSets, whose groups are named as copy (k mod GroupSets)'s
+	// would be with SplitGroups and sized for the copies in the set (the
+	// demo's 4 groups × 50 sets = 200 node groups).
+	GroupSets int
 }
 
 // Replicate returns inv with n copies of everything that runs in it: copy 0
@@ -77,7 +83,7 @@ type Options struct {
 // node, pod, workload, PDB and PersistentVolume, and to every namespace but
 // kube-system. Node providerIDs and ASG instances get new instance IDs;
 // node groups keep their names and have their min, max and desired sizes
-// raised n times (or are copied, with SplitGroups). DaemonSets, subnets,
+// raised n times (or are copied, with SplitGroups, or GroupSets sets). DaemonSets, subnets,
 // prices and the cluster are shared. The result is sorted as discover
 // sorts it; replicating 1 time returns an equal inventory.
 func Replicate(inv inventory.Inventory, n int, o Options) (inventory.Inventory, error) {
@@ -90,18 +96,27 @@ func Replicate(inv inventory.Inventory, n int, o Options) (inventory.Inventory, 
 	for _, g := range inv.NodeGroups {
 		groups[g.Name] = true
 	}
+	sets := min(max(o.GroupSets, 1), n)
+	if o.SplitGroups {
+		sets = n
+	}
 	for k := range n {
-		c := copier{k: k, split: o.SplitGroups, groups: groups}
+		c := copier{k: k, set: k % sets, groups: groups}
 		for i, g := range inv.NodeGroups {
-			if k > 0 && !o.SplitGroups {
-				// The copy's instances join the original group.
+			if k >= sets {
+				// The copy's instances join its set's group.
 				for _, in := range g.Instances {
 					in.ID = c.instanceID(in.ID)
-					out.NodeGroups[i].Instances = append(out.NodeGroups[i].Instances, in)
+					j := c.set*len(inv.NodeGroups) + i
+					out.NodeGroups[j].Instances = append(out.NodeGroups[j].Instances, in)
 				}
 				continue
 			}
-			out.NodeGroups = append(out.NodeGroups, c.nodeGroup(g, n))
+			inSet := n / sets
+			if c.set < n%sets {
+				inSet++
+			}
+			out.NodeGroups = append(out.NodeGroups, c.nodeGroup(g, inSet))
 		}
 		for _, nd := range inv.Nodes {
 			out.Nodes = append(out.Nodes, c.node(nd))
@@ -135,17 +150,21 @@ func Replicate(inv inventory.Inventory, n int, o Options) (inventory.Inventory, 
 
 // copier renames the objects of copy k.
 type copier struct {
-	k     int
-	split bool
+	k int
+	// set is the set of node groups the copy's nodes join (0: the original
+	// groups); it is named after the set's first copy.
+	set int
 	// groups are the original node groups' names.
 	groups map[string]bool
 }
 
-func (c copier) suffix() string {
-	if c.k == 0 {
+func (c copier) suffix() string { return copySuffix(c.k) }
+
+func copySuffix(k int) string {
+	if k == 0 {
 		return ""
 	}
-	return fmt.Sprintf("-r%d", c.k+1)
+	return fmt.Sprintf("-r%d", k+1)
 }
 
 func (c copier) name(s string) string { return s + c.suffix() }
@@ -159,10 +178,10 @@ func (c copier) ns(s string) string {
 
 // group is the name of a node group in this copy.
 func (c copier) group(s string) string {
-	if !c.split || !c.groups[s] {
+	if !c.groups[s] {
 		return s
 	}
-	return c.name(s)
+	return s + copySuffix(c.set)
 }
 
 // instanceID keeps an EC2-shaped ID (i- and 17 hex digits): copy k
@@ -176,17 +195,18 @@ func (c copier) instanceID(id string) string {
 	return fmt.Sprintf("i-%04x%s", 0x8000+c.k, hex[4:])
 }
 
-// nodeGroup is g in this copy: g with its sizes raised n times, or with
-// SplitGroups, g renamed with the copy's instances.
+// nodeGroup is g for the first copy of a set: with its sizes raised for
+// the n copies the set holds and, but for set 0, renamed; the copy's
+// instances are its first.
 func (c copier) nodeGroup(g inventory.NodeGroup, n int) inventory.NodeGroup {
 	g.Instances = slices.Clone(g.Instances)
-	if !c.split {
-		g.MinSize, g.MaxSize, g.DesiredSize = g.MinSize*int32(n), g.MaxSize*int32(n), g.DesiredSize*int32(n)
+	g.MinSize, g.MaxSize, g.DesiredSize = g.MinSize*int32(n), g.MaxSize*int32(n), g.DesiredSize*int32(n)
+	if c.set == 0 {
 		return g
 	}
-	g.Name, g.ASGName = c.group(g.Name), c.name(g.ASGName)
+	g.Name, g.ASGName = c.group(g.Name), g.ASGName+copySuffix(c.set)
 	if g.ARN != "" {
-		g.ARN = c.name(g.ARN)
+		g.ARN += copySuffix(c.set)
 	}
 	g.Tags = maps.Clone(g.Tags)
 	if _, ok := g.Tags[discover.TagEKSNodegroupName]; ok {
@@ -228,7 +248,7 @@ func (c copier) pod(p inventory.Pod) inventory.Pod {
 	if p.OwnerName != "" {
 		p.OwnerName = c.name(p.OwnerName)
 	}
-	if g, ok := p.NodeSelector[labelEKSNodeGroup]; ok && c.split {
+	if g, ok := p.NodeSelector[labelEKSNodeGroup]; ok && c.set > 0 {
 		p.NodeSelector = maps.Clone(p.NodeSelector)
 		p.NodeSelector[labelEKSNodeGroup] = c.group(g)
 	}
@@ -333,8 +353,8 @@ type Files struct {
 	// Tree is what `generate --snapshot SNAPSHOT --out TREE` writes.
 	Tree string
 	// Config is the demo's prod.yaml for the cluster.
-	Config      string
-	Nodes, Pods int
+	Config                  string
+	Nodes, Pods, NodeGroups int
 }
 
 // WriteDemo writes the demo's snapshot replicated n times, the tree
@@ -350,7 +370,7 @@ func WriteDemo(ctx context.Context, dir string, n int, o Options) (Files, error)
 		return Files{}, err
 	}
 	f := Files{Snapshot: filepath.Join(dir, "snapshot.json"), Tree: filepath.Join(dir, "karpenter"), Config: filepath.Join(dir, demo.ConfigFile),
-		Nodes: len(inv.Nodes), Pods: len(inv.Pods)}
+		Nodes: len(inv.Nodes), Pods: len(inv.Pods), NodeGroups: len(inv.NodeGroups)}
 	if err := inventory.NewSnapshot(inv, time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)).WriteFile(f.Snapshot); err != nil {
 		return Files{}, err
 	}

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -43,6 +44,16 @@ type Kubelet struct {
 	ReservedENIs int
 	// EphemeralStorageGiB is the root volume size; 0 means 20 GiB.
 	EphemeralStorageGiB int64
+}
+
+// Key is equal for settings that give the same allocatable (pointers are
+// followed, maps sorted), for caching the instance types derived from them.
+func (k Kubelet) Key() string {
+	b, err := json.Marshal(k)
+	if err != nil {
+		return fmt.Sprintf("%+v", k) // cannot happen: strings, numbers and string maps
+	}
+	return string(b)
 }
 
 func (k Kubelet) family() string {

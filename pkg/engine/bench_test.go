@@ -28,6 +28,8 @@ func BenchmarkKarpenterMix5000(b *testing.B)  { benchKarpenterMix(b, 5000) }
 func BenchmarkKarpenterMix10000(b *testing.B) { benchKarpenterMix(b, 10000) }
 func BenchmarkKarpenterMix20000(b *testing.B) { benchKarpenterMix(b, 20000) }
 
+func BenchmarkKarpenterMix100000(b *testing.B) { benchKarpenterMix(b, 100000) }
+
 // realisticMix is the real-catalogue benchmark's workload (n ≥ 100): a web
 // tier spread over zones, APIs, workers, memory-heavy caches, batch jobs and
 // a GPU group behind a taint. Shares: web 30 %, API 25 %, workers 20 %,
@@ -135,7 +137,11 @@ func runBench(b *testing.B, in Input, n int) {
 	b.ReportMetric(res.Cost, "$/h")
 	b.ReportMetric(res.KarpenterCost, "karpenter$/h")
 	b.ReportMetric(res.LowerBound, "lb$/h")
-	if res.LowerBound > 0 {
-		b.ReportMetric(res.Cost/res.LowerBound, "cost/lb")
+	b.ReportMetric(res.TopologyLowerBound, "topo-lb$/h")
+	if res.TopologyLowerBound > 0 {
+		b.ReportMetric(res.Cost/res.TopologyLowerBound, "cost/lb")
+	}
+	if errs := Check(in, res); len(errs) > 0 {
+		b.Fatalf("Check: %d errors, first: %v", len(errs), errs[0])
 	}
 }

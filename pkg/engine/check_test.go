@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"math/rand"
 	"testing"
 
@@ -134,8 +135,8 @@ func TestPropertyRandomWorkloads(t *testing.T) {
 			if errs := Check(in, res); len(errs) > 0 {
 				t.Fatalf("seed %d KarpenterOnly=%v: %d violations, first: %v", seed, only, len(errs), errs[0])
 			}
-			if res.Cost+1e-9 < res.LowerBound {
-				t.Fatalf("seed %d: cost %v below lower bound %v", seed, res.Cost, res.LowerBound)
+			if res.Cost+1e-9 < res.TopologyLowerBound || res.TopologyLowerBound+1e-9 < res.LowerBound {
+				t.Fatalf("seed %d: cost %v, topology lower bound %v, lower bound %v: want cost ≥ topology ≥ LP", seed, res.Cost, res.TopologyLowerBound, res.LowerBound)
 			}
 			if !only && res.Cost > res.KarpenterCost+1e-9 {
 				t.Fatalf("seed %d: improved cost %v above Karpenter's %v", seed, res.Cost, res.KarpenterCost)
@@ -145,3 +146,33 @@ func TestPropertyRandomWorkloads(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestTopologyLowerBound: pods that required hostname anti-affinity keeps
+// apart force one node each, so the topology-aware bound is that many of the
+// cheapest type that holds one — which is also what the engine launches —
+// while the LP bound prices only their requests.
+func TestTopologyLowerBound(t *testing.T) {
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "alone"}}
+	var pods []inventory.Pod
+	for i := 0; i < 6; i++ {
+		pods = append(pods, inventory.Pod{Namespace: "default", Name: fmt.Sprintf("alone-%d", i), Labels: map[string]string{"app": "alone"},
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+			Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+				{TopologyKey: catalog.LabelHostname, LabelSelector: sel}}}}})
+	}
+	types := fakeInstanceTypes(10)
+	res, err := Solve(Input{Pods: pods, NodePools: []NodePool{hugePool("default", types)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	smallest := types[0].Offerings[0].Price
+	if len(res.NodeClaims) != 6 || math.Abs(res.Cost-6*smallest) > 1e-9 {
+		t.Fatalf("%d nodes at $%v/h, want 6 of the smallest type ($%v/h)", len(res.NodeClaims), res.Cost, 6*smallest)
+	}
+	if math.Abs(res.TopologyLowerBound-res.Cost) > 1e-6 {
+		t.Errorf("topology lower bound %v, want the cost %v", res.TopologyLowerBound, res.Cost)
+	}
+	if res.LowerBound > res.Cost/2 {
+		t.Errorf("LP lower bound %v: want it to miss the forced nodes (< %v)", res.LowerBound, res.Cost/2)
+	}
+}

@@ -60,6 +60,8 @@ type Cluster struct {
 	// takers are the nodes that may take a pod, by set of shapes.
 	takers map[string]takers
 	memo   map[string]memoized
+	// pre are the pools every Solve starts from (nil when they failed).
+	pre *preparedPools
 }
 
 type memoized struct {
@@ -74,15 +76,13 @@ func NewCluster(in Input) *Cluster {
 	c := &Cluster{in: in, takers: map[string]takers{}, memo: map[string]memoized{}}
 	// Slot the resources the scheduler would: the pools' types and
 	// DaemonSets first, then the nodes and their pods.
-	s := &scheduler{opts: in.Options, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topoGroup{}, universe: map[string][]domainSource{},
-		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}}
+	s := newScheduler(in.Options)
 	c.ri = s.ri
-	if s.opts.MaxInstanceTypes == 0 {
-		s.opts.MaxInstanceTypes = 60
-	}
 	if err := s.buildPools(in); err != nil {
 		// Solve reports it; leave nothing out.
 		c.overflow = true
+	} else {
+		c.pre = s.prepared()
 	}
 	c.free = make([]vec, len(in.ExistingNodes))
 	c.plain = make([]bool, len(in.ExistingNodes))
@@ -218,7 +218,7 @@ func (c *Cluster) Solve(pods *Pods, without []int) (Result, error) {
 				in.ExistingNodes = append(in.ExistingNodes, c.in.ExistingNodes[i])
 			}
 		}
-		return Solve(in)
+		return solve(in, c.pre)
 	}
 	// The nodes that may take a pod, but those left out: usually all of
 	// them, as a candidate seldom has room for its own pods.
@@ -257,7 +257,7 @@ func (c *Cluster) Solve(pods *Pods, without []int) (Result, error) {
 	if fallback >= 0 {
 		in.ExistingNodes = append(in.ExistingNodes, c.in.ExistingNodes[fallback])
 	}
-	res, err := Solve(in)
+	res, err := solve(in, c.pre)
 	if err == nil {
 		c.memo[string(key)] = memoized{res: res, refs: pods.refs}
 	}

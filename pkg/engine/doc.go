@@ -109,15 +109,28 @@
 // requirements, tolerations and the extended resources they request; a
 // class may use only types big enough for its smallest pod, which keeps GPU
 // pods from being priced on CPU-only types. No placement can be cheaper.
-// It ignores topology (anti-affinity that forces one pod per node shows as
-// a gap, e.g. BenchmarkPreferences' cost/lb of 2).
+//
+// TopologyLowerBound adds what required topology forces: pods that a
+// required hostname anti-affinity term keeps one per node (they declare the
+// term and match its selector) need at least as many nodes as the largest
+// such group has pods, each a type that holds one of them. Per component the
+// LP gets that row (Σ x_t ≥ k over those types; its dual has a third
+// variable, found by a ternary search around lpDual), and the larger of the
+// two is taken. Preferences force nothing (BenchmarkPreferences keeps its
+// cost/lb of 2), nor does hostname spread (its skew counts against the
+// emptiest node, which may hold pods too). Not charged per pod: a node that
+// holds a forced pod may hold others for free, so "cheapest type per forced
+// pod plus the LP over the rest" would not be a bound.
 //
 // # Benchmarks
 //
 // go test -run x -bench . -benchmem ./pkg/engine/... reports pods/s (wall),
 // pods/cpu-s and cpu-ms/op (user+system CPU of the process, which on a
 // shared machine says more than wall time), nodes, $/h, karpenter$/h
-// (after the greedy pass), lb$/h and cost/lb. BenchmarkRealCatalogue's
+// (after the greedy pass), lb$/h, topo-lb$/h and cost/lb (against the
+// topology-aware bound), and runs Check on the result. `make
+// bench-karpenter` runs Karpenter's own BenchmarkScheduling5000 beside
+// BenchmarkKarpenterMix5000 and prints the ratio. BenchmarkRealCatalogue's
 // workload (realisticMix in bench_test.go, 2,000 pods): web 30 % (250m /
 // 512Mi, zone spread maxSkew 1), API 25 % (500m / 1Gi), workers 20 % (1 /
 // 2Gi), batch 19 % (2 / 4Gi), caches 5 % (500m / 8Gi), GPU 1 % (3 / 12Gi +

@@ -216,7 +216,11 @@ type topoGroup struct {
 	// hc and ho are counts and owners of hostname-keyed groups, indexed by
 	// node id (a node is its own hostname domain).
 	hc, ho []int32
-	desc   string
+	// hcClaims and hoClaims count the claims (not existing nodes) with a
+	// non-zero hc or ho: when they reach every claim, a pod the group keeps
+	// off such nodes can skip the scan of the claims.
+	hcClaims, hoClaims int32
+	desc               string
 }
 
 func (g *topoGroup) hcount(id int) int32 {
@@ -233,11 +237,21 @@ func (g *topoGroup) howner(id int) int32 {
 	return 0
 }
 
-func bump(s []int32, id int, d int32) []int32 {
+// bump adds d to s[id]; on a claim it also counts in *nonZero whether
+// s[id] turned non-zero or zero.
+func bump(s []int32, id int, d int32, claim bool, nonZero *int32) []int32 {
 	if id >= len(s) {
 		s = append(s, make([]int32, id+1-len(s))...)
 	}
+	was := s[id]
 	s[id] += d
+	if claim && (was == 0) != (s[id] == 0) {
+		if was == 0 {
+			*nonZero++
+		} else {
+			*nonZero--
+		}
+	}
 	return s
 }
 

@@ -94,10 +94,11 @@ type claimState struct {
 }
 
 type groupState struct {
-	g              *topoGroup
-	counts, owners map[string]int32
-	hc, ho         []int32
-	total, nOwners int32
+	g                  *topoGroup
+	counts, owners     map[string]int32
+	hc, ho             []int32
+	total, nOwners     int32
+	hcClaims, hoClaims int32
 }
 
 type repackSnapshot struct {
@@ -116,7 +117,7 @@ func (s *scheduler) snapshotState() repackSnapshot {
 	}
 	for _, g := range s.groups {
 		snap.groups = append(snap.groups, groupState{g: g, counts: cloneCounts(g.counts), owners: cloneCounts(g.owners),
-			hc: slices.Clone(g.hc), ho: slices.Clone(g.ho), total: g.total, nOwners: g.nOwners})
+			hc: slices.Clone(g.hc), ho: slices.Clone(g.ho), total: g.total, nOwners: g.nOwners, hcClaims: g.hcClaims, hoClaims: g.hoClaims})
 	}
 	for _, p := range s.pools {
 		snap.poolSeq = append(snap.poolSeq, p.seq)
@@ -139,6 +140,7 @@ func (s *scheduler) restore(snap repackSnapshot) {
 	}
 	for _, gs := range snap.groups {
 		gs.g.counts, gs.g.owners, gs.g.hc, gs.g.ho, gs.g.total, gs.g.nOwners = gs.counts, gs.owners, gs.hc, gs.ho, gs.total, gs.nOwners
+		gs.g.hcClaims, gs.g.hoClaims = gs.hcClaims, gs.hoClaims
 	}
 	for i, p := range s.pools {
 		p.seq = snap.poolSeq[i]
@@ -258,13 +260,16 @@ func (s *scheduler) pinsOf(pd *podData, n *node) Requirements {
 // shrink recomputes a claim's types after pods left it: every pool type
 // compatible with its requirements that holds what is left.
 func (s *scheduler) shrink(n *node) {
-	old := make(map[*itype]bool, len(n.types))
-	for _, t := range n.types {
-		old[t] = true
-	}
+	// n.types is a subsequence of the pool's types (every filter keeps their
+	// order), so one walk finds which were options already.
+	old, j := n.types, 0
 	types := make([]*itype, 0, len(n.pool.types))
 	for _, t := range n.pool.types {
-		if n.used.fits(t.alloc) && (old[t] || typeCompatible(t, n.reqs)) {
+		wasOption := j < len(old) && old[j] == t
+		if wasOption {
+			j++
+		}
+		if n.used.fits(t.alloc) && (wasOption || typeCompatible(t, n.reqs)) {
 			types = append(types, t)
 		}
 	}
@@ -324,7 +329,7 @@ func (s *scheduler) classify(loose []*podData) ([]*looseClass, bool) {
 			if _, ok := tolerates(c.rep.pod.Tolerations, p.taints, !c.rep.tolerateNS); !ok {
 				continue
 			}
-			if p.reqs.Compatible(c.reqs, s.wellKnown) != nil {
+			if !p.reqs.compatible(c.reqs, s.wellKnown) {
 				continue
 			}
 			nodeReqs := p.reqs.Clone()
@@ -463,19 +468,30 @@ func band(t *itype) int {
 
 // candidates keeps, per band, the most efficient type that ok accepts.
 func candidates(types []*itype, eff map[*itype]float64, ok func(*itype) bool) []*itype {
-	best := map[int]*itype{}
+	// A few dozen bands at most: a slice searched linearly beats a map.
+	type banded struct {
+		band int
+		t    *itype
+		eff  float64
+	}
+	var bestArr [64]banded
+	best := bestArr[:0]
 	for _, t := range types {
-		if !ok(t) {
+		b := t.band
+		i := slices.IndexFunc(best, func(x banded) bool { return x.band == b })
+		if i >= 0 {
+			if e := eff[t]; e > best[i].eff && ok(t) {
+				best[i].t, best[i].eff = t, e
+			}
 			continue
 		}
-		b := band(t)
-		if cur, found := best[b]; !found || eff[t] > eff[cur] {
-			best[b] = t
+		if ok(t) {
+			best = append(best, banded{band: b, t: t, eff: eff[t]})
 		}
 	}
-	out := make([]*itype, 0, len(best))
-	for _, t := range best {
-		out = append(out, t)
+	out := make([]*itype, len(best))
+	for i, x := range best {
+		out[i] = x.t
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out

@@ -164,6 +164,23 @@ func (r Requirement) Intersect(o Requirement) Requirement {
 	return out
 }
 
+// overlaps is r.Intersect(o).Len() > 0 without building the intersection
+// when neither side has integer bounds (the scheduler's hot path).
+func (r Requirement) overlaps(o Requirement) bool {
+	if r.gt != nil || r.lt != nil || o.gt != nil || o.lt != nil {
+		return r.Intersect(o).Len() > 0
+	}
+	switch {
+	case r.complement && o.complement:
+		return true // a complement of finitely many values is never empty
+	case r.complement:
+		return slices.ContainsFunc(o.values, func(v string) bool { return !contains(r.values, v) })
+	case o.complement:
+		return slices.ContainsFunc(r.values, func(v string) bool { return !contains(o.values, v) })
+	}
+	return slices.ContainsFunc(r.values, func(v string) bool { return contains(o.values, v) })
+}
+
 func contains(s []string, v string) bool { _, ok := slices.BinarySearch(s, v); return ok }
 
 func filter(s []string, keep func(string) bool) []string {
@@ -240,6 +257,21 @@ func (rs Requirements) Clone() Requirements {
 // Intersects is Karpenter's check that every shared key has a common value,
 // where NotIn/DoesNotExist on both sides count as compatible.
 func (rs Requirements) Intersects(o Requirements) error {
+	if existing, incoming, ok := rs.conflict(o); ok {
+		return fmt.Errorf("%s, but the node allows %s", incoming, existing)
+	}
+	return nil
+}
+
+// intersect is Intersects == nil without building the error: hot paths
+// (every pool × type, every claim) only need yes or no.
+func (rs Requirements) intersect(o Requirements) bool {
+	_, _, ok := rs.conflict(o)
+	return !ok
+}
+
+// conflict is the first shared key (rs's side, o's side) without a common value.
+func (rs Requirements) conflict(o Requirements) (existing, incoming Requirement, found bool) {
 	small, big := rs, o
 	swapped := false
 	if len(o) < len(rs) {
@@ -250,28 +282,26 @@ func (rs Requirements) Intersects(o Requirements) error {
 		if !ok {
 			continue
 		}
-		existing, incoming := a, b
+		existing, incoming = a, b
 		if swapped {
 			existing, incoming = b, a
 		}
-		if err := intersectsOne(existing, incoming); err != nil {
-			return err
+		if !intersectOne(existing, incoming) {
+			return existing, incoming, true
 		}
 	}
-	return nil
+	return Requirement{}, Requirement{}, false
 }
 
-func intersectsOne(existing, incoming Requirement) error {
-	if existing.Intersect(incoming).Len() > 0 {
-		return nil
+// intersectOne: the two have a common value, or both are NotIn/DoesNotExist.
+func intersectOne(existing, incoming Requirement) bool {
+	if existing.overlaps(incoming) {
+		return true
 	}
 	neg := func(op corev1.NodeSelectorOperator) bool {
 		return op == corev1.NodeSelectorOpNotIn || op == corev1.NodeSelectorOpDoesNotExist
 	}
-	if neg(incoming.Operator()) && neg(existing.Operator()) {
-		return nil
-	}
-	return fmt.Errorf("%s, but the node allows %s", incoming, existing)
+	return neg(incoming.Operator()) && neg(existing.Operator())
 }
 
 // Compatible is Intersects plus Karpenter's rule that a custom label the
@@ -279,15 +309,29 @@ func intersectsOne(existing, incoming Requirement) error {
 // is NotIn or DoesNotExist; well-known labels may be undefined (the instance
 // types decide).
 func (rs Requirements) Compatible(pod Requirements, wellKnown map[string]bool) error {
+	if r, ok := rs.undefinedLabel(pod, wellKnown); ok {
+		return fmt.Errorf("label %s is required (%s) but the NodePool does not set it", r.Key, r)
+	}
+	return rs.Intersects(pod)
+}
+
+// compatible is Compatible == nil without building the error.
+func (rs Requirements) compatible(pod Requirements, wellKnown map[string]bool) bool {
+	_, ok := rs.undefinedLabel(pod, wellKnown)
+	return !ok && rs.intersect(pod)
+}
+
+// undefinedLabel is a custom label the pod requires that rs does not define.
+func (rs Requirements) undefinedLabel(pod Requirements, wellKnown map[string]bool) (Requirement, bool) {
 	for key, r := range pod {
 		if _, ok := rs[key]; ok || wellKnown[key] {
 			continue
 		}
 		if op := r.Operator(); op != corev1.NodeSelectorOpNotIn && op != corev1.NodeSelectorOpDoesNotExist {
-			return fmt.Errorf("label %s is required (%s) but the NodePool does not set it", key, r)
+			return r, true
 		}
 	}
-	return rs.Intersects(pod)
+	return Requirement{}, false
 }
 
 // sortedKeys returns the keys in order, for deterministic output.

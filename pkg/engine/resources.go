@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -61,6 +63,10 @@ func newResourceIndex() *resourceIndex {
 		ri.names = append(ri.names, n)
 	}
 	return ri
+}
+
+func (ri *resourceIndex) clone() *resourceIndex {
+	return &resourceIndex{names: slices.Clone(ri.names), idx: maps.Clone(ri.idx)}
 }
 
 // slot returns the slot of a resource, adding it when there is room.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -22,6 +23,7 @@ type itype struct {
 	alloc     vec // capacity − overhead − DaemonSet overhead of the pool
 	capacity  vec
 	offerings []catalog.Offering // sorted by price
+	band      int                // size and CPU:memory band (repack.go)
 }
 
 // cheapest returns the cheapest offering allowed by reqs.
@@ -110,7 +112,7 @@ type scheduler struct {
 	pools               []*pool
 	existing            []*node
 	claims              []*node
-	byCount             [][]*node
+	byCount             [][]countEntry
 	groups              []*topoGroup
 	groupsByID          map[string]*topoGroup
 	universe            map[string][]domainSource
@@ -121,6 +123,7 @@ type scheduler struct {
 	compat              map[compatKey]*compatEntry
 	domCache            map[domKey][]string
 	rooms               roomIndex
+	typePreps           map[typeSource]*typePrep
 	result              Result
 }
 
@@ -157,16 +160,27 @@ func wellKnownSet() map[string]bool {
 	return m
 }
 
-// Solve predicts what Karpenter launches for the pending pods, improves on
-// its price without breaking a constraint, and explains every pod it cannot
-// place. It is pure and deterministic.
-func Solve(in Input) (Result, error) {
-	s := &scheduler{opts: in.Options, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topoGroup{}, universe: map[string][]domainSource{},
-		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}}
+func newScheduler(opts Options) *scheduler {
+	s := &scheduler{opts: opts, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topoGroup{}, universe: map[string][]domainSource{},
+		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}, typePreps: map[typeSource]*typePrep{}}
 	if s.opts.MaxInstanceTypes == 0 {
 		s.opts.MaxInstanceTypes = 60
 	}
-	if err := s.buildPools(in); err != nil {
+	return s
+}
+
+// Solve predicts what Karpenter launches for the pending pods, improves on
+// its price without breaking a constraint, and explains every pod it cannot
+// place. It is pure and deterministic.
+func Solve(in Input) (Result, error) { return solve(in, nil) }
+
+// solve is Solve with the pools prepared once for in's NodePools,
+// DaemonSets and Catalog (nil: prepare them).
+func solve(in Input, pre *preparedPools) (Result, error) {
+	s := newScheduler(in.Options)
+	if pre != nil {
+		s.usePrepared(pre)
+	} else if err := s.buildPools(in); err != nil {
 		return Result{}, err
 	}
 	if err := s.buildExisting(in); err != nil {
@@ -251,8 +265,41 @@ func Solve(in Input) (Result, error) {
 		s.improve()
 	}
 	s.finalize()
-	s.result.LowerBound = s.lowerBound(pods)
+	s.result.LowerBound, s.result.TopologyLowerBound = s.lowerBound(pods)
 	return s.result, nil
+}
+
+// preparedPools is what buildPools derives from an Input, kept for many
+// Solves of the same NodePools (Cluster): with hundreds of NodePools,
+// preparing the catalogue for each is most of a simulation.
+type preparedPools struct {
+	ri                  *resourceIndex
+	pools               []*pool
+	zones               []domainSource
+	anyPreferNoSchedule bool
+}
+
+// prepared keeps what buildPools derived; call it before any scheduling.
+func (s *scheduler) prepared() *preparedPools {
+	return &preparedPools{ri: s.ri.clone(), pools: s.pools, zones: slices.Clone(s.universe[catalog.LabelZone]),
+		anyPreferNoSchedule: s.anyPreferNoSchedule}
+}
+
+// usePrepared is buildPools from what an earlier one derived: the pools
+// are copied with their limits and claim numbers as buildPools leaves them
+// (the types are shared, read-only).
+func (s *scheduler) usePrepared(pre *preparedPools) {
+	s.ri = pre.ri.clone()
+	s.pools = make([]*pool, len(pre.pools))
+	for i, p := range pre.pools {
+		cp := *p
+		cp.remaining, cp.nodeLimit, cp.seq = p.limit, p.nodeLimitMax, 0
+		s.pools[i] = &cp
+	}
+	if len(pre.zones) > 0 {
+		s.universe[catalog.LabelZone] = slices.Clone(pre.zones)
+	}
+	s.anyPreferNoSchedule = pre.anyPreferNoSchedule
 }
 
 func (s *scheduler) buildPools(in Input) error {
@@ -292,7 +339,7 @@ func (s *scheduler) buildPools(in Input) error {
 			if in.Catalog == nil {
 				return fmt.Errorf("nodePool %s: no instance types: set Input.Catalog or NodePool.InstanceTypes", np.Name)
 			}
-			key := fmt.Sprintf("%+v", np.Kubelet)
+			key := np.Kubelet.Key()
 			if cached, ok := catTypes[key]; ok {
 				types = cached
 			} else {
@@ -363,33 +410,43 @@ func (s *scheduler) buildPools(in Input) error {
 // prepareType builds the pool's view of a type; nil when the pool's
 // requirements exclude it or it has no allowed offering.
 func (s *scheduler) prepareType(t *InstanceType, p *pool, ds vec) (*itype, error) {
-	reqs := Requirements{}
-	for k, v := range t.Labels {
-		reqs.Add(mustIn(k, v))
+	key := typeSourceOf(t)
+	prep := s.typePreps[key]
+	if prep == nil {
+		// Built once per type: pools whose types share the catalogue's maps
+		// and slices share it (read-only), which matters with hundreds of
+		// NodePools.
+		reqs := Requirements{}
+		for k, v := range t.Labels {
+			reqs.Add(mustIn(k, v))
+		}
+		for k, vs := range t.MultiLabels {
+			reqs.Add(mustIn(k, vs...))
+		}
+		for _, k := range t.UndefinedLabels {
+			reqs.Add(Requirement{Key: k})
+		}
+		var zones, caps []string
+		for _, o := range t.Offerings {
+			zones = append(zones, o.Zone)
+			caps = append(caps, o.CapacityType)
+		}
+		reqs.Add(mustIn(catalog.LabelZone, zones...))
+		reqs.Add(mustIn(catalog.LabelCapacityType, caps...))
+		capacity, err := s.ri.vec(t.Capacity)
+		if err != nil {
+			return nil, err
+		}
+		overhead, err := s.ri.vec(t.Overhead)
+		if err != nil {
+			return nil, err
+		}
+		prep = &typePrep{reqs: reqs, capacity: capacity, overhead: overhead}
+		s.typePreps[key] = prep
 	}
-	for k, vs := range t.MultiLabels {
-		reqs.Add(mustIn(k, vs...))
-	}
-	for _, k := range t.UndefinedLabels {
-		reqs.Add(Requirement{Key: k})
-	}
-	var zones, caps []string
-	for _, o := range t.Offerings {
-		zones = append(zones, o.Zone)
-		caps = append(caps, o.CapacityType)
-	}
-	reqs.Add(mustIn(catalog.LabelZone, zones...))
-	reqs.Add(mustIn(catalog.LabelCapacityType, caps...))
-	if reqs.Intersects(p.reqs) != nil {
+	reqs, capacity, overhead := prep.reqs, prep.capacity, prep.overhead
+	if !reqs.intersect(p.reqs) {
 		return nil, nil
-	}
-	capacity, err := s.ri.vec(t.Capacity)
-	if err != nil {
-		return nil, err
-	}
-	overhead, err := s.ri.vec(t.Overhead)
-	if err != nil {
-		return nil, err
 	}
 	it := &itype{name: t.Name, reqs: reqs, capacity: capacity, alloc: capacity.sub(overhead).sub(ds)}
 	for _, o := range t.Offerings {
@@ -405,7 +462,31 @@ func (s *scheduler) prepareType(t *InstanceType, p *pool, ds vec) (*itype, error
 		return nil, nil
 	}
 	sort.SliceStable(it.offerings, func(a, b int) bool { return it.offerings[a].Price < it.offerings[b].Price })
+	it.band = band(it)
 	return it, nil
+}
+
+// typeSource identifies what prepareType derives from a type: the maps
+// and slices themselves, which copies of an InstanceType share.
+type typeSource struct {
+	name                                string
+	labels, multi, undefined, offerings unsafe.Pointer
+	capacity, overhead                  unsafe.Pointer
+	nUndefined, nOfferings              int
+}
+
+func typeSourceOf(t *InstanceType) typeSource {
+	return typeSource{name: t.Name,
+		labels: reflect.ValueOf(t.Labels).UnsafePointer(), multi: reflect.ValueOf(t.MultiLabels).UnsafePointer(),
+		undefined: unsafe.Pointer(unsafe.SliceData(t.UndefinedLabels)), offerings: unsafe.Pointer(unsafe.SliceData(t.Offerings)),
+		capacity: reflect.ValueOf(t.Capacity).UnsafePointer(), overhead: reflect.ValueOf(t.Overhead).UnsafePointer(),
+		nUndefined: len(t.UndefinedLabels), nOfferings: len(t.Offerings)}
+}
+
+// typePrep is what prepareType derives from a type before the pool.
+type typePrep struct {
+	reqs               Requirements
+	capacity, overhead vec
 }
 
 // daemonOverhead sums the requests of DaemonSets whose pods would run on the
@@ -433,12 +514,12 @@ func (s *scheduler) daemonOverhead(dss []inventory.DaemonSet, p *pool) (vec, err
 					rs.Add(r)
 					_ = k
 				}
-				if p.reqs.Compatible(rs, s.wellKnown) == nil {
+				if p.reqs.compatible(rs, s.wellKnown) {
 					compatible = true
 					break
 				}
 			}
-		} else if p.reqs.Compatible(reqs, s.wellKnown) != nil {
+		} else if !p.reqs.compatible(reqs, s.wellKnown) {
 			compatible = false
 		}
 		if !compatible {
@@ -571,6 +652,9 @@ func (s *scheduler) add(pd *podData) map[string]string {
 // cheapest type already has room for the pod (no extra cost) wins first,
 // best fit, found through the room index instead of a scan of every claim.
 func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
+	if s.hostnameRejectsEveryClaim(pd) {
+		return nil, nil
+	}
 	if !s.opts.KarpenterOnly {
 		var best *node
 		var bestReqs Requirements
@@ -580,13 +664,13 @@ func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 			if found >= 0 && b > found+1 {
 				break
 			}
-			for _, n := range s.rooms.buckets[b] {
-				t := n.types[n.cur]
-				total := n.used.add(pd.req)
-				if !total.fits(t.alloc) {
+			for i := range s.rooms.buckets[b] {
+				e := &s.rooms.buckets[b][i]
+				if !pd.req.fits(e.free) {
 					continue
 				}
-				score := float64(t.alloc[rCPU]-total[rCPU])/float64(max(t.alloc[rCPU], 1)) + float64(t.alloc[rMem]-total[rMem])/float64(max(t.alloc[rMem], 1))
+				score := float64(e.free[rCPU]-pd.req[rCPU])/float64(max(e.allocCPU, 1)) + float64(e.free[rMem]-pd.req[rMem])/float64(max(e.allocMem, 1))
+				n := e.n
 				if score >= bestScore || (score == bestScore && best != nil && n.id > best.id) {
 					continue
 				}
@@ -603,23 +687,60 @@ func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 		}
 	}
 	for _, bucket := range s.byCount {
-		for _, n := range bucket {
-			if !n.used.add(pd.req).fits(n.maxAlloc) {
+		for i := range bucket {
+			if !pd.req.fits(bucket[i].head) {
 				continue
 			}
-			if narrowed, ok := s.canAdd(pd, n); ok {
-				return n, narrowed
+			if narrowed, ok := s.canAdd(pd, bucket[i].n); ok {
+				return bucket[i].n, narrowed
 			}
 		}
 	}
 	return nil, nil
 }
 
+// countEntry is a claim in its fewest-pods bucket with the room its largest
+// type leaves (maxAlloc − used), so the scan reads one array and touches a
+// claim only when the pod fits.
+type countEntry struct {
+	n    *node
+	head vec
+}
+
+// hostnameRejectsEveryClaim reports that hostnameOK fails on every claim:
+// the pod's own hostname anti-affinity, or that of placed pods selecting
+// it, already has a pod on each (the anti-affinity pods of a large mix would
+// otherwise scan every claim, one by one, before opening their own).
+func (s *scheduler) hostnameRejectsEveryClaim(pd *podData) bool {
+	claims := int32(len(s.claims))
+	if claims == 0 {
+		return false
+	}
+	for _, g := range pd.owned {
+		if g.kind == kindAnti && g.key == catalog.LabelHostname && g.hcClaims == claims {
+			return true
+		}
+	}
+	for _, g := range pd.selectedBy {
+		if g.kind == kindAnti && g.key == catalog.LabelHostname && g.hoClaims == claims {
+			return true
+		}
+	}
+	return false
+}
+
 // roomIndex buckets live claims by the CPU left on their current cheapest
-// type, so best fit looks only at claims with room.
+// type, so best fit looks only at claims with room. Each entry carries what
+// is left on that type and its allocatable, so the scan reads one array.
 type roomIndex struct {
-	buckets [roomBuckets][]*node
+	buckets [roomBuckets][]roomEntry
 	bits    [roomBuckets / 64]uint64
+}
+
+type roomEntry struct {
+	n                  *node
+	free               vec   // the current type's allocatable − used
+	allocCPU, allocMem int64 // the current type's allocatable
 }
 
 const (
@@ -632,9 +753,11 @@ func roomBucket(freeCPU int64) int {
 }
 
 func (r *roomIndex) put(n *node) {
-	b := roomBucket(n.types[n.cur].alloc[rCPU] - n.used[rCPU])
+	alloc := n.types[n.cur].alloc
+	free := alloc.sub(n.used)
+	b := roomBucket(free[rCPU])
 	n.room, n.roomPos = b, len(r.buckets[b])
-	r.buckets[b] = append(r.buckets[b], n)
+	r.buckets[b] = append(r.buckets[b], roomEntry{n: n, free: free, allocCPU: alloc[rCPU], allocMem: alloc[rMem]})
 	r.bits[b/64] |= 1 << (b % 64)
 }
 
@@ -645,7 +768,7 @@ func (r *roomIndex) remove(n *node) {
 	b := r.buckets[n.room]
 	last := b[len(b)-1]
 	b[n.roomPos] = last
-	last.roomPos = n.roomPos
+	last.n.roomPos = n.roomPos
 	r.buckets[n.room] = b[:len(b)-1]
 	if len(b) == 1 {
 		r.bits[n.room/64] &^= 1 << (n.room % 64)
@@ -707,7 +830,7 @@ func (s *scheduler) canAdd(pd *podData, n *node) (Requirements, bool) {
 	}
 	reqs := n.reqs
 	if len(pd.reqs) > 0 {
-		if n.reqs.Compatible(pd.reqs, s.wellKnown) != nil {
+		if !n.reqs.compatible(pd.reqs, s.wellKnown) {
 			return nil, false
 		}
 		reqs = n.reqs.Clone()
@@ -791,7 +914,7 @@ func typeCompatibleKeysF(t *itype, reqs Requirements, keys []string, f *offerFil
 		if !ok {
 			continue
 		}
-		if intersectsOne(tr, reqs[k]) != nil {
+		if !intersectOne(tr, reqs[k]) {
 			return false
 		}
 	}
@@ -807,7 +930,7 @@ func typeCompatibleKeysF(t *itype, reqs Requirements, keys []string, f *offerFil
 }
 
 func typeCompatible(t *itype, reqs Requirements) bool {
-	if t.reqs.Intersects(reqs) != nil {
+	if !t.reqs.intersect(reqs) {
 		return false
 	}
 	_, ok := t.cheapest(reqs)
@@ -1033,7 +1156,7 @@ func (s *scheduler) minCount(g *topoGroup, pd *podData) int32 {
 func (s *scheduler) record(pd *podData, n *node, delta int32) {
 	for _, g := range pd.selectedBy {
 		if g.key == catalog.LabelHostname {
-			g.hc = bump(g.hc, n.id, delta)
+			g.hc = bump(g.hc, n.id, delta, !n.existing, &g.hcClaims)
 			g.total += delta
 		} else if d := n.domain(g.key); d != "" {
 			g.counts[d] += delta
@@ -1046,7 +1169,7 @@ func (s *scheduler) record(pd *podData, n *node, delta int32) {
 			continue
 		}
 		if g.key == catalog.LabelHostname {
-			g.ho = bump(g.ho, n.id, delta)
+			g.ho = bump(g.ho, n.id, delta, !n.existing, &g.hoClaims)
 			g.nOwners += delta
 		} else if d := n.domain(g.key); d != "" {
 			g.owners[d] += delta
@@ -1279,7 +1402,7 @@ func (s *scheduler) moveBucket(n *node, from, to int) {
 		b := s.byCount[from]
 		last := b[len(b)-1]
 		b[n.bucket] = last
-		last.bucket = n.bucket
+		last.n.bucket = n.bucket
 		s.byCount[from] = b[:len(b)-1]
 	}
 	n.bucket = -1
@@ -1290,7 +1413,7 @@ func (s *scheduler) moveBucket(n *node, from, to int) {
 		s.byCount = append(s.byCount, nil)
 	}
 	n.bucket = len(s.byCount[to])
-	s.byCount[to] = append(s.byCount[to], n)
+	s.byCount[to] = append(s.byCount[to], countEntry{n: n, head: n.maxAlloc.sub(n.used)})
 }
 
 func (s *scheduler) totalCost() float64 {

@@ -151,6 +151,9 @@ type Result struct {
 	KarpenterCost float64 `json:"karpenterCost"`
 	// LowerBound is a $/h no placement of the same pods on new nodes can beat.
 	LowerBound float64 `json:"lowerBound"`
+	// TopologyLowerBound is LowerBound that also counts the nodes required
+	// hostname anti-affinity forces (≥ LowerBound; see the package doc).
+	TopologyLowerBound float64 `json:"topologyLowerBound,omitempty"`
 }
 
 // NodeClaim is one new node.

@@ -73,45 +73,57 @@ func BenchmarkBuildPlan(b *testing.B) {
 //	SLOT_EXCLUSIVE=1 slot go test ./pkg/rollout/ -run '^$' -bench PlanDemoReplicated -benchtime 1x -timeout 30m
 func BenchmarkPlanDemoReplicated(b *testing.B) {
 	for _, n := range []int{10, 30, 100, 200} {
-		b.Run(fmt.Sprintf("N%d", n), func(b *testing.B) {
-			ctx := context.Background()
-			dir := b.TempDir()
-			f, err := bigcluster.WriteDemo(ctx, dir, n, bigcluster.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			req, err := cliPlanRequest(f)
-			if err != nil {
-				b.Fatal(err)
-			}
-			runtime.GC()
-			var peak uint64
-			predicted, hash := 0, ""
-			b.ResetTimer()
-			for range b.N {
-				stop := samplePeakHeap()
-				p, err := rollout.MakePlan(ctx, req)
-				if err == nil {
-					err = p.WriteFile(filepath.Join(dir, "plan.yaml"))
-				}
-				peak = max(peak, stop())
-				if err != nil {
-					b.Fatal(err)
-				}
-				predicted, hash = 0, p.Hash
-				for _, w := range p.Waves {
-					predicted += len(w.PredictedNodes)
-				}
-			}
-			// The hash says whether a faster planner still plans the same.
-			b.Logf("plan %s", hash)
-			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/plan")
-			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
-			b.ReportMetric(float64(predicted), "predicted-nodes")
-			b.ReportMetric(float64(f.Nodes), "nodes")
-			b.ReportMetric(float64(f.Pods), "pods")
-		})
+		b.Run(fmt.Sprintf("N%d", n), func(b *testing.B) { benchPlanDemo(b, n, bigcluster.Options{}) })
 	}
+}
+
+// BenchmarkPlanClusterScale is the plan at cluster scale: the demo
+// replicated 218 times with its 4 node groups in 50 sets (200 node groups,
+// 5,014 nodes, about 64,000 pods), on BenchmarkPlanDemoReplicated's path.
+//
+//	SLOT_EXCLUSIVE=1 slot go test ./pkg/rollout/ -run '^$' -bench PlanClusterScale -benchtime 1x -timeout 30m
+func BenchmarkPlanClusterScale(b *testing.B) {
+	benchPlanDemo(b, 218, bigcluster.Options{GroupSets: 50})
+}
+
+func benchPlanDemo(b *testing.B, n int, o bigcluster.Options) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	f, err := bigcluster.WriteDemo(ctx, dir, n, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req, err := cliPlanRequest(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	var peak uint64
+	predicted, hash := 0, ""
+	b.ResetTimer()
+	for range b.N {
+		stop := samplePeakHeap()
+		p, err := rollout.MakePlan(ctx, req)
+		if err == nil {
+			err = p.WriteFile(filepath.Join(dir, "plan.yaml"))
+		}
+		peak = max(peak, stop())
+		if err != nil {
+			b.Fatal(err)
+		}
+		predicted, hash = 0, p.Hash
+		for _, w := range p.Waves {
+			predicted += len(w.PredictedNodes)
+		}
+	}
+	// The hash says whether a faster planner still plans the same.
+	b.Logf("plan %s", hash)
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/plan")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+	b.ReportMetric(float64(predicted), "predicted-nodes")
+	b.ReportMetric(float64(f.Nodes), "nodes")
+	b.ReportMetric(float64(f.Pods), "pods")
+	b.ReportMetric(float64(f.NodeGroups), "node-groups")
 }
 
 // cliPlanRequest is the request `plan --env prod --snapshot --dir --config`

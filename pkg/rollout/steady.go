@@ -166,7 +166,7 @@ func withTypes(pools []engine.NodePool, cat *catalog.Catalog) ([]engine.NodePool
 		if np.InstanceTypes != nil || cat == nil {
 			continue
 		}
-		key := fmt.Sprintf("%+v", np.Kubelet)
+		key := np.Kubelet.Key()
 		all, ok := byKubelet[key]
 		if !ok {
 			var err error

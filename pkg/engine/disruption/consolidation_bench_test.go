@@ -5,13 +5,14 @@ import (
 	"testing"
 )
 
-// benchCluster is about 1,000 nodes and 10,000 pods: randomCluster's mixed
-// utilisation (nearly empty, half and full nodes), PDB-blocked and
-// do-not-disrupt pods, spread and anti-affinity, two NodePools with budgets.
-// Emptiness would act first and end the pass cheaply, so the empty nodes are
-// dropped: the pass is a consolidation decision.
-func benchCluster() Input {
-	in := randomCluster(rand.New(rand.NewSource(7)), 1030, 7)
+// benchCluster is about n nodes and 10 n pods (n = 1,000 or 5,000):
+// randomCluster's mixed utilisation (nearly empty, half and full nodes),
+// PDB-blocked and do-not-disrupt pods, spread and anti-affinity, two
+// NodePools with budgets. Emptiness would act first and end the pass
+// cheaply, so the empty nodes are dropped: the pass is a consolidation
+// decision.
+func benchCluster(n int) Input {
+	in := randomCluster(rand.New(rand.NewSource(7)), n*103/100, 7)
 	kept := in.Nodes[:0]
 	for _, n := range in.Nodes {
 		for i := range n.Pods {
@@ -32,8 +33,8 @@ func size(in Input) (nodes, pods int) {
 	return len(in.Nodes), pods
 }
 
-func benchDecide(b *testing.B, karpenterOnly bool) {
-	in := benchCluster()
+func benchDecide(b *testing.B, n int, karpenterOnly bool) {
+	in := benchCluster(n)
 	in.Options.KarpenterOnly = karpenterOnly
 	var d Decision
 	var err error
@@ -61,11 +62,14 @@ func benchDecide(b *testing.B, karpenterOnly bool) {
 }
 
 // BenchmarkConsolidationDecision is one full pass on the 1,000-node cluster.
-func BenchmarkConsolidationDecision(b *testing.B) { benchDecide(b, false) }
+func BenchmarkConsolidationDecision(b *testing.B) { benchDecide(b, 1000, false) }
+
+// BenchmarkConsolidationDecision5000 is one full pass on about 5,000 nodes.
+func BenchmarkConsolidationDecision5000(b *testing.B) { benchDecide(b, 5000, false) }
 
 // BenchmarkConsolidationDecisionKarpenter is the faithful Karpenter-order
 // baseline (KarpenterOnly) on the same state.
-func BenchmarkConsolidationDecisionKarpenter(b *testing.B) { benchDecide(b, true) }
+func BenchmarkConsolidationDecisionKarpenter(b *testing.B) { benchDecide(b, 1000, true) }
 
 // BenchmarkConsolidationSettle settles a 200-node cluster with the default
 // engine and reports the steady state next to the faithful Karpenter-order
