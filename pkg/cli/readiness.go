@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
@@ -154,17 +154,12 @@ func readinessGate(r readinessResult, failOn, from string) error {
 		r.Blockers, r.Warnings, from, failOn, len(r.Acknowledged))}
 }
 
-// readinessReport evaluates inv against the NodePools generate would write
-// with its defaults (generated in memory): their taints, zones and allowed
-// instance types. When generate cannot map the inventory, the checks fall
-// back on the current nodes, and a note on stderr says so.
+// readinessReport is the readiness action's report; its fallback note goes
+// to stderr.
 func readinessReport(g *GlobalOptions, inv *inventory.Inventory, cat *catalog.Catalog) readiness.Report {
-	opts := generate.DefaultOptions()
-	opts.Catalog = cat
-	res, err := generate.Generate(inv, opts)
-	if err != nil {
-		g.say(slog.LevelInfo, eventNote, "note: ", fmt.Sprintf("readiness checks taints, zones and instance sizes against the current nodes: no NodePools to compare with (%v)", err))
-		return readiness.Evaluate(inv, readiness.Options{})
+	r := (&action.Readiness{Catalog: cat}).Run(inv)
+	if r.Note != "" {
+		g.say(slog.LevelInfo, eventNote, "note: ", r.Note)
 	}
-	return readiness.Evaluate(inv, readiness.FromNodePools(inv, res.NodePools, res.NodeClasses, cat))
+	return r.Report
 }

@@ -76,7 +76,7 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 		pools = PoolsFromGenerate(res)
 	}
 	var findings []Finding
-	for _, f := range readiness.Evaluate(inv, readiness.Options{NodeGroupLabels: pools.NodeLabels()}).Findings {
+	for _, f := range readiness.Evaluate(inv, readiness.Options{Pools: pools.Nodes()}).Findings {
 		if slices.Contains(readinessJudgedByPlan, f.ID) || slices.Contains(req.Config.Readiness.Acknowledge, f.ID) {
 			continue
 		}

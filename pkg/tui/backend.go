@@ -7,6 +7,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -21,6 +22,9 @@ type Backend interface {
 	// Discover reads the cluster (discover.Run), reporting each stage to
 	// progress, and writes the snapshot.
 	Discover(ctx context.Context, progress func(stage string)) (*inventory.Inventory, error)
+	// Readiness evaluates the inventory as the readiness command does
+	// (action.Readiness).
+	Readiness(inv *inventory.Inventory) readiness.Report
 	// Generate makes the NodePools and EC2NodeClasses of the included
 	// node groups; with write false it only previews the tree against what
 	// is on disk.

@@ -90,6 +90,12 @@ func (e *e2e) toRollout() {
 	e.see("create OIDC provider", 30*time.Second)
 	e.keys("a")
 	e.see("[y/N]", 30*time.Second)
+	// Enter takes the default, No: the screen's own keys come back and a
+	// asks again (were Enter ignored or Yes, neither would show).
+	e.keys("enter")
+	e.see("a apply", 30*time.Second)
+	e.keys("a")
+	e.see("[y/N]", 30*time.Second)
 	e.keys("y")
 	e.see("journal karpenter-migrate-iam-demo", 60*time.Second)
 	e.keys("c")
@@ -118,7 +124,7 @@ func (e *e2e) blockers() []bool {
 		e.t.Fatal(err)
 	}
 	var out []bool
-	for _, f := range readiness.Evaluate(&snap.Inventory, readiness.Options{NodeGroupLabels: nodeGroupLabels}).Findings {
+	for _, f := range e.ops.Readiness(&snap.Inventory).Findings {
 		out = append(out, f.Severity == readiness.Blocker)
 	}
 	return out

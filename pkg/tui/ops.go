@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
@@ -37,6 +38,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/version"
 )
@@ -188,6 +190,15 @@ func (o *Ops) Discover(ctx context.Context, progress func(string)) (*inventory.I
 		return nil, fmt.Errorf("write snapshot: %w", err)
 	}
 	return inv, nil
+}
+
+// Readiness implements Backend: the readiness action over the connected
+// region's catalogue.
+func (o *Ops) Readiness(inv *inventory.Inventory) readiness.Report {
+	o.mu.Lock()
+	cat := o.cat
+	o.mu.Unlock()
+	return (&action.Readiness{Catalog: cat}).Run(inv).Report
 }
 
 func (o *Ops) generateOptions(c GenerateChoice) generate.Options {

@@ -11,11 +11,6 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
 
-// nodeGroupLabels are the labels the generated NodePools keep by default
-// (generate --keep-nodegroup-label), so pods pinned to them still fit; the
-// plan judges readiness with the same list.
-var nodeGroupLabels = []string{"eks.amazonaws.com/nodegroup"}
-
 // readinessScreen lists the findings grouped by severity; each expands to
 // its objects, why it matters and the fix. Every blocker must be resolved
 // (fix it, then re-check) or acknowledged before moving on.
@@ -47,7 +42,7 @@ func (r *readinessScreen) help() []key.Binding {
 }
 
 func (r *readinessScreen) evaluate() {
-	r.s.report = readiness.Evaluate(r.s.inv, readiness.Options{NodeGroupLabels: nodeGroupLabels})
+	r.s.report = r.s.be.Readiness(r.s.inv)
 	r.cursor = min(r.cursor, max(0, len(r.s.report.Findings)-1))
 	r.render()
 }
