@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"os/user"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -64,14 +62,15 @@ func newApplyCmd(g *GlobalOptions) *cobra.Command {
 		Short: "Apply a plan: run the migrations/ steps, resuming where a previous run stopped",
 		Long: `apply runs the runbook steps of the plan's environment in order, recording each step and
 every value it changes in a ConfigMap journal and holding a Lease so no other run interleaves.
-Ctrl-C finishes the evictions in flight and writes the journal; run apply again to resume.
+Ctrl-C finishes the evictions in flight, writes the journal and prints the commands that
+resume (apply again) or roll back (exit code 130); a second Ctrl-C quits at once.
 
 --config applies the environment's region, profile and maintenance window (outside it,
 apply changes nothing and exits 4). --in-cluster runs in a pod with its service account
 (see generate --job); AWS credentials then come from IRSA or EKS Pod Identity.
 
 Exit codes: 4 paused (a gate failed, a wait timed out, or outside the maintenance window),
-5 the cluster changed since the plan.`,
+5 the cluster changed since the plan, 130 interrupted (Ctrl-C or SIGTERM).`,
 		Example: `  # See what would change
   karpenter-migrate apply --plan plan.yaml --dir karpenter --dry-run
 
@@ -87,7 +86,7 @@ Exit codes: 4 paused (a gate failed, a wait timed out, or outside the maintenanc
 			if err := applyConfig(g, f, f.config, time.Now()); err != nil {
 				return err
 			}
-			return runRollout(cmd.Context(), g, f, func(ctx context.Context, r *rollout.Runner) error {
+			return runRollout(cmd.Context(), g, f, "apply", func(ctx context.Context, r *rollout.Runner) error {
 				if replan {
 					r.Replan = replanner(g, f, r.Plan)
 				}
@@ -101,8 +100,10 @@ Exit codes: 4 paused (a gate failed, a wait timed out, or outside the maintenanc
 	return cmd
 }
 
-// runRollout loads the plan, builds the runner and maps its errors to exit codes.
-func runRollout(ctx context.Context, g *GlobalOptions, f *runFlags, run func(context.Context, *rollout.Runner) error) error {
+// runRollout loads the plan, builds the runner, runs verb (apply or
+// rollback) until it ends or Ctrl-C stops it, and maps its errors to exit
+// codes.
+func runRollout(ctx context.Context, g *GlobalOptions, f *runFlags, verb string, run func(context.Context, *rollout.Runner) error) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -117,12 +118,14 @@ func runRollout(ctx context.Context, g *GlobalOptions, f *runFlags, run func(con
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, in, stop := g.interruptible(ctx, "stopping "+verb+": the evictions in flight finish and the journal is written")
 	defer stop()
 	err = run(ctx, r)
 	var drift *rollout.DriftError
 	var paused *rollout.PausedError
 	switch {
+	case err != nil && in.signal() != nil:
+		return interruptedRollout(g, f, verb, r, in.signal(), err)
 	case errors.As(err, &drift):
 		return &ExitError{Code: ExitDrifted, Err: err}
 	case errors.As(err, &paused):
@@ -211,11 +214,12 @@ func replanner(g *GlobalOptions, f *runFlags, old *rollout.Plan) func(context.Co
 		if err != nil {
 			return nil, err
 		}
-		src, err := inventorySource(g, "", old.Cluster, firstNonEmpty(old.Region, cfg.Region))
+		src, err := inventorySource(g, "", old.Cluster, firstNonEmpty(old.Region, cfg.Region), false)
 		if err != nil {
 			return nil, err
 		}
-		req := rollout.PlanRequest{Environment: old.Environment, Config: cfg, Steps: migrations.Planned(), Inventory: src, Dir: f.dir, Now: time.Now()}
+		req := rollout.PlanRequest{Environment: old.Environment, Config: cfg, Steps: migrations.Planned(), Inventory: src, Dir: f.dir, Now: time.Now(),
+			Progress: g.planProgress(time.Now(), planProgressEvery)}
 		if old.IAM != nil {
 			o := old.IAM.Options
 			req.IAM = &o

@@ -10,7 +10,6 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	apiv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/convert"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
@@ -90,11 +89,9 @@ func consolidationRun(ctx context.Context, g *GlobalOptions, o *consolidationOpt
 	if len(pools) == 0 {
 		return fmt.Errorf("--nodepools %s: no karpenter.sh/v1 NodePool found", strings.Join(o.nodePools, ","))
 	}
-	cat := catalog.Default()
-	if r := snap.Inventory.Cluster.Region; r != "" && r != cat.Region() {
-		if cat, err = catalog.New(catalog.Options{Region: r}); err != nil {
-			return fmt.Errorf("instance-type catalogue for region %s: %w", r, err)
-		}
+	cat, err := g.inventoryCatalog(&snap.Inventory)
+	if err != nil {
+		return err
 	}
 	in := disruption.FromInventory(&snap.Inventory, pools, cat, now)
 	in.Options = disruption.Options{SpotToSpot: o.spotToSpot, KarpenterOnly: o.karpenterOnly, ExplainAll: true, NodePoolHashes: hashes}

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -30,7 +32,8 @@ snapshot, the generated kustomize tree, the IAM plan and the plan into --out.
 
 With --snapshot it replays a cluster captured by "discover --snapshot", so you can
 rehearse your own migration; with --rollback it continues with a full rollback and
-checks every recorded node-group size comes back.`,
+checks every recorded node-group size comes back. Ctrl-C stops it at the step it is in
+(exit code 130); the sandbox is in memory, so nothing outside it changes.`,
 		Example: `  # The whole migration of the seeded demo account
   karpenter-migrate demo
 
@@ -68,11 +71,13 @@ func (o *demoOptions) run(cmd *cobra.Command) error {
 		opts.OutDir = dir
 	}
 	table := o.g.Output == "table"
+	ctx, in, stop := o.g.interruptible(cmd.Context(), "stopping the demo")
+	defer stop()
 	var sum *demo.Summary
 	var err error
 	if table && io.IsStdoutTTY() {
 		fmt.Fprintf(io.Out, "Writing outputs to %s\n", opts.OutDir)
-		sum, err = demo.RunWithTUI(cmd.Context(), opts, io.In, io.Out)
+		sum, err = demo.RunWithTUI(ctx, opts, io.In, io.Out)
 	} else {
 		progressTo := io.ErrOut
 		if table {
@@ -80,7 +85,7 @@ func (o *demoOptions) run(cmd *cobra.Command) error {
 			fmt.Fprintf(io.Out, "Writing outputs to %s\n", opts.OutDir)
 		}
 		opts.Events = demo.PlainProgress(progressTo)
-		sum, err = demo.Run(cmd.Context(), opts)
+		sum, err = demo.Run(ctx, opts)
 	}
 	if sum != nil {
 		if ok, perr := printStructured(io.Out, o.g.Output, sum); ok {
@@ -91,5 +96,36 @@ func (o *demoOptions) run(cmd *cobra.Command) error {
 			return perr
 		}
 	}
+	if err != nil && (in.signal() != nil || errors.Is(err, demo.ErrInterrupted)) {
+		return o.interrupted(in, sum, opts.OutDir, err)
+	}
 	return err
+}
+
+// interrupted says which step Ctrl-C stopped, that nothing outside the
+// sandbox changed, where the outputs so far are, and how to run it again.
+func (o *demoOptions) interrupted(in *interruption, sum *demo.Summary, outDir string, err error) error {
+	by := "Ctrl-C"
+	if sig := in.signal(); sig != nil {
+		by = signalName(sig)
+	}
+	where := "before its first step"
+	if sum != nil {
+		for _, st := range sum.Steps {
+			if st.Status == demo.StatusFailed {
+				where = "at step " + st.ID
+			}
+		}
+	}
+	again := []string{"karpenter-migrate", "demo", "--seed", fmt.Sprint(o.seed)}
+	if o.snapshot != "" {
+		again = append(again, "--snapshot", o.snapshot)
+	}
+	if o.rollback {
+		again = append(again, "--rollback")
+	}
+	msg := fmt.Sprintf("demo interrupted (%s) %s: its cluster and AWS account live in memory, so nothing outside them changed and there is nothing to resume or roll back; "+
+		"what it wrote so far is in %s (summary.json lists the steps). Run it again: %s",
+		by, where, outDir, strings.Join(again, " "))
+	return interruptedError(msg, err)
 }

@@ -26,6 +26,7 @@ type discoverOptions struct {
 	snapshot        string
 	includeUserData bool
 	skipKube        bool
+	offline         bool
 	// acknowledge are readiness finding IDs reviewed and accepted (the
 	// config's readiness.acknowledge).
 	acknowledge []string
@@ -39,14 +40,18 @@ func newDiscoverCmd(g *GlobalOptions) *cobra.Command {
 		Short: "Find the Cluster Autoscaler node groups, their nodes and workloads, and what blocks a move",
 		Long: `discover reads EKS (cluster, managed node groups), Auto Scaling (groups tagged for Cluster
 Autoscaler or owned by EKS, with their node-template tags), EC2 (launch templates and
-their user data, instances, subnets, security groups, spot prices) and Kubernetes
+their user data, instances, subnets, security groups, the region's instance types,
+offerings and spot prices), the Price List API (the region's on-demand prices) and Kubernetes
 (nodes, pods, PDBs, DaemonSets, volumes, Cluster Autoscaler, aws-auth, Karpenter), and
 prints a table per node group followed by the readiness report. With --config, the
 findings the config's readiness.acknowledge lists are reported as acknowledged.
 
 --snapshot writes the inventory as versioned, deterministic JSON that generate, plan,
-readiness and demo read offline. Launch template user data is parsed, then redacted
-unless --include-user-data.`,
+readiness and demo read offline; it records the prices it read and when, so a plan made
+from it later prices the cluster the same way. Prices are cached for a day in the user
+cache directory. With --offline, or when AWS denies the price calls, the embedded
+us-east-1 list prices stand in, with a warning. Launch template user data is parsed,
+then redacted unless --include-user-data.`,
 		Example: `  # Discover a cluster and save the snapshot
   karpenter-migrate discover --cluster prod --region eu-west-1 --snapshot snapshot.json
 
@@ -71,6 +76,7 @@ unless --include-user-data.`,
 	f.StringVar(&o.snapshot, "snapshot", "", "write the inventory snapshot to this file")
 	f.BoolVar(&o.includeUserData, "include-user-data", false, "keep launch template user data in the snapshot (it may hold secrets)")
 	f.BoolVar(&o.skipKube, "skip-kubernetes", false, "read AWS only")
+	f.BoolVar(&o.offline, "offline", false, offlineUsage)
 	f.StringVar(&configPath, "config", "", "environment migration config: its cluster, region and profile unless given as flags, and its acknowledged readiness findings")
 	return cmd
 }
@@ -85,6 +91,8 @@ func runDiscover(ctx context.Context, g *GlobalOptions, o *discoverOptions) erro
 	}
 	c := kmaws.NewClients(cfg)
 	src := discover.Sources{AutoScaling: c.AutoScaling, EC2: c.EC2, EKS: c.EKS}
+	var cache *catalog.Cache
+	src.Prices, cache = livePrices(cfg, o.offline)
 	if !o.skipKube {
 		rc, err := g.RESTConfig()
 		if err != nil {
@@ -98,7 +106,7 @@ func runDiscover(ctx context.Context, g *GlobalOptions, o *discoverOptions) erro
 	defer cancel()
 	prog := g.newProgress()
 	prog.cancelOnInterrupt(cancel)
-	inv, err := discover.Run(ctx, src, discover.Options{ClusterName: o.cluster, Region: cfg.Region, IncludeUserData: o.includeUserData, Progress: prog.step})
+	inv, err := discover.Run(ctx, src, discover.Options{ClusterName: o.cluster, Region: cfg.Region, IncludeUserData: o.includeUserData, Progress: prog.step, PriceCache: cache})
 	prog.finish(err)
 	if err != nil {
 		return err
@@ -109,7 +117,10 @@ func runDiscover(ctx context.Context, g *GlobalOptions, o *discoverOptions) erro
 		}
 		g.say(slog.LevelInfo, eventWrote, "wrote ", o.snapshot, slog.String("path", o.snapshot))
 	}
-	cat := catalog.Default()
+	cat, err := g.inventoryCatalog(inv)
+	if err != nil {
+		return err
+	}
 	report := acknowledgeFindings(g, readinessReport(g, inv, cat), o.acknowledge)
 	if done, err := printStructured(g.IO.Out, g.Output, struct {
 		Inventory *inventory.Inventory `json:"inventory"`

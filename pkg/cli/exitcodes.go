@@ -12,4 +12,8 @@ const (
 	ExitPaused = 4
 	// ExitDrifted: the cluster changed since the plan; review a new plan.
 	ExitDrifted = 5
+	// ExitInterrupted: Ctrl-C or SIGTERM stopped apply, rollback or demo;
+	// the message says what stopped and the command that resumes or rolls
+	// back (128 + SIGINT, as shells report it).
+	ExitInterrupted = 130
 )

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/discover"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -124,18 +125,21 @@ func runGenerate(cmd *cobra.Command, g *GlobalOptions, o *generateOptions) error
 	case o.snapshot != "":
 		snap, err := inventory.ReadSnapshotFile(o.snapshot)
 		if err != nil {
-			return fmt.Errorf("--snapshot %s: %w", o.snapshot, err)
+			return fmt.Errorf("--snapshot: %w", err) // err names the file
 		}
 		inv = &snap.Inventory
 	case o.cluster != "":
 		var err error
-		if inv, err = discoverLive(cmd.Context(), g, o.cluster, g.Region, o.includeUserData); err != nil {
+		if inv, err = discoverLive(cmd.Context(), g, o.cluster, g.Region, o.includeUserData, true); err != nil {
 			return err
 		}
 	default:
 		return errors.New("--snapshot FILE or --cluster NAME is required: generate from a discover snapshot or discover the cluster now")
 	}
 	inScope(inv, cfg)
+	if o.gen.Catalog, err = catalog.ForInventory(inv); err != nil {
+		return err
+	}
 	o.gen.Strategy = generate.Strategy(o.strategy)
 	o.gen.Flexibility = generate.Flexibility(o.flex)
 	o.gen.Selectors = generate.SelectorMode(o.selector)
@@ -154,7 +158,7 @@ func runGenerate(cmd *cobra.Command, g *GlobalOptions, o *generateOptions) error
 
 // discoverLive reads the cluster from AWS and Kubernetes as discover does,
 // in region (empty: the SDK's default chain).
-func discoverLive(ctx context.Context, g *GlobalOptions, cluster, region string, includeUserData bool) (*inventory.Inventory, error) {
+func discoverLive(ctx context.Context, g *GlobalOptions, cluster, region string, includeUserData, offline bool) (*inventory.Inventory, error) {
 	cfg, err := kmaws.LoadConfig(ctx, kmaws.Options{Region: region, Profile: g.Profile, EndpointURL: g.EndpointURL})
 	if err != nil {
 		return nil, err
@@ -169,8 +173,10 @@ func discoverLive(ctx context.Context, g *GlobalOptions, cluster, region string,
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	src := discover.Sources{AutoScaling: c.AutoScaling, EC2: c.EC2, EKS: c.EKS, Kube: kube}
+	var cache *catalog.Cache
+	src.Prices, cache = livePrices(cfg, offline)
 	prog := g.newProgress()
-	inv, err := discover.Run(ctx, src, discover.Options{ClusterName: cluster, Region: cfg.Region, IncludeUserData: includeUserData, Progress: prog.step})
+	inv, err := discover.Run(ctx, src, discover.Options{ClusterName: cluster, Region: cfg.Region, IncludeUserData: includeUserData, Progress: prog.step, PriceCache: cache})
 	prog.finish(err)
 	if err != nil {
 		return nil, fmt.Errorf("discover cluster %s: %w", cluster, err)

@@ -18,7 +18,9 @@ const (
 	eventIAMStep        = "IAMStep"
 	eventIAMDone        = "IAMDone"
 	eventReplanned      = "Replanned"
+	eventPlanProgress   = "PlanProgress"
 	eventAcknowledgment = "ReadinessAcknowledgment"
+	eventInterrupted    = "Interrupted"
 	eventError          = "Error"
 )
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -28,7 +29,9 @@ type planOptions struct {
 	config   string
 	out      string
 	pools    map[string]string
+	offline  bool
 	iam      iamPlanFlags
+	timeout  time.Duration
 }
 
 // iamPlanFlags are the plan's choices for the IAM steps.
@@ -77,7 +80,13 @@ replacement, $/h saved, within the NodePools' consolidateAfter and budgets) and 
 it settles into (nodes, types, $/h), next to the fleet right after the waves.
 
 The cluster is read from a snapshot (discover --snapshot) or, with --cluster, live from
-AWS and Kubernetes.`,
+AWS and Kubernetes. Costs use the prices of the cluster's region that discover read
+(recorded in the snapshot); without them (--offline, or an older snapshot) the embedded
+us-east-1 list prices stand in, and the plan says so.
+
+A plan that takes more than a second says on stderr which wave it is predicting or which
+pass of the forecast it is in (PlanProgress events with --log-format json); --timeout
+bounds the whole plan, discovery included.`,
 		Example: `  # Plan prod from a snapshot and the generated tree, with its migration config
   karpenter-migrate plan --env prod --snapshot snapshot.json --dir karpenter --config migrations/prod.yaml -f plan.yaml
 
@@ -92,7 +101,9 @@ AWS and Kubernetes.`,
 	f.StringVar(&o.dir, "dir", "", "DIR: tree written by generate; its overlays/<env> has the NodePools (default: generate them in memory)")
 	f.StringVar(&o.config, "config", "", "environment migration config (default: built-in defaults for --env)")
 	f.StringVarP(&o.out, "file", "f", "plan.yaml", "where to write the plan")
+	f.BoolVar(&o.offline, "offline", false, "with --cluster, "+offlineUsage)
 	f.StringToStringVar(&o.pools, "pool-for-group", nil, "NodePool replacing a node group, GROUP=POOL (default: the pools whose karpenter-migrate.io/node-groups annotation names it)")
+	f.DurationVar(&o.timeout, "timeout", 0, "give up when the plan, discovery included, takes longer (0: no limit)")
 	o.iam.bind(cmd)
 	_ = cmd.MarkFlagRequired("env")
 	return cmd
@@ -111,7 +122,7 @@ func loadConfig(env, path string) (config.Config, error) {
 }
 
 // inventorySource reads a snapshot file or discovers the cluster live.
-func inventorySource(g *GlobalOptions, snapshot, cluster, region string) (func(context.Context) (*inventory.Inventory, error), error) {
+func inventorySource(g *GlobalOptions, snapshot, cluster, region string, offline bool) (func(context.Context) (*inventory.Inventory, error), error) {
 	if snapshot != "" {
 		if cluster != "" {
 			return nil, errors.New("give one of --snapshot (read a snapshot) and --cluster (discover live), not both")
@@ -128,7 +139,7 @@ func inventorySource(g *GlobalOptions, snapshot, cluster, region string) (func(c
 		return nil, errors.New("no cluster to plan: give --snapshot FILE, or --cluster NAME (or cluster: in --config) to discover it live")
 	}
 	return func(ctx context.Context) (*inventory.Inventory, error) {
-		return discoverLive(ctx, g, cluster, firstNonEmpty(g.Region, region), false)
+		return discoverLive(ctx, g, cluster, firstNonEmpty(g.Region, region), false, offline)
 	}, nil
 }
 
@@ -144,7 +155,7 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	if o.snapshot == "" && cluster == "" {
 		cluster = cfg.Cluster
 	}
-	src, err := inventorySource(g, o.snapshot, cluster, cfg.Region)
+	src, err := inventorySource(g, o.snapshot, cluster, cfg.Region, o.offline)
 	if err != nil {
 		return err
 	}
@@ -152,11 +163,19 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
 	p, err := rollout.MakePlan(ctx, rollout.PlanRequest{
 		Environment: o.env, Config: cfg, Steps: migrations.Planned(), Inventory: src, Dir: o.dir,
-		PoolForGroup: o.pools, IAM: iamOpts, Now: time.Now(),
+		PoolForGroup: o.pools, IAM: iamOpts, Now: time.Now(), Progress: g.planProgress(time.Now(), planProgressEvery),
 	})
 	if err != nil {
+		if o.timeout > 0 && errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("plan did not finish within --timeout %s: %w; raise --timeout, or plan fewer node groups at a time (nodeGroups.include in --config)", o.timeout, err)
+		}
 		return err
 	}
 	if err := p.WriteFile(o.out); err != nil {
@@ -185,7 +204,7 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	fmt.Fprintf(w, "\nBudget: %d nodes per wave, %d drained at once; gates: node ready %s, pod pending %s, PDB wait %s\n",
 		p.Budget.WaveSize, p.Budget.Concurrency, p.Budget.Gates.NodeReadyTimeout, p.Budget.Gates.MaxPodPending, p.Budget.Gates.PDBWaitTimeout)
 	if p.Cost.Complete {
-		fmt.Fprintf(w, "Cost: $%.2f/h before, $%.2f/h after\n", p.Cost.BeforePerHour, p.Cost.AfterPerHour)
+		fmt.Fprintf(w, "Cost: $%.2f/h before, $%.2f/h after%s\n", p.Cost.BeforePerHour, p.Cost.AfterPerHour, describePrices(p.Cost.Prices))
 	} else {
 		fmt.Fprintln(w, "Cost: not estimated (no prices for some instance types)")
 	}
@@ -197,6 +216,27 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	}
 	fmt.Fprintf(w, "\nReview it, then: karpenter-migrate apply --plan %s\n", o.out)
 	return nil
+}
+
+// planProgressEvery is how often a long plan says where it is.
+var planProgressEvery = time.Second
+
+// planProgress says on stderr, at most once per every and only once the
+// plan has taken that long, which wave is being predicted or which pass of
+// the consolidation forecast runs: a plain line, or a PlanProgress event
+// with --log-format json.
+func (g *GlobalOptions) planProgress(start time.Time, every time.Duration) func(rollout.PlanProgress) {
+	last := start
+	return func(pp rollout.PlanProgress) {
+		now := time.Now()
+		if now.Sub(last) < every {
+			return
+		}
+		last = now
+		elapsed := now.Sub(start).Round(100 * time.Millisecond).String()
+		g.say(slog.LevelInfo, eventPlanProgress, "plan: "+elapsed+": ", pp.String(), slog.Int("wave", pp.Wave), slog.Int("waves", pp.Waves),
+			slog.Int("settlePass", pp.SettlePass), slog.Int("nodes", pp.Nodes), slog.Int("pods", pp.Pods), slog.String("elapsed", elapsed))
+	}
 }
 
 // printSteadyState prints the fleet right after the waves next to the one

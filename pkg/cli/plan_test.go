@@ -2,10 +2,12 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
@@ -70,5 +72,71 @@ func TestPlanCommandJSON(t *testing.T) {
 	}
 	if written.Hash != p.Hash || written.SteadyState == nil || len(written.SteadyState.Commands) != 1 {
 		t.Errorf("plan file %s: hash %s steady state %+v; want %s and the command", file, written.Hash, written.SteadyState, p.Hash)
+	}
+}
+
+// A plan says where it is once it has taken planProgressEvery (here at
+// once): each wave as its prediction starts, then each forecast pass, as
+// lines or PlanProgress events; a quick plan says nothing.
+func TestPlanProgress(t *testing.T) {
+	args, _ := planArgs(t)
+	_, errOut, err := runCLI(t, args...)
+	if err != nil || strings.Contains(errOut, "plan: ") {
+		t.Fatalf("plan: %v; a plan under a second wrote progress:\n%s", err, errOut)
+	}
+	defer func(every time.Duration) { planProgressEvery = every }(planProgressEvery)
+	planProgressEvery = 0
+	args, file := planArgs(t)
+	_, errOut, err = runCLI(t, args...)
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, errOut)
+	}
+	p, err := rollout.ReadPlanFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waves := len(p.Waves)
+	for i := 1; i <= waves; i++ {
+		if want := fmt.Sprintf("predicting wave %d of %d (", i, waves); !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if !strings.Contains(errOut, "forecasting consolidation: pass 1 on 3 nodes") {
+		t.Errorf("stderr lacks the forecast's first pass on the 3 predicted nodes:\n%s", errOut)
+	}
+
+	args, _ = planArgs(t, "--log-format", "json")
+	_, errOut, err = runCLI(t, args...)
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, errOut)
+	}
+	passes := 0
+	for _, e := range jsonEvents(t, errOut) {
+		if e["event"] != eventPlanProgress {
+			continue
+		}
+		if e["waves"] != float64(waves) && e["settlePass"] == float64(0) {
+			t.Errorf("event %v: want waves %d", e, waves)
+		}
+		if e["settlePass"].(float64) > 0 {
+			passes++
+		}
+	}
+	if got := countEvents(jsonEvents(t, errOut), eventPlanProgress, "INFO"); got != waves+passes || passes == 0 {
+		t.Errorf("%d PlanProgress events, %d of them forecast passes; want one per wave (%d) and at least one pass:\n%s", got, passes, waves, errOut)
+	}
+}
+
+// --timeout stops a plan that takes longer, says so and what to do, and
+// writes no plan.
+func TestPlanTimeout(t *testing.T) {
+	args, file := planArgs(t, "--timeout", "1ns")
+	_, errOut, err := runCLI(t, args...)
+	if err == nil || !strings.Contains(err.Error(), "plan did not finish within --timeout 1ns: plan stopped before predicting wave 1 of") ||
+		!strings.Contains(err.Error(), "raise --timeout") {
+		t.Fatalf("plan --timeout 1ns: %v, want it stopped before the first wave\n%s", err, errOut)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("plan --timeout 1ns wrote %s (%v)", file, err)
 	}
 }

@@ -85,7 +85,12 @@ func runReadiness(_ context.Context, g *GlobalOptions, o *readinessOptions) erro
 	if err != nil {
 		return err
 	}
-	report := acknowledgeFindings(g, readinessReport(g, &snap.Inventory, catalog.Default()), o.acknowledge)
+	// Readiness sizes instance types; it prices nothing, so no price warning.
+	cat, err := catalog.ForInventory(&snap.Inventory)
+	if err != nil {
+		return err
+	}
+	report := acknowledgeFindings(g, readinessReport(g, &snap.Inventory, cat), o.acknowledge)
 	if done, err := printStructured(g.IO.Out, g.Output, report); done {
 		if err != nil {
 			return err

@@ -28,7 +28,7 @@ Steps: ` + migrations.IDs(),
   # See what a full rollback would do
   karpenter-migrate rollback --plan plan.yaml --dry-run`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runRollout(cmd.Context(), g, f, func(ctx context.Context, r *rollout.Runner) error {
+			return runRollout(cmd.Context(), g, f, "rollback", func(ctx context.Context, r *rollout.Runner) error {
 				r.Options.RemoveIAM = removeIAM
 				return r.Rollback(ctx, to)
 			})

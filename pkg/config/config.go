@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -148,7 +149,7 @@ func Parse(b []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
-		return nil, errors.New(strings.Replace(err.Error(), "yaml: unmarshal errors:\n  ", "", 1)) // keep "line N: ..."
+		return nil, decodeError(root.Content[0], err)
 	}
 	if err := c.validate(root.Content[0]); err != nil {
 		return nil, err
@@ -287,6 +288,87 @@ func lineOf(n *yaml.Node, path string) int {
 		}
 	}
 	return line
+}
+
+// yaml.v3's decoding errors: "line N: MSG", several after "unmarshal errors:".
+var (
+	lineError    = regexp.MustCompile(`^line (\d+): (.*)$`)
+	unknownField = regexp.MustCompile(`^field (\S+) not found in type \S+$`)
+	wrongType    = regexp.MustCompile("^cannot unmarshal !!\\w+ (?:`(.*)` )?into (\\S+)$")
+)
+
+// decodeError rewrites yaml.v3's errors for a value of the wrong type or an
+// unknown key in the file's words: the key's path instead of a Go type, and
+// what the value should look like.
+func decodeError(root *yaml.Node, err error) error {
+	msgs := strings.Split(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n"), "\n")
+	for i, msg := range msgs {
+		m := lineError.FindStringSubmatch(strings.TrimSpace(msg))
+		if m == nil {
+			continue
+		}
+		line, _ := strconv.Atoi(m[1])
+		path, msg := pathAt(root, line, ""), m[2]
+		switch {
+		case path == "":
+			msgs[i] = fmt.Sprintf("line %d: %s", line, msg)
+		case unknownField.MatchString(msg):
+			msgs[i] = fmt.Sprintf("line %d: %s: unknown key; is it misspelt? (`karpenter-migrate config init ENV` writes every key with what it does)", line, path)
+		case wrongType.MatchString(msg):
+			w := wrongType.FindStringSubmatch(msg)
+			if w[1] != "" { // a scalar; yaml.v3 does not show lists and maps
+				path += " " + strconv.Quote(w[1])
+			}
+			msgs[i] = fmt.Sprintf("line %d: %s: want %s", line, path, goTypeWords(w[2]))
+		default:
+			msgs[i] = fmt.Sprintf("line %d: %s %s", line, path, msg)
+		}
+	}
+	return errors.New(strings.Join(msgs, "\n"))
+}
+
+// pathAt is the dotted path of the key on a line ("rollout.concurrency"),
+// or "" when no key is there.
+func pathAt(n *yaml.Node, line int, prefix string) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key := prefix + n.Content[i].Value
+			if n.Content[i].Line == line {
+				return key
+			}
+			if p := pathAt(n.Content[i+1], line, key+"."); p != "" {
+				return p
+			}
+		}
+	case yaml.SequenceNode:
+		for i, item := range n.Content {
+			elem := fmt.Sprintf("%s[%d]", strings.TrimSuffix(prefix, "."), i)
+			// A block mapping's first key shares its line: name the key.
+			if item.Line == line && (item.Kind != yaml.MappingNode || item.Style&yaml.FlowStyle != 0) {
+				return elem
+			}
+			if p := pathAt(item, line, elem+"."); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// goTypeWords says what YAML a config field's Go type decodes from.
+func goTypeWords(t string) string {
+	switch {
+	case strings.HasPrefix(t, "[]"):
+		return "a list like [a, b]"
+	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"):
+		return "a whole number"
+	case t == "bool":
+		return "true or false"
+	case t == "string":
+		return "a string"
+	}
+	return "a " + t
 }
 
 func oneOf(v string, allowed ...string) bool {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 func TestTemplateMatchesDefaults(t *testing.T) {
@@ -40,10 +42,15 @@ func TestMinimalFileTakesDefaults(t *testing.T) {
 func TestErrorsNameTheLine(t *testing.T) {
 	head := "apiVersion: karpenter-migrate.io/v1alpha1\nkind: MigrationConfig\nenvironment: dev\n"
 	for name, tc := range map[string]struct{ body, want string }{
-		"unknown key":      {"rollout:\n  wavesize: 3\n", "line 5: field wavesize not found"},
+		"unknown key":      {"rollout:\n  wavesize: 3\n", "line 5: rollout.wavesize: unknown key; is it misspelt?"},
+		"not a number":     {"rollout:\n  concurrency: two\n", `line 5: rollout.concurrency "two": want a whole number`},
+		"not a list":       {"nodeGroups:\n  include: all\n", `line 5: nodeGroups.include "all": want a list like [a, b]`},
+		"not a string":     {"readiness:\n  failOn: [x]\n", `line 5: readiness.failOn: want a string`},
+		"bad bool":         {"rollout:\n  preProvision: maybe\n", `line 5: rollout.preProvision "maybe": want true or false`},
+		"list item":        {"nodeGroups:\n  include:\n  - a\n  - {b: c}\n", `line 7: nodeGroups.include[1]: want a string`},
 		"bad strategy":     {"generate:\n  strategy: triple\n", "line 5: generate.strategy \"triple\""},
 		"bad wave":         {"rollout:\n  waveSize: 150%\n", "line 5: rollout.waveSize \"150%\""},
-		"bad duration":     {"gates:\n  pdbWaitTimeout: soon\n", "line 5: \"soon\" is not a duration"},
+		"bad duration":     {"gates:\n  pdbWaitTimeout: soon\n", "line 5: gates.pdbWaitTimeout \"soon\" is not a duration"},
 		"bad cron":         {"maintenanceWindow:\n  schedule: \"every day\"\n  duration: 1h\n", "line 4: maintenanceWindow"},
 		"window no length": {"maintenanceWindow:\n  schedule: \"0 22 * * *\"\n", "line 4: maintenanceWindow.duration is required"},
 		"both in and out":  {"nodeGroups:\n  include: [a]\n  exclude: [a]\n", "line 4: nodeGroups \"a\" is both"},
@@ -99,10 +106,21 @@ func FuzzParse(f *testing.F) {
 	b, _ := InitFile("dev", "c", "r")
 	f.Add(b)
 	f.Add([]byte("rollout: {waveSize: '%'}"))
+	f.Add([]byte("rollout:\n  concurrency: two\nnodeGroups:\n  include: [a, {b: c}]\n  exclude: all\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Parse(b)
 		if err == nil && (c.Rollout.Concurrency < 1 || c.Environment == "") {
 			t.Fatalf("accepted an invalid config: %+v", c)
+		}
+		// Past YAML syntax, every problem is reported on its own line and
+		// names the line in the file.
+		if err == nil || yaml.Unmarshal(b, new(yaml.Node)) != nil || strings.HasPrefix(err.Error(), "empty file") {
+			return
+		}
+		for _, msg := range strings.Split(err.Error(), "\n") {
+			if !lineError.MatchString(msg) {
+				t.Fatalf("%q does not name its line (all: %v)", msg, err)
+			}
 		}
 	})
 }

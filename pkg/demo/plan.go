@@ -53,16 +53,22 @@ func (r *runner) stepPlan(ctx context.Context) (string, error) {
 // ConfigFile is the environment config the demo plans with.
 const ConfigFile = Env + ".yaml"
 
-// envConfig is the environment's config (written as prod.yaml, what
-// `plan --config prod.yaml` reads): the defaults, draining one node at a
-// time so the run is reproducible, and moving the demo's pods that ask not
-// to be evicted or keep emptyDir data, as `apply --force-evict` and
-// rollout.allowEmptyDir would.
-func (r *runner) envConfig() (config.Config, error) {
+// PlanConfig is the environment config the demo plans a cluster with
+// (written as prod.yaml, what `plan --config prod.yaml` reads): the
+// defaults, draining one node at a time so the run is reproducible, and
+// moving the demo's pods that ask not to be evicted or keep emptyDir data,
+// as `apply --force-evict` and rollout.allowEmptyDir would.
+func PlanConfig(c inventory.Cluster) config.Config {
 	cfg := config.Default(Env)
-	cfg.Cluster, cfg.Region = r.inv.Cluster.Name, r.inv.Cluster.Region
+	cfg.Cluster, cfg.Region = c.Name, c.Region
 	cfg.Rollout.Concurrency = 1
 	cfg.Rollout.ForceEvict, cfg.Rollout.AllowEmptyDir = true, true
+	return cfg
+}
+
+// envConfig writes PlanConfig for the demo's cluster as prod.yaml.
+func (r *runner) envConfig() (config.Config, error) {
+	cfg := PlanConfig(r.inv.Cluster)
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
 		return cfg, fmt.Errorf("render the environment config: %w", err)

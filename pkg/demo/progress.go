@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -34,14 +35,24 @@ func PlainProgress(w io.Writer) func(Event) {
 	}
 }
 
+// ErrInterrupted is returned (wrapped) by RunWithTUI when the user pressed
+// Ctrl-C in the display: the demo stopped at the step it was in.
+var ErrInterrupted = errors.New("demo interrupted")
+
 // RunWithTUI runs the demo under a bubbletea program: one line per step with
-// a spinner while it runs and a progress bar for waves.
+// a spinner while it runs and a progress bar for waves. Ctrl-C stops the
+// demo, and RunWithTUI returns once it has, with the summary so far.
 func RunWithTUI(ctx context.Context, opts Options, in io.Reader, out io.Writer) (*Summary, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	m := newTUIModel()
+	m.interrupt = func() { cancel(ErrInterrupted) }
 	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithContext(ctx))
 	var sum *Summary
 	var runErr error
+	finished := make(chan struct{})
 	go func() {
+		defer close(finished)
 		inner := opts.Events
 		opts.Events = func(e Event) {
 			if inner != nil {
@@ -52,8 +63,17 @@ func RunWithTUI(ctx context.Context, opts Options, in io.Reader, out io.Writer) 
 		sum, runErr = Run(ctx, opts)
 		p.Send(doneMsg{})
 	}()
-	if _, err := p.Run(); err != nil {
-		return sum, fmt.Errorf("progress display: %w", err)
+	_, displayErr := p.Run()
+	// stopped is nil unless Ctrl-C or the caller stopped the demo; either
+	// way the demo does not outlive its display.
+	stopped := context.Cause(ctx)
+	cancel(errors.New("the progress display ended"))
+	<-finished
+	switch {
+	case errors.Is(stopped, ErrInterrupted) && runErr != nil:
+		return sum, fmt.Errorf("%w: %w", ErrInterrupted, runErr)
+	case displayErr != nil && stopped == nil:
+		return sum, fmt.Errorf("progress display: %w", displayErr)
 	}
 	return sum, runErr
 }
@@ -67,11 +87,13 @@ type tuiStep struct {
 }
 
 type tuiModel struct {
-	steps   []*tuiStep
-	index   map[string]*tuiStep
-	spinner spinner.Model
-	bar     progress.Model
-	done    bool
+	// interrupt stops the demo (Ctrl-C).
+	interrupt func()
+	steps     []*tuiStep
+	index     map[string]*tuiStep
+	spinner   spinner.Model
+	bar       progress.Model
+	done      bool
 }
 
 var (
@@ -112,6 +134,9 @@ func (m *tuiModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tea.Quit
 	case tea.KeyMsg:
 		if msg.String() == "ctrl+c" {
+			if m.interrupt != nil {
+				m.interrupt()
+			}
 			return m, tea.Quit
 		}
 	case spinner.TickMsg:

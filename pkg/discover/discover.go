@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -46,12 +47,17 @@ type EKSAPI interface {
 
 // Sources are the clients discover reads from. EKS may be nil for a
 // non-EKS (self-managed Kubernetes on EC2) cluster; Kube may be nil to read
-// AWS only.
+// AWS only; Prices may be nil to read no prices (offline: the embedded
+// us-east-1 list stands in, and only the spot prices of the types in use
+// are read).
 type Sources struct {
 	AutoScaling AutoScalingAPI
 	EC2         EC2API
 	EKS         EKSAPI
 	Kube        kubernetes.Interface
+	// Prices reads the region's instance types, offerings, spot and
+	// on-demand prices (pkg/aws.CatalogSource).
+	Prices catalog.Source
 }
 
 // Options control a discovery.
@@ -66,6 +72,9 @@ type Options struct {
 	Progress func(step string)
 	// Now is the clock for the spot price window (default time.Now).
 	Now func() time.Time
+	// PriceCache, when set, keeps the prices Sources.Prices read on disk
+	// for a day, so that the next discover of the region reads none.
+	PriceCache *catalog.Cache
 }
 
 // Tag keys discover reads.
@@ -97,17 +106,21 @@ func Run(ctx context.Context, src Sources, opts Options) (*inventory.Inventory, 
 	steps := []struct {
 		name string
 		fn   func(context.Context) error
-		skip bool
+		skip func() bool
 	}{
-		{"EKS cluster and managed node groups", d.eks, src.EKS == nil},
-		{"Auto Scaling groups", d.asgs, src.AutoScaling == nil},
-		{"launch templates and configurations", d.launchTemplates, src.EC2 == nil || src.AutoScaling == nil},
-		{"EC2 instances, subnets and security groups", d.ec2, src.EC2 == nil},
-		{"spot prices", d.spotPrices, src.EC2 == nil},
-		{"Kubernetes nodes, pods and policies", d.kube, src.Kube == nil},
+		{"EKS cluster and managed node groups", d.eks, func() bool { return src.EKS == nil }},
+		{"Auto Scaling groups", d.asgs, func() bool { return src.AutoScaling == nil }},
+		{"launch templates and configurations", d.launchTemplates, func() bool { return src.EC2 == nil || src.AutoScaling == nil }},
+		{"EC2 instances, subnets and security groups", d.ec2, func() bool { return src.EC2 == nil }},
+		{"instance types, offerings and prices of " + opts.Region, d.prices, func() bool { return src.Prices == nil }},
+		// The live prices include every type's spot prices.
+		{"spot prices", d.spotPrices, func() bool {
+			return src.EC2 == nil || d.inv.Prices != nil && d.inv.Prices.Source == inventory.PricesLive
+		}},
+		{"Kubernetes nodes, pods and policies", d.kube, func() bool { return src.Kube == nil }},
 	}
 	for _, s := range steps {
-		if s.skip {
+		if s.skip() {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
@@ -121,7 +134,7 @@ func Run(ctx context.Context, src Sources, opts Options) (*inventory.Inventory, 
 	d.join()
 	sortInventory(d.inv)
 	if err := d.inv.Validate(); err != nil {
-		return nil, fmt.Errorf("discover produced an inconsistent inventory (a bug; please report it): %w", err)
+		return nil, fmt.Errorf("discover: the cluster as read does not make a valid inventory: %w (fix or delete that object, then run discover again)", err)
 	}
 	return d.inv, nil
 }
@@ -406,6 +419,41 @@ func (d *run) fillZones() {
 			ng.Zones = unique(zones)
 		}
 	}
+}
+
+// prices reads the region's offerings, on-demand and spot prices (through
+// the cache when one is given). A failure does not fail discover: the
+// inventory records why, and the embedded prices stand in.
+func (d *run) prices(ctx context.Context) error {
+	region, now := d.opts.Region, d.opts.Now()
+	var snap *catalog.Snapshot
+	var err error
+	if d.opts.PriceCache != nil {
+		snap, err = catalog.Refresh(ctx, d.src.Prices, *d.opts.PriceCache, region, now)
+	} else {
+		snap, err = catalog.Fetch(ctx, d.src.Prices, region, now)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if snap == nil {
+		d.inv.Prices = &inventory.Prices{PriceSource: inventory.PriceSource{Region: region, Source: inventory.PricesEmbedded, Note: err.Error()}}
+		return nil
+	}
+	p := &inventory.Prices{PriceSource: inventory.PriceSource{Region: snap.Region, Source: inventory.PricesLive, FetchedAt: snap.FetchedAt},
+		OnDemand: snap.OnDemandPrices, Zones: map[string][]string{}}
+	switch {
+	case err != nil && snap.FetchedAt.Equal(now.UTC()):
+		p.Note = "read, but not cached: " + err.Error()
+	case err != nil:
+		p.Note = fmt.Sprintf("prices cached at %s, not refreshed: %v", snap.FetchedAt.UTC().Format(time.RFC3339), err)
+	}
+	for _, o := range snap.Offerings {
+		p.Zones[o.InstanceType] = append(p.Zones[o.InstanceType], o.Zone)
+	}
+	d.inv.Prices = p
+	d.inv.SpotPrices = snap.SpotPrices
+	return nil
 }
 
 func (d *run) spotPrices(ctx context.Context) error {

@@ -314,6 +314,7 @@ func TestCLIGolden(t *testing.T) {
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "none"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "none"))
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("XDG_CACHE_HOME", dir) // the price cache
 	for _, tc := range []struct{ golden, output string }{
 		{"discover.table.golden", "table"},
 		{"discover.json.golden", "json"},
@@ -368,6 +369,9 @@ func normaliseJSON(t *testing.T, b []byte) []byte {
 	}
 	if inv.AWSAuth != nil {
 		inv.AWSAuth.ResourceVersion = "<rv>"
+	}
+	if inv.Prices != nil {
+		inv.Prices.FetchedAt = time.Time{}
 	}
 	slices.SortStableFunc(inv.Pods, func(a, b inventory.Pod) int {
 		if a.Namespace != b.Namespace {

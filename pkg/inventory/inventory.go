@@ -8,6 +8,8 @@
 package inventory
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +29,9 @@ type Inventory struct {
 	Subnets           []Subnet           `json:"subnets,omitempty"`
 	SecurityGroups    []SecurityGroup    `json:"securityGroups,omitempty"`
 	SpotPrices        []SpotPrice        `json:"spotPrices,omitempty"`
+	// Prices are the region's instance prices discover read (nil: none
+	// were read, and the embedded us-east-1 list stands in).
+	Prices            *Prices            `json:"prices,omitempty"`
 	ClusterAutoscaler *ClusterAutoscaler `json:"clusterAutoscaler,omitempty"`
 	AWSAuth           *AWSAuth           `json:"awsAuth,omitempty"`
 	Karpenter         *KarpenterInstall  `json:"karpenter,omitempty"`
@@ -355,6 +360,38 @@ type SecurityGroup struct {
 	Name  string            `json:"name,omitempty"`
 	VPCID string            `json:"vpcID,omitempty"`
 	Tags  map[string]string `json:"tags,omitempty"`
+}
+
+// Where prices come from (PriceSource.Source).
+const (
+	// PricesLive were read from the region's EC2 and Price List APIs.
+	PricesLive = "live"
+	// PricesEmbedded are the tool's built-in us-east-1 list prices, used
+	// when AWS could not be read.
+	PricesEmbedded = "embedded"
+)
+
+// PriceSource says which prices priced an inventory or a plan.
+type PriceSource struct {
+	// Region is the region the prices are for.
+	Region string `json:"region"`
+	// Source is PricesLive or PricesEmbedded.
+	Source string `json:"source"`
+	// FetchedAt is when live prices were read.
+	FetchedAt time.Time `json:"fetchedAt,omitzero"`
+	// Note says why the live prices are missing or old (the AWS error).
+	Note string `json:"note,omitempty"`
+}
+
+// Prices are a region's instance offerings and on-demand prices as
+// discover read them, so that a plan made from the snapshot later prices
+// the cluster the same way; spot prices are Inventory.SpotPrices.
+type Prices struct {
+	PriceSource
+	// OnDemand is USD per hour by instance type (Linux, shared tenancy).
+	OnDemand map[string]float64 `json:"onDemand,omitempty"`
+	// Zones are the availability zones each instance type is offered in.
+	Zones map[string][]string `json:"zones,omitempty"`
 }
 
 // SpotPrice is a recent spot price for a type in a zone, in USD per hour.

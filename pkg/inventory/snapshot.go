@@ -5,8 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"os"
+	"reflect"
+	"slices"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 )
@@ -87,7 +94,20 @@ func ParseSnapshot(b []byte) (*Snapshot, error) {
 	dec.DisallowUnknownFields()
 	var s Snapshot
 	if err := dec.Decode(&s); err != nil {
-		return nil, jsonError(b, err)
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return nil, jsonError(b, err)
+		}
+		where := locate(b, reflect.TypeFor[Snapshot]())
+		if where == nil {
+			return nil, jsonError(b, err)
+		}
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) {
+			line, col := position(b, typ.Offset)
+			return nil, fmt.Errorf("line %d, column %d: %w", line, col, where)
+		}
+		return nil, where
 	}
 	if err := s.Inventory.Validate(); err != nil {
 		return nil, err
@@ -122,8 +142,23 @@ func position(b []byte, offset int64) (line, col int) {
 	return line, col
 }
 
-// Validate checks the references inside an inventory: every node's group
-// exists and every pod's node exists.
+// Largest resources one EC2 instance has (u7in-32tb.224xlarge: 896 vCPUs,
+// 32 TiB); pkg/catalog's tests keep them true of every type it knows. A
+// request or capacity above them is not a real value: a typo (cpu: 4000
+// for 4000m) or a corrupt snapshot.
+var (
+	MaxInstanceCPU    = resource.MustParse("896")
+	MaxInstanceMemory = resource.MustParse("32Ti")
+)
+
+// maxQuantity bounds every other resource: beyond 2^53 the milli-unit
+// and float arithmetic of scheduling no longer holds.
+var maxQuantity = *resource.NewQuantity(1<<53, resource.DecimalSI)
+
+// Validate checks the references inside an inventory (every node's group
+// exists and every pod's node exists) and its values: no request,
+// capacity or allocatable is negative or larger than an instance can be,
+// and prices are positive. Errors name the object and the field.
 func (inv *Inventory) Validate() error {
 	if inv.Cluster.Name == "" {
 		return errors.New("inventory.cluster.name is empty")
@@ -137,6 +172,9 @@ func (inv *Inventory) Validate() error {
 			return fmt.Errorf("inventory.nodeGroups[%d]: duplicate node group %q", i, g.Name)
 		}
 		groups[g.Name] = true
+		if g.MinSize < 0 || g.DesiredSize < 0 || g.MaxSize < 0 {
+			return fmt.Errorf("inventory.nodeGroups[%d] (%s): sizes min %d, desired %d, max %d: none may be negative", i, g.Name, g.MinSize, g.DesiredSize, g.MaxSize)
+		}
 	}
 	nodes := make(map[string]bool, len(inv.Nodes))
 	for i, n := range inv.Nodes {
@@ -147,11 +185,76 @@ func (inv *Inventory) Validate() error {
 			return fmt.Errorf("inventory.nodes[%d] (%s): nodeGroup %q is not in inventory.nodeGroups", i, n.Name, n.NodeGroup)
 		}
 		nodes[n.Name] = true
+		where := fmt.Sprintf("inventory.nodes[%d] (%s)", i, n.Name)
+		if err := checkResources(where, "capacity", n.Capacity); err != nil {
+			return err
+		}
+		if err := checkResources(where, "allocatable", n.Allocatable); err != nil {
+			return err
+		}
 	}
 	for i, p := range inv.Pods {
+		where := fmt.Sprintf("inventory.pods[%d] (%s/%s)", i, p.Namespace, p.Name)
 		if p.NodeName != "" && !nodes[p.NodeName] {
-			return fmt.Errorf("inventory.pods[%d] (%s/%s): nodeName %q is not in inventory.nodes", i, p.Namespace, p.Name, p.NodeName)
+			return fmt.Errorf("%s: nodeName %q is not in inventory.nodes", where, p.NodeName)
 		}
+		if err := checkResources(where, "requests", p.Requests); err != nil {
+			return err
+		}
+	}
+	for i, d := range inv.DaemonSets {
+		if err := checkResources(fmt.Sprintf("inventory.daemonSets[%d] (%s/%s)", i, d.Namespace, d.Name), "requests", d.Requests); err != nil {
+			return err
+		}
+	}
+	for i, sp := range inv.SpotPrices {
+		if err := checkPrice(fmt.Sprintf("inventory.spotPrices[%d] (%s in %s)", i, sp.InstanceType, sp.Zone), "price", sp.Price); err != nil {
+			return err
+		}
+	}
+	if pr := inv.Prices; pr != nil {
+		if pr.Source != PricesLive && pr.Source != PricesEmbedded {
+			return fmt.Errorf("inventory.prices.source %q: want %s or %s", pr.Source, PricesLive, PricesEmbedded)
+		}
+		for _, it := range slices.Sorted(maps.Keys(pr.OnDemand)) {
+			if err := checkPrice("inventory.prices", fmt.Sprintf("onDemand[%q]", it), pr.OnDemand[it]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkResources rejects negative quantities and ones no instance holds.
+func checkResources(where, field string, rl corev1.ResourceList) error {
+	names := make([]string, 0, len(rl))
+	for name := range rl {
+		names = append(names, string(name))
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		q := rl[corev1.ResourceName(name)]
+		limit, what := maxQuantity, "too large to be real"
+		switch corev1.ResourceName(name) {
+		case corev1.ResourceCPU:
+			limit, what = MaxInstanceCPU, "more than any EC2 instance type has ("+MaxInstanceCPU.String()+" CPUs)"
+		case corev1.ResourceMemory:
+			limit, what = MaxInstanceMemory, "more than any EC2 instance type has ("+MaxInstanceMemory.String()+")"
+		}
+		switch {
+		case q.Sign() < 0:
+			return fmt.Errorf("%s: %s.%s %s is negative", where, field, name, q.String())
+		case q.Cmp(limit) > 0:
+			return fmt.Errorf("%s: %s.%s %s is %s; is a unit missing (4000m, 512Mi)?", where, field, name, q.String(), what)
+		}
+	}
+	return nil
+}
+
+// checkPrice rejects prices that are not a positive number of USD per hour.
+func checkPrice(where, field string, v float64) error {
+	if !(v > 0) || math.IsInf(v, 0) || v > 1e6 {
+		return fmt.Errorf("%s: %s %v is not a price in USD per hour", where, field, v)
 	}
 	return nil
 }

@@ -31,9 +31,16 @@ type PlanRequest struct {
 	// PoolForGroup overrides the NodePool replacing a group.
 	PoolForGroup map[string]string
 	// IAM plans the IAM steps with these options; nil leaves them out.
-	IAM     *IAMOptions
+	IAM *IAMOptions
+	// Catalog prices and sizes the nodes; nil builds it from the inventory
+	// (catalog.ForInventory: its region's recorded prices, or the embedded
+	// ones with a warning finding).
 	Catalog *catalog.Catalog
 	Now     time.Time
+	// Progress, if set, is told each wave's prediction and each pass of
+	// the consolidation forecast as they start (a large cluster's plan
+	// takes seconds).
+	Progress func(PlanProgress)
 }
 
 // readinessJudgedByPlan are readiness checks the plan makes itself, with
@@ -46,7 +53,9 @@ var readinessJudgedByPlan = []string{
 }
 
 // MakePlan reads the inventory, finds the environment's NodePools and
-// plans the rollout (BuildPlan) with pkg/readiness's findings added.
+// plans the rollout (BuildPlan) with pkg/readiness's findings added. A
+// cancelled ctx stops it before the next wave or forecast pass with the
+// context's error.
 func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 	if req.Inventory == nil {
 		return nil, errors.New("plan: no inventory source (give --snapshot or --cluster)")
@@ -54,6 +63,18 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 	inv, err := req.Inventory(ctx)
 	if err != nil {
 		return nil, err
+	}
+	var findings []Finding
+	cat, prices := req.Catalog, (*inventory.PriceSource)(nil)
+	if cat == nil {
+		if cat, err = catalog.ForInventory(inv); err != nil {
+			return nil, err
+		}
+		used := catalog.PricesUsed(inv)
+		prices = &used
+		if w := catalog.PriceWarning(inv); w != "" {
+			findings = append(findings, Finding{Severity: "warning", Object: "prices", Message: w})
+		}
 	}
 	var pools Pools
 	if req.Dir != "" {
@@ -68,14 +89,13 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 		g := req.Config.Generate
 		opts := generate.DefaultOptions()
 		opts.Strategy, opts.Flexibility, opts.KeepNodeGroupLabel = generate.Strategy(g.Strategy), generate.Flexibility(g.Flexibility), g.KeepNodegroupLabel
-		opts.Catalog = req.Catalog
+		opts.Catalog = cat
 		res, err := generate.Generate(inv, opts)
 		if err != nil {
 			return nil, fmt.Errorf("generate the NodePools to plan with (or pass --dir with a generated tree): %w", err)
 		}
 		pools = PoolsFromGenerate(res)
 	}
-	var findings []Finding
 	for _, f := range readiness.Evaluate(inv, readiness.Options{Pools: pools.Nodes()}).Findings {
 		if slices.Contains(readinessJudgedByPlan, f.ID) || slices.Contains(req.Config.Readiness.Acknowledge, f.ID) {
 			continue
@@ -87,7 +107,16 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 	}
 	return BuildPlan(inv, PlanOptions{
 		Environment: req.Environment, Config: req.Config, Steps: req.Steps, Pools: &pools, PoolForGroup: req.PoolForGroup,
-		Catalog: req.Catalog, IAM: req.IAM, Findings: findings, Now: req.Now,
+		Catalog: cat, PriceSource: prices, IAM: req.IAM, Findings: findings, Now: req.Now,
+		Progress: func(pp PlanProgress) error {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("plan stopped before %s: %w", pp, err)
+			}
+			if req.Progress != nil {
+				req.Progress(pp)
+			}
+			return nil
+		},
 	})
 }
 

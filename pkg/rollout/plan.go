@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -196,6 +197,9 @@ type Cost struct {
 	AfterPerHour  float64 `json:"afterPerHour"`
 	// Estimated is false when prices were missing for some instances.
 	Complete bool `json:"complete"`
+	// Prices are the prices the figures use: their region, whether they
+	// were read live or are the embedded list, and when they were read.
+	Prices *inventory.PriceSource `json:"prices,omitempty"`
 }
 
 // PriceFunc returns the hourly on-demand or spot price of a type in a zone.
@@ -218,12 +222,33 @@ type PlanOptions struct {
 	Catalog *catalog.Catalog
 	// Prices prices the legacy nodes; nil uses Catalog.
 	Prices PriceFunc
+	// PriceSource says which prices Catalog holds, for the plan's cost.
+	PriceSource *inventory.PriceSource
 	// IAM, when set, plans the IAM steps (02..06) for the inventory's
 	// cluster with these options; nil leaves them out of the run.
 	IAM *IAMOptions
 	// Findings from pkg/readiness, added to the plan's own.
 	Findings []Finding
 	Now      time.Time
+	// Progress, if set, is told before each wave's prediction and each
+	// pass of the consolidation forecast; an error it returns (a
+	// cancelled context's, in MakePlan) stops the plan with that error.
+	Progress func(PlanProgress) error
+}
+
+// PlanProgress is where a plan is: the wave being predicted, or the pass
+// of the consolidation forecast (Settle) and the nodes it starts from.
+type PlanProgress struct {
+	Wave, Waves int // the wave (from 1) of all waves; 0 in the forecast
+	Nodes, Pods int // the wave's legacy nodes and pods, or the pass's nodes
+	SettlePass  int // the forecast's pass (from 1); 0 while waves are predicted
+}
+
+func (pp PlanProgress) String() string {
+	if pp.SettlePass > 0 {
+		return fmt.Sprintf("forecasting consolidation: pass %d on %d nodes", pp.SettlePass, pp.Nodes)
+	}
+	return fmt.Sprintf("predicting wave %d of %d (%d nodes, %d pods)", pp.Wave, pp.Waves, pp.Nodes, pp.Pods)
 }
 
 // BuildPlan plans the rollout of inv's legacy node groups. It is pure.
@@ -301,7 +326,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	if prices == nil {
 		prices = cat.Price
 	}
-	cost := Cost{Complete: true}
+	cost := Cost{Complete: true, Prices: o.PriceSource}
 	price := func(it, ct, zone string) float64 {
 		if it == "" {
 			cost.Complete = false
@@ -321,6 +346,18 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		cost.Complete = false
 		findings = append(findings, Finding{Severity: "warning", Message: "no NodePools were given (plan --dir with the generated tree): Karpenter nodes are not predicted and nothing is pre-provisioned before a drain"})
 	}
+	// stopped is the error Progress stopped the plan with.
+	var stopped error
+	progress := func(pp PlanProgress) error {
+		if o.Progress != nil && stopped == nil {
+			stopped = o.Progress(pp)
+		}
+		return stopped
+	}
+	waves := 0
+	for _, g := range p.NodeGroups {
+		waves += len(chunk(nodesByGroup[g.Name], p.Budget.WaveSize))
+	}
 	for _, g := range p.NodeGroups {
 		for _, chunk := range chunk(zoneBalanced(nodesByGroup[g.Name]), p.Budget.WaveSize) {
 			w := Wave{Index: len(p.Waves) + 1, NodePools: poolsOf[g.Name]}
@@ -336,6 +373,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 				cost.BeforePerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
 			}
 			w.Pods = len(pods)
+			if err := progress(PlanProgress{Wave: w.Index, Waves: waves, Nodes: len(w.Nodes), Pods: w.Pods}); err != nil {
+				return nil, err
+			}
 			if pred != nil {
 				var unschedulable []engine.Unschedulable
 				var err error
@@ -367,7 +407,12 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	cost.BeforePerHour, cost.AfterPerHour = round2(cost.BeforePerHour), round2(cost.AfterPerHour)
 	p.Cost = cost
 	if pred != nil && len(pred.fleet) > 0 {
-		ss, err := steadyState(pred, inv.PDBs)
+		ss, err := steadyState(pred, inv.PDBs, func(pass, nodes int) error {
+			return progress(PlanProgress{SettlePass: pass, Nodes: nodes})
+		})
+		if stopped != nil {
+			return nil, stopped
+		}
 		if err != nil {
 			findings = append(findings, Finding{Severity: "warning", Object: "consolidation", Message: "the fleet after Karpenter's consolidation is not predicted: " + err.Error()})
 		}
@@ -573,6 +618,21 @@ func ReadPlanFile(path string) (*Plan, error) {
 	return p, nil
 }
 
+// goFieldType is encoding/json's wording for a value of the wrong type.
+var goFieldType = regexp.MustCompile(`json: cannot unmarshal (\w+) into Go struct field \w+\.(\S+) of type (\S+)`)
+
+// planDecodeError drops the YAML-to-JSON layers from a decoding error,
+// names a mistyped field by its path in the file, and says what to do: a
+// plan is written by `plan`, not by hand.
+func planDecodeError(err error) error {
+	msg := err.Error()
+	for _, layer := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "error converting YAML to JSON: "} {
+		msg = strings.TrimPrefix(msg, layer)
+	}
+	msg = goFieldType.ReplaceAllString(msg, "$2: got a $1, want $3")
+	return fmt.Errorf("%s (a plan file is written by `karpenter-migrate plan`, not by hand: plan again)", msg)
+}
+
 // ParsePlan decodes and verifies plan bytes. Errors name the line (YAML
 // syntax) or the field (unknown or mistyped).
 func ParsePlan(b []byte) (*Plan, error) {
@@ -581,7 +641,7 @@ func ParsePlan(b []byte) (*Plan, error) {
 	}
 	var p Plan
 	if err := yaml.UnmarshalStrict(b, &p); err != nil {
-		return nil, err
+		return nil, planDecodeError(err)
 	}
 	if p.APIVersion != PlanAPIVersion || p.Kind != PlanKind {
 		return nil, fmt.Errorf("apiVersion %q kind %q: want %s %s", p.APIVersion, p.Kind, PlanAPIVersion, PlanKind)

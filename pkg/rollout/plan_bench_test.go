@@ -1,15 +1,23 @@
 package rollout_test
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/karpenter-migrate/karpenter-migrate/internal/bigcluster"
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/demo"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -52,4 +60,99 @@ func BenchmarkBuildPlan(b *testing.B) {
 		}
 		b.ReportMetric(float64(p.SteadyState.AfterMigration.Nodes), "predicted-nodes")
 	}
+}
+
+// BenchmarkPlanDemoReplicated plans the demo's snapshot replicated N times
+// (internal/bigcluster: N copies of its 23 nodes and 294 pods, the node
+// groups raised N times) through the whole path `plan --env prod --snapshot
+// snapshot.json --dir karpenter --config prod.yaml` runs: the snapshot read,
+// the NodePools of the generated tree, readiness, each wave's prediction,
+// the consolidation forecast, findings, the hash and plan.yaml written. It
+// reports seconds and peak heap per plan, and the predicted nodes.
+//
+//	SLOT_EXCLUSIVE=1 slot go test ./pkg/rollout/ -run '^$' -bench PlanDemoReplicated -benchtime 1x -timeout 30m
+func BenchmarkPlanDemoReplicated(b *testing.B) {
+	for _, n := range []int{10, 30, 100, 200} {
+		b.Run(fmt.Sprintf("N%d", n), func(b *testing.B) {
+			ctx := context.Background()
+			dir := b.TempDir()
+			f, err := bigcluster.WriteDemo(ctx, dir, n, bigcluster.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			req, err := cliPlanRequest(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			var peak uint64
+			predicted, hash := 0, ""
+			b.ResetTimer()
+			for range b.N {
+				stop := samplePeakHeap()
+				p, err := rollout.MakePlan(ctx, req)
+				if err == nil {
+					err = p.WriteFile(filepath.Join(dir, "plan.yaml"))
+				}
+				peak = max(peak, stop())
+				if err != nil {
+					b.Fatal(err)
+				}
+				predicted, hash = 0, p.Hash
+				for _, w := range p.Waves {
+					predicted += len(w.PredictedNodes)
+				}
+			}
+			// The hash says whether a faster planner still plans the same.
+			b.Logf("plan %s", hash)
+			b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "s/plan")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+			b.ReportMetric(float64(predicted), "predicted-nodes")
+			b.ReportMetric(float64(f.Nodes), "nodes")
+			b.ReportMetric(float64(f.Pods), "pods")
+		})
+	}
+}
+
+// cliPlanRequest is the request `plan --env prod --snapshot --dir --config`
+// makes of MakePlan for the files (IAM steps planned with the defaults).
+func cliPlanRequest(f bigcluster.Files) (rollout.PlanRequest, error) {
+	cfg, err := config.Load(f.Config)
+	if err != nil {
+		return rollout.PlanRequest{}, err
+	}
+	return rollout.PlanRequest{
+		Environment: demo.Env, Config: *cfg, Steps: migrations.Planned(), Dir: f.Tree,
+		Inventory: func(context.Context) (*inventory.Inventory, error) {
+			snap, err := inventory.ReadSnapshotFile(f.Snapshot)
+			if err != nil {
+				return nil, err
+			}
+			return &snap.Inventory, nil
+		},
+		IAM: &rollout.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion}, Now: time.Now(),
+	}, nil
+}
+
+// samplePeakHeap samples the heap in use every few milliseconds until the
+// returned function is called, which returns the highest sample.
+func samplePeakHeap() func() uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	done, peak := make(chan struct{}), make(chan uint64)
+	go func() {
+		most := read()
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				peak <- max(most, read())
+				return
+			case <-t.C:
+				most = max(most, read())
+			}
+		}
+	}()
+	return func() uint64 { close(done); return <-peak }
 }

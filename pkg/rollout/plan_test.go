@@ -121,7 +121,8 @@ func TestParsePlan(t *testing.T) {
 	tests := map[string]struct{ doc, want string }{
 		"empty":      {"", "empty file"},
 		"edited":     {strings.Replace(string(b), "concurrency: 2", "concurrency: 9", 1), "edited after planning"},
-		"unknown":    {string(b) + "surprise: 1\n", `unknown field "surprise"`},
+		"unknown":    {string(b) + "surprise: 1\n", `unknown field "surprise" (a plan file is written by ` + "`karpenter-migrate plan`"},
+		"mistyped":   {strings.Replace(string(b), "concurrency: 2", "concurrency: two", 1), "budget.concurrency: got a string, want int"},
 		"syntax":     {"apiVersion: [\n", "line"},
 		"wrong kind": {"apiVersion: v1\nkind: Pod\n", `kind "Pod"`},
 	}
@@ -140,10 +141,14 @@ func FuzzParsePlan(f *testing.F) {
 	b, _ := p.Marshal()
 	f.Add(b)
 	f.Add([]byte("apiVersion: karpenter-migrate.io/v1alpha1\nkind: RolloutPlan\nenvironment: x\nwaves: [{index: 1, preProvision: [{cpu: x}]}]\n"))
+	f.Add([]byte("apiVersion: karpenter-migrate.io/v1alpha1\nkind: RolloutPlan\nwaves: [{index: one}]\n"))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		p, err := rollout.ParsePlan(doc)
 		if err == nil && p.Hash == "" {
 			t.Fatal("accepted a plan without a hash")
+		}
+		if err != nil && strings.Contains(err.Error(), "Go struct field") {
+			t.Fatalf("error in Go's words, not the file's: %v", err)
 		}
 	})
 }

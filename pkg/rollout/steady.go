@@ -71,14 +71,14 @@ type ExpectedNode struct {
 // steadyState settles the predicted fleet. Scheduling simulations are
 // Karpenter's own (Options.KarpenterOnly) and spot-to-spot consolidation is
 // off, as in a default Karpenter install: the forecast is what Karpenter
-// does, not what a better packer could.
-func steadyState(pr *predictor, pdbs []inventory.PDB) (*SteadyState, error) {
+// does, not what a better packer could. beforePass is Settle's.
+func steadyState(pr *predictor, pdbs []inventory.PDB, beforePass func(pass, nodes int) error) (*SteadyState, error) {
 	pools, err := withTypes(pr.pools, pr.catalog)
 	if err != nil {
 		return nil, err
 	}
 	in := settleInput(pr, pools, pdbs)
-	s, err := disruption.Settle(in, disruption.SettleOptions{})
+	s, err := disruption.Settle(in, disruption.SettleOptions{BeforePass: beforePass})
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package disruption
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -18,7 +20,9 @@ import (
 // their summed requests (its "pods" request keeps the pod count). The
 // scheduler then parses a fraction of the pods on every simulation, with
 // the same outcome. Any selector that does not parse disables folding.
-func (st *state) compactPods() {
+// A cache whose nodes were folded against the same selectors keeps their
+// simPods.
+func (st *state) compactPods(cache *nodeCache) {
 	var sels []labels.Selector
 	seen := map[string]bool{}
 	addSel := func(ls *metav1.LabelSelector) bool {
@@ -72,7 +76,15 @@ func (st *state) compactPods() {
 	for i := range st.in.Pending {
 		ok = ok && scan(&st.in.Pending[i])
 	}
+	folding := fmt.Sprint(ok, slices.Sorted(maps.Keys(seen)))
+	reuse := cache != nil && cache.folding == folding
+	if cache != nil {
+		cache.folding = folding
+	}
 	for _, n := range st.nodes {
+		if reuse && n.simPods != nil {
+			continue
+		}
 		n.simPods = n.in.Pods
 		if !ok {
 			continue

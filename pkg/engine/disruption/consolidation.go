@@ -31,7 +31,6 @@ const (
 
 // simulation is one "schedule without these nodes".
 type simulation struct {
-	in  engine.Input
 	res engine.Result
 	// pending marks pods that were pending before (their failures do not
 	// block a command).
@@ -42,26 +41,52 @@ type simulation struct {
 // already being deleted and the pending pods onto the remaining nodes and,
 // if needed, new NodeClaims (Karpenter's SimulateScheduling).
 func (st *state) simulate(cands []*nodeInfo, karpenterOnly bool) (*simulation, error) {
-	removed := make(map[*nodeInfo]bool, len(cands))
+	// The candidates and the nodes being deleted, in the cluster's order.
+	gone := slices.Clone(st.deleting)
 	for _, c := range cands {
-		removed[c] = true
+		if !c.deleting {
+			gone = append(gone, c.idx)
+		}
 	}
-	sim := &simulation{pending: map[engine.PodRef]bool{}}
+	slices.Sort(gone)
+	sim := &simulation{}
+	var pods *engine.Pods
+	if len(st.in.Pending) == 0 && len(gone) == 1 {
+		// One node's pods: read once, simulated pass after pass.
+		pods = st.nodes[gone[0]].reschedPods()
+	} else {
+		sim.pending = map[engine.PodRef]bool{}
+		list := make([]inventory.Pod, 0, len(st.in.Pending)+16*len(cands))
+		for _, p := range st.in.Pending {
+			list = append(list, p)
+			sim.pending[engine.PodRef{Namespace: p.Namespace, Name: p.Name}] = true
+		}
+		for _, i := range gone {
+			for _, p := range st.nodes[i].resched {
+				list = append(list, *p)
+			}
+		}
+		pods = engine.NewPods(list)
+	}
+	res, err := st.cluster(karpenterOnly).Solve(pods, gone)
+	if err != nil {
+		return nil, fmt.Errorf("simulate scheduling without %s: %w", names(cands), err)
+	}
+	sim.res = res
+	return sim, nil
+}
+
+// cluster is every node as the pass's simulations see it (engine.Cluster:
+// prepared once, each simulation leaves its nodes out), for Karpenter's
+// scheduler or the improved one.
+func (st *state) cluster(karpenterOnly bool) *engine.Cluster {
+	if c := st.clusters[karpenterOnly]; c != nil {
+		return c
+	}
 	in := engine.Input{NodePools: st.in.NodePools, DaemonSets: st.in.DaemonSets, Catalog: st.in.Catalog,
 		Options: engine.Options{KarpenterOnly: karpenterOnly, MaxInstanceTypes: simMaxInstanceTypes}}
-	in.Pods = make([]inventory.Pod, 0, len(st.in.Pending)+16*len(cands))
-	for _, p := range st.in.Pending {
-		in.Pods = append(in.Pods, p)
-		sim.pending[engine.PodRef{Namespace: p.Namespace, Name: p.Name}] = true
-	}
-	in.ExistingNodes = make([]engine.ExistingNode, 0, len(st.nodes))
-	for _, n := range st.nodes {
-		if removed[n] || n.deleting {
-			for _, p := range n.resched {
-				in.Pods = append(in.Pods, *p)
-			}
-			continue
-		}
+	in.ExistingNodes = make([]engine.ExistingNode, len(st.nodes))
+	for i, n := range st.nodes {
 		en := n.in.ExistingNode
 		en.Pods = n.simPods
 		// Karpenter skips nodes still inside consolidateAfter when it
@@ -70,14 +95,11 @@ func (st *state) simulate(cands []*nodeInfo, karpenterOnly bool) (*simulation, e
 		if n.pool != nil && !n.never && st.now.Before(n.consolidatableAt) {
 			en.Node.Taints = append(slices.Clip(en.Node.Taints), corev1.Taint{Key: simulationTaint, Effect: corev1.TaintEffectNoSchedule})
 		}
-		in.ExistingNodes = append(in.ExistingNodes, en)
+		in.ExistingNodes[i] = en
 	}
-	res, err := engine.Solve(in)
-	if err != nil {
-		return nil, fmt.Errorf("simulate scheduling without %s: %w", names(cands), err)
-	}
-	sim.in, sim.res = in, res
-	return sim, nil
+	c := engine.NewCluster(in)
+	st.clusters[karpenterOnly] = c
+	return c
 }
 
 func names(cs []*nodeInfo) string {
@@ -110,11 +132,9 @@ func (st *state) computeConsolidation(cands []*nodeInfo, method Method, karpente
 		}
 	}
 	fromDeleting := map[engine.PodRef]bool{}
-	for _, n := range st.nodes {
-		if n.deleting {
-			for _, p := range n.resched {
-				fromDeleting[engine.PodRef{Namespace: p.Namespace, Name: p.Name}] = true
-			}
+	for _, i := range st.deleting {
+		for _, p := range st.nodes[i].resched {
+			fromDeleting[engine.PodRef{Namespace: p.Namespace, Name: p.Name}] = true
 		}
 	}
 	for _, pl := range res.Placements {
@@ -311,13 +331,20 @@ func (st *state) replacement(cands []*nodeInfo, nc engine.NodeClaim, price float
 	if len(kept) == 0 {
 		return nil, fmt.Sprintf("no instance type for the replacement has a worst launch price below $%.4f/h", maxPrice)
 	}
+	// The options left must still meet the pool's minValues, each time
+	// they shrink (RemoveInstanceTypeOptionsByPriceAndMinValues, Truncate).
+	mins := minValueReqs(p.np)
+	need, why := minValuesNeed(kept, mins)
+	if why != "" {
+		return nil, "filtering the replacement's instance types by price: " + why
+	}
 	pinned := false
 	if spotToSpot {
 		if len(cands) == 1 {
 			if len(kept) < MinInstanceTypesForSpotToSpot {
 				return nil, fmt.Sprintf("spot-to-spot needs at least %d cheaper spot instance types, found %d", MinInstanceTypesForSpotToSpot, len(kept))
 			}
-			kept = kept[:MinInstanceTypesForSpotToSpot]
+			kept = kept[:max(MinInstanceTypesForSpotToSpot, need)]
 		}
 		pinned = true
 	} else if r.has(catalog.LabelCapacityType, catalog.CapacityTypeSpot) && r.has(catalog.LabelCapacityType, catalog.CapacityTypeOnDemand) {
@@ -336,9 +363,15 @@ func (st *state) replacement(cands []*nodeInfo, nc engine.NodeClaim, price float
 		if len(kept) == 0 {
 			return nil, "no cheaper instance type has a spot offering to pin the replacement to"
 		}
+		if _, why := minValuesNeed(kept, mins); why != "" {
+			return nil, "pinning the replacement to spot: " + why
+		}
 	}
 	if len(kept) > launchMaxInstanceTypes {
 		kept = kept[:launchMaxInstanceTypes]
+		if _, why := minValuesNeed(kept, mins); why != "" {
+			return nil, fmt.Sprintf("truncating the replacement to its %d cheapest instance types, as the launch does: %s", launchMaxInstanceTypes, why)
+		}
 	}
 	out := nc
 	best, _ := cheapestOffering(kept[0], r)
@@ -372,6 +405,57 @@ func (st *state) replacement(cands []*nodeInfo, nc engine.NodeClaim, price float
 		sort.SliceStable(out.Requirements, func(i, j int) bool { return out.Requirements[i].Key < out.Requirements[j].Key })
 	}
 	return &out, ""
+}
+
+// minValueReqs are a NodePool's requirements that set minValues.
+func minValueReqs(np *engine.NodePool) []apiv1.NodeSelectorRequirementWithMinValues {
+	var out []apiv1.NodeSelectorRequirementWithMinValues
+	for _, r := range np.Spec.Template.Spec.Requirements {
+		if r.MinValues != nil && *r.MinValues > 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// minValuesNeed is Karpenter's InstanceTypes.SatisfiesMinValues: walking
+// the types in order, how many it takes until every requirement has
+// minValues distinct values among them, or why they never do.
+func minValuesNeed(types []*engine.InstanceType, mins []apiv1.NodeSelectorRequirementWithMinValues) (int, string) {
+	if len(mins) == 0 {
+		return 0, ""
+	}
+	seen := make([]map[string]bool, len(mins))
+	for i := range seen {
+		seen[i] = map[string]bool{}
+	}
+	met := func() bool {
+		for i, r := range mins {
+			if len(seen[i]) < *r.MinValues {
+				return false
+			}
+		}
+		return true
+	}
+	for n, t := range types {
+		for i, r := range mins {
+			if v, ok := t.Labels[r.Key]; ok {
+				seen[i][v] = true
+			}
+			for _, v := range t.MultiLabels[r.Key] {
+				seen[i][v] = true
+			}
+		}
+		if met() {
+			return n + 1, ""
+		}
+	}
+	for i, r := range mins {
+		if len(seen[i]) < *r.MinValues {
+			return 0, fmt.Sprintf("its %d options span %d distinct values of %s, below the NodePool's minValues %d", len(types), len(seen[i]), r.Key, *r.MinValues)
+		}
+	}
+	return len(types), ""
 }
 
 func mustReq(key string, values ...string) engine.Requirement {

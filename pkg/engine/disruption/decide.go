@@ -11,8 +11,11 @@ import (
 // never acting), MultiNodeConsolidation, SingleNodeConsolidation, in
 // Karpenter's order; the first method that produces commands acts. It
 // explains every node and reports the budgets. It is pure and deterministic.
-func Decide(in Input) (Decision, error) {
-	st, err := newState(&in)
+func Decide(in Input) (Decision, error) { return decide(in, nil) }
+
+// decide is Decide with Settle's cache of what earlier passes derived.
+func decide(in Input, cache *nodeCache) (Decision, error) {
+	st, err := newState(&in, cache)
 	if err != nil {
 		return Decision{}, err
 	}

@@ -3,6 +3,7 @@ package disruption
 import (
 	"fmt"
 	"math/rand"
+	"reflect"
 	"testing"
 	"time"
 
@@ -173,7 +174,9 @@ func TestPropertyRandomClusters(t *testing.T) {
 		for _, p := range s.Passes {
 			methods[p.Method]++
 		}
-		// Replay: each pass's commands are valid in the state they acted on.
+		// Replay: each pass's commands are valid in the state they acted on,
+		// and are what Decide, deriving everything afresh, decides there
+		// (Settle reuses what earlier passes derived of unchanged nodes).
 		cur := in
 		cur.Nodes = cloneNodes(in.Nodes)
 		seq := 0
@@ -182,9 +185,16 @@ func TestPropertyRandomClusters(t *testing.T) {
 			if errs := Validate(cur, p.Commands); len(errs) > 0 {
 				t.Fatalf("seed %d pass %d: %v", seed, i, errs[0])
 			}
+			fresh, err := Decide(cur)
+			if err != nil {
+				t.Fatalf("seed %d pass %d: %v", seed, i, err)
+			}
+			if !reflect.DeepEqual(fresh.Commands, p.Commands) {
+				t.Fatalf("seed %d pass %d: Settle's commands differ from Decide's afresh:\nsettle %+v\ndecide %+v", seed, i, p.Commands, fresh.Commands)
+			}
 			for _, c := range p.Commands {
 				seq++
-				if err := apply(&cur, c, seq); err != nil {
+				if _, err := apply(&cur, c, seq); err != nil {
 					t.Fatalf("seed %d pass %d: apply: %v", seed, i, err)
 				}
 			}

@@ -26,6 +26,10 @@ type SettleOptions struct {
 	Horizon time.Duration
 	// MaxPasses bounds the passes (default 10 per node plus 100).
 	MaxPasses int
+	// BeforePass, if set, is told each pass (from 1) and the nodes it
+	// starts from; an error it returns (a cancelled plan's) stops Settle
+	// with that error.
+	BeforePass func(pass, nodes int) error
 }
 
 // Pass is one pass of Settle that acted.
@@ -87,18 +91,24 @@ func Settle(in Input, so SettleOptions) (Settlement, error) {
 	cur.Options.ExplainAll = false
 	var out Settlement
 	var err error
-	if out.Before, err = fleet(&cur); err != nil {
+	cache := newNodeCache()
+	if out.Before, err = fleet(&cur, cache); err != nil {
 		return Settlement{}, err
 	}
 	end := in.Now.Add(so.Horizon)
 	seq := 0
 	for pass := 0; pass < so.MaxPasses; pass++ {
-		d, err := Decide(cur)
+		if so.BeforePass != nil {
+			if err := so.BeforePass(pass+1, len(cur.Nodes)); err != nil {
+				return Settlement{}, err
+			}
+		}
+		d, err := decide(cur, cache)
 		if err != nil {
 			return Settlement{}, fmt.Errorf("settle: pass at %s: %w", cur.Now.UTC().Format(time.RFC3339), err)
 		}
 		if len(d.Commands) == 0 {
-			next, ok, err := nextConsolidatable(&cur)
+			next, ok, err := nextConsolidatable(&cur, cache)
 			if err != nil {
 				return Settlement{}, err
 			}
@@ -111,13 +121,15 @@ func Settle(in Input, so SettleOptions) (Settlement, error) {
 		out.Passes = append(out.Passes, Pass{Now: cur.Now, Method: d.Method, Commands: d.Commands, Savings: d.Savings})
 		for _, c := range d.Commands {
 			seq++
-			if err := apply(&cur, c, seq); err != nil {
+			changed, err := apply(&cur, c, seq)
+			if err != nil {
 				return Settlement{}, fmt.Errorf("settle: apply %s command at %s: %w", c.Method, cur.Now.UTC().Format(time.RFC3339), err)
 			}
+			cache.forget(changed...)
 		}
 		cur.Now = cur.Now.Add(so.PassInterval)
 	}
-	if out.After, err = fleet(&cur); err != nil {
+	if out.After, err = fleet(&cur, cache); err != nil {
 		return Settlement{}, err
 	}
 	out.Savings = out.Before.PricePerHour - out.After.PricePerHour
@@ -135,8 +147,8 @@ func cloneNodes(ns []Node) []Node {
 }
 
 // fleet prices every node that is not an in-flight claim.
-func fleet(in *Input) (Fleet, error) {
-	st, err := newState(in)
+func fleet(in *Input, cache *nodeCache) (Fleet, error) {
+	st, err := newState(in, cache)
 	if err != nil {
 		return Fleet{}, err
 	}
@@ -172,8 +184,8 @@ func fleet(in *Input) (Fleet, error) {
 
 // nextConsolidatable is the earliest time after Now at which a managed
 // node passes consolidateAfter.
-func nextConsolidatable(in *Input) (time.Time, bool, error) {
-	st, err := newState(in)
+func nextConsolidatable(in *Input, cache *nodeCache) (time.Time, bool, error) {
+	st, err := newState(in, cache)
 	if err != nil {
 		return time.Time{}, false, err
 	}
@@ -189,11 +201,14 @@ func nextConsolidatable(in *Input) (time.Time, bool, error) {
 	return next, !next.IsZero(), nil
 }
 
-// apply performs a command on the cluster.
-func apply(in *Input, c Command, seq int) error {
+// apply performs a command on the cluster and returns the nodes it
+// removed, added or gave pods.
+func apply(in *Input, c Command, seq int) ([]string, error) {
 	gone := map[string]bool{}
+	var changed []string
 	for _, n := range c.Nodes {
 		gone[n.Name] = true
+		changed = append(changed, n.Name)
 	}
 	moving := map[engine.PodRef]inventory.Pod{}
 	kept := in.Nodes[:0]
@@ -232,26 +247,27 @@ func apply(in *Input, c Command, seq int) error {
 	for _, pl := range c.Placements {
 		i, ok := idx[pl.Node]
 		if !ok {
-			return fmt.Errorf("pod %s is placed on unknown node %s", pl.Pod, pl.Node)
+			return nil, fmt.Errorf("pod %s is placed on unknown node %s", pl.Pod, pl.Node)
 		}
 		p, err := take(pl.Pod)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		p.NodeName = pl.Node
 		in.Nodes[i].Pods = append(in.Nodes[i].Pods, p)
+		changed = append(changed, pl.Node)
 		in.Nodes[i].LastPodEventTime = in.Now
 	}
 	if r := c.Replacement; r != nil {
 		n, err := replacementNode(in, r, seq)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		podSum := corev1.ResourceList{}
 		for _, ref := range r.Pods {
 			p, err := take(ref)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			p.NodeName = n.Node.Name
 			n.Pods = append(n.Pods, p)
@@ -272,6 +288,7 @@ func apply(in *Input, c Command, seq int) error {
 			}
 		}
 		in.Nodes = append(in.Nodes, n)
+		changed = append(changed, n.Node.Name)
 	}
 	if len(moving) > 0 {
 		var refs []string
@@ -279,7 +296,7 @@ func apply(in *Input, c Command, seq int) error {
 			refs = append(refs, ref.String())
 		}
 		sort.Strings(refs)
-		return fmt.Errorf("pods of removed nodes are not placed by the command: %v", refs)
+		return nil, fmt.Errorf("pods of removed nodes are not placed by the command: %v", refs)
 	}
 	var still []inventory.Pod
 	for i, p := range in.Pending {
@@ -288,7 +305,7 @@ func apply(in *Input, c Command, seq int) error {
 		}
 	}
 	in.Pending = still
-	return nil
+	return changed, nil
 }
 
 func addList(dst, src corev1.ResourceList) {

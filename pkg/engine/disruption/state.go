@@ -45,8 +45,10 @@ type nodeInfo struct {
 	ref         NodeRef
 	initialized bool
 	deleting    bool
-	// resched are the pods that must move when the node goes.
+	// resched are the pods that must move when the node goes; pods is
+	// them read for simulations (reschedPods).
 	resched []*inventory.Pod
+	pods    *engine.Pods
 	// simPods are the pods simulations see on the node (compactPods).
 	simPods []inventory.Pod
 	// blockers are reasons no method may disrupt the node (node- or
@@ -70,7 +72,12 @@ type state struct {
 	byPNm map[string]*poolInfo
 	nodes []*nodeInfo
 	byNm  map[string]*nodeInfo
-	pdbs  []pdbInfo
+	// deleting are the indices of the nodes already being deleted.
+	deleting []int
+	// pdbs are the PDBs by namespace (a PDB selects pods of its own).
+	pdbs map[string][]pdbInfo
+	// clusters are the nodes as simulations see them, by KarpenterOnly.
+	clusters map[bool]*engine.Cluster
 }
 
 type pdbInfo struct {
@@ -78,8 +85,11 @@ type pdbInfo struct {
 	sel labels.Selector
 }
 
-func newState(in *Input) (*state, error) {
-	st := &state{in: in, now: in.Now, opts: in.Options, byPNm: map[string]*poolInfo{}, byNm: map[string]*nodeInfo{}}
+// newState reads the cluster. A cache (Settle's) gives back what an
+// earlier pass derived from nodes unchanged since; nil derives everything.
+func newState(in *Input, cache *nodeCache) (*state, error) {
+	st := &state{in: in, now: in.Now, opts: in.Options, byPNm: map[string]*poolInfo{}, byNm: map[string]*nodeInfo{},
+		pdbs: map[string][]pdbInfo{}, clusters: map[bool]*engine.Cluster{}}
 	if st.opts.MaxCandidates <= 0 {
 		st.opts.MaxCandidates = 100
 	}
@@ -122,7 +132,7 @@ func newState(in *Input) (*state, error) {
 			}
 			sel = s
 		}
-		st.pdbs = append(st.pdbs, pdbInfo{pdb: pdb, sel: sel})
+		st.pdbs[pdb.Namespace] = append(st.pdbs[pdb.Namespace], pdbInfo{pdb: pdb, sel: sel})
 	}
 	for i := range in.Nodes {
 		n := &in.Nodes[i]
@@ -132,11 +142,18 @@ func newState(in *Input) (*state, error) {
 		if _, dup := st.byNm[n.Node.Name]; dup {
 			return nil, fmt.Errorf("nodes[%d]: duplicate node %q", i, n.Node.Name)
 		}
-		ni := st.newNode(i, n)
+		ni := cache.node(i, n, st)
+		if ni == nil {
+			ni = st.newNode(i, n)
+		}
 		st.nodes = append(st.nodes, ni)
 		st.byNm[n.Node.Name] = ni
+		if ni.deleting {
+			st.deleting = append(st.deleting, i)
+		}
 	}
-	st.compactPods()
+	st.compactPods(cache)
+	cache.keep(st.nodes)
 	for _, ni := range st.nodes {
 		if ni.pool != nil && !ni.in.InFlight {
 			ni.pool.cost += ni.ref.Price
@@ -144,6 +161,50 @@ func newState(in *Input) (*state, error) {
 		}
 	}
 	return st, nil
+}
+
+// nodeCache keeps, from one of Settle's passes to the next, what newNode
+// and compactPods derived from each node, so that a pass costs what
+// changed rather than what the cluster holds. Settle forgets the nodes a
+// command changes; everything else newNode reads (NodePools, PDBs,
+// catalogue) is the same in every pass.
+type nodeCache struct {
+	nodes map[string]*nodeInfo
+	// folding is compactPods' selectors the simPods were folded against.
+	folding string
+}
+
+func newNodeCache() *nodeCache { return &nodeCache{nodes: map[string]*nodeInfo{}} }
+
+// node returns the cached view of n for this pass (its own Candidacy),
+// or nil.
+func (c *nodeCache) node(i int, n *Node, st *state) *nodeInfo {
+	if c == nil {
+		return nil
+	}
+	old, ok := c.nodes[n.Node.Name]
+	if !ok {
+		return nil
+	}
+	ni := *old
+	ni.idx, ni.in, ni.pool, ni.expl = i, n, st.byPNm[ni.ref.NodePool], &Candidacy{}
+	return &ni
+}
+
+func (c *nodeCache) keep(nodes []*nodeInfo) {
+	if c == nil {
+		return
+	}
+	for _, ni := range nodes {
+		c.nodes[ni.ref.Name] = ni
+	}
+}
+
+// forget drops nodes a command removed or changed.
+func (c *nodeCache) forget(names ...string) {
+	for _, n := range names {
+		delete(c.nodes, n)
+	}
 }
 
 func label(n *inventory.Node, key, field string) string {
@@ -186,6 +247,8 @@ func (st *state) newNode(i int, n *Node) *nodeInfo {
 			ni.resched = append(ni.resched, p)
 		}
 	}
+	// Settle's cache keeps them with the node.
+	ni.reschedPods()
 	// Reschedule cost and the savings ratio (Karpenter v1.14 ordering).
 	cost := 1.0
 	for _, p := range ni.resched {
@@ -233,8 +296,8 @@ func (st *state) newNode(i int, n *Node) *nodeInfo {
 			ni.podBlockers = append(ni.podBlockers, fmt.Sprintf("pod %s/%s is annotated %s=%s", p.Namespace, p.Name, apiv1.DoNotDisruptAnnotationKey, v))
 		}
 		var matched []*inventory.PDB
-		for _, pi := range st.pdbs {
-			if pi.pdb.Namespace == p.Namespace && pi.sel.Matches(labels.Set(p.Labels)) {
+		for _, pi := range st.pdbs[p.Namespace] {
+			if pi.sel.Matches(labels.Set(p.Labels)) {
 				matched = append(matched, pi.pdb)
 			}
 		}
@@ -262,6 +325,18 @@ func (st *state) newNode(i int, n *Node) *nodeInfo {
 		}
 	}
 	return ni
+}
+
+// reschedPods are the node's reschedulable pods as simulations read them.
+func (ni *nodeInfo) reschedPods() *engine.Pods {
+	if ni.pods == nil {
+		list := make([]inventory.Pod, len(ni.resched))
+		for i, p := range ni.resched {
+			list[i] = *p
+		}
+		ni.pods = engine.NewPods(list)
+	}
+	return ni.pods
 }
 
 // price looks the node's offering up in its pool's types, then the catalogue.

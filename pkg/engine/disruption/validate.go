@@ -27,7 +27,8 @@ import (
 // once, and the placements and the replacement pass engine.Check; a Replace
 // has one replacement whose every instance-type option launches, at worst,
 // below the removed nodes' price, pinned to spot when it allowed both, and
-// spot-to-spot only when enabled with at least 15 options for one node.
+// spot-to-spot only when enabled with at least 15 options for one node,
+// and whose options still span the NodePool's minValues.
 // It returns every violation found.
 func Validate(in Input, cmds []Command) []error {
 	v := &validator{in: in, nodes: map[string]*Node{}, pools: map[string]*engine.NodePool{}}
@@ -351,6 +352,28 @@ func (v *validator) replacement(c Command, price float64, allSpot bool) {
 			v.fail("replacement option %s has no offering its requirements allow", name)
 		} else if worst >= price {
 			v.fail("replacement option %s may launch at $%.6f/h, not below the removed nodes' $%.6f/h", name, worst, price)
+		}
+	}
+	for i, req := range pool.Spec.Template.Spec.Requirements {
+		if req.MinValues == nil {
+			continue
+		}
+		distinct := map[string]bool{}
+		for _, name := range r.InstanceTypes {
+			t := byName[name]
+			if t == nil {
+				continue
+			}
+			if val, ok := t.Labels[req.Key]; ok {
+				distinct[val] = true
+			}
+			for _, val := range t.MultiLabels[req.Key] {
+				distinct[val] = true
+			}
+		}
+		if len(distinct) < *req.MinValues {
+			v.fail("replacement's %d instance-type options span %d distinct values of %s, but NodePool %s requirements[%d] asks minValues %d",
+				len(r.InstanceTypes), len(distinct), req.Key, pool.Name, i, *req.MinValues)
 		}
 	}
 	if r.Price >= price {

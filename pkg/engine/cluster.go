@@ -1,0 +1,418 @@
+package engine
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// Cluster is the existing nodes of many scheduling simulations that differ
+// only in the pods to place and the nodes left out: consolidation asks
+// "where would these pods go without this node?" once per candidate, pass
+// after pass (Karpenter's SimulateScheduling over its cluster state).
+// Cluster.Solve returns exactly what Solve returns for the same input, at a
+// cost that follows the nodes that could take one of the pods rather than
+// the size of the cluster:
+//
+//   - When no pod, bound or to place, declares a topology spread constraint
+//     or pod (anti-)affinity, an existing node that can take none of the
+//     pods (a NoSchedule or NoExecute taint none of them tolerates, or less
+//     room left than any of them requests) is left out of the input. Solve
+//     would only try it and move on: its room never changes, and without
+//     topology nothing else in the scheduler reads existing nodes.
+//   - A simulation whose pods equal an earlier one's but for their names
+//     (same requests, selectors, affinity, tolerations and host ports, in
+//     the order Solve places them) on the same remaining nodes has the same
+//     result with the pods renamed; it is answered from memory.
+//
+// Nodes are never left out when that could change an error or a message:
+// one schedulable node stays when all would go (Solve's reasons say
+// whether existing nodes were tried), a node whose pods carry any affinity
+// stays (Solve parses it), and nothing is left out when the input names
+// more resources than the scheduler has slots for. A Cluster is not safe
+// for concurrent use.
+type Cluster struct {
+	in Input
+	// ri slots every resource of the pools' types, the DaemonSets and the
+	// nodes (overflow: more than the scheduler has slots for).
+	ri       *resourceIndex
+	overflow bool
+	// free is each node's room in ri's slots; byRoom orders the nodes by
+	// CPU left, most first. Nodes whose pods carry affinity are parsed by
+	// Solve (an error must not go unseen): parsed lists them, and plain is
+	// false for them.
+	free   []vec
+	byRoom []int
+	plain  []bool
+	parsed []int
+	// topology: a bound pod declares topology spread or pod (anti-)affinity.
+	topology bool
+	// takers are the nodes that may take a pod, by set of shapes.
+	takers map[string]takers
+	memo   map[string]memoized
+}
+
+type memoized struct {
+	res  Result
+	refs []PodRef // the pods in the order Solve placed them
+}
+
+// NewCluster prepares in.ExistingNodes for many Solves with in's NodePools,
+// DaemonSets, Catalog and Options; in.Pods is ignored.
+func NewCluster(in Input) *Cluster {
+	in.Pods = nil
+	c := &Cluster{in: in, takers: map[string]takers{}, memo: map[string]memoized{}}
+	// Slot the resources the scheduler would: the pools' types and
+	// DaemonSets first, then the nodes and their pods.
+	s := &scheduler{opts: in.Options, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topoGroup{}, universe: map[string][]domainSource{},
+		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}}
+	c.ri = s.ri
+	if s.opts.MaxInstanceTypes == 0 {
+		s.opts.MaxInstanceTypes = 60
+	}
+	if err := s.buildPools(in); err != nil {
+		// Solve reports it; leave nothing out.
+		c.overflow = true
+	}
+	c.free = make([]vec, len(in.ExistingNodes))
+	c.plain = make([]bool, len(in.ExistingNodes))
+	for i := range in.ExistingNodes {
+		en := &in.ExistingNodes[i]
+		free, err := c.ri.vec(en.Node.Allocatable)
+		c.overflow = c.overflow || err != nil
+		c.plain[i] = true
+		for j := range en.Pods {
+			p := &en.Pods[j]
+			c.topology = c.topology || hasTopology(p)
+			c.plain[i] = c.plain[i] && p.Affinity == nil
+			req, err := c.podVec(p)
+			c.overflow = c.overflow || err != nil
+			free = free.sub(req)
+		}
+		c.free[i] = free
+		c.byRoom = append(c.byRoom, i)
+		if !c.plain[i] {
+			c.parsed = append(c.parsed, i)
+		}
+	}
+	slices.SortStableFunc(c.byRoom, func(a, b int) int { return cmp.Compare(c.free[b][rCPU], c.free[a][rCPU]) })
+	return c
+}
+
+// podVec is the pod's requests as Solve counts them (one pod slot included).
+func (c *Cluster) podVec(p *inventory.Pod) (vec, error) {
+	v, err := c.ri.vec(p.Requests)
+	v[rPods]++
+	return v, err
+}
+
+func hasTopology(p *inventory.Pod) bool {
+	a := p.Affinity
+	return len(p.TopologySpreadConstraints) > 0 || a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil)
+}
+
+// Pods are pods to place, read once for any number of Cluster.Solves: a
+// consolidation candidate's pods are simulated pass after pass. Like every
+// input of the engine, the pods must not change afterwards.
+type Pods struct {
+	list []inventory.Pod
+	// refs are the pods in the order Solve places them, and content what
+	// Solve reads of them in that order without topology, but their names.
+	refs    []PodRef
+	content string
+	// topology: a pod declares topology spread or pod (anti-)affinity.
+	topology bool
+	// shapes are the distinct requests (by resource name, as Solve counts
+	// them) and tolerations, which decide whether a node can take a pod;
+	// shapesKey names them.
+	shapes    []namedShape
+	shapesKey string
+}
+
+type namedShape struct {
+	req  []namedQty // by name
+	tols []corev1.Toleration
+}
+
+type namedQty struct {
+	name corev1.ResourceName
+	v    int64
+}
+
+// NewPods reads pods for Cluster.Solve.
+func NewPods(pods []inventory.Pod) *Pods {
+	ps := &Pods{list: pods}
+	type entry struct {
+		p        *inventory.Pod
+		cpu, mem int64
+	}
+	es := make([]entry, len(pods))
+	seen := map[string]bool{}
+	for i := range pods {
+		p := &pods[i]
+		ps.topology = ps.topology || hasTopology(p)
+		es[i] = entry{p: p}
+		sh := namedShape{tols: p.Tolerations}
+		for _, name := range slices.Sorted(maps.Keys(p.Requests)) {
+			v := qval(slotKind(name), p.Requests[name])
+			sh.req = append(sh.req, namedQty{name, v})
+			switch name {
+			case corev1.ResourceCPU:
+				es[i].cpu = v
+			case corev1.ResourceMemory:
+				es[i].mem = v
+			}
+		}
+		if k := fmt.Sprintln(sh.req, tolKey(sh.tols)); !seen[k] {
+			seen[k] = true
+			ps.shapes = append(ps.shapes, sh)
+			ps.shapesKey += k
+		}
+	}
+	// Solve's order: CPU, then memory, largest first; then namespace and name.
+	slices.SortStableFunc(es, func(a, b entry) int {
+		return cmp.Or(cmp.Compare(b.cpu, a.cpu), cmp.Compare(b.mem, a.mem), cmp.Compare(a.p.Namespace, b.p.Namespace), cmp.Compare(a.p.Name, b.p.Name))
+	})
+	ps.refs = make([]PodRef, len(es))
+	var content []byte
+	for i, e := range es {
+		ps.refs[i] = refOf(e.p)
+		content = appendContent(append(content, '\n'), e.p)
+	}
+	ps.content = string(content)
+	return ps
+}
+
+// slotKind is the slot qval converts a resource's quantity for: CPU in
+// milli-units, everything else in units.
+func slotKind(name corev1.ResourceName) int {
+	if name == corev1.ResourceCPU {
+		return rCPU
+	}
+	return rExt
+}
+
+// Solve is Solve with the Cluster's input, pods as the pods to place and
+// every existing node but those at the indices in without.
+func (c *Cluster) Solve(pods *Pods, without []int) (Result, error) {
+	in := c.in
+	in.Pods, in.ExistingNodes = pods.list, nil
+	may, prune := c.mayTake(pods)
+	if !prune {
+		skip := make(map[int]bool, len(without))
+		for _, i := range without {
+			skip[i] = true
+		}
+		for i := range c.in.ExistingNodes {
+			if !skip[i] {
+				in.ExistingNodes = append(in.ExistingNodes, c.in.ExistingNodes[i])
+			}
+		}
+		return Solve(in)
+	}
+	// The nodes that may take a pod, but those left out: usually all of
+	// them, as a candidate seldom has room for its own pods.
+	var gone []int
+	for _, i := range without {
+		if _, ok := slices.BinarySearch(may, i); ok {
+			gone = append(gone, i)
+		}
+	}
+	slices.Sort(gone)
+	gone = slices.Compact(gone)
+	fallback := -1
+	if len(gone) == len(may) {
+		// Solve's reasons say whether existing nodes were tried: keep one.
+		for i := range c.in.ExistingNodes {
+			if !slices.Contains(without, i) && !c.in.ExistingNodes[i].Node.Unschedulable {
+				fallback = i
+				break
+			}
+		}
+	}
+	key := make([]byte, 0, len(pods.content)+8*len(gone)+16)
+	for _, i := range gone {
+		key = strconv.AppendInt(append(key, ','), int64(i), 36)
+	}
+	key = append(strconv.AppendInt(append(key, '|'), int64(fallback), 36), pods.content...)
+	if m, ok := c.memo[string(key)]; ok {
+		return m.res.renamed(m.refs, pods.refs), nil
+	}
+	in.ExistingNodes = make([]ExistingNode, 0, len(may)-len(gone)+1)
+	for _, i := range may {
+		if _, out := slices.BinarySearch(gone, i); !out {
+			in.ExistingNodes = append(in.ExistingNodes, c.in.ExistingNodes[i])
+		}
+	}
+	if fallback >= 0 {
+		in.ExistingNodes = append(in.ExistingNodes, c.in.ExistingNodes[fallback])
+	}
+	res, err := Solve(in)
+	if err == nil {
+		c.memo[string(key)] = memoized{res: res, refs: pods.refs}
+	}
+	return res, err
+}
+
+// podShape is what decides whether a node can take a pod at all.
+type podShape struct {
+	req  vec
+	tols []corev1.Toleration
+}
+
+// mayTake returns, in order, the schedulable nodes that could take one of
+// the pods (it tolerates the node's NoSchedule and NoExecute taints —
+// PreferNoSchedule ones are relaxed at worst — and fits in the room left)
+// and every node Solve must parse; false when nodes that take none of
+// them may not be left out. It is worked out once per set of shapes.
+func (c *Cluster) mayTake(pods *Pods) ([]int, bool) {
+	if c.overflow || c.topology || pods.topology {
+		return nil, false
+	}
+	if got, ok := c.takers[pods.shapesKey]; ok {
+		return got.nodes, got.prune
+	}
+	shapes, prune := c.slotted(pods.shapes)
+	var out []int
+	if prune {
+		least := int64(math.MaxInt64)
+		for _, sh := range shapes {
+			least = min(least, sh.req[rCPU])
+		}
+		// byRoom is by CPU left, most first: only a prefix has room for
+		// the smallest pod.
+		n := sort.Search(len(c.byRoom), func(j int) bool { return c.free[c.byRoom[j]][rCPU] < least })
+		for _, i := range c.byRoom[:n] {
+			if c.in.ExistingNodes[i].Node.Unschedulable || !c.plain[i] {
+				continue
+			}
+			taints := c.in.ExistingNodes[i].Node.Taints
+			for _, sh := range shapes {
+				if !sh.req.fits(c.free[i]) {
+					continue
+				}
+				if _, ok := tolerates(sh.tols, taints, false); ok {
+					out = append(out, i)
+					break
+				}
+			}
+		}
+		for _, i := range c.parsed {
+			if !c.in.ExistingNodes[i].Node.Unschedulable {
+				out = append(out, i)
+			}
+		}
+		slices.Sort(out)
+	}
+	c.takers[pods.shapesKey] = takers{nodes: out, prune: prune}
+	return out, prune
+}
+
+// takers are the nodes that may take a pod of some shapes.
+type takers struct {
+	nodes []int
+	prune bool
+}
+
+// slotted converts shapes to the Cluster's slots, leaving out those asking
+// for a resource no node has (they fit on none); false when Solve would
+// slot more resources than it has room for.
+func (c *Cluster) slotted(named []namedShape) ([]podShape, bool) {
+	extra := map[corev1.ResourceName]bool{}
+	var out []podShape
+	for _, sh := range named {
+		var v vec
+		nowhere := false
+		for _, q := range sh.req {
+			slot, ok := c.ri.idx[q.name]
+			if !ok {
+				// Solve slots it: count it against the slots left.
+				extra[q.name] = true
+				nowhere = nowhere || q.v != 0
+				continue
+			}
+			v[slot] = q.v
+		}
+		v[rPods]++
+		if !nowhere {
+			out = append(out, podShape{req: v, tols: sh.tols})
+		}
+	}
+	return out, len(c.ri.names)+len(extra) <= nres
+}
+
+// appendContent writes what the scheduler reads of a pod without topology,
+// but its name and namespace.
+func appendContent(b []byte, p *inventory.Pod) []byte {
+	for _, name := range slices.Sorted(maps.Keys(p.Requests)) {
+		b = strconv.AppendInt(append(append(b, name...), '='), qval(slotKind(name), p.Requests[name]), 10)
+		b = append(b, ';')
+	}
+	b = append(b, '|')
+	for _, k := range slices.Sorted(maps.Keys(p.NodeSelector)) {
+		b = append(append(append(append(b, k...), '='), p.NodeSelector[k]...), ';')
+	}
+	b = append(b, '|')
+	for _, t := range p.Tolerations {
+		b = append(append(append(append(append(append(append(b, t.Key...), '\x00'), t.Operator...), '\x00'), t.Value...), '\x00'), t.Effect...)
+		b = append(b, ';')
+	}
+	b = append(b, '|')
+	for _, hp := range p.HostPorts {
+		b = append(append(append(strconv.AppendInt(b, int64(hp.Port), 10), hp.Protocol...), hp.HostIP...), ';')
+	}
+	if p.Affinity != nil {
+		a, _ := json.Marshal(p.Affinity) // API types always marshal
+		b = append(append(b, '|'), a...)
+	}
+	return b
+}
+
+// renamed is r for pods renamed from[i] → to[i].
+func (r Result) renamed(from, to []PodRef) Result {
+	name := make(map[PodRef]PodRef, len(from))
+	for i := range from {
+		name[from[i]] = to[i]
+	}
+	out := r
+	out.Placements = make([]Placement, len(r.Placements))
+	for i, pl := range r.Placements {
+		pl.Pod = name[pl.Pod]
+		out.Placements[i] = pl
+	}
+	out.NodeClaims = make([]NodeClaim, len(r.NodeClaims))
+	for i, nc := range r.NodeClaims {
+		pods := make([]PodRef, len(nc.Pods))
+		for j, p := range nc.Pods {
+			pods[j] = name[p]
+		}
+		nc.Pods = pods
+		out.NodeClaims[i] = nc
+	}
+	out.Unschedulable = make([]Unschedulable, len(r.Unschedulable))
+	for i, u := range r.Unschedulable {
+		u.Pod = name[u.Pod]
+		out.Unschedulable[i] = u
+	}
+	slices.SortFunc(out.Unschedulable, func(a, b Unschedulable) int { return strings.Compare(a.Pod.String(), b.Pod.String()) })
+	if r.Unschedulable == nil {
+		out.Unschedulable = nil
+	}
+	if r.Placements == nil {
+		out.Placements = nil
+	}
+	if r.NodeClaims == nil {
+		out.NodeClaims = nil
+	}
+	return out
+}

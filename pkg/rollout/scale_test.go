@@ -1,0 +1,89 @@
+package rollout_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/karpenter-migrate/karpenter-migrate/internal/bigcluster"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+)
+
+// demoPlanHashes are the hashes of the demo's plan (seed 1), and of the
+// demo replicated 3 times, as `plan --env prod` makes them from the
+// snapshot, the generated tree and prod.yaml, recorded before the planner
+// was made to scale (#23). A change that only makes planning faster keeps
+// them; one that changes plans on purpose updates them and says why: #22
+// records the prices the cost used (cost.prices, and a warning when they
+// are the embedded ones) — waves, fleet and forecast unchanged.
+var demoPlanHashes = map[int]string{
+	1: "sha256:784194a79a841ac83dfe81e64a16790dba76ad75bc07449ae50388e3e79f76a2",
+	3: "sha256:40b2480f7c544faf0e8769a056f1c4bf480f64ce9a7d3f4c8118de11bcd6caca",
+}
+
+func TestPlanOfTheDemoKeepsItsHash(t *testing.T) {
+	for n, want := range demoPlanHashes {
+		ctx := context.Background()
+		f, err := bigcluster.WriteDemo(ctx, t.TempDir(), n, bigcluster.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := cliPlanRequest(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := rollout.MakePlan(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Hash != want {
+			t.Errorf("the demo replicated %d times: plan hashes to %s, want %s", n, p.Hash, want)
+		}
+	}
+}
+
+// MakePlan tells Progress each wave and each forecast pass, and a context
+// cancelled on the way stops the plan with its error — during the
+// forecast too, which otherwise turns its errors into a finding.
+func TestMakePlanProgressAndCancel(t *testing.T) {
+	f, err := bigcluster.WriteDemo(context.Background(), t.TempDir(), 1, bigcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := cliPlanRequest(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []rollout.PlanProgress
+	req.Progress = func(pp rollout.PlanProgress) { seen = append(seen, pp) }
+	p, err := rollout.MakePlan(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waves := 0
+	for _, pp := range seen {
+		if pp.SettlePass == 0 {
+			waves++
+			if pp.Wave != waves || pp.Waves != len(p.Waves) || pp.Nodes != len(p.Waves[waves-1].Nodes) || pp.Pods != p.Waves[waves-1].Pods {
+				t.Errorf("progress %+v, want wave %d of %d as planned", pp, waves, len(p.Waves))
+			}
+		}
+	}
+	if waves != len(p.Waves) || len(seen) == waves || seen[waves].SettlePass != 1 || seen[waves].Nodes != p.SteadyState.AfterMigration.Nodes {
+		t.Fatalf("progress %+v: want every wave, then the forecast's passes from the %d predicted nodes", seen, p.SteadyState.AfterMigration.Nodes)
+	}
+
+	for _, stopAt := range []rollout.PlanProgress{{Wave: 2}, {SettlePass: 1}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		req.Progress = func(pp rollout.PlanProgress) {
+			if pp.Wave == stopAt.Wave && pp.SettlePass == stopAt.SettlePass {
+				cancel()
+			}
+		}
+		p, err := rollout.MakePlan(ctx, req)
+		cancel()
+		if !errors.Is(err, context.Canceled) || p != nil {
+			t.Errorf("cancelled at %+v: plan %v, error %v; want no plan and context.Canceled", stopAt, p != nil, err)
+		}
+	}
+}
