@@ -13,9 +13,6 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	awsiam "github.com/aws/aws-sdk-go-v2/service/iam"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/pmezard/go-difflib/difflib"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,19 +25,15 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
-	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/discover"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/version"
 )
 
 // Clients are one connection's collaborators.
@@ -180,14 +173,9 @@ func (o *Ops) Discover(ctx context.Context, progress func(string)) (*inventory.I
 	if err != nil {
 		return nil, err
 	}
-	sdk := kmaws.NewClients(cl.AWS)
-	inv, err := discover.Run(ctx, discover.Sources{AutoScaling: sdk.AutoScaling, EC2: sdk.EC2, EKS: sdk.EKS, Kube: cl.Kube},
-		discover.Options{ClusterName: conn.Cluster, Region: cl.AWS.Region, Progress: progress, Now: o.now})
+	inv, err := o.config(cl).Discover(ctx, action.Discover{Cluster: conn.Cluster, Progress: progress, Snapshot: o.path(SnapshotFile)})
 	if err != nil {
 		return nil, fmt.Errorf("discover cluster %s: %w", conn.Cluster, err)
-	}
-	if err := inventory.NewSnapshot(*inv, o.now()).WriteFile(o.path(SnapshotFile)); err != nil {
-		return nil, fmt.Errorf("write snapshot: %w", err)
 	}
 	return inv, nil
 }
@@ -300,7 +288,7 @@ func (o *Ops) IAMPlan(ctx context.Context, inv *inventory.Inventory, c IAMChoice
 	if err != nil {
 		return nil, err
 	}
-	st := &iamState{desired: desired, clients: o.iamClients(cl, desired), cluster: target.Cluster}
+	st := &iamState{desired: desired, clients: o.config(cl).IAMClients(desired), cluster: target.Cluster}
 	plan, err := iam.BuildPlan(ctx, desired, st.clients, iam.PlanOptions{})
 	if err != nil {
 		return nil, err
@@ -311,13 +299,21 @@ func (o *Ops) IAMPlan(ctx context.Context, inv *inventory.Inventory, c IAMChoice
 	return plan, nil
 }
 
-func (o *Ops) iamClients(cl *Clients, d *iam.Desired) iam.Clients {
-	sdk := kmaws.NewClients(cl.AWS)
-	c := iam.Clients{IAM: awsiam.NewFromConfig(cl.AWS), SQS: sqs.NewFromConfig(cl.AWS), EventBridge: eventbridge.NewFromConfig(cl.AWS), EKS: sdk.EKS, EC2: sdk.EC2}
-	if d.NodeAccess == iam.NodeAccessConfigMap {
-		c.AWSAuth = &awsauth.Editor{Client: cl.Kube, BackupNamespace: o.Namespace, BackupDir: o.OutDir}
+// config is the action configuration of the connected clients.
+func (o *Ops) config(cl *Clients) *action.Configuration {
+	o.mu.Lock()
+	cat := o.cat
+	o.mu.Unlock()
+	operator := o.Operator
+	if operator == "" {
+		operator = os.Getenv("USER")
 	}
-	return c
+	host, _ := os.Hostname()
+	return &action.Configuration{
+		Kube: cl.Kube, Dynamic: cl.Dynamic, AWS: cl.AWS, Clock: cl.Clock, Catalog: cat,
+		Namespace: o.Namespace, OutDir: o.OutDir, PollInterval: cl.PollInterval, PodConcurrency: cl.PodConcurrency,
+		Operator: operator, Identity: fmt.Sprintf("%s@%s wizard pid %d", operator, host, os.Getpid()),
+	}
 }
 
 // IAMApply implements Backend as `iam apply --yes` does, with the journal
@@ -479,39 +475,9 @@ func (o *Ops) Runner(p *rollout.Plan, obs rollout.Observer) (*rollout.Runner, er
 	if err != nil {
 		return nil, err
 	}
-	sdk := kmaws.NewClients(cl.AWS)
-	operator := o.Operator
-	if operator == "" {
-		operator = os.Getenv("USER")
-	}
-	host, _ := os.Hostname()
-	poll := cl.PollInterval
-	if poll <= 0 {
-		poll = 2 * time.Second
-	}
-	drain := kube.DefaultDrainOptions()
-	drain.PollInterval = min(drain.PollInterval, poll)
-	drain.PodConcurrency = cl.PodConcurrency
-	r := &rollout.Runner{
-		Session: rollout.Session{
-			Kube: cl.Kube, Dynamic: cl.Dynamic, ASG: sdk.AutoScaling, EKS: sdk.EKS, Clock: cl.Clock, Namespace: o.Namespace, Plan: p,
-			Overlay: rollout.OverlayDir{Dir: o.path(TreeDir), Env: p.Environment},
-			Options: rollout.Options{
-				Operator: operator, ToolVersion: version.Version,
-				Identity:     fmt.Sprintf("%s@%s wizard pid %d", operator, host, os.Getpid()),
-				PollInterval: poll, Drain: &drain, Observer: obs,
-			},
-		},
-		Steps: migrations.All(),
-	}
-	if p.IAM != nil && p.IAM.Error == "" {
-		d, err := p.IAM.Desired()
-		if err != nil {
-			return nil, err
-		}
-		r.Infra = &rollout.IAMInfra{Desired: d, Clients: o.iamClients(cl, d)}
-	}
-	return r, nil
+	c := o.config(cl)
+	c.Observer = obs
+	return c.Runner(p, action.Run{Dir: o.path(TreeDir)})
 }
 
 // Apply implements Backend.
