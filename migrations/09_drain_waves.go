@@ -9,7 +9,7 @@ import (
 func init() {
 	register(rollout.Step{
 		ID:          "09_drain_waves",
-		Purpose:     "per wave: pre-provision Karpenter capacity, cordon, drain PDB-safe, gate, remove the instances from their groups",
+		Purpose:     "reserve the Karpenter controller's kept nodes (CriticalAddonsOnly) and steer evicted pods off the other legacy nodes (PreferNoSchedule), taints recorded; per wave: pre-provision Karpenter capacity, cordon, drain PDB-safe, gate, remove the instances from their groups",
 		Destructive: true,
 		Check: func(_ context.Context, s *rollout.Session) (bool, string, error) {
 			done, why := s.WavesDone()
@@ -17,7 +17,8 @@ func init() {
 		},
 		Up: func(ctx context.Context, s *rollout.Session) error { return s.RunWaves(ctx) },
 		// Down brings the legacy nodes back: restore the groups' recorded
-		// sizes and processes (again, if 10's Down did), uncordon, wait Ready.
+		// sizes, processes, tags and config taints (again, if 10's Down
+		// did), uncordon, remove the taints it added, wait Ready.
 		Down: func(ctx context.Context, s *rollout.Session) error {
 			if err := s.RestoreGroups(ctx); err != nil {
 				return err

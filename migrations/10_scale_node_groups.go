@@ -9,15 +9,15 @@ import (
 func init() {
 	register(rollout.Step{
 		ID:          "10_scale_node_groups",
-		Purpose:     "scale the legacy node groups to zero (min/max/desired and processes recorded) and resume the processes suspended for the drain",
+		Purpose:     "scale the legacy node groups to zero and the Karpenter controller's kept group to its fixed size without Cluster Autoscaler tags (sizes, processes and tags recorded), resume the processes suspended for the drain",
 		Destructive: true,
 		Check: func(ctx context.Context, s *rollout.Session) (bool, string, error) {
 			if s.Journal.Step("09_drain_waves") == nil {
 				return false, "", nil
 			}
-			return s.GroupsAtZero(ctx)
+			return s.GroupsScaled(ctx)
 		},
-		Up:   func(ctx context.Context, s *rollout.Session) error { return s.ScaleGroupsToZero(ctx) },
+		Up:   func(ctx context.Context, s *rollout.Session) error { return s.ScaleGroups(ctx) },
 		Down: func(ctx context.Context, s *rollout.Session) error { return s.RestoreGroups(ctx) },
 	})
 }

@@ -154,11 +154,11 @@ mkdir -p "$WORK_DIR" "$(dirname "$PLAN_FILE")"
 
 if [ "$PHASE" != apply ]; then
 	step discover "" discover ${CLUSTER:+--cluster "$CLUSTER"} ${CONFIG:+--config "$CONFIG"} --snapshot "$SNAPSHOT" -o json >"$WORK_DIR/discover.json"
-	step readiness "$EXIT_READINESS" readiness --snapshot "$SNAPSHOT" --fail-on "$FAIL_ON"
+	step readiness "$EXIT_READINESS" readiness --snapshot "$SNAPSHOT" --fail-on "$FAIL_ON" ${CONFIG:+--config "$CONFIG"}
 	step generate "" generate --snapshot "$SNAPSHOT" --out "$TREE_DIR" --envs "$ENV" ${CONFIG:+--config "$CONFIG"}
 	step plan "" plan --env "$ENV" --snapshot "$SNAPSHOT" --dir "$TREE_DIR" -f "$PLAN_FILE" ${CONFIG:+--config "$CONFIG"} $skip_iam
 	if [ "$PHASE" = plan ]; then
-		say "plan written to $PLAN_FILE and overlay $TREE_DIR/overlays/$ENV: review them, then run with PHASE=apply"
+		say "plan written to $PLAN_FILE and overlay $TREE_DIR/overlays/$ENV: review them (the plan's controller section says which group is kept for the Karpenter controller), then run with PHASE=apply"
 		exit 0
 	fi
 fi

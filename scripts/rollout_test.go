@@ -496,11 +496,17 @@ func TestScriptedRollout(t *testing.T) {
 			if j := dev.journal(t); j == nil || j.State != rollout.StateCompleted {
 				t.Fatalf("dev journal: %+v", j)
 			}
+			// The only group is where generate pins the Karpenter controller:
+			// kept at its size (2), reserved, without Cluster Autoscaler tags.
 			dev.aws.Account(func(a *awsfake.Account) {
 				g := a.AutoScaling.Groups[0]
-				// A managed group keeps its maximum (EKS wants at least 1).
-				if *g.DesiredCapacity != 0 || *g.MinSize != 0 || len(g.Instances) != 0 {
-					t.Errorf("legacy group not at zero: min/max/desired %d/%d/%d, %d instances", *g.MinSize, *g.MaxSize, *g.DesiredCapacity, len(g.Instances))
+				if *g.DesiredCapacity != 2 || *g.MinSize != 2 || *g.MaxSize != 2 || len(g.Instances) != 2 {
+					t.Errorf("kept group not at its size: min/max/desired %d/%d/%d, %d instances", *g.MinSize, *g.MaxSize, *g.DesiredCapacity, len(g.Instances))
+				}
+				for _, tag := range g.Tags {
+					if strings.HasPrefix(*tag.Key, "k8s.io/cluster-autoscaler/") {
+						t.Errorf("kept group still tagged %s", *tag.Key)
+					}
 				}
 			})
 			pods, err := dev.kube.Client.CoreV1().Pods(appNS).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})

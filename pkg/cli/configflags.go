@@ -66,7 +66,7 @@ func discoverConfig(g *GlobalOptions, o *discoverOptions, path string) error {
 	if o.cluster == "" {
 		o.cluster = c.Cluster
 	}
-	o.acknowledge = c.Readiness.Acknowledge
+	o.acknowledge, o.config = c.Readiness.Acknowledge, c
 	return nil
 }
 
@@ -80,7 +80,7 @@ func readinessConfig(cmd *cobra.Command, o *readinessOptions, path string) error
 	if err != nil {
 		return err
 	}
-	o.acknowledge = c.Readiness.Acknowledge
+	o.acknowledge, o.config = c.Readiness.Acknowledge, c
 	if !cmd.Flags().Changed("fail-on") {
 		o.failOn, o.failOnFrom = c.Readiness.FailOn, "readiness.failOn of "+path
 		if o.failOn == "never" {
@@ -111,6 +111,7 @@ func generateConfig(cmd *cobra.Command, o *generateOptions, path string) (*confi
 	set("keep-nodegroup-label", func() { o.gen.KeepNodeGroupLabel = c.Generate.KeepNodegroupLabel })
 	set("out", func() { o.tree.Dir = c.Generate.Out })
 	set("envs", func() { o.tree.Envs = []string{c.Environment} })
+	set("controller-nodegroup", func() { o.gen.ControllerNodeGroup = c.Controller.NodeGroup })
 	return c, nil
 }
 

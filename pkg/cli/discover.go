@@ -15,6 +15,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
@@ -28,6 +29,8 @@ type discoverOptions struct {
 	// acknowledge are readiness finding IDs reviewed and accepted (the
 	// config's readiness.acknowledge).
 	acknowledge []string
+	// config is --config (nil: none given).
+	config *config.Config
 }
 
 func newDiscoverCmd(g *GlobalOptions) *cobra.Command {
@@ -114,7 +117,7 @@ func runDiscover(ctx context.Context, g *GlobalOptions, o *discoverOptions) erro
 	if err != nil {
 		return err
 	}
-	report := acknowledgeFindings(g, readinessReport(g, inv, cat), o.acknowledge)
+	report := acknowledgeFindings(g, readinessReport(g, inv, cat, o.config), o.acknowledge)
 	if done, err := printStructured(g.IO.Out, g.Output, struct {
 		Inventory *inventory.Inventory `json:"inventory"`
 		Readiness readinessResult      `json:"readiness"`

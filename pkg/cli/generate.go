@@ -95,7 +95,7 @@ inventory changes nothing. Groups that cannot be mapped are reported and skipped
 	f.BoolVar(&o.gen.KeepAL2, "keep-al2", false, "keep Amazon Linux 2 AMIs instead of moving them to AL2023")
 	f.StringVar(&o.gen.ControllerNodeGroup, "controller-nodegroup", "", "managed node group the Karpenter controller stays on (default: picked)")
 	f.BoolVar(&o.gen.Overprovisioning, "overprovisioning", false, "add pause pods under a negative PriorityClass to keep capacity warm")
-	f.StringVar(&o.config, "config", "", "environment migration config: strategy, flexibility, keepNodegroupLabel, out, the environment's overlay and the node groups in scope (flags win)")
+	f.StringVar(&o.config, "config", "", "environment migration config: strategy, flexibility, keepNodegroupLabel, out, controller.nodeGroup, the environment's overlay and the node groups in scope (flags win)")
 	o.job.bind(cmd)
 	return cmd
 }

@@ -30,8 +30,10 @@ type planOptions struct {
 	out      string
 	pools    map[string]string
 	offline  bool
-	iam      iamPlanFlags
 	timeout  time.Duration
+	// controllerGroup is --controller-nodegroup.
+	controllerGroup string
+	iam             iamPlanFlags
 }
 
 // iamPlanFlags are the plan's choices for the IAM steps.
@@ -74,6 +76,16 @@ each wave needs on the NodePools that replace its group (from the tree generate 
 IAM steps create and the cost before and after, and writes plan.yaml with a content hash
 that apply verifies.
 
+It decides, once, where the Karpenter controller lives once the legacy groups are gone,
+and records it in the plan: on Fargate when a Fargate profile selects its namespace (no
+group is kept); else on the group --controller-nodegroup names, or controller.nodeGroup
+in the config, or the one group the installed controller's required scheduling admits,
+or the one generate's Helm values (DIR/helm/karpenter-values.yaml) pin it to. That group
+is kept at controller.size nodes (default 2, never below the controller's replicas),
+without its Cluster Autoscaler tags, its nodes reserved with CriticalAddonsOnly=true:
+NoSchedule so workload pods move to Karpenter. A controller that could run on no node
+once the plan's groups are removed is a blocker, named with its fix.
+
 It also forecasts what Karpenter's consolidation does once the last wave is done: the
 disruption commands it is expected to take on the predicted fleet (method, nodes removed,
 replacement, $/h saved, within the NodePools' consolidateAfter and budgets) and the fleet
@@ -102,6 +114,7 @@ bounds the whole plan, discovery included.`,
 	f.StringVar(&o.config, "config", "", "environment migration config (default: built-in defaults for --env)")
 	f.StringVarP(&o.out, "file", "f", "plan.yaml", "where to write the plan")
 	f.BoolVar(&o.offline, "offline", false, "with --cluster, "+offlineUsage)
+	f.StringVar(&o.controllerGroup, "controller-nodegroup", "", "legacy node group kept for the Karpenter controller (default: controller.nodeGroup in --config, else where the installed controller or generate's Helm values pin it)")
 	f.StringToStringVar(&o.pools, "pool-for-group", nil, "NodePool replacing a node group, GROUP=POOL (default: the pools whose karpenter-migrate.io/node-groups annotation names it)")
 	f.DurationVar(&o.timeout, "timeout", 0, "give up when the plan, discovery included, takes longer (0: no limit)")
 	o.iam.bind(cmd)
@@ -170,7 +183,7 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	}
 	p, err := rollout.MakePlan(ctx, rollout.PlanRequest{
 		Environment: o.env, Config: cfg, Steps: migrations.Planned(), Inventory: src, Dir: o.dir,
-		PoolForGroup: o.pools, IAM: iamOpts, Now: time.Now(), Progress: g.planProgress(time.Now(), planProgressEvery),
+		PoolForGroup: o.pools, ControllerNodeGroup: o.controllerGroup, IAM: iamOpts, Now: time.Now(), Progress: g.planProgress(time.Now(), planProgressEvery),
 	})
 	if err != nil {
 		if o.timeout > 0 && errors.Is(err, context.DeadlineExceeded) {
@@ -198,6 +211,7 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	if err := t.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintf(w, "\nKarpenter controller: %s (%s)\n", p.Controller, dash(p.Controller.Why))
 	if p.IAM != nil && p.IAM.Error == "" {
 		fmt.Fprintf(w, "\nIAM: node role %s, controller role %s (%s), queue %s, nodes join by %s\n", p.IAM.NodeRole, p.IAM.ControllerRole, p.IAM.Identity, p.IAM.Queue, p.IAM.NodeAccess)
 	}

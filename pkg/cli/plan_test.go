@@ -140,3 +140,25 @@ func TestPlanTimeout(t *testing.T) {
 		t.Errorf("plan --timeout 1ns wrote %s (%v)", file, err)
 	}
 }
+
+// TestPlanControllerNodeGroup: --controller-nodegroup decides where the
+// Karpenter controller lives (the plan records it); a group that does not
+// exist is refused, naming the flag and the groups.
+func TestPlanControllerNodeGroup(t *testing.T) {
+	args, file := planArgs(t, "--controller-nodegroup", "web")
+	if _, errOut, err := runCLI(t, args...); err != nil {
+		t.Fatalf("plan: %v\n%s", err, errOut)
+	}
+	p, err := rollout.ReadPlanFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := p.Controller; h == nil || h.Source != rollout.ControllerFromFlag || h.NodeGroup != "web" || !h.Kept {
+		t.Errorf("controller home %+v; want web, from the flag", h)
+	}
+	args, _ = planArgs(t, "--controller-nodegroup", "nope")
+	_, _, err = runCLI(t, args...)
+	if err == nil || !strings.Contains(err.Error(), `--controller-nodegroup "nope": no such node group; known groups are web`) {
+		t.Errorf("plan with an unknown group: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
@@ -24,6 +25,8 @@ type readinessOptions struct {
 	// acknowledge are finding IDs reviewed and accepted (the config's
 	// readiness.acknowledge).
 	acknowledge []string
+	// config is --config (nil: none given).
+	config *config.Config
 }
 
 func newReadinessCmd(g *GlobalOptions) *cobra.Command {
@@ -90,7 +93,7 @@ func runReadiness(_ context.Context, g *GlobalOptions, o *readinessOptions) erro
 	if err != nil {
 		return err
 	}
-	report := acknowledgeFindings(g, readinessReport(g, &snap.Inventory, cat), o.acknowledge)
+	report := acknowledgeFindings(g, readinessReport(g, &snap.Inventory, cat, o.config), o.acknowledge)
 	if done, err := printStructured(g.IO.Out, g.Output, report); done {
 		if err != nil {
 			return err
@@ -159,12 +162,12 @@ func readinessGate(r readinessResult, failOn, from string) error {
 		r.Blockers, r.Warnings, from, failOn, len(r.Acknowledged))}
 }
 
-// readinessReport is the readiness action's report; its fallback note goes
-// to stderr.
-func readinessReport(g *GlobalOptions, inv *inventory.Inventory, cat *catalog.Catalog) readiness.Report {
-	r := (&action.Readiness{Catalog: cat}).Run(inv)
-	if r.Note != "" {
-		g.say(slog.LevelInfo, eventNote, "note: ", r.Note)
+// readinessReport is the readiness action's report for cfg's environment
+// (nil: the defaults); its notes go to stderr.
+func readinessReport(g *GlobalOptions, inv *inventory.Inventory, cat *catalog.Catalog, cfg *config.Config) readiness.Report {
+	r := (&action.Readiness{Catalog: cat, Config: cfg}).Run(inv)
+	for _, n := range r.Notes {
+		g.say(slog.LevelInfo, eventNote, "note: ", n)
 	}
 	return r.Report
 }

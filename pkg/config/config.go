@@ -34,6 +34,7 @@ type Config struct {
 	Profile     string `yaml:"profile" json:"profile"`
 
 	NodeGroups        NodeGroups        `yaml:"nodeGroups" json:"nodeGroups"`
+	Controller        Controller        `yaml:"controller" json:"controller"`
 	Generate          Generate          `yaml:"generate" json:"generate"`
 	Rollout           Rollout           `yaml:"rollout" json:"rollout"`
 	Gates             Gates             `yaml:"gates" json:"gates"`
@@ -45,6 +46,19 @@ type Config struct {
 type NodeGroups struct {
 	Include []string `yaml:"include" json:"include"`
 	Exclude []string `yaml:"exclude" json:"exclude"`
+}
+
+// Controller says where the Karpenter controller lives once the legacy
+// groups are gone: the node group kept for it (empty: decided by plan from
+// the live Deployment, the generated Helm values or a Fargate profile) and
+// that group's final size.
+type Controller struct {
+	NodeGroup string `yaml:"nodeGroup" json:"nodeGroup"`
+	// Size is the kept group's final fixed size (never below the
+	// controller's replicas).
+	Size int32 `yaml:"size" json:"size"`
+	// Namespace is where the controller runs (or will be installed).
+	Namespace string `yaml:"namespace" json:"namespace"`
 }
 
 // Generate holds the generate command's choices.
@@ -111,6 +125,7 @@ func Default(env string) Config {
 		APIVersion:  APIVersion,
 		Kind:        Kind,
 		Environment: env,
+		Controller:  Controller{Size: 2, Namespace: "kube-system"},
 		Generate:    Generate{Strategy: "multiple", Flexibility: "exact", KeepNodegroupLabel: true, Out: "karpenter"},
 		Rollout:     Rollout{WaveSize: "20%", Concurrency: 2, PreProvision: true},
 		Gates: Gates{
@@ -228,6 +243,12 @@ func (c *Config) validate(root *yaml.Node) error {
 	}
 	if n, pct := parseWaveSize(c.Rollout.WaveSize); n < 1 || (pct && n > 100) {
 		bad("rollout.waveSize", "%q: want a node count like 5 or a percentage like 20%%", c.Rollout.WaveSize)
+	}
+	if c.Controller.Size < 1 {
+		bad("controller.size", "%d: want at least 1 (the Karpenter controller needs a node)", c.Controller.Size)
+	}
+	if c.Controller.Namespace == "" {
+		bad("controller.namespace", "is required (kube-system, karpenter, ...)")
 	}
 	if c.Rollout.Concurrency < 1 {
 		bad("rollout.concurrency", "%d: want at least 1", c.Rollout.Concurrency)

@@ -54,6 +54,7 @@ func TestErrorsNameTheLine(t *testing.T) {
 		"bad cron":         {"maintenanceWindow:\n  schedule: \"every day\"\n  duration: 1h\n", "line 4: maintenanceWindow"},
 		"window no length": {"maintenanceWindow:\n  schedule: \"0 22 * * *\"\n", "line 4: maintenanceWindow.duration is required"},
 		"both in and out":  {"nodeGroups:\n  include: [a]\n  exclude: [a]\n", "line 4: nodeGroups \"a\" is both"},
+		"controller size":  {"controller:\n  size: 0\n", "line 5: controller.size 0: want at least 1"},
 		"syntax":           {"rollout: [\n", "line"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -22,8 +22,19 @@ profile: ""
 nodeGroups:
   # Legacy node groups to migrate; empty means every group Cluster Autoscaler manages.
   include: []
-  # Groups to leave alone (e.g. the one the Karpenter controller runs on).
+  # Groups to leave alone entirely (a kept controller group listed here is not resized or reserved).
   exclude: []
+
+controller:
+  # Legacy node group kept for the Karpenter controller: not zeroed, Cluster Autoscaler
+  # tags removed, nodes reserved with CriticalAddonsOnly=true:NoSchedule. Empty: plan takes
+  # the live controller's required scheduling, else generate's Helm values; a Fargate
+  # profile selecting the namespace means no group is kept.
+  nodeGroup: ""
+  # The kept group's final fixed size, spread over its zones (never below the replicas).
+  size: 2
+  # Namespace the controller runs in (or will be installed in).
+  namespace: kube-system
 
 generate:
   # single | multiple | weighted: one NodePool for all compatible groups, one per group,

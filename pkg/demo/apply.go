@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -49,8 +54,9 @@ func (r *runner) newRunner(obs rollout.Observer) (*rollout.Runner, error) {
 // stepApply is `apply --yes`: rollout.Runner.Apply with the journal and
 // the lock in the sandbox cluster, its events as the demo's progress.
 func (r *runner) stepApply(ctx context.Context) (string, error) {
-	// Every pod that must move: not a DaemonSet's, not finished, on a node
-	// of a node group, as apply starts.
+	// Every pod on a node of a node group as apply starts, not a
+	// DaemonSet's nor finished: all move but those left on the nodes kept
+	// for the Karpenter controller.
 	legacy, err := r.podsOnLegacyNodes(ctx)
 	if err != nil {
 		return "", err
@@ -75,12 +81,22 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 	st := r.sb.Stats()
 	evicted := st.Evictions - evictions - (st.ConsolidationEvictions - consolidation)
 	r.sum.PodsMoved = evicted + obs.restarted
-	left, err := r.podsOnLegacyNodes(ctx)
+	after, err := r.podsOnLegacyNodes(ctx)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%d pods moved in %d waves (%d evictions, %d by surge restart) from the %d pods on node groups, %d left there; Cluster Autoscaler and node groups at 0",
-		r.sum.PodsMoved, len(r.plan.Waves), evicted, obs.restarted, len(legacy), len(left)), nil
+	// The pods that had to move: those no longer where they were (a
+	// replaced pod has a new name; a StatefulSet's keeps it).
+	for pod, node := range legacy {
+		if after[pod] != node {
+			r.sum.PodsToMove++
+		}
+	}
+	if r.sum.PodsToMove > 0 {
+		r.sum.MovesPerPod = math.Round(float64(r.sum.PodsMoved)/float64(r.sum.PodsToMove)*1000) / 1000
+	}
+	return fmt.Sprintf("%d pods moved with %d moves (%.3f per pod: %d evictions, %d by surge restart) in %d waves, %d of the %d pods on node groups stayed on the Karpenter controller's kept nodes; Cluster Autoscaler at 0, node groups scaled",
+		r.sum.PodsToMove, r.sum.PodsMoved, r.sum.MovesPerPod, evicted, obs.restarted, len(r.plan.Waves), len(after), len(legacy)), nil
 }
 
 // runError names the simulation's failure when that is what stopped the
@@ -108,10 +124,9 @@ func (r *runner) writeJournal(ctx context.Context) error {
 	return writeJSON(filepath.Join(r.opts.OutDir, JournalFile), j)
 }
 
-// podsOnLegacyNodes lists the pods a migration must move: on a node that
-// no NodePool launched, neither a DaemonSet's nor finished, nor the tool's
-// own placeholders.
-func (r *runner) podsOnLegacyNodes(ctx context.Context) ([]string, error) {
+// podsOnLegacyNodes maps the pods on a node no NodePool launched, neither a
+// DaemonSet's nor finished, to their node.
+func (r *runner) podsOnLegacyNodes(ctx context.Context) (map[string]string, error) {
 	nodes, err := r.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
@@ -126,13 +141,13 @@ func (r *runner) podsOnLegacyNodes(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
-	var out []string
+	out := map[string]string{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if !legacy[p.Spec.NodeName] || isDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		out = append(out, p.Namespace+"/"+p.Name)
+		out[p.Namespace+"/"+p.Name] = p.Spec.NodeName
 	}
 	return out, nil
 }
@@ -298,6 +313,11 @@ func (r *runner) verifyRollback(ctx context.Context) (*RollbackSummary, error) {
 			karpenter[n.Name] = true
 			rb.KarpenterNodes++
 		}
+		for _, t := range n.Spec.Taints {
+			if t.MatchTaint(&rollout.SteerTaint) || (t.Key == "CriticalAddonsOnly" && r.plan.Controller != nil && r.plan.Controller.Kept) {
+				fail("node %s keeps the taint %s the rollout added", n.Name, t.ToString())
+			}
+		}
 	}
 	readyIn := map[string]int{}
 	for _, in := range r.sb.Cloud().Instances() {
@@ -323,6 +343,19 @@ func (r *runner) verifyRollback(ctx context.Context) (*RollbackSummary, error) {
 		}
 		if int32(readyIn[g.Name]) != want.Desired {
 			fail("node group %s has %d Ready nodes, want %d", g.Name, readyIn[g.Name], want.Desired)
+		}
+		if len(want.Tags) > 0 {
+			out, err := autoscaling.NewFromConfig(r.clients.AWS).DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{want.ASGName}})
+			if err != nil || len(out.AutoScalingGroups) != 1 {
+				return nil, fmt.Errorf("describe ASG %s: %v", want.ASGName, err)
+			}
+			for _, tag := range want.Tags {
+				if !slices.ContainsFunc(out.AutoScalingGroups[0].Tags, func(x astypes.TagDescription) bool {
+					return awssdk.ToString(x.Key) == tag.Key && awssdk.ToString(x.Value) == tag.Value
+				}) {
+					fail("node group %s lacks its Cluster Autoscaler tag %s=%s", g.Name, tag.Key, tag.Value)
+				}
+			}
 		}
 	}
 	if rb.KarpenterNodes > 0 {

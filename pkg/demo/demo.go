@@ -81,7 +81,13 @@ type Summary struct {
 	// PlannedCostPerHour is the plan's predicted cost of the new fleet.
 	PlannedCostPerHour float64 `json:"plannedCostPerHour"`
 
-	PodsMoved int `json:"podsMoved"`
+	// PodsMoved counts the moves apply made (evictions, and the pods of
+	// Deployments restarted with surge) for the PodsToMove pods that had
+	// to leave a legacy node; MovesPerPod is their ratio (1 when no pod
+	// moved twice).
+	PodsMoved   int     `json:"podsMoved"`
+	PodsToMove  int     `json:"podsToMove"`
+	MovesPerPod float64 `json:"movesPerPod"`
 	// Sandbox are the simulation's own counters (evictions, 429s,
 	// launches, preemptions, engine fallbacks).
 	Sandbox sandbox.Stats `json:"sandbox"`
@@ -94,10 +100,14 @@ type Summary struct {
 	MaxPendingSeconds   float64  `json:"maxPendingSeconds"`
 	Findings            []string `json:"findings"`
 
-	// LegacyPodsLeft counts non-DaemonSet pods not on a Karpenter node.
+	// LegacyPodsLeft counts non-DaemonSet pods not on a Karpenter node
+	// (but those the rollout leaves on the controller's kept nodes).
 	LegacyPodsLeft int `json:"legacyPodsLeft"`
-	// GroupsAtZero is true when every node group's desired size is 0.
-	GroupsAtZero bool `json:"groupsAtZero"`
+	// GroupsScaled is true when every node group is at zero but the one
+	// kept for the Karpenter controller, at its size.
+	GroupsScaled bool `json:"groupsScaled"`
+	// Controller is where the Karpenter controller lives and ran.
+	Controller *ControllerSummary `json:"controller,omitempty"`
 	// ClusterAutoscalerReplicas is CA's replicas after the migration.
 	ClusterAutoscalerReplicas int32 `json:"clusterAutoscalerReplicas"`
 
@@ -223,6 +233,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		{"discover", r.stepDiscover},
 		{"readiness", r.stepReadiness},
 		{"generate", r.stepGenerate},
+		{"karpenter", r.stepKarpenter},
 		{"iam-plan", r.stepIAMPlan},
 		{"iam-apply", r.stepIAMApply},
 		{"plan", r.stepPlan},
@@ -366,7 +377,7 @@ func (r *runner) stepFinal(ctx context.Context) (string, error) {
 	left := 0
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if isDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded {
+		if isDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded || r.staysOnKeptNode(p) {
 			continue
 		}
 		if !karpenter[p.Spec.NodeName] {
@@ -374,10 +385,16 @@ func (r *runner) stepFinal(ctx context.Context) (string, error) {
 		}
 	}
 	r.sum.LegacyPodsLeft = left
-	r.sum.GroupsAtZero = true
+	r.sum.GroupsScaled = true
 	for _, g := range r.sb.Cloud().Groups() {
-		if g.DesiredSize != 0 || len(g.Instances) != 0 {
-			r.sum.GroupsAtZero = false
+		if want := keptSize(r.plan, g.Name); g.DesiredSize != want || len(g.Instances) != int(want) {
+			r.sum.GroupsScaled = false
+		}
+	}
+	if c := r.sum.Controller; c != nil {
+		c.Home, c.KeptGroup, c.Size = r.plan.Controller.String(), r.plan.Controller.NodeGroup, r.plan.Controller.Size
+		if c.After, err = r.controllerPlacement(ctx); err != nil {
+			return "", err
 		}
 	}
 	r.sum.ClusterAutoscalerReplicas, err = r.caReplicas(ctx)
@@ -387,8 +404,8 @@ func (r *runner) stepFinal(ctx context.Context) (string, error) {
 	if left > 0 {
 		return "", fmt.Errorf("%d pods are still on legacy nodes", left)
 	}
-	return fmt.Sprintf("%d nodes ($%.4f/h) → %d nodes ($%.4f/h) after the waves → %d nodes ($%.4f/h) once Karpenter consolidated (%d commands, $%.4f/h saved); legacy groups at zero: %t",
-		r.sum.NodesBefore, r.sum.CostPerHourBefore, cs.NodesAfterMigration, cs.CostPerHourAfterMigration, n, cost, cs.Commands, cs.SavingsPerHour, r.sum.GroupsAtZero), nil
+	return fmt.Sprintf("%d nodes ($%.4f/h) → %d nodes ($%.4f/h) after the waves → %d nodes ($%.4f/h) once Karpenter consolidated (%d commands, $%.4f/h saved); legacy groups scaled: %t; Karpenter controller %s",
+		r.sum.NodesBefore, r.sum.CostPerHourBefore, cs.NodesAfterMigration, cs.CostPerHourAfterMigration, n, cost, cs.Commands, cs.SavingsPerHour, r.sum.GroupsScaled, r.plan.Controller), nil
 }
 
 func isDaemonSetPod(p *corev1.Pod) bool {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,9 +38,10 @@ func TestDemoMigratesAndRollsBack(t *testing.T) {
 	if sum.PDBViolations != 0 {
 		t.Errorf("%d PDB violations", sum.PDBViolations)
 	}
-	if !sum.GroupsAtZero || sum.ClusterAutoscalerReplicas != 0 {
-		t.Errorf("groups at zero %t, CA replicas %d; want true, 0", sum.GroupsAtZero, sum.ClusterAutoscalerReplicas)
+	if !sum.GroupsScaled || sum.ClusterAutoscalerReplicas != 0 {
+		t.Errorf("groups scaled %t, CA replicas %d; want true, 0", sum.GroupsScaled, sum.ClusterAutoscalerReplicas)
 	}
+	checkController(t, sum)
 	if sum.CostPerHourAfter > sum.CostPerHourBefore || sum.CostPerHourAfter <= 0 {
 		t.Errorf("cost %.4f → %.4f; want lower and positive", sum.CostPerHourBefore, sum.CostPerHourAfter)
 	}
@@ -112,6 +114,25 @@ func TestDemoMigratesAndRollsBack(t *testing.T) {
 	}
 }
 
+// checkController checks the Karpenter controller kept its home: both its
+// replicas on the group generate pinned it to, before and after, that
+// group kept at 2; and each pod moved once (one-move goal, issue #22).
+func checkController(t *testing.T, sum *Summary) {
+	t.Helper()
+	c := sum.Controller
+	if c == nil || c.KeptGroup != "system" || c.Size != 2 || len(c.Before) != 2 || len(c.After) != 2 {
+		t.Fatalf("controller %+v; want 2 replicas on group system, kept at 2", c)
+	}
+	for _, where := range append(slices.Clone(c.Before), c.After...) {
+		if !strings.HasSuffix(where, "(system)") {
+			t.Errorf("a controller replica ran on %s, not on the kept group", where)
+		}
+	}
+	if sum.MovesPerPod > 1.05 || sum.PodsToMove < 150 {
+		t.Errorf("%d moves for %d pods (%.3f per pod); want at most 1.05", sum.PodsMoved, sum.PodsToMove, sum.MovesPerPod)
+	}
+}
+
 // checkConsolidation checks the summary's after fleet is the one Karpenter
 // settled: the fleet right after the waves less what the executed
 // commands saved, and the counts agree with the command log.
@@ -162,8 +183,8 @@ func TestDemoReplaysSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.LegacyPodsLeft != 0 || sum.PDBViolations != 0 || !sum.GroupsAtZero || sum.NodesBefore != 23 {
-		t.Errorf("replay: %d legacy pods left, %d violations, groups at zero %t, %d nodes before", sum.LegacyPodsLeft, sum.PDBViolations, sum.GroupsAtZero, sum.NodesBefore)
+	if sum.LegacyPodsLeft != 0 || sum.PDBViolations != 0 || !sum.GroupsScaled || sum.NodesBefore != 23 {
+		t.Errorf("replay: %d legacy pods left, %d violations, groups scaled %t, %d nodes before", sum.LegacyPodsLeft, sum.PDBViolations, sum.GroupsScaled, sum.NodesBefore)
 	}
 }
 
@@ -178,7 +199,10 @@ func TestWriteTableGolden(t *testing.T) {
 		Cluster: "demo", Seed: 1, OutDir: "/tmp/out", NodesBefore: 3, NodesAfter: 1,
 		NodesBeforeByType: map[string]int{"m5.large": 3}, NodesAfterByType: map[string]int{"m5.xlarge": 1},
 		CostPerHourBefore: 0.288, CostPerHourAfter: 0.0712, PlannedCostPerHour: 0.0712, PodsMoved: 12, PDBRejections: 4,
-		MaxPendingSeconds: 70, GroupsAtZero: true, SimulatedSeconds: 540, WallSeconds: 2.5,
+		PodsToMove: 10, MovesPerPod: 1.2,
+		MaxPendingSeconds: 70, GroupsScaled: true, SimulatedSeconds: 540, WallSeconds: 2.5,
+		Controller: &ControllerSummary{Home: "on node group system, kept at 2 nodes reserved with CriticalAddonsOnly=true:NoSchedule", KeptGroup: "system", Size: 2,
+			Before: []string{"ip-10-0-0-4 (system)", "ip-10-0-16-5 (system)"}, After: []string{"ip-10-0-0-4 (system)", "ip-10-0-16-5 (system)"}},
 		Steps: []StepResult{{ID: "discover", Status: StatusDone, Detail: "1 node group"}, {ID: "apply", Status: StatusFailed, Detail: "boom"}},
 		Consolidation: &ConsolidationSummary{NodesAfterMigration: 2, NodesAfterMigrationByType: map[string]int{"m5.xlarge": 2}, CostPerHourAfterMigration: 0.384,
 			Commands: 1, SavingsPerHour: 0.096, Skipped: 1, PodsMoved: 3, SettleSeconds: 1000, Log: []sandbox.ConsolidationCommand{

@@ -175,15 +175,25 @@ func WriteTable(w io.Writer, s *Summary) error {
 	fmt.Fprintln(tw, "\tBEFORE\tAFTER")
 	fmt.Fprintf(tw, "nodes\t%d\t%d\n", s.NodesBefore, s.NodesAfter)
 	fmt.Fprintf(tw, "$/hour\t%.4f\t%.4f\t(plan predicted %.4f)\n", s.CostPerHourBefore, s.CostPerHourAfter, s.PlannedCostPerHour)
-	fmt.Fprintf(tw, "pods moved\t\t%d\n", s.PodsMoved)
+	fmt.Fprintf(tw, "pods moved\t\t%d\t(%d moves, %.3f per pod)\n", s.PodsToMove, s.PodsMoved, s.MovesPerPod)
 	fmt.Fprintf(tw, "PDB violations\t\t%d\t(%d evictions refused with 429 and retried)\n", s.PDBViolations, s.PDBRejections)
 	fmt.Fprintf(tw, "longest pending\t\t%s\n", fmtSeconds(s.MaxPendingSeconds))
-	fmt.Fprintf(tw, "node groups at zero\t\t%t\n", s.GroupsAtZero)
+	groups := "at zero"
+	if c := s.Controller; c != nil && c.Size > 0 {
+		groups = fmt.Sprintf("at zero but %s, kept at %d for the Karpenter controller", c.KeptGroup, c.Size)
+	}
+	fmt.Fprintf(tw, "node groups\t\t%s: %t\n", groups, s.GroupsScaled)
 	fmt.Fprintf(tw, "Cluster Autoscaler replicas\t\t%d\n", s.ClusterAutoscalerReplicas)
 	if c := s.Consolidation; c != nil {
 		fmt.Fprintf(tw, "right after the waves\t\t%d nodes, $%.4f/h\n", c.NodesAfterMigration, c.CostPerHourAfterMigration)
 		fmt.Fprintf(tw, "Karpenter consolidation\t\t$%.4f/h saved\t(commands: %d executed, %d skipped; %d pods moved; settled %s after apply)\n",
 			c.SavingsPerHour, c.Commands, c.Skipped, c.PodsMoved, fmtSeconds(c.SettleSeconds))
+	}
+	if c := s.Controller; c != nil {
+		fmt.Fprintf(tw, "Karpenter controller\t\t%s\n", c.Home)
+		for i := range max(len(c.Before), len(c.After)) {
+			fmt.Fprintf(tw, "  replica %d\t\t%s → %s\n", i+1, at(c.Before, i), at(c.After, i))
+		}
 	}
 	fmt.Fprintln(tw, "\nINSTANCE TYPE\tBEFORE\tAFTER")
 	types := map[string]bool{}
@@ -226,6 +236,13 @@ func WriteTable(w io.Writer, s *Summary) error {
 	}
 	fmt.Fprintf(tw, "\nFiles: %s (snapshot.json, readiness.json, karpenter/, iam-plan.json, iam-journal.json, prod.yaml, plan.yaml, journal.json, summary.json)\n", s.OutDir)
 	return tw.Flush()
+}
+
+func at(s []string, i int) string {
+	if i < len(s) {
+		return s[i]
+	}
+	return "-"
 }
 
 func fmtSeconds(s float64) string {

@@ -7,12 +7,14 @@ import (
 	"sort"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 )
 
 // stepReadiness runs the readiness action over the discovered inventory, as
 // the readiness command does.
 func (r *runner) stepReadiness(_ context.Context) (string, error) {
-	rep := (&action.Readiness{}).Run(&r.inv).Report
+	cfg := config.Default(Env)
+	rep := (&action.Readiness{Config: &cfg}).Run(&r.inv).Report
 	if err := writeJSON(filepath.Join(r.opts.OutDir, "readiness.json"), rep); err != nil {
 		return "", err
 	}

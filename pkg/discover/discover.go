@@ -43,6 +43,8 @@ type EKSAPI interface {
 	eks.DescribeClusterAPIClient
 	eks.ListNodegroupsAPIClient
 	eks.DescribeNodegroupAPIClient
+	eks.ListFargateProfilesAPIClient
+	DescribeFargateProfile(ctx context.Context, in *eks.DescribeFargateProfileInput, optFns ...func(*eks.Options)) (*eks.DescribeFargateProfileOutput, error)
 }
 
 // Sources are the clients discover reads from. EKS may be nil for a
@@ -507,9 +509,10 @@ func toInstanceTypes(s []string) []ec2types.InstanceType {
 }
 
 // join maps nodes to node groups through providerID -> instance -> ASG,
-// falling back on the node-group labels. Self-managed nodes carry no
-// capacity-type label, so their capacity type comes from the instance: a
-// mixed-instances group's spot nodes would otherwise be priced on demand.
+// falling back on the node-group labels (inventory.NodeGroupOf: never a
+// Karpenter node). Self-managed nodes carry no capacity-type label, so
+// their capacity type comes from the instance: a mixed-instances group's
+// spot nodes would otherwise be priced on demand.
 func (d *run) join() {
 	for i := range d.inv.Nodes {
 		n := &d.inv.Nodes[i]
@@ -525,11 +528,10 @@ func (d *run) join() {
 				continue
 			}
 		}
-		for _, key := range []string{"eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name"} {
-			if v := n.Labels[key]; v != "" {
-				if _, ok := d.inv.NodeGroup(v); ok {
-					n.NodeGroup = v
-				}
+		// A Karpenter node keeping a node-group label is not the group's.
+		if g := inventory.NodeGroupOf(n.Labels); g != "" {
+			if _, ok := d.inv.NodeGroup(g); ok {
+				n.NodeGroup = g
 			}
 		}
 	}

@@ -273,3 +273,36 @@ func BenchmarkDiscover(b *testing.B) {
 	goruntime.KeepAlive(inv)
 	goruntime.KeepAlive(src) // the fixture stays in the baseline
 }
+
+// TestControllerHome reads what decides where the Karpenter controller
+// lives: the Fargate profiles (through the SDK, paginated) and the
+// controller Deployment's scheduling.
+func TestControllerHome(t *testing.T) {
+	acct, objs := world(1, 1, 1)
+	for i := range 3 {
+		acct.EKS.Clusters[0].FargateProfiles = append(acct.EKS.Clusters[0].FargateProfiles, ekstypes.FargateProfile{
+			FargateProfileName: awssdk.String(fmt.Sprintf("fp-%d", i)), Status: ekstypes.FargateProfileStatusActive,
+			Selectors: []ekstypes.FargateProfileSelector{{Namespace: awssdk.String("karpenter"), Labels: map[string]string{"app.kubernetes.io/name": "karpenter"}}}})
+	}
+	labels := map[string]string{"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}
+	tol := []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}}
+	objs = append(objs, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "karpenter", Name: "karpenter", Labels: labels},
+		Spec: appsv1.DeploymentSpec{Replicas: awssdk.Int32(2), Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{Tolerations: tol, Containers: []corev1.Container{{Name: "controller", Image: "public.ecr.aws/karpenter/controller:1.14.1"}}}}}})
+	srv, src := sources(t, acct, objs)
+	inv, err := discover.Run(context.Background(), src, discover.Options{ClusterName: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.FargateProfiles) != 3 || inv.FargateProfiles[2].Name != "fp-2" || !inv.FargateProfiles[0].Selects("karpenter", labels) ||
+		inv.FargateProfiles[0].Selects("karpenter", nil) {
+		t.Errorf("Fargate profiles %+v", inv.FargateProfiles)
+	}
+	if n := srv.Calls("eks", "DescribeFargateProfile"); n != 3 {
+		t.Errorf("%d DescribeFargateProfile calls, want one per profile", n)
+	}
+	k := inv.Karpenter
+	if k == nil || k.ControllerReplicas != 2 || k.ControllerLabels["app.kubernetes.io/instance"] != "karpenter" || len(k.ControllerTolerations) != 1 {
+		t.Errorf("Karpenter controller %+v", k)
+	}
+}

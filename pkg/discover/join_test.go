@@ -17,6 +17,9 @@ func TestJoinTakesCapacityTypeFromTheInstance(t *testing.T) {
 				{Name: "od-node", InstanceID: "i-od"},
 				{Name: "labelled", InstanceID: "i-spot2", CapacityType: inventory.CapacityOnDemand},
 				{Name: "unknown", InstanceID: "i-gone"},
+				{Name: "by-label", Labels: map[string]string{"eks.amazonaws.com/nodegroup": "apps"}},
+				// keepNodegroupLabel: a Karpenter node keeps the group's label.
+				{Name: "karpenter", InstanceID: "i-karp", Labels: map[string]string{"eks.amazonaws.com/nodegroup": "apps", "karpenter.sh/nodepool": "apps"}},
 			},
 		},
 		groupByASG: map[string]int{"apps-asg": 0},
@@ -33,6 +36,8 @@ func TestJoinTakesCapacityTypeFromTheInstance(t *testing.T) {
 		"od-node":   {"apps", inventory.CapacityOnDemand},
 		"labelled":  {"apps", inventory.CapacityOnDemand}, // a node's own label wins
 		"unknown":   {"", ""},
+		"by-label":  {"apps", ""},
+		"karpenter": {"", ""},
 	}
 	for _, n := range d.inv.Nodes {
 		if w := want[n.Name]; n.NodeGroup != w.group || n.CapacityType != w.capacity {

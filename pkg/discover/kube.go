@@ -212,6 +212,7 @@ func (d *run) detectControllers(dep *appsv1.Deployment) {
 			kp.Installed, kp.Version, kp.Namespace, kp.Deployment = true, imageTag(img), dep.Namespace, dep.Name
 			kp.Ready = dep.Status.ReadyReplicas > 0
 			kp.ControllerAffinity, kp.ControllerNodeSelector = spec.Affinity, spec.NodeSelector
+			kp.ControllerTolerations, kp.ControllerLabels, kp.ControllerReplicas = spec.Tolerations, dep.Spec.Template.Labels, replicas(dep.Spec.Replicas)
 		}
 	}
 }

@@ -336,7 +336,6 @@ func TestMotoDifferential(t *testing.T) {
 
 	snapshotGaps := []motoenv.Gap{
 		motoenv.KnownGap(`^\.inventory\.cluster\.authenticationMode$`, "moto's CreateCluster drops accessConfig: DescribeCluster has no authentication mode"),
-		motoenv.KnownGap(`^\.inventory\.spotPrices\[`, "moto cannot be seeded with spot prices: it answers 0.00001 USD (timestamp 2006) for every type and zone"),
 	}
 	fakeSnap, motoSnap := discoverCLI(t, fake.URL()), discoverCLI(t, srv.URL)
 	fakeSnap.TakenAt, motoSnap.TakenAt = time.Time{}, time.Time{}

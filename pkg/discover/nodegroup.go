@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -65,6 +66,36 @@ func (d *run) eks(ctx context.Context) error {
 			}
 		}
 	}
+	return d.fargateProfiles(ctx)
+}
+
+// fargateProfiles reads the cluster's Fargate profiles: one that selects
+// the Karpenter controller's namespace is where the controller lives.
+func (d *run) fargateProfiles(ctx context.Context) error {
+	p := eks.NewListFargateProfilesPaginator(d.src.EKS, &eks.ListFargateProfilesInput{ClusterName: &d.opts.ClusterName})
+	var names []string
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list Fargate profiles: %w", err)
+		}
+		names = append(names, page.FargateProfileNames...)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		out, err := d.src.EKS.DescribeFargateProfile(ctx, &eks.DescribeFargateProfileInput{ClusterName: &d.opts.ClusterName, FargateProfileName: &name})
+		if err != nil {
+			return fmt.Errorf("describe Fargate profile %s: %w", name, err)
+		}
+		fp := inventory.FargateProfile{Name: name}
+		if f := out.FargateProfile; f != nil {
+			fp.Status = string(f.Status)
+			for _, s := range f.Selectors {
+				fp.Selectors = append(fp.Selectors, inventory.FargateSelector{Namespace: deref(s.Namespace), Labels: s.Labels})
+			}
+		}
+		d.inv.FargateProfiles = append(d.inv.FargateProfiles, fp)
+	}
 	return nil
 }
 
@@ -85,24 +116,13 @@ func nodeGroupFromMNG(n *ekstypes.Nodegroup) inventory.NodeGroup {
 		ng.MaxUnavailable, ng.MaxUnavailablePercentage = u.MaxUnavailable, u.MaxUnavailablePercentage
 	}
 	for _, t := range n.Taints {
-		ng.Taints = append(ng.Taints, corev1.Taint{Key: deref(t.Key), Value: deref(t.Value), Effect: mngEffect(t.Effect)})
+		ng.Taints = append(ng.Taints, kmaws.KubeTaint(t))
 	}
 	if lt := n.LaunchTemplate; lt != nil {
 		ng.LaunchTemplate = &inventory.LaunchTemplate{ID: deref(lt.Id), Name: deref(lt.Name), Version: deref(lt.Version)}
 	}
 	ng.Arch, ng.OS = archOS(string(n.AmiType))
 	return ng
-}
-
-func mngEffect(e ekstypes.TaintEffect) corev1.TaintEffect {
-	switch e {
-	case ekstypes.TaintEffectNoExecute:
-		return corev1.TaintEffectNoExecute
-	case ekstypes.TaintEffectPreferNoSchedule:
-		return corev1.TaintEffectPreferNoSchedule
-	default:
-		return corev1.TaintEffectNoSchedule
-	}
 }
 
 func archOS(amiType string) (arch, os string) {

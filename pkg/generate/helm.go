@@ -1,15 +1,157 @@
 package generate
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
 
 	karpv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
+
+// ReservedTaint reserves the node group kept for the Karpenter controller
+// for it and critical add-ons (EKS's convention, which the chart's
+// controller tolerates), so that workload pods move to Karpenter.
+var ReservedTaint = corev1.Taint{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// ControllerLabels are the controller pod's selector labels when the chart
+// is installed as release "karpenter" (a Fargate profile may select them).
+var ControllerLabels = map[string]string{"app.kubernetes.io/name": "karpenter", "app.kubernetes.io/instance": "karpenter"}
+
+// chartDefaults are the Karpenter chart's scheduling values (from
+// aws/karpenter-provider-aws charts/karpenter/values.yaml, v1.12.0) that
+// apply when the values file leaves a key out.
+var chartDefaults = map[string]any{
+	"replicas":          2,
+	"priorityClassName": "system-cluster-critical",
+	"nodeSelector":      map[string]any{corev1.LabelOSStable: "linux"},
+	"affinity": map[string]any{
+		"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+			"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": karpv1.NodePoolLabelKey, "operator": "DoesNotExist"}}}},
+		}},
+		"podAntiAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": []any{map[string]any{"topologyKey": corev1.LabelHostname}}},
+	},
+	"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "topologyKey": corev1.LabelTopologyZone, "whenUnsatisfiable": "DoNotSchedule"}},
+	"tolerations":               []any{map[string]any{"key": "CriticalAddonsOnly", "operator": "Exists"}},
+}
+
+// ControllerPodSpec is the scheduling part of the controller pod the
+// chart renders from values (generate's, or a values file): nodeSelector,
+// affinity, topology spread, tolerations and priority class, with the
+// chart's defaults for keys left out and, as its template does, the pod's
+// selector labels (ControllerLabels) on anti-affinity and spread terms
+// that name none. It also returns the replicas.
+func ControllerPodSpec(values map[string]any) (corev1.PodSpec, int32, error) {
+	var spec corev1.PodSpec
+	var v struct {
+		Replicas                  int32                             `json:"replicas"`
+		PriorityClassName         string                            `json:"priorityClassName"`
+		NodeSelector              map[string]string                 `json:"nodeSelector"`
+		Affinity                  *corev1.Affinity                  `json:"affinity"`
+		TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints"`
+		Tolerations               []corev1.Toleration               `json:"tolerations"`
+	}
+	merged := map[string]any{}
+	for k, d := range chartDefaults {
+		merged[k] = d
+		if x, ok := values[k]; ok {
+			merged[k] = x
+		}
+	}
+	b, err := json.Marshal(merged)
+	if err == nil {
+		err = json.Unmarshal(b, &v)
+	}
+	if err != nil {
+		return spec, 0, fmt.Errorf("the controller's scheduling in the Helm values does not read as a pod spec: %w", err)
+	}
+	sel := &metav1.LabelSelector{MatchLabels: ControllerLabels}
+	if a := v.Affinity; a != nil && a.PodAntiAffinity != nil {
+		for i := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+			if t := &a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[i]; t.LabelSelector == nil {
+				t.LabelSelector = sel.DeepCopy()
+			}
+		}
+	}
+	for i := range v.TopologySpreadConstraints {
+		if t := &v.TopologySpreadConstraints[i]; t.LabelSelector == nil {
+			t.LabelSelector = sel.DeepCopy()
+		}
+	}
+	spec.NodeSelector, spec.Affinity, spec.TopologySpreadConstraints, spec.Tolerations, spec.PriorityClassName =
+		v.NodeSelector, v.Affinity, v.TopologySpreadConstraints, v.Tolerations, v.PriorityClassName
+	return spec, v.Replicas, nil
+}
+
+// ControllerObjects are the controller Deployment and PodDisruptionBudget
+// the Karpenter chart installs as release "karpenter" in namespace, as far
+// as where and how its pods run goes: the values' replicas, scheduling
+// (ControllerPodSpec) and controller resources, the chart's rolling
+// update (maxUnavailable 1) and PDB (maxUnavailable 1), one container
+// running image. The sandbox and the end-to-end tests run it in place of
+// a chart install.
+func ControllerObjects(values map[string]any, namespace, image string) (*appsv1.Deployment, *policyv1.PodDisruptionBudget, error) {
+	spec, replicas, err := ControllerPodSpec(values)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ctrl struct {
+		Resources corev1.ResourceRequirements `json:"resources"`
+	}
+	if c, ok := values["controller"]; ok {
+		b, err := json.Marshal(c)
+		if err == nil {
+			err = json.Unmarshal(b, &ctrl)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("controller.resources in the Helm values: %w", err)
+		}
+	}
+	spec.Containers = []corev1.Container{{Name: "controller", Image: image, Resources: ctrl.Resources}}
+	one := intstr.FromInt32(1)
+	dep := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: "karpenter", Namespace: namespace, Labels: maps.Clone(ControllerLabels)},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: maps.Clone(ControllerLabels)},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{MaxUnavailable: &one}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(ControllerLabels)}, Spec: spec},
+		},
+	}
+	pdb := &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: metav1.ObjectMeta{Name: "karpenter", Namespace: namespace, Labels: maps.Clone(ControllerLabels)},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MaxUnavailable: &one, Selector: &metav1.LabelSelector{MatchLabels: maps.Clone(ControllerLabels)}},
+	}
+	return dep, pdb, nil
+}
+
+// ReadHelmValues reads the Karpenter chart values of a generated tree
+// (dir/helm/karpenter-values.yaml). A missing file is an error wrapping
+// fs.ErrNotExist.
+func ReadHelmValues(dir string) (map[string]any, error) {
+	path := filepath.Join(dir, HelmValues)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read the Karpenter Helm values: %w", err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(b, &values); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return values, nil
+}
 
 // Controller defaults from Karpenter's "Migrating from Cluster Autoscaler" guide.
 const (
@@ -49,7 +191,7 @@ func helmValues(inv *inventory.Inventory, opts *Options) (map[string]any, []Find
 	}
 	if g != nil {
 		terms = append(terms, map[string]any{"key": labelEKSNodeGroup, "operator": string(corev1.NodeSelectorOpIn), "values": []string{g.Name}})
-		notes = append(notes, Finding{Subject: g.Name, Message: "the Karpenter controller stays on this legacy group (" + why + "): keep it when the others are scaled down"})
+		notes = append(notes, Finding{Subject: g.Name, Message: "the Karpenter controller stays on this legacy group (" + why + "): plan keeps it, at a small fixed size reserved with " + ReservedTaint.ToString() + ", when the others are scaled down"})
 		if g.MaxSize < controllerReplicas {
 			notes = append(notes, Finding{Subject: g.Name, Message: fmt.Sprintf("the controller's %d replicas need %d nodes here, one per node, but the group's max size is %d", controllerReplicas, controllerReplicas, g.MaxSize)})
 		}
@@ -58,8 +200,11 @@ func helmValues(inv *inventory.Inventory, opts *Options) (map[string]any, []Find
 	}
 	resources := map[string]any{"cpu": controllerCPU, "memory": controllerMemory}
 	return map[string]any{
-		"settings":       settings,
-		"replicas":       controllerReplicas,
+		"settings": settings,
+		"replicas": controllerReplicas,
+		// The chart's default, spelled out: the rollout reserves the kept
+		// group's nodes with ReservedTaint, which the controller must tolerate.
+		"tolerations":    []map[string]any{{"key": ReservedTaint.Key, "operator": string(corev1.TolerationOpExists)}},
 		"serviceAccount": map[string]any{"annotations": map[string]any{"eks.amazonaws.com/role-arn": fmt.Sprintf("arn:%s:iam::%s:role/%s%s", partition(c), account, controllerRolePrefix, c.Name)}},
 		"controller":     map[string]any{"resources": map[string]any{"requests": resources, "limits": resources}},
 		"affinity": map[string]any{

@@ -106,7 +106,7 @@ const (
 // use, and nothing else: the Job's RBAC is built from it.
 func RunbookRules() []RunbookRule {
 	return []RunbookRule{
-		{ScopeCluster, "", "nodes", []string{"get", "list", "patch"}, "preflight, drift and final checks list nodes; cordon/uncordon patch spec.unschedulable (kube.Cordon)"},
+		{ScopeCluster, "", "nodes", []string{"get", "list", "patch"}, "preflight, drift and final checks list nodes; cordon/uncordon patch spec.unschedulable (kube.Cordon); the controller's kept nodes and the steered legacy nodes get taints (kube.SetTaint patches spec.taints)"},
 		{ScopeCluster, "", "pods", []string{"get", "list", "watch"}, "drain lists and watches a node's pods and waits for evicted ones to go; the gate lists pending pods"},
 		{ScopeCluster, "", "pods/eviction", []string{"create"}, "every move goes through the Eviction API (kube.Drainer)"},
 		{ScopeCluster, "", "namespaces", []string{"get", "create"}, "the tool's namespace is created when missing (kube.EnsureNamespace)"},

@@ -35,6 +35,9 @@ type Inventory struct {
 	ClusterAutoscaler *ClusterAutoscaler `json:"clusterAutoscaler,omitempty"`
 	AWSAuth           *AWSAuth           `json:"awsAuth,omitempty"`
 	Karpenter         *KarpenterInstall  `json:"karpenter,omitempty"`
+	// FargateProfiles are the cluster's Fargate profiles: a pod they select
+	// runs on Fargate, on no node group.
+	FargateProfiles []FargateProfile `json:"fargateProfiles,omitempty"`
 }
 
 // Cluster is the EKS control plane.
@@ -235,6 +238,28 @@ type Node struct {
 	Ready         bool                `json:"ready"`
 	Unschedulable bool                `json:"unschedulable,omitempty"`
 	CreatedAt     metav1.Time         `json:"createdAt,omitempty"`
+}
+
+// Node-group labels, in the order NodeGroupOf reads them: EKS managed
+// groups, eksctl's self-managed groups, and the label the tool's test
+// environments give self-managed nodes.
+var nodeGroupLabels = []string{"eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name", "karpenter-migrate.io/node-group"}
+
+// NodeGroupOf returns the legacy node group a node's labels name, or "".
+// It is the one answer to "is this node legacy" (discover, the rollout):
+// a node Karpenter launched (karpenter.sh/nodepool) never is, although
+// generated NodePools may keep eks.amazonaws.com/nodegroup on their nodes
+// for workloads that select it (keepNodegroupLabel).
+func NodeGroupOf(labels map[string]string) string {
+	if labels["karpenter.sh/nodepool"] != "" {
+		return ""
+	}
+	for _, k := range nodeGroupLabels {
+		if v := labels[k]; v != "" {
+			return v
+		}
+	}
+	return ""
 }
 
 // Owner kinds of a pod's top-level controller.
@@ -438,4 +463,47 @@ type KarpenterInstall struct {
 	// cannot land on nodes it manages.
 	ControllerAffinity     *corev1.Affinity  `json:"controllerAffinity,omitempty"`
 	ControllerNodeSelector map[string]string `json:"controllerNodeSelector,omitempty"`
+	// ControllerTolerations, ControllerLabels (its pod template's) and
+	// ControllerReplicas complete the controller's scheduling: where it
+	// may run once the legacy groups are gone, and whether a Fargate
+	// profile selects it.
+	ControllerTolerations []corev1.Toleration `json:"controllerTolerations,omitempty"`
+	ControllerLabels      map[string]string   `json:"controllerLabels,omitempty"`
+	ControllerReplicas    int32               `json:"controllerReplicas,omitempty"`
+}
+
+// FargateProfile is an EKS Fargate profile: pods matching one of its
+// selectors run on Fargate.
+type FargateProfile struct {
+	Name      string            `json:"name"`
+	Status    string            `json:"status,omitempty"`
+	Selectors []FargateSelector `json:"selectors,omitempty"`
+}
+
+// FargateSelector selects the pods of a namespace, optionally by labels
+// (all must match).
+type FargateSelector struct {
+	Namespace string            `json:"namespace"`
+	Labels    map[string]string `json:"labels,omitempty"`
+}
+
+// Selects reports whether a pod of namespace ns with labels runs on this
+// profile (an inactive profile selects nothing).
+func (f FargateProfile) Selects(ns string, labels map[string]string) bool {
+	if f.Status != "" && f.Status != "ACTIVE" {
+		return false
+	}
+	for _, s := range f.Selectors {
+		if s.Namespace != ns {
+			continue
+		}
+		match := true
+		for k, v := range s.Labels {
+			match = match && labels[k] == v
+		}
+		if match {
+			return true
+		}
+	}
+	return false
 }

@@ -2,10 +2,15 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/kubectl/pkg/drain"
 )
 
@@ -33,4 +38,47 @@ func Cordon(ctx context.Context, client kubernetes.Interface, nodeName string, c
 		return fmt.Errorf("%s node %s: %w", verb, nodeName, err)
 	}
 	return nil
+}
+
+// SetTaint adds taint to a node (present) or removes every taint with its
+// key and effect (!present): a merge patch of spec.taints guarded by the
+// node's resourceVersion, retried on conflicts (RBAC: nodes patch, as for
+// cordoning). It reports whether the node changed; a node already in the
+// wanted state is left untouched.
+func SetTaint(ctx context.Context, client kubernetes.Interface, nodeName string, taint corev1.Taint, present bool) (bool, error) {
+	changed := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		has := slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&taint) })
+		if has == present {
+			return nil
+		}
+		taints := slices.DeleteFunc(slices.Clone(node.Spec.Taints), func(t corev1.Taint) bool { return t.MatchTaint(&taint) })
+		if present {
+			taints = append(taints, taint)
+		}
+		patch, err := json.Marshal(map[string]any{
+			"metadata": map[string]any{"resourceVersion": node.ResourceVersion},
+			"spec":     map[string]any{"taints": taints},
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := client.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+			return err
+		}
+		changed = true
+		return nil
+	})
+	if err != nil {
+		verb := "taint"
+		if !present {
+			verb = "untaint"
+		}
+		return false, fmt.Errorf("%s node %s with %s: %w", verb, nodeName, taint.ToString(), err)
+	}
+	return changed, nil
 }

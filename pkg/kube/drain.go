@@ -52,6 +52,10 @@ type DrainOptions struct {
 	// clock that only moves when the drain waits on it would see watch
 	// events arrive in goroutine order, not in simulated time.
 	Watch bool
+	// Stay, when set, names pods that stay on their node: neither evicted
+	// nor reported as left (a reserved node's controller and critical
+	// add-ons), whatever the other filters say of them.
+	Stay func(*corev1.Pod) bool
 }
 
 // DefaultDrainOptions honours grace periods, retries 429 from 250ms up to
@@ -159,6 +163,11 @@ func (d *Drainer) Pods(ctx context.Context, nodeName string) ([]corev1.Pod, []Sk
 	if err != nil {
 		return nil, nil, err
 	}
+	for name, p := range onNode {
+		if d.Options.Stay != nil && d.Options.Stay(p) {
+			delete(onNode, name)
+		}
+	}
 	for _, err := range errs {
 		// kubectl aggregates the pods it refuses to delete as
 		// "cannot delete <why>: ns/a, ns/b".
@@ -167,14 +176,14 @@ func (d *Drainer) Pods(ctx context.Context, nodeName string) ([]corev1.Pod, []Sk
 			return nil, nil, fmt.Errorf("list pods on node %s: %w", nodeName, err)
 		}
 		for _, p := range strings.Split(pods, ", ") {
-			if onNode[p] {
+			if onNode[p] != nil {
 				skipped = append(skipped, SkippedPod{Pod: p, Reason: strings.TrimPrefix(why, "cannot delete ")})
 			}
 		}
 	}
 	kept := skipped[:0]
 	for _, s := range skipped {
-		if onNode[s.Pod] {
+		if onNode[s.Pod] != nil {
 			kept = append(kept, s)
 		}
 	}
@@ -182,22 +191,23 @@ func (d *Drainer) Pods(ctx context.Context, nodeName string) ([]corev1.Pod, []Sk
 	sort.Slice(skipped, func(i, j int) bool { return skipped[i].Pod < skipped[j].Pod })
 	var evict []corev1.Pod
 	for _, p := range list.Pods() {
-		if onNode[p.Namespace+"/"+p.Name] {
+		if onNode[p.Namespace+"/"+p.Name] != nil {
 			evict = append(evict, p)
 		}
 	}
 	return evict, skipped, nil
 }
 
-func (d *Drainer) podsOnNode(ctx context.Context, nodeName string) (map[string]bool, error) {
+// podsOnNode returns the pods bound to a node by namespace/name.
+func (d *Drainer) podsOnNode(ctx context.Context, nodeName string) (map[string]*corev1.Pod, error) {
 	list, err := d.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
 	if err != nil {
 		return nil, fmt.Errorf("list pods on node %s: %w", nodeName, err)
 	}
-	on := make(map[string]bool, len(list.Items))
-	for _, p := range list.Items {
-		if p.Spec.NodeName == nodeName {
-			on[p.Namespace+"/"+p.Name] = true
+	on := make(map[string]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		if p := &list.Items[i]; p.Spec.NodeName == nodeName {
+			on[p.Namespace+"/"+p.Name] = p
 		}
 	}
 	return on, nil

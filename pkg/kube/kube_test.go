@@ -237,6 +237,29 @@ func TestCordon(t *testing.T) {
 	}
 }
 
+func TestSetTaint(t *testing.T) {
+	other := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{other}}})
+	ctx := context.Background()
+	reserve := corev1.Taint{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+	for i, step := range []struct {
+		present, changed bool
+		want             int
+	}{{true, true, 2}, {true, false, 2}, {false, true, 1}, {false, false, 1}} {
+		changed, err := SetTaint(ctx, cs, "n1", reserve, step.present)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		if changed != step.changed || len(n.Spec.Taints) != step.want || n.Spec.Taints[0] != other {
+			t.Errorf("step %d: changed %t, taints %v; want changed %t, %d taints, %s kept", i, changed, n.Spec.Taints, step.changed, step.want, other.ToString())
+		}
+	}
+	if _, err := SetTaint(ctx, cs, "missing", reserve, true); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("SetTaint(missing) = %v, want an error naming the node", err)
+	}
+}
+
 func TestStateStore(t *testing.T) {
 	cs := fake.NewClientset()
 	s := &StateStore{Client: cs, Namespace: "karpenter-migrate", Name: "journal-prod", Key: "journal.json", Environment: "prod"}

@@ -104,6 +104,10 @@ type Options struct {
 	// a pool whose taints it tolerates carries every pinned key with a value
 	// the pod accepts — the key alone is not enough.
 	Pools []PoolNodes
+	// Controller, when set, is where the Karpenter controller must still
+	// be able to run after the rollout (the plan's decision): a blocker
+	// when it could not.
+	Controller *Controller
 }
 
 // PoolNodes is what a NodePool's nodes carry that decides whether a pinned
@@ -128,6 +132,7 @@ func Evaluate(inv *inventory.Inventory, opts Options) Report {
 	e.clusterAutoscaler()
 	e.nodeGroups()
 	e.karpenter()
+	e.controllerHome()
 	var r Report
 	for _, f := range e.found {
 		sort.Strings(f.Objects)

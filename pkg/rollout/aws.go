@@ -28,12 +28,15 @@ type AutoScalingAPI interface {
 	SuspendProcesses(ctx context.Context, in *autoscaling.SuspendProcessesInput, optFns ...func(*autoscaling.Options)) (*autoscaling.SuspendProcessesOutput, error)
 	ResumeProcesses(ctx context.Context, in *autoscaling.ResumeProcessesInput, optFns ...func(*autoscaling.Options)) (*autoscaling.ResumeProcessesOutput, error)
 	TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, optFns ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error)
+	CreateOrUpdateTags(ctx context.Context, in *autoscaling.CreateOrUpdateTagsInput, optFns ...func(*autoscaling.Options)) (*autoscaling.CreateOrUpdateTagsOutput, error)
+	DeleteTags(ctx context.Context, in *autoscaling.DeleteTagsInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DeleteTagsOutput, error)
 }
 
 // EKSAPI is the part of the EKS client the rollout uses; *eks.Client
 // satisfies it.
 type EKSAPI interface {
 	UpdateNodegroupConfig(ctx context.Context, in *eks.UpdateNodegroupConfigInput, optFns ...func(*eks.Options)) (*eks.UpdateNodegroupConfigOutput, error)
+	DescribeNodegroup(ctx context.Context, in *eks.DescribeNodegroupInput, optFns ...func(*eks.Options)) (*eks.DescribeNodegroupOutput, error)
 }
 
 // migrationProcesses are suspended on every group while its nodes are
@@ -70,6 +73,11 @@ func (s *Session) recordGroups(ctx context.Context) error {
 			rec.SuspendedProcesses = append(rec.SuspendedProcesses, ptr.Deref(p.ProcessName, ""))
 		}
 		slices.Sort(rec.SuspendedProcesses)
+		if s.keptGroup() == g.Name {
+			if err := s.recordKeptGroup(ctx, asg, &rec); err != nil {
+				return err
+			}
+		}
 		s.Journal.Recorded.NodeGroups = append(s.Journal.Recorded.NodeGroups, rec)
 		if err := s.save(ctx); err != nil {
 			return err
@@ -176,40 +184,63 @@ func (s *Session) terminate(ctx context.Context, instanceID string) error {
 	return nil
 }
 
-// ScaleGroupsToZero sets every planned group to zero and resumes the
-// processes the rollout suspended.
-func (s *Session) ScaleGroupsToZero(ctx context.Context) error {
+// ScaleGroups sets every planned group to zero but the controller's kept
+// group, which gets its final fixed size (min = max = desired) without
+// its Cluster Autoscaler tags; then it resumes the processes the rollout
+// suspended and waits for the kept group's nodes, reserved.
+func (s *Session) ScaleGroups(ctx context.Context) error {
 	if err := s.recordGroups(ctx); err != nil {
 		return err
 	}
 	zero := ptr.To(int32(0))
 	for i := range s.Journal.Recorded.NodeGroups {
 		rec := &s.Journal.Recorded.NodeGroups[i]
-		maxSize := zero
-		if rec.Kind == inventory.Managed && s.EKS != nil {
-			maxSize = nil
-		}
-		if err := s.setGroupSize(ctx, rec, zero, maxSize, zero); err != nil {
-			return err
+		if rec.Name == s.keptGroup() {
+			size := ptr.To(s.Plan.Controller.Size)
+			if err := s.setGroupSize(ctx, rec, size, size, size); err != nil {
+				return err
+			}
+			if err := s.removeCATags(ctx, rec); err != nil {
+				return err
+			}
+		} else {
+			maxSize := zero
+			if rec.Kind == inventory.Managed && s.EKS != nil {
+				maxSize = nil
+			}
+			if err := s.setGroupSize(ctx, rec, zero, maxSize, zero); err != nil {
+				return err
+			}
 		}
 		if err := s.resumeOurs(ctx, rec); err != nil {
 			return err
 		}
 	}
-	return nil
+	return s.waitKeptGroup(ctx)
 }
 
-// GroupsAtZero reports whether every planned group is at zero (min and
-// desired, and max for self-managed groups) with the processes the rollout
+// GroupsScaled reports whether every planned group is at zero (min and
+// desired, and max for self-managed groups) — the kept group at its fixed
+// size without Cluster Autoscaler tags — with the processes the rollout
 // suspended resumed.
-func (s *Session) GroupsAtZero(ctx context.Context) (bool, string, error) {
+func (s *Session) GroupsScaled(ctx context.Context) (bool, string, error) {
 	for _, g := range s.Plan.NodeGroups {
 		asg, err := s.describeGroup(ctx, g.ASGName)
 		if err != nil {
 			return false, "", err
 		}
 		mn, mx, d := ptr.Deref(asg.MinSize, 0), ptr.Deref(asg.MaxSize, 0), ptr.Deref(asg.DesiredCapacity, 0)
-		if d != 0 || mn != 0 || (mx != 0 && !(g.Kind == inventory.Managed && s.EKS != nil)) {
+		if g.Name == s.keptGroup() {
+			size := s.Plan.Controller.Size
+			if mn != size || mx != size || d != size {
+				return false, fmt.Sprintf("ASG %s is at min/max/desired %d/%d/%d, want %d for the Karpenter controller", g.ASGName, mn, mx, d, size), nil
+			}
+			for _, t := range asg.Tags {
+				if slices.Contains(caTagKeys(s.Plan.Cluster), ptr.Deref(t.Key, "")) {
+					return false, fmt.Sprintf("ASG %s still has the Cluster Autoscaler tag %s", g.ASGName, ptr.Deref(t.Key, "")), nil
+				}
+			}
+		} else if d != 0 || mn != 0 || (mx != 0 && !(g.Kind == inventory.Managed && s.EKS != nil)) {
 			return false, fmt.Sprintf("ASG %s is at min/max/desired %d/%d/%d", g.ASGName, mn, mx, d), nil
 		}
 		if rec := s.Journal.Recorded.Group(g.Name); rec != nil {
@@ -219,6 +250,9 @@ func (s *Session) GroupsAtZero(ctx context.Context) (bool, string, error) {
 				}
 			}
 		}
+	}
+	if h := s.Plan.Controller; h != nil && h.Kept {
+		return true, fmt.Sprintf("every group is at zero but %s, kept at %d for the Karpenter controller", h.NodeGroup, h.Size), nil
 	}
 	return true, "every group is at zero", nil
 }
@@ -237,12 +271,15 @@ func (s *Session) resumeOurs(ctx context.Context, rec *GroupRecord) error {
 	return nil
 }
 
-// RestoreGroups puts every recorded group back to its recorded sizes and
-// processes.
+// RestoreGroups puts every recorded group back to its recorded sizes,
+// processes, Cluster Autoscaler tags and config taints.
 func (s *Session) RestoreGroups(ctx context.Context) error {
 	for i := range s.Journal.Recorded.NodeGroups {
 		rec := &s.Journal.Recorded.NodeGroups[i]
 		if err := s.resumeOurs(ctx, rec); err != nil {
+			return err
+		}
+		if err := s.restoreKeptGroup(ctx, rec); err != nil {
 			return err
 		}
 		if err := s.setGroupSize(ctx, rec, ptr.To(rec.Min), ptr.To(rec.Max), ptr.To(rec.Desired)); err != nil {

@@ -20,7 +20,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
 
 // Infra runs the AWS-side runbook groups (pkg/iam): discovery-tags,
@@ -111,20 +113,9 @@ func DetectDrift(ctx context.Context, s *Session) ([]string, error) {
 	return changes, nil
 }
 
-// NodeGroupOf returns the legacy node group a node's labels name, or "".
-// Karpenter's nodes are never legacy, although generated NodePools keep
-// eks.amazonaws.com/nodegroup on them for workloads that select it.
-func NodeGroupOf(n *corev1.Node) string {
-	if n.Labels["karpenter.sh/nodepool"] != "" {
-		return ""
-	}
-	for _, k := range []string{"eks.amazonaws.com/nodegroup", "alpha.eksctl.io/nodegroup-name", "karpenter-migrate.io/node-group"} {
-		if v := n.Labels[k]; v != "" {
-			return v
-		}
-	}
-	return ""
-}
+// NodeGroupOf returns the legacy node group a node's labels name, or ""
+// (inventory.NodeGroupOf: Karpenter's nodes are never legacy).
+func NodeGroupOf(n *corev1.Node) string { return inventory.NodeGroupOf(n.Labels) }
 
 // ScaleClusterAutoscaler records Cluster Autoscaler's replicas (once) and
 // scales it to replicas.
@@ -343,8 +334,9 @@ func (s *Session) RemoveOverlay(ctx context.Context) error {
 }
 
 // RestoreLegacyNodes uncordons the planned groups' nodes that are left,
-// deletes leftover placeholders and waits until each group has its
-// recorded desired count of Ready nodes.
+// removes the taints the rollout put on them, deletes leftover
+// placeholders and waits until each group has its recorded desired count
+// of Ready nodes.
 func (s *Session) RestoreLegacyNodes(ctx context.Context) error {
 	if err := s.deletePlaceholders(ctx, 0); err != nil {
 		return err
@@ -356,26 +348,15 @@ func (s *Session) RestoreLegacyNodes(ctx context.Context) error {
 		total += int(g.Desired)
 	}
 	err := s.poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
-		nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		nodes, groupOf, err := s.listNodes(ctx)
 		if err != nil {
-			return false, fmt.Errorf("list nodes: %w", err)
+			return false, err
 		}
-		// A self-managed group's nodes need carry no group label: know
-		// them by their instance, a member of the group's ASG.
-		var member map[string]string
 		ready := map[string]int{}
 		n := 0
-		for i := range nodes.Items {
-			node := &nodes.Items[i]
-			g := NodeGroupOf(node)
-			if g == "" && node.Labels["karpenter.sh/nodepool"] == "" && s.ASG != nil {
-				if member == nil {
-					if member, err = s.groupInstances(ctx); err != nil {
-						return false, err
-					}
-				}
-				g = member[InstanceIDFromProviderID(node.Spec.ProviderID)]
-			}
+		for i := range nodes {
+			node := &nodes[i]
+			g := groupOf[node.Name]
 			if _, ok := want[g]; !ok {
 				continue
 			}
@@ -386,6 +367,9 @@ func (s *Session) RestoreLegacyNodes(ctx context.Context) error {
 						return false, err
 					}
 				}
+			}
+			if err := s.untaintForRollback(ctx, node, g); err != nil {
+				return false, err
 			}
 			if nodeReady(node) {
 				ready[g]++
@@ -409,11 +393,11 @@ func (s *Session) RestoreLegacyNodes(ctx context.Context) error {
 	return err
 }
 
-// groupInstances maps the instances of the recorded groups' ASGs to the
+// groupInstances maps the instances of the planned groups' ASGs to the
 // group's name.
 func (s *Session) groupInstances(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
-	for _, g := range s.Journal.Recorded.NodeGroups {
+	for _, g := range s.Plan.NodeGroups {
 		if g.ASGName == "" {
 			continue
 		}
@@ -440,8 +424,9 @@ func nodeReady(n *corev1.Node) bool {
 }
 
 // Preflight checks the cluster is reachable, the tool may do its work,
-// Karpenter's CRDs are installed and its controller cannot run on its own
-// nodes, and the plan has no unacknowledged blockers.
+// Karpenter's CRDs are installed, its controller cannot run on its own
+// nodes and can still run somewhere once the plan's groups are removed,
+// and the plan has no unacknowledged blockers.
 func (s *Session) Preflight(ctx context.Context) error {
 	var problems []string
 	if _, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
@@ -451,6 +436,11 @@ func (s *Session) Preflight(ctx context.Context) error {
 		if _, err := s.Dynamic.Resource(kube.NodePoolGVK.GroupVersion().WithResource("nodepools")).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 			problems = append(problems, "Karpenter v1 NodePool CRD not usable ("+err.Error()+"); install Karpenter first")
 		}
+	}
+	if problem, err := s.controllerHomeProblem(ctx); err != nil {
+		return err
+	} else if problem != "" {
+		problems = append(problems, problem)
 	}
 	for _, dep := range []struct{ ns, name string }{{"kube-system", "karpenter"}, {"karpenter", "karpenter"}} {
 		d, err := s.Kube.AppsV1().Deployments(dep.ns).Get(ctx, dep.name, metav1.GetOptions{})
@@ -476,6 +466,40 @@ func (s *Session) Preflight(ctx context.Context) error {
 	return nil
 }
 
+// controllerHomeProblem checks the installed controller against the live
+// nodes (readiness.ControllerHomeProblem): its required scheduling must
+// admit a node that stays once the plan's groups are removed. Not
+// acknowledgeable: apply refuses to start rather than strand Karpenter.
+func (s *Session) controllerHomeProblem(ctx context.Context) (string, error) {
+	h := s.Plan.Controller
+	if h == nil {
+		return "", nil
+	}
+	d, err := s.controllerDeployment(ctx)
+	if err != nil || d == nil {
+		return "", err
+	}
+	c := readiness.Controller{Source: "Deployment " + d.Namespace + "/" + d.Name, Spec: d.Spec.Template.Spec, Namespace: h.Namespace,
+		KeptGroup: h.NodeGroup, Fargate: h.Fargate}
+	if h.Kept {
+		c.KeptTaint = h.Reserve
+	}
+	for _, g := range s.Plan.NodeGroups {
+		if g.Name != s.keptGroup() {
+			c.Removed = append(c.Removed, g.Name)
+		}
+	}
+	nodes, groupOf, err := s.listNodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	problem, fix := readiness.ControllerHomeProblem(c, nodes, func(n *corev1.Node) string { return groupOf[n.Name] })
+	if problem == "" {
+		return "", nil
+	}
+	return fmt.Sprintf("blocker: the Karpenter controller (%s) would lose every node it may run on: %s; fix: %s", c.Source, problem, fix), nil
+}
+
 func avoidsKarpenterNodes(a *corev1.Affinity) bool {
 	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
 		return false
@@ -495,7 +519,9 @@ func avoidsKarpenterNodes(a *corev1.Affinity) bool {
 }
 
 // FinalCheck verifies the end state: no workload pod left on a legacy
-// node, nothing pending, and the gate passing.
+// node (on the kept ones, only the controller's and critical add-ons),
+// the controller's pods on the kept nodes, nothing pending, and the gate
+// passing.
 func (s *Session) FinalCheck(ctx context.Context) error {
 	if s.Options.DryRun {
 		return nil
@@ -518,14 +544,36 @@ func (s *Session) FinalCheck(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list pods: %w", err)
 	}
-	var left []string
-	for _, p := range pods.Items {
-		if legacy[p.Spec.NodeName] && !isDaemon(&p) && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+	kept := map[string]bool{}
+	for _, n := range s.Journal.Recorded.KeptNodes {
+		kept[n] = true
+	}
+	stays, err := s.stays(ctx, kept)
+	if err != nil {
+		return err
+	}
+	isController, err := s.controllerPod(ctx)
+	if err != nil {
+		return err
+	}
+	var left, misplaced []string
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if legacy[p.Spec.NodeName] && !isDaemon(p) && (stays == nil || !stays(p)) {
 			left = append(left, p.Namespace+"/"+p.Name+" on "+p.Spec.NodeName)
+		}
+		if isController(p) && s.keptGroup() != "" && !kept[p.Spec.NodeName] {
+			misplaced = append(misplaced, p.Name+" on "+orString(p.Spec.NodeName, "no node"))
 		}
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("pods still on legacy nodes: %s", strings.Join(left, ", "))
+	}
+	if len(misplaced) > 0 {
+		return &PausedError{Step: s.Journal.Current.Step, Reason: "Karpenter controller pods not on the nodes kept for it: " + strings.Join(misplaced, ", ")}
 	}
 	res, err := s.EvaluateGate(ctx)
 	if err != nil {

@@ -120,6 +120,29 @@ func (f *fakeASG) TerminateInstanceInAutoScalingGroup(ctx context.Context, in *a
 	return nil, &smithy.GenericAPIError{Code: "ValidationError", Message: "Instance Id not found"}
 }
 
+func (f *fakeASG) CreateOrUpdateTags(_ context.Context, in *autoscaling.CreateOrUpdateTagsInput, _ ...func(*autoscaling.Options)) (*autoscaling.CreateOrUpdateTagsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range in.Tags {
+		g := f.groups[*t.ResourceId]
+		f.record(fmt.Sprintf("tag %s %s=%s", *t.ResourceId, *t.Key, ptr.Deref(t.Value, "")))
+		g.Tags = slices.DeleteFunc(g.Tags, func(x astypes.TagDescription) bool { return *x.Key == *t.Key })
+		g.Tags = append(g.Tags, astypes.TagDescription{Key: t.Key, Value: t.Value, ResourceId: t.ResourceId, PropagateAtLaunch: t.PropagateAtLaunch})
+	}
+	return &autoscaling.CreateOrUpdateTagsOutput{}, nil
+}
+
+func (f *fakeASG) DeleteTags(_ context.Context, in *autoscaling.DeleteTagsInput, _ ...func(*autoscaling.Options)) (*autoscaling.DeleteTagsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, t := range in.Tags {
+		g := f.groups[*t.ResourceId]
+		f.record(fmt.Sprintf("untag %s %s", *t.ResourceId, *t.Key))
+		g.Tags = slices.DeleteFunc(g.Tags, func(x astypes.TagDescription) bool { return *x.Key == *t.Key })
+	}
+	return &autoscaling.DeleteTagsOutput{}, nil
+}
+
 func legacyNode(name, group, zone, id string) *corev1.Node {
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"eks.amazonaws.com/nodegroup": group, corev1.LabelTopologyZone: zone}},

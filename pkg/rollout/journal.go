@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
@@ -82,6 +84,18 @@ type Recorded struct {
 	Objects []ObjectRef `json:"objects,omitempty"`
 	// Extra holds values steps record under their own keys (IAM journal).
 	Extra map[string]json.RawMessage `json:"extra,omitempty"`
+	// KeptNodes are the nodes of the controller's kept group chosen to
+	// stay (those running the controller first), chosen once.
+	KeptNodes []string `json:"keptNodes,omitempty"`
+	// Tainted are the taints the rollout added to nodes, each recorded
+	// before the node was changed; rollback removes them.
+	Tainted []NodeTaint `json:"tainted,omitempty"`
+}
+
+// NodeTaint is a taint the rollout put on a node.
+type NodeTaint struct {
+	Node  string       `json:"node"`
+	Taint corev1.Taint `json:"taint"`
 }
 
 // GroupRecord is a node group's settings before the rollout touched it.
@@ -90,6 +104,18 @@ type GroupRecord struct {
 	SuspendedProcesses []string `json:"suspendedProcesses,omitempty"`
 	// WeSuspended are the processes the rollout suspended (and resumes).
 	WeSuspended []string `json:"weSuspended,omitempty"`
+	// Tags are the kept group's Cluster Autoscaler tags as found (the
+	// rollout removes them, rollback puts them back); Taints its managed
+	// node group's config taints as found.
+	Tags   []GroupTag     `json:"tags,omitempty"`
+	Taints []corev1.Taint `json:"taints,omitempty"`
+}
+
+// GroupTag is an ASG tag.
+type GroupTag struct {
+	Key               string `json:"key"`
+	Value             string `json:"value"`
+	PropagateAtLaunch bool   `json:"propagateAtLaunch,omitempty"`
 }
 
 // ObjectRef names an applied Kubernetes object.

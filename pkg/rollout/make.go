@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -30,6 +32,10 @@ type PlanRequest struct {
 	Dir string
 	// PoolForGroup overrides the NodePool replacing a group.
 	PoolForGroup map[string]string
+	// ControllerNodeGroup is the legacy group kept for the Karpenter
+	// controller (plan --controller-nodegroup); empty lets the config, the
+	// live controller or generate's Helm values decide.
+	ControllerNodeGroup string
 	// IAM plans the IAM steps with these options; nil leaves them out.
 	IAM *IAMOptions
 	// Catalog prices and sizes the nodes; nil builds it from the inventory
@@ -77,6 +83,7 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 		}
 	}
 	var pools Pools
+	ctrl := ControllerOptions{NodeGroup: req.ControllerNodeGroup}
 	if req.Dir != "" {
 		objs, err := OverlayDir{Dir: req.Dir, Env: req.Environment}.Objects(ctx)
 		if err != nil {
@@ -84,6 +91,14 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 		}
 		if pools, err = PoolsFromObjects(objs); err != nil {
 			return nil, fmt.Errorf("%s overlays/%s: %w", req.Dir, req.Environment, err)
+		}
+		// Named from the tree's base name: the plan (and its hash) must not
+		// depend on where the tree is checked out.
+		ctrl.ValuesFrom = filepath.Join(filepath.Base(req.Dir), generate.HelmValues)
+		if ctrl.Values, err = generate.ReadHelmValues(req.Dir); errors.Is(err, fs.ErrNotExist) {
+			ctrl.ValuesFrom = "" // an older tree: the chart's defaults
+		} else if err != nil {
+			return nil, err
 		}
 	} else {
 		g := req.Config.Generate
@@ -95,6 +110,7 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 			return nil, fmt.Errorf("generate the NodePools to plan with (or pass --dir with a generated tree): %w", err)
 		}
 		pools = PoolsFromGenerate(res)
+		ctrl.Values, ctrl.ValuesFrom = res.HelmValues, "generate's Helm values"
 	}
 	for _, f := range readiness.Evaluate(inv, readiness.Options{Pools: pools.Nodes()}).Findings {
 		if slices.Contains(readinessJudgedByPlan, f.ID) || slices.Contains(req.Config.Readiness.Acknowledge, f.ID) {
@@ -107,7 +123,7 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 	}
 	return BuildPlan(inv, PlanOptions{
 		Environment: req.Environment, Config: req.Config, Steps: req.Steps, Pools: &pools, PoolForGroup: req.PoolForGroup,
-		Catalog: cat, PriceSource: prices, IAM: req.IAM, Findings: findings, Now: req.Now,
+		Catalog: cat, PriceSource: prices, IAM: req.IAM, Controller: ctrl, Findings: findings, Now: req.Now,
 		Progress: func(pp PlanProgress) error {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("plan stopped before %s: %w", pp, err)

@@ -62,6 +62,9 @@ type Plan struct {
 	// SteadyState is what Karpenter's consolidation is expected to make of
 	// the predicted fleet after the last wave (nil: nothing was predicted).
 	SteadyState *SteadyState `json:"steadyState,omitempty"`
+	// Controller is where the Karpenter controller lives once the legacy
+	// groups are gone (decided once, here; every surface reads it).
+	Controller *ControllerHome `json:"controller,omitempty"`
 }
 
 // PlannedStep is one runbook step as planned.
@@ -147,6 +150,11 @@ type WaveNode struct {
 	NodeGroup  string `json:"nodeGroup"`
 	InstanceID string `json:"instanceID,omitempty"`
 	Zone       string `json:"zone,omitempty"`
+	// Keep marks a node of the controller's kept group that stays: it is
+	// reserved (Controller.Reserve) instead of cordoned, only the pods that
+	// do not tolerate that are evicted, and it is not removed. Apply
+	// chooses again at the time: nodes running the controller stay first.
+	Keep bool `json:"keep,omitempty"`
 }
 
 // PredictedNode is a node Karpenter is expected to launch for a wave
@@ -227,6 +235,9 @@ type PlanOptions struct {
 	// IAM, when set, plans the IAM steps (02..06) for the inventory's
 	// cluster with these options; nil leaves them out of the run.
 	IAM *IAMOptions
+	// Controller are the inputs of the decision of where the Karpenter
+	// controller lives, besides the inventory and Config.Controller.
+	Controller ControllerOptions
 	// Findings from pkg/readiness, added to the plan's own.
 	Findings []Finding
 	Now      time.Time
@@ -297,6 +308,11 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		}
 	}
 	sort.Strings(p.NodePools)
+	cp, err := decideController(inv, cfg, o.Controller)
+	if err != nil {
+		return nil, fmt.Errorf("plan where the Karpenter controller lives: %w", err)
+	}
+	p.Controller = cp.home
 
 	podsByNode := map[string][]inventory.Pod{}
 	for _, pod := range inv.Pods {
@@ -359,18 +375,25 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		waves += len(chunk(nodesByGroup[g.Name], p.Budget.WaveSize))
 	}
 	for _, g := range p.NodeGroups {
+		var kept map[string]bool
+		if g.Name == cp.home.NodeGroup {
+			kept = cp.keep(nodesByGroup[g.Name], podsByNode)
+		}
 		for _, chunk := range chunk(zoneBalanced(nodesByGroup[g.Name]), p.Budget.WaveSize) {
 			w := Wave{Index: len(p.Waves) + 1, NodePools: poolsOf[g.Name]}
 			var pods []inventory.Pod
 			for _, n := range chunk {
-				w.Nodes = append(w.Nodes, WaveNode{Name: n.Name, NodeGroup: n.NodeGroup, InstanceID: instanceID(n), Zone: n.Zone})
+				w.Nodes = append(w.Nodes, WaveNode{Name: n.Name, NodeGroup: n.NodeGroup, InstanceID: instanceID(n), Zone: n.Zone, Keep: kept[n.Name]})
 				for _, pod := range podsByNode[n.Name] {
 					// Pods that will stay put need no new capacity.
-					if kube.DisruptionBlocked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations}}) == "" || p.Budget.ForceEvict {
+					if (kube.DisruptionBlocked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations}}) == "" || p.Budget.ForceEvict) && !(kept[n.Name] && cp.stays(pod)) {
 						pods = append(pods, pod)
 					}
 				}
 				cost.BeforePerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
+				if kept[n.Name] {
+					cost.AfterPerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
+				}
 			}
 			w.Pods = len(pods)
 			if err := progress(PlanProgress{Wave: w.Index, Waves: waves, Nodes: len(w.Nodes), Pods: w.Pods}); err != nil {
@@ -384,6 +407,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 					return nil, fmt.Errorf("plan wave %d: predict Karpenter nodes: %w", w.Index, err)
 				}
 				for _, u := range unschedulable {
+					if cp.admitsKept(podOf(pods, u.Pod)) {
+						continue // it moves to the controller's kept nodes
+					}
 					findings = append(findings, Finding{Severity: "blocker", Object: "Pod " + u.Pod.String(),
 						Message: fmt.Sprintf("fits no NodePool of wave %d (%s), so it would stay Pending after its eviction:%s", w.Index, strings.Join(w.NodePools, ", "), strings.TrimPrefix(u.String(), u.Pod.String()+":"))})
 				}
@@ -403,6 +429,11 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 			}
 			p.Waves = append(p.Waves, w)
 		}
+		if ng, _ := inv.NodeGroup(g.Name); kept != nil && ng != nil && len(ng.InstanceTypes) > 0 && len(ng.Zones) > 0 {
+			for range int(cp.home.Size) - len(kept) { // the kept group grows to its size
+				cost.AfterPerHour += price(ng.InstanceTypes[0], capacityOr(ng.CapacityType), ng.Zones[0])
+			}
+		}
 	}
 	cost.BeforePerHour, cost.AfterPerHour = round2(cost.BeforePerHour), round2(cost.AfterPerHour)
 	p.Cost = cost
@@ -418,7 +449,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		}
 		p.SteadyState = ss
 	}
-	p.Findings = append(append(planFindings(inv, podsByNode, inScope, p.Budget), findings...), o.Findings...)
+	p.Findings = append(append(append(planFindings(inv, podsByNode, inScope, p.Budget), cp.findings(inv)...), findings...), o.Findings...)
 	if o.IAM != nil {
 		p.IAM = planIAM(inv, *o.IAM)
 		if p.IAM.Error != "" {

@@ -32,6 +32,8 @@ func planInventory() *inventory.Inventory {
 	}
 	inv.Pods = append(inv.Pods, inventory.Pod{Namespace: "app", Name: "pinned", NodeName: "n1", OwnerKind: inventory.OwnerDeployment, OwnerName: "pinned",
 		Annotations: map[string]string{"karpenter.sh/do-not-disrupt": "true"}})
+	// The Karpenter controller runs on Fargate: no group is kept.
+	inv.FargateProfiles = []inventory.FargateProfile{{Name: "karpenter", Selectors: []inventory.FargateSelector{{Namespace: "kube-system"}}}}
 	return inv
 }
 

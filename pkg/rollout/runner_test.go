@@ -439,3 +439,111 @@ func TestRollbackFailureIsJournalled(t *testing.T) {
 		t.Errorf("journal state %q message %q, want failed with the reason", j.State, j.Message)
 	}
 }
+
+// TestKeptControllerGroup: the group the Karpenter controller lives on is
+// kept at its size, the nodes running the controller first; its nodes are
+// reserved and only the pods that do not tolerate that move; its Cluster
+// Autoscaler tags go; the other legacy nodes are steered away from; and
+// rollback restores sizes, tags and taints.
+func TestKeptControllerGroup(t *testing.T) {
+	sc := newScenario(t)
+	ctx := context.Background()
+	caTags := []astypes.TagDescription{
+		{Key: ptr.To("k8s.io/cluster-autoscaler/enabled"), Value: ptr.To("true"), PropagateAtLaunch: ptr.To(true)},
+		{Key: ptr.To("k8s.io/cluster-autoscaler/demo"), Value: ptr.To("owned"), PropagateAtLaunch: ptr.To(true)},
+	}
+	sc.asg.groups["asg-ng-a"].Tags = append(sc.asg.groups["asg-ng-a"].Tags, caTags...)
+	ctrl := map[string]string{"app.kubernetes.io/name": "karpenter"}
+	tolerate := []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}}
+	for _, o := range []runtime.Object{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "karpenter"},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(1)), Selector: &metav1.LabelSelector{MatchLabels: ctrl},
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Tolerations: tolerate, Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+						{Key: "karpenter.sh/nodepool", Operator: corev1.NodeSelectorOpDoesNotExist}}}}}}}}}},
+			Status: appsv1.DeploymentStatus{ReadyReplicas: 1, AvailableReplicas: 1}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "karpenter-1", Labels: ctrl},
+			Spec: corev1.PodSpec{NodeName: "a-3", Tolerations: tolerate}, Status: corev1.PodStatus{Phase: corev1.PodRunning}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns-1",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "coredns-1", Controller: ptr.To(true)}}},
+			Spec: corev1.PodSpec{NodeName: "a-1", Tolerations: tolerate}, Status: corev1.PodStatus{Phase: corev1.PodRunning}},
+	} {
+		if err := sc.kube.Tracker().Add(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc.inv.Karpenter = &inventory.KarpenterInstall{Installed: true, Namespace: "kube-system", Deployment: "karpenter", ControllerReplicas: 1,
+		ControllerLabels: ctrl, ControllerTolerations: tolerate}
+	sc.inv.Pods = append(sc.inv.Pods, inventory.Pod{Namespace: "kube-system", Name: "karpenter-1", NodeName: "a-3", Labels: ctrl, OwnerKind: inventory.OwnerDeployment, OwnerName: "karpenter", Tolerations: tolerate})
+	cfg := config.Default("dev")
+	cfg.Rollout.WaveSize, cfg.Rollout.PreProvision = "2", false
+	p, err := rollout.BuildPlan(&sc.inv, rollout.PlanOptions{Environment: "dev", Config: cfg, Steps: migrations.Planned(), Now: time.Unix(0, 0),
+		Controller: rollout.ControllerOptions{NodeGroup: "ng-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.plan = p
+	if h := p.Controller; h == nil || h.Source != rollout.ControllerFromFlag || !h.Kept || h.Size != 2 {
+		t.Fatalf("controller home %+v; want ng-a kept at 2 from the flag", h)
+	}
+	if err := sc.runner(nil).Apply(ctx); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if mn, mx, d, _ := sc.group("asg-ng-a"); mn != 2 || mx != 2 || d != 2 || len(sc.asg.groups["asg-ng-a"].Instances) != 2 {
+		t.Errorf("kept group: %d/%d/%d with %d instances; want 2/2/2 and 2", mn, mx, d, len(sc.asg.groups["asg-ng-a"].Instances))
+	}
+	if mn, _, d, _ := sc.group("asg-ng-b"); mn != 0 || d != 0 {
+		t.Errorf("ng-b: min %d desired %d; want zero", mn, d)
+	}
+	for _, tag := range sc.asg.groups["asg-ng-a"].Tags {
+		if strings.HasPrefix(*tag.Key, "k8s.io/cluster-autoscaler/") {
+			t.Errorf("kept group still tagged %s", *tag.Key)
+		}
+	}
+	nodes, _ := sc.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	var names []string
+	for _, n := range nodes.Items {
+		names = append(names, n.Name)
+		if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != "CriticalAddonsOnly" || n.Spec.Unschedulable {
+			t.Errorf("kept node %s: taints %v cordoned %t; want reserved, schedulable", n.Name, n.Spec.Taints, n.Spec.Unschedulable)
+		}
+	}
+	// a-3 runs the controller; a-1 and a-2 are both in zone a: a-1 by name.
+	if slices.Sort(names); !slices.Equal(names, []string{"a-1", "a-3"}) {
+		t.Errorf("nodes left %v; want a-3 (runs the controller) and a-1", names)
+	}
+	for _, pod := range []string{"karpenter-1", "coredns-1", "agent-a-1", "agent-a-3"} {
+		if _, err := sc.kube.CoreV1().Pods("kube-system").Get(ctx, pod, metav1.GetOptions{}); err != nil {
+			t.Errorf("pod %s was moved off the kept nodes: %v", pod, err)
+		}
+	}
+	if pods, _ := sc.kube.CoreV1().Pods("app").List(ctx, metav1.ListOptions{}); len(pods.Items) != 0 {
+		t.Errorf("%d workload pods left on the kept nodes", len(pods.Items))
+	}
+	j, _ := rollout.Status(ctx, sc.kube, "karpenter-migrate", "dev")
+	steered := 0
+	for _, nt := range j.Recorded.Tainted {
+		if nt.Taint == rollout.SteerTaint {
+			steered++
+		}
+	}
+	if steered != 2 || !slices.Equal(j.Recorded.KeptNodes, []string{"a-1", "a-3"}) {
+		t.Errorf("recorded taints %v kept %v; want a-2 and b-1 steered, a-1 and a-3 kept", j.Recorded.Tainted, j.Recorded.KeptNodes)
+	}
+
+	if err := sc.runner(nil).Rollback(ctx, ""); err != nil {
+		t.Fatalf("Rollback: %v", err)
+	}
+	if mn, mx, d, _ := sc.group("asg-ng-a"); mn != 2 || mx != 6 || d != 3 {
+		t.Errorf("ng-a after rollback %d/%d/%d; want 2/6/3", mn, mx, d)
+	}
+	if n := len(sc.asg.groups["asg-ng-a"].Tags); n != 3 {
+		t.Errorf("ng-a tags after rollback %v; want its Cluster Autoscaler tags back", sc.asg.groups["asg-ng-a"].Tags)
+	}
+	nodes, _ = sc.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	for _, n := range nodes.Items {
+		if len(n.Spec.Taints) != 0 {
+			t.Errorf("node %s keeps taints %v after rollback", n.Name, n.Spec.Taints)
+		}
+	}
+}

@@ -15,10 +15,12 @@ import (
 // was made to scale (#23). A change that only makes planning faster keeps
 // them; one that changes plans on purpose updates them and says why: #22
 // records the prices the cost used (cost.prices, and a warning when they
-// are the embedded ones) — waves, fleet and forecast unchanged.
+// are the embedded ones) — waves, fleet and forecast unchanged; #25 keeps
+// the Karpenter controller's group (the plan's controller home, the kept
+// nodes in the cost after, the steps' purposes).
 var demoPlanHashes = map[int]string{
-	1: "sha256:784194a79a841ac83dfe81e64a16790dba76ad75bc07449ae50388e3e79f76a2",
-	3: "sha256:40b2480f7c544faf0e8769a056f1c4bf480f64ce9a7d3f4c8118de11bcd6caca",
+	1: "sha256:119915183f7f54c6dd1b2ba5dec944bdde6e6aaa2e141df9cc7dd95532a325f3",
+	3: "sha256:c35c3388ae3d43bc2a4154d087f3f2e321ba6ea259b5adba91ae7f15afe3107a",
 }
 
 func TestPlanOfTheDemoKeepsItsHash(t *testing.T) {

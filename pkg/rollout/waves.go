@@ -77,7 +77,9 @@ func (g GateResult) String() string {
 }
 
 // RunWaves moves every planned wave's pods to Karpenter capacity and
-// removes the wave's instances from their groups.
+// removes the wave's instances from their groups, but the nodes kept for
+// the Karpenter controller: those are reserved, and only the pods that do
+// not tolerate that are moved.
 func (s *Session) RunWaves(ctx context.Context) error {
 	if err := s.prepareGroups(ctx); err != nil {
 		return err
@@ -85,8 +87,12 @@ func (s *Session) RunWaves(ctx context.Context) error {
 	if err := s.ensurePriorityClass(ctx); err != nil {
 		return err
 	}
+	kept, err := s.prepareNodes(ctx)
+	if err != nil {
+		return err
+	}
 	for _, w := range s.Plan.Waves {
-		if err := s.runWave(ctx, w); err != nil {
+		if err := s.runWave(ctx, w, kept); err != nil {
 			return err
 		}
 	}
@@ -114,7 +120,7 @@ func (s *Session) setPhase(ctx context.Context, w Wave, rec *WaveRecord, phase s
 	return s.save(ctx)
 }
 
-func (s *Session) runWave(ctx context.Context, w Wave) error {
+func (s *Session) runWave(ctx context.Context, w Wave, kept map[string]bool) error {
 	rec := s.Journal.Wave(w.Index)
 	if s.Options.DryRun {
 		rec = &WaveRecord{Index: w.Index}
@@ -139,6 +145,9 @@ func (s *Session) runWave(ctx context.Context, w Wave) error {
 			err = s.preProvision(ctx, w)
 		case PhaseCordon:
 			for _, n := range w.Nodes {
+				if kept[n.Name] {
+					continue // reserved instead (prepareNodes)
+				}
 				s.change("cordon node %s", n.Name)
 				if !s.Options.DryRun {
 					if err = kube.Cordon(ctx, s.Kube, n.Name, true); apierrors.IsNotFound(errors.Unwrap(err)) {
@@ -150,13 +159,19 @@ func (s *Session) runWave(ctx context.Context, w Wave) error {
 				}
 			}
 		case PhaseDrain:
-			err = s.drainWave(ctx, w, rec)
+			// The placeholders' room goes to the evicted pods: they would
+			// not preempt placeholders while a steered legacy node fits.
+			if err = s.deletePlaceholders(ctx, w.Index); err == nil {
+				err = s.drainWave(ctx, w, rec, kept)
+			}
 		case PhaseGate:
 			err = s.gate(ctx, w)
 		case PhaseCleanup:
-			err = s.deletePlaceholders(ctx, w.Index)
+			if !s.Options.DryRun { // said once, at the drain
+				err = s.deletePlaceholders(ctx, w.Index)
+			}
 		case PhaseScaleIn:
-			err = s.scaleIn(ctx, w, rec)
+			err = s.scaleIn(ctx, w, rec, kept)
 		}
 		if err != nil {
 			return err
@@ -261,13 +276,25 @@ func (s *Session) placeholderPod(name string, wave int, ph Placeholder) *corev1.
 	}
 }
 
+// deletePlaceholders deletes the wave's placeholder pods, if any are left:
+// as its drain starts (their room goes to the pods it evicts), and again at
+// cleanup for a run resumed after the drain.
 func (s *Session) deletePlaceholders(ctx context.Context, wave int) error {
+	sel := metav1.ListOptions{LabelSelector: placeholderSelector(s.Plan.Environment, wave)}
+	if !s.Options.DryRun {
+		left, err := s.Kube.CoreV1().Pods(s.Namespace).List(ctx, sel)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("list placeholder pods of wave %d: %w", wave, err)
+		}
+		if err == nil && len(left.Items) == 0 {
+			return nil
+		}
+	}
 	s.change("delete placeholder pods of wave %d", wave)
 	if s.Options.DryRun {
 		return nil
 	}
-	err := s.Kube.CoreV1().Pods(s.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))},
-		metav1.ListOptions{LabelSelector: placeholderSelector(s.Plan.Environment, wave)})
+	err := s.Kube.CoreV1().Pods(s.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}, sel)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete placeholder pods of wave %d: %w", wave, err)
 	}
@@ -308,9 +335,14 @@ func (s *Session) ownerOf(ctx context.Context, p *corev1.Pod, rsCache map[string
 }
 
 // drainWave evicts the wave's pods, moving PDB-blocked Deployment pods by
-// surge restart when the plan allows it.
-func (s *Session) drainWave(ctx context.Context, w Wave, rec *WaveRecord) error {
+// surge restart when the plan allows it. On the kept nodes the
+// controller's pods and those tolerating the reservation stay.
+func (s *Session) drainWave(ctx context.Context, w Wave, rec *WaveRecord, kept map[string]bool) error {
 	opts := s.drainOptions()
+	var err error
+	if opts.Stay, err = s.stays(ctx, kept); err != nil {
+		return err
+	}
 	var mu sync.Mutex
 	d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: opts, OnEvent: func(e kube.DrainEvent) {
 		switch e.Type {
@@ -580,9 +612,13 @@ func (s *Session) EvaluateGate(ctx context.Context) (GateResult, error) {
 	return res, nil
 }
 
-// scaleIn removes the wave's drained instances from their groups.
-func (s *Session) scaleIn(ctx context.Context, w Wave, rec *WaveRecord) error {
+// scaleIn removes the wave's drained instances from their groups (not the
+// kept nodes).
+func (s *Session) scaleIn(ctx context.Context, w Wave, rec *WaveRecord, kept map[string]bool) error {
 	for _, n := range w.Nodes {
+		if kept[n.Name] {
+			continue
+		}
 		id := n.InstanceID
 		if id == "" {
 			if node, err := s.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {

@@ -18,6 +18,7 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	corev1 "k8s.io/api/core/v1"
 
+	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
@@ -85,7 +86,7 @@ func (s *Sandbox) account(inv inventory.Inventory) *awsfake.Account {
 				ng.CapacityType = ekstypes.CapacityTypesSpot
 			}
 			for _, t := range g.Taints {
-				ng.Taints = append(ng.Taints, ekstypes.Taint{Key: awssdk.String(t.Key), Value: awssdk.String(t.Value), Effect: eksEffect(t.Effect)})
+				ng.Taints = append(ng.Taints, kmaws.EKSTaint(t))
 			}
 			ec.Nodegroups = append(ec.Nodegroups, ng)
 		}
@@ -183,16 +184,6 @@ func (s *Sandbox) account(inv inventory.Inventory) *awsfake.Account {
 	return a
 }
 
-func eksEffect(e corev1.TaintEffect) ekstypes.TaintEffect {
-	switch e {
-	case corev1.TaintEffectNoExecute:
-		return ekstypes.TaintEffectNoExecute
-	case corev1.TaintEffectPreferNoSchedule:
-		return ekstypes.TaintEffectPreferNoSchedule
-	}
-	return ekstypes.TaintEffectNoSchedule
-}
-
 func ec2Tags(m map[string]string) []ec2types.Tag {
 	var out []ec2types.Tag
 	for _, k := range sortedStringKeys(m) {
@@ -214,9 +205,14 @@ func sortedStringKeys[V any](m map[string]V) []string {
 type asgView struct {
 	min, max, desired int32
 	instances         []astypes.Instance
+	// managed is set for a managed node group's ASG; taints are then its
+	// config's, which EKS gives the nodes it launches.
+	managed bool
+	taints  []corev1.Taint
 }
 
-// readASGs snapshots the fake's ASGs (sizes and instances) under its lock.
+// readASGs snapshots the fake's ASGs (sizes and instances) and managed
+// node groups' taints under its lock.
 func (s *Sandbox) readASGs() map[string]asgView {
 	out := map[string]asgView{}
 	if s.aws == nil {
@@ -227,6 +223,21 @@ func (s *Sandbox) readASGs() map[string]asgView {
 			v := asgView{min: deref32(g.MinSize), max: deref32(g.MaxSize), desired: deref32(g.DesiredCapacity)}
 			v.instances = append(v.instances, g.Instances...)
 			out[awssdk.ToString(g.AutoScalingGroupName)] = v
+		}
+		for _, c := range a.EKS.Clusters {
+			for _, ng := range c.Nodegroups {
+				if ng.Resources == nil {
+					continue
+				}
+				for _, asg := range ng.Resources.AutoScalingGroups {
+					v := out[awssdk.ToString(asg.Name)]
+					v.managed, v.taints = true, nil
+					for _, t := range ng.Taints {
+						v.taints = append(v.taints, kmaws.KubeTaint(t))
+					}
+					out[awssdk.ToString(asg.Name)] = v
+				}
+			}
 		}
 	})
 	return out

@@ -172,6 +172,9 @@ func (s *Sandbox) reconcileCloud(ctx context.Context) error {
 			continue
 		}
 		g.MinSize, g.MaxSize, g.DesiredSize = v.min, v.max, v.desired
+		if v.managed {
+			g.Taints = v.taints // EKS taints the nodes it launches as its config says
+		}
 		live := s.cloud.groupInstances(name)
 		known := map[string]bool{}
 		for _, in := range live {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -583,13 +585,17 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 		bestScore := -1.0
 		preferred := s.nominatedNode(p)
 		for _, n := range ordered {
-			if s.opts.Fitter.Fit(p, n, used[n.Name], vols) != nil {
+			if s.opts.Fitter.Fit(p, n, used[n.Name], vols) != nil || antiAffinityBlocks(p, n, nodes, on) {
 				continue
 			}
 			score := allocatedScore(PodRequests(p), used[n.Name], n.Status.Allocatable)
 			if s.loading || !s.opts.PackNodes {
 				score = 2 - score
 			}
+			// kube-scheduler's TaintToleration score (weight 3) outweighs
+			// the resource scores (weight 1 each): a node with a
+			// PreferNoSchedule taint the pod does not tolerate comes last.
+			score -= 3 * float64(preferNoSchedule(p, n))
 			if n.Name == preferred {
 				score += 10
 			}
@@ -619,6 +625,52 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 		on[best.Name] = append(on[best.Name], p)
 	}
 	return nil
+}
+
+// antiAffinityBlocks reports whether placing p on n breaks one of its
+// required pod anti-affinity terms (kube-scheduler's InterPodAffinity
+// filter, for anti-affinity): a pod matching the term already runs in n's
+// topology domain.
+func antiAffinityBlocks(p *corev1.Pod, n *corev1.Node, nodes map[string]*corev1.Node, on map[string][]*corev1.Pod) bool {
+	if p.Spec.Affinity == nil || p.Spec.Affinity.PodAntiAffinity == nil {
+		return false
+	}
+	for _, term := range p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+		domain, ok := n.Labels[term.TopologyKey]
+		if !ok {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+		if err != nil {
+			continue
+		}
+		namespaces := term.Namespaces
+		if len(namespaces) == 0 {
+			namespaces = []string{p.Namespace}
+		}
+		for name, m := range nodes {
+			if m.Labels[term.TopologyKey] != domain {
+				continue
+			}
+			for _, q := range on[name] {
+				if q.UID != p.UID && slices.Contains(namespaces, q.Namespace) && sel.Matches(labels.Set(q.Labels)) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// preferNoSchedule counts n's PreferNoSchedule taints p does not tolerate.
+func preferNoSchedule(p *corev1.Pod, n *corev1.Node) int {
+	count := 0
+	for i := range n.Spec.Taints {
+		if t := &n.Spec.Taints[i]; t.Effect == corev1.TaintEffectPreferNoSchedule && !tolerates(p.Spec.Tolerations, *t) {
+			count++
+		}
+	}
+	return count
 }
 
 // preempt makes room for a pod that fits nowhere by deleting pods of lower

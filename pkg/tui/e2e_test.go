@@ -160,7 +160,7 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 		t.Errorf("journal state %s: %s", j.State, j.Message)
 	}
 	// Let the simulated cloud catch up with the scaled-in groups, then:
-	// every workload pod on a Karpenter node, every group at zero.
+	// every workload pod on a Karpenter node, every group at its size.
 	if err := e.sb.SB.Settle(ctx, 30*time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -184,9 +184,18 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 			t.Errorf("pod %s/%s is on %q, not a Karpenter node", p.Namespace, p.Name, p.Spec.NodeName)
 		}
 	}
+	// Every group at zero but the one the plan keeps for the Karpenter controller.
+	plan, err := rollout.ReadPlanFile(filepath.Join(e.ops.OutDir, PlanFile))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, g := range e.sb.SB.Cloud().Groups() {
-		if g.DesiredSize != 0 || len(g.Instances) != 0 {
-			t.Errorf("node group %s desired %d with %d instances, want 0", g.Name, g.DesiredSize, len(g.Instances))
+		want := int32(0)
+		if h := plan.Controller; h.Kept && g.Name == h.NodeGroup {
+			want = h.Size
+		}
+		if g.DesiredSize != want || len(g.Instances) != int(want) {
+			t.Errorf("node group %s desired %d with %d instances, want %d", g.Name, g.DesiredSize, len(g.Instances), want)
 		}
 	}
 	if !strings.Contains(strings.Join(res.Commands, "\n"), "karpenter-migrate plan --env prod --snapshot "+filepath.Join(e.ops.OutDir, SnapshotFile)) {
@@ -251,9 +260,14 @@ func TestQuitMidRolloutLeavesAJournalApplyResumes(t *testing.T) {
 	if err := e.sb.SB.Settle(ctx, 30*time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	// Every group at zero but the one kept for the Karpenter controller.
 	for _, g := range e.sb.SB.Cloud().Groups() {
-		if g.DesiredSize != 0 || len(g.Instances) != 0 {
-			t.Errorf("node group %s desired %d with %d instances after the resumed apply", g.Name, g.DesiredSize, len(g.Instances))
+		want := int32(0)
+		if h := plan.Controller; h.Kept && g.Name == h.NodeGroup {
+			want = h.Size
+		}
+		if g.DesiredSize != want || len(g.Instances) != int(want) {
+			t.Errorf("node group %s desired %d with %d instances after the resumed apply, want %d", g.Name, g.DesiredSize, len(g.Instances), want)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
@@ -333,6 +334,8 @@ func testPlan() *rollout.Plan {
 				PredictedNodes: []rollout.PredictedNode{{NodePool: "system"}}},
 		},
 		Cost: rollout.Cost{BeforePerHour: 0.9, AfterPerHour: 0.4, Complete: true},
+		Controller: &rollout.ControllerHome{Source: rollout.ControllerFromValues, NodeGroup: "system", Kept: true, Size: 2,
+			Reserve: &corev1.Taint{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 	}
 }
 

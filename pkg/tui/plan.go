@@ -232,6 +232,7 @@ func (p *planScreen) view(width, _ int) string {
 			b.WriteString("$/h  not estimated (no prices for some instance types)\n")
 		}
 		fmt.Fprintf(&b, "emptyDir data loss %s · force evictions %s · blockers acknowledged %s\n", onOff(c.AllowEmptyDir), onOff(c.ForceEvict), onOff(p.s.run.AckBlockers))
+		b.WriteString(truncate("Karpenter controller "+pl.Controller.String(), width) + "\n")
 		if bl := pl.Blockers(); len(bl) > 0 {
 			b.WriteString(st.bad.Render(truncate(fmt.Sprintf("%d blocker(s): %s %s", len(bl), bl[0].Object, bl[0].Message), width)) + "\n")
 		} else if n := len(pl.Findings); n > 0 {

@@ -141,19 +141,21 @@ func (r *readinessScreen) render() {
 		if r.expanded[i] {
 			mark = "▾"
 		}
+		// The status comes first so a long title cut at the screen's
+		// width never hides it.
 		status := ""
 		switch {
 		case f.Severity == readiness.Blocker && r.s.acked[f.ID]:
-			status = st.warn.Render(" [acknowledged]")
+			status = st.warn.Render("[acknowledged] ")
 		case f.Severity == readiness.Blocker:
-			status = st.bad.Render(" [open]")
+			status = st.bad.Render("[open] ")
 		}
-		text := fmt.Sprintf("%s %s (%d)", mark, f.Title, len(f.Objects))
+		text := fmt.Sprintf("%s (%d)", f.Title, len(f.Objects))
 		if i == r.cursor {
 			cursorLine = line
 			text = st.sel.Render(text)
 		}
-		write("  " + text + status)
+		write("  " + mark + " " + status + text)
 		if r.expanded[i] {
 			wrap := lipgloss.NewStyle().Width(max(20, r.vp.Width-6))
 			for _, o := range f.Objects {

@@ -77,10 +77,11 @@ type EKSState struct {
 	Clusters []EKSCluster `json:"clusters,omitempty"`
 }
 
-// EKSCluster is a cluster and its managed node groups.
+// EKSCluster is a cluster, its managed node groups and Fargate profiles.
 type EKSCluster struct {
-	Cluster    ekstypes.Cluster     `json:"cluster"`
-	Nodegroups []ekstypes.Nodegroup `json:"nodegroups,omitempty"`
+	Cluster         ekstypes.Cluster          `json:"cluster"`
+	Nodegroups      []ekstypes.Nodegroup      `json:"nodegroups,omitempty"`
+	FargateProfiles []ekstypes.FargateProfile `json:"fargateProfiles,omitempty"`
 }
 
 // SSMState is the SSM part of an account.

@@ -92,6 +92,9 @@ func TestRoundTrip(t *testing.T) {
 		var ng ekstypes.Nodegroup
 		f.Fill(&ng)
 		ng.NodegroupName = awssdk.String("mng")
+		var fp ekstypes.FargateProfile
+		f.Fill(&fp)
+		fp.FargateProfileName = awssdk.String("fp")
 		var p ssmtypes.Parameter
 		f.Fill(&p)
 		p.Name = awssdk.String("/p")
@@ -101,7 +104,7 @@ func TestRoundTrip(t *testing.T) {
 			EC2: awsfake.EC2State{Instances: []ec2types.Instance{in}, Subnets: []ec2types.Subnet{sn}, SecurityGroups: []ec2types.SecurityGroup{sg},
 				LaunchTemplateVersions: []ec2types.LaunchTemplateVersion{ltv}, InstanceTypes: []ec2types.InstanceTypeInfo{it},
 				SpotPrices: []ec2types.SpotPrice{sp}, Images: []ec2types.Image{img}},
-			EKS: awsfake.EKSState{Clusters: []awsfake.EKSCluster{{Cluster: cl, Nodegroups: []ekstypes.Nodegroup{ng}}}},
+			EKS: awsfake.EKSState{Clusters: []awsfake.EKSCluster{{Cluster: cl, Nodegroups: []ekstypes.Nodegroup{ng}, FargateProfiles: []ekstypes.FargateProfile{fp}}}},
 			SSM: awsfake.SSMState{Parameters: []ssmtypes.Parameter{p}},
 		}
 		// The fake adds EC2 twins for ASG instances; compare against the seeded one only.
@@ -139,6 +142,15 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatalf("DescribeNodegroup: %v", err)
 		}
 		check(t, "Nodegroup", err, ng, *dn.Nodegroup)
+		fps, err := c.EKS.ListFargateProfiles(ctx, &eks.ListFargateProfilesInput{ClusterName: awssdk.String("prod")})
+		if err != nil || len(fps.FargateProfileNames) != 1 || fps.FargateProfileNames[0] != "fp" {
+			t.Fatalf("ListFargateProfiles: %v %v", fps, err)
+		}
+		df, err := c.EKS.DescribeFargateProfile(ctx, &eks.DescribeFargateProfileInput{ClusterName: awssdk.String("prod"), FargateProfileName: awssdk.String("fp")})
+		if err != nil {
+			t.Fatalf("DescribeFargateProfile: %v", err)
+		}
+		check(t, "FargateProfile", err, fp, *df.FargateProfile)
 		gp, err := c.SSM.GetParameter(ctx, &ssm.GetParameterInput{Name: awssdk.String("/p")})
 		if err != nil {
 			t.Fatalf("GetParameter: %v", err)

@@ -16,6 +16,8 @@ func registerEKS(s *Server) {
 	s.registerREST("eks", "ListNodegroups", "GET /clusters/{name}/node-groups", eksListNodegroups)
 	s.registerREST("eks", "DescribeNodegroup", "GET /clusters/{name}/node-groups/{nodegroupName}", eksDescribeNodegroup)
 	s.registerREST("eks", "UpdateNodegroupConfig", "POST /clusters/{name}/node-groups/{nodegroupName}/update-config", eksUpdateNodegroupConfig)
+	s.registerREST("eks", "ListFargateProfiles", "GET /clusters/{name}/fargate-profiles", eksListFargateProfiles)
+	s.registerREST("eks", "DescribeFargateProfile", "GET /clusters/{name}/fargate-profiles/{fargateProfileName}", eksDescribeFargateProfile)
 }
 
 func (c *call) cluster() (*EKSCluster, error) {
@@ -187,4 +189,36 @@ func eksUpdateNodegroupConfig(c *call) (any, error) {
 		Id: ptr("u0000000-0000-4000-8000-" + strconv.FormatUint(c.acct.launchSeq+100000000000, 10)), Status: ekstypes.UpdateStatusInProgress,
 		Type: ekstypes.UpdateTypeConfigUpdate, Params: params,
 	}}, nil
+}
+
+func eksListFargateProfiles(c *call) (any, error) {
+	cl, err := c.cluster()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(cl.FargateProfiles))
+	for _, fp := range cl.FargateProfiles {
+		names = append(names, deref(fp.FargateProfileName))
+	}
+	sort.Strings(names)
+	page, next, err := eksPage(c, names)
+	if err != nil {
+		return nil, err
+	}
+	return &eks.ListFargateProfilesOutput{FargateProfileNames: page, NextToken: next}, nil
+}
+
+func eksDescribeFargateProfile(c *call) (any, error) {
+	cl, err := c.cluster()
+	if err != nil {
+		return nil, err
+	}
+	name := c.pathValue("fargateProfileName")
+	for _, fp := range cl.FargateProfiles {
+		if deref(fp.FargateProfileName) == name {
+			out := fp
+			return &eks.DescribeFargateProfileOutput{FargateProfile: &out}, nil
+		}
+	}
+	return nil, errorf(http.StatusNotFound, "ResourceNotFoundException", "No Fargate Profile found with name: %s.", name)
 }

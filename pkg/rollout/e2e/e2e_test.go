@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -210,10 +211,14 @@ var scenarioGroups = []legacyGroup{
 	{name: "ng-self", asg: "ng-self", min: 1, max: 5, suspended: []string{"AZRebalance"}},
 }
 
-// TestRolloutEndToEnd: plan live, apply killed with SIGKILL in a drain,
-// a concurrent apply refused by the Lease, the resumed apply completing
-// with every pod on Karpenter nodes and no PDB ever below its minimum, then
-// a rollback that restores the recorded sizes, processes and replicas.
+// TestRolloutEndToEnd: the Karpenter controller installed from the Helm
+// values generate wrote (pinned to the managed group), plan live, apply
+// killed with SIGKILL in a drain, a concurrent apply refused by the Lease,
+// the resumed apply completing with every workload pod on Karpenter nodes,
+// the controller still running on its kept group (at 2, reserved, without
+// Cluster Autoscaler tags) and no PDB ever below its minimum, then a
+// rollback that restores the recorded sizes, processes, replicas, tags and
+// taints.
 func TestRolloutEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the end-to-end rollout takes minutes")
@@ -224,6 +229,9 @@ func TestRolloutEndToEnd(t *testing.T) {
 	seedWorkloads(ctx, t, w)
 	before := w.asgs()
 	tree, cfg := w.prepare(ctx)
+	installController(ctx, t, w, tree)
+	placedBefore, _ := controllerPlacement(ctx, t, w)
+	rowsBefore := groupRows(ctx, t, w)
 
 	// Plan from a live discovery, with the IAM steps.
 	out := w.mustRun(ctx, "plan", "--env", "e2e", "--cluster", clusterName, "--dir", tree, "--config", cfg, "--identity", "pod-identity", "-f", "plan.yaml", "-o", "json")
@@ -232,19 +240,23 @@ func TestRolloutEndToEnd(t *testing.T) {
 		t.Fatalf("plan -o json: %v\n%s", err, out)
 	}
 	checkPlan(t, &plan)
+	checkControllerPlan(t, &plan)
 
 	budgets := []budget{
 		{name: "web", selector: labels.SelectorFromSet(labelsOf("web")), min: 3},
 		{name: "solo", selector: labels.SelectorFromSet(labelsOf("solo")), min: 1},
+		{name: "karpenter", selector: controllerSelector, min: 1},
 	}
-	watch, err := watchPods(ctx, w.env.Client, appNS, budgets)
+	watch, err := watchPods(ctx, w.env.Client, "", budgets)
 	if err != nil {
 		t.Fatal(err)
 	}
 
+	toMove := podsToMove(ctx, t, w, appNS)
+
 	// Apply, killed (SIGKILL) as soon as the first pod is evicted.
 	apply := []string{"apply", "--plan", "plan.yaml", "--dir", tree, "--yes", "--lease-duration", "8s", "--poll-interval", "500ms", "--ack-blockers"}
-	first := w.start(ctx, "evicted ", apply...)
+	first := w.start(ctx, ": evicted ", apply...)
 	select {
 	case <-first.seen:
 		if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -302,6 +314,25 @@ func TestRolloutEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkMigrated(ctx, t, w)
+	placedAfter, on := controllerPlacement(ctx, t, w)
+	rowsAfter := groupRows(ctx, t, w)
+	if len(placedAfter) != 2 || len(on) != 2 {
+		t.Errorf("controller replicas Running and Ready after apply: %v; want 2 on the kept group's nodes", placedAfter)
+	}
+	for _, where := range placedAfter {
+		if !strings.HasSuffix(where, "(ng-managed)") {
+			t.Errorf("a controller replica runs on %s, not on the kept group", where)
+		}
+	}
+	// Every pod deleted in the application's namespace while apply ran
+	// was moved by it (evicted, or replaced by a surge restart).
+	moves := watch.deletions(appNS)
+	perPod := float64(moves) / float64(toMove)
+	t.Logf("Karpenter controller before apply: %v; after: %v", placedBefore, placedAfter)
+	t.Logf("apply: %d moves for %d pods to move (%.3f per pod moved)", moves, toMove, perPod)
+	if perPod > 1.05 || moves < toMove {
+		t.Errorf("%d moves for %d pods (%.3f per pod); want each pod moved once, at most 1.05 per pod", moves, toMove, perPod)
+	}
 
 	// Rollback restores exactly what was recorded.
 	w.mustRun(ctx, "rollback", "--plan", "plan.yaml", "--dir", tree, "--yes", "--poll-interval", "500ms")
@@ -310,6 +341,16 @@ func TestRolloutEndToEnd(t *testing.T) {
 		a := after[name]
 		if a.Min != b.Min || a.Max != b.Max || a.Desired != b.Desired || !slices.Equal(a.Suspended, b.Suspended) {
 			t.Errorf("ASG %s after rollback: %+v, want the recorded %+v", name, a, b)
+		}
+	}
+	if err := w.settleNodes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rowsBack := groupRows(ctx, t, w)
+	logGroups(t, []string{"before", "after apply", "after rollback"}, []map[string]groupRow{rowsBefore, rowsAfter, rowsBack}, w.groups)
+	for name, b := range rowsBefore {
+		if a := rowsBack[name]; !slices.Equal(a.CATags, b.CATags) || !slices.Equal(a.ConfigTaints, b.ConfigTaints) || len(a.NodeTaints) > 0 {
+			t.Errorf("group %s after rollback: %s; want the tags and taints it had: %s", name, a, b)
 		}
 	}
 	d, err := w.env.Client.AppsV1().Deployments("kube-system").Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
@@ -361,9 +402,20 @@ func checkPlan(t *testing.T, p *rollout.Plan) {
 // checkMigrated asserts the end state of apply.
 func checkMigrated(ctx context.Context, t *testing.T, w *world) {
 	t.Helper()
-	for name, s := range w.asgs() {
+	rows := groupRows(ctx, t, w)
+	for _, g := range w.groups {
+		s := rows[g.name]
+		if g.name == "ng-managed" {
+			// Kept for the Karpenter controller: at 2, nothing scales it,
+			// reserved on its config and its nodes.
+			if s.Min != 2 || s.Max != 2 || s.Desired != 2 || s.Instances != 2 || len(s.CATags) > 0 ||
+				!slices.Equal(s.ConfigTaints, []string{"CriticalAddonsOnly=true:NO_SCHEDULE"}) || len(s.NodeTaints) != 2 {
+				t.Errorf("kept group %s after apply: %s; want 2/2/2, 2 instances, no CA tags, its config and both nodes reserved", g.name, s)
+			}
+			continue
+		}
 		if s.Min != 0 || s.Desired != 0 || s.Instances != 0 || slices.Contains(s.Suspended, "Launch") {
-			t.Errorf("ASG %s after apply: %+v, want min/desired 0, no instances, Launch resumed", name, s)
+			t.Errorf("ASG %s after apply: %+v, want min/desired 0, no instances, Launch resumed", g.asg, s)
 		}
 	}
 	d, err := w.env.Client.AppsV1().Deployments("kube-system").Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
@@ -374,11 +426,17 @@ func checkMigrated(ctx context.Context, t *testing.T, w *world) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	karpenter := map[string]bool{}
+	karpenter, kept := map[string]bool{}, 0
 	for _, n := range nodes.Items {
-		if n.Labels["karpenter.sh/nodepool"] != "" {
+		switch {
+		case n.Labels["karpenter.sh/nodepool"] != "":
 			karpenter[n.Name] = true
-		} else {
+		case n.Labels["eks.amazonaws.com/nodegroup"] == "ng-managed":
+			kept++
+			if n.Spec.Unschedulable || !slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&generate.ReservedTaint) }) {
+				t.Errorf("kept node %s: unschedulable %t, taints %v; want schedulable, reserved", n.Name, n.Spec.Unschedulable, n.Spec.Taints)
+			}
+		default:
 			t.Errorf("legacy node %s still exists", n.Name)
 		}
 	}
@@ -391,14 +449,15 @@ func checkMigrated(ctx context.Context, t *testing.T, w *world) {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
-		if !karpenter[p.Spec.NodeName] {
+		// Only DaemonSet pods stay on the kept nodes with the controller.
+		if !karpenter[p.Spec.NodeName] && !strings.HasPrefix(p.Name, "agent-") {
 			t.Errorf("pod %s is on %q, not a Karpenter node", p.Name, p.Spec.NodeName)
 		}
 		if healthy(&p) {
 			running++
 		}
 	}
-	if want := 4 + 1 + 2 + len(karpenter); running < want {
+	if want := 4 + 1 + 2 + len(karpenter) + kept; running < want {
 		t.Errorf("%d healthy pods in %s, want %d (web 4, solo 1, db 2, one agent per node)", running, appNS, want)
 	}
 	j, err := rollout.Status(ctx, w.env.Client, "karpenter-migrate", "e2e")

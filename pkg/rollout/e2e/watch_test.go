@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -27,13 +28,16 @@ type budget struct {
 // the longest time a pod waited for a node. The counts are incremental so
 // that the watcher, on the machine it measures, costs little CPU.
 type podWatch struct {
-	mu       sync.Mutex
-	budgets  []budget
-	healthy  map[string]bool
-	counts   map[string]int
-	lowest   map[string]int
-	since    map[string]time.Time // when a pod was first seen without a node
-	pending  time.Duration        // longest time a pod waited for a node
+	mu      sync.Mutex
+	budgets []budget
+	healthy map[string]bool
+	counts  map[string]int
+	lowest  map[string]int
+	since   map[string]time.Time // when a pod was first seen without a node
+	pending time.Duration        // longest time a pod waited for a node
+	// deleted counts, per namespace, the pods deleted that are not a
+	// DaemonSet's: each is a move (an eviction or a surge restart).
+	deleted  map[string]int
 	stopped  chan struct{}
 	cancel   context.CancelFunc
 	watchErr error
@@ -55,7 +59,7 @@ func healthy(p *corev1.Pod) bool {
 // the initial list is counted.
 func watchPods(ctx context.Context, c kubernetes.Interface, ns string, budgets []budget) (*podWatch, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &podWatch{budgets: budgets, healthy: map[string]bool{}, counts: map[string]int{}, lowest: map[string]int{}, since: map[string]time.Time{}, stopped: make(chan struct{}), cancel: cancel}
+	w := &podWatch{budgets: budgets, healthy: map[string]bool{}, counts: map[string]int{}, lowest: map[string]int{}, since: map[string]time.Time{}, deleted: map[string]int{}, stopped: make(chan struct{}), cancel: cancel}
 	list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		cancel()
@@ -109,6 +113,9 @@ func (e *statusError) Error() string { return e.msg }
 // counts of the budgets selecting it, and their lowest.
 func (w *podWatch) observe(p *corev1.Pod, deleted bool) {
 	key := p.Namespace + "/" + p.Name
+	if deleted && !slices.ContainsFunc(p.OwnerReferences, func(o metav1.OwnerReference) bool { return o.Kind == "DaemonSet" }) {
+		w.deleted[p.Namespace]++
+	}
 	now := !deleted && healthy(p)
 	if now != w.healthy[key] {
 		if now {
@@ -160,11 +167,19 @@ func (w *podWatch) stop() (map[string]int, time.Duration, error) {
 	return out, w.pending, w.watchErr
 }
 
+// deletions is the count of pods of namespace ns, not a DaemonSet's,
+// deleted while the watch ran.
+func (w *podWatch) deletions(ns string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.deleted[ns]
+}
+
 // TestPodWatchCounts: the incremental counts follow pods turning healthy
 // and unhealthy, per budget, and keep the lowest (no control plane needed).
 func TestPodWatchCounts(t *testing.T) {
 	budgets := []budget{{name: "web", selector: labels.SelectorFromSet(labelsOf("web")), min: 1}, {name: "db", selector: labels.SelectorFromSet(labelsOf("db")), min: 1}}
-	w := &podWatch{budgets: budgets, healthy: map[string]bool{}, counts: map[string]int{}, lowest: map[string]int{}, since: map[string]time.Time{}}
+	w := &podWatch{budgets: budgets, healthy: map[string]bool{}, counts: map[string]int{}, lowest: map[string]int{}, since: map[string]time.Time{}, deleted: map[string]int{}}
 	pod := func(name, app string, ready bool) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, Labels: labelsOf(app)}, Spec: corev1.PodSpec{NodeName: "n1"},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
@@ -198,5 +213,12 @@ func TestPodWatchCounts(t *testing.T) {
 	}
 	if w.lowest["web"] != 1 || w.lowest["db"] != 0 {
 		t.Errorf("lowest %v, want web 1 db 0", w.lowest)
+	}
+	// Two pods deleted (moves); a DaemonSet's deleted pod is not one.
+	agent := pod("agent-1", "agent", true)
+	agent.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent"}}
+	w.observe(agent, true)
+	if n := w.deletions("ns"); n != 2 {
+		t.Errorf("%d deletions, want 2 (web-1, db-1; not the DaemonSet's)", n)
 	}
 }

@@ -1,0 +1,131 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+)
+
+// ControllerNamespace is where the demo installs the Karpenter controller.
+const ControllerNamespace = "kube-system"
+
+// systemClusterCritical is the value of the system-cluster-critical
+// PriorityClass, which the sandbox (without priority admission) sets itself.
+const systemClusterCritical = int32(2000000000)
+
+// ControllerSummary says where the Karpenter controller lives: the plan's
+// decision, and the node (and group) of each replica before and after the
+// migration.
+type ControllerSummary struct {
+	Home      string   `json:"home"`
+	KeptGroup string   `json:"keptGroup,omitempty"`
+	Size      int32    `json:"size,omitempty"`
+	Before    []string `json:"before"`
+	After     []string `json:"after"`
+}
+
+// stepKarpenter installs the Karpenter controller as the chart would from
+// the Helm values generate wrote (helm upgrade --install karpenter ... -f
+// karpenter/helm/karpenter-values.yaml): its Deployment, pinned as the
+// values say, and its PDB; and waits for its replicas to run.
+func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
+	values, err := generate.ReadHelmValues(filepath.Join(r.opts.OutDir, "karpenter"))
+	if err != nil {
+		return "", err
+	}
+	dep, pdb, err := generate.ControllerObjects(values, ControllerNamespace, "public.ecr.aws/karpenter/controller:"+iam.DefaultKarpenterVersion)
+	if err != nil {
+		return "", err
+	}
+	if dep.Spec.Template.Spec.PriorityClassName == "system-cluster-critical" {
+		dep.Spec.Template.Spec.Priority = ptrTo(systemClusterCritical)
+	}
+	if _, err := r.clients.Kube.AppsV1().Deployments(ControllerNamespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("install the Karpenter controller: %w", err)
+	}
+	if _, err := r.clients.Kube.PolicyV1().PodDisruptionBudgets(ControllerNamespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("install the Karpenter controller's PDB: %w", err)
+	}
+	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
+		return "", fmt.Errorf("the Karpenter controller: %w", err)
+	}
+	where, err := r.controllerPlacement(ctx)
+	if err != nil {
+		return "", err
+	}
+	r.sum.Controller = &ControllerSummary{Before: where}
+	return fmt.Sprintf("%d replicas running on %s", len(where), strings.Join(where, ", ")), nil
+}
+
+// controllerPlacement is "node (group)" for each running replica of the
+// controller, sorted.
+func (r *runner) controllerPlacement(ctx context.Context) ([]string, error) {
+	pods, err := r.clients.Kube.CoreV1().Pods(ControllerNamespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(generate.ControllerLabels).String()})
+	if err != nil {
+		return nil, fmt.Errorf("list the Karpenter controller's pods: %w", err)
+	}
+	nodes, err := r.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	group := map[string]string{}
+	for _, n := range nodes.Items {
+		group[n.Name] = orString(inventory.NodeGroupOf(n.Labels), "NodePool "+n.Labels["karpenter.sh/nodepool"])
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
+			out = append(out, fmt.Sprintf("%s (%s)", p.Spec.NodeName, group[p.Spec.NodeName]))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// staysOnKeptNode reports whether a pod is one the rollout leaves on the
+// nodes kept for the controller: the controller's own, or one tolerating
+// the reservation.
+func (r *runner) staysOnKeptNode(p *corev1.Pod) bool {
+	h := r.plan.Controller
+	if h == nil || !h.Kept || r.journal == nil || !slices.Contains(r.journal.Recorded.KeptNodes, p.Spec.NodeName) {
+		return false
+	}
+	if p.Namespace == ControllerNamespace && labels.SelectorFromSet(generate.ControllerLabels).Matches(labels.Set(p.Labels)) {
+		return true
+	}
+	for _, t := range p.Spec.Tolerations {
+		if t.ToleratesTaint(klog.Background(), h.Reserve, false) {
+			return true
+		}
+	}
+	return false
+}
+
+// keptSize is the size the plan keeps a group at (0: scaled to zero).
+func keptSize(p *rollout.Plan, group string) int32 {
+	if h := p.Controller; h != nil && h.Kept && h.NodeGroup == group {
+		return h.Size
+	}
+	return 0
+}
+
+func orString(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func ptrTo[T any](v T) *T { return &v }

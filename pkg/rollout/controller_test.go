@@ -1,0 +1,215 @@
+package rollout_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+)
+
+// homeInventory: a managed group "system" (3 nodes over 3 zones, the
+// Karpenter controller's two replicas on system-a and system-c) and a
+// self-managed group "apps" (2 nodes, labelled role=apps), a workload
+// pod on every node.
+func homeInventory() *inventory.Inventory {
+	inv := &inventory.Inventory{Cluster: inventory.Cluster{Name: "c1", Region: "us-east-1", AccountID: "111122223333"}}
+	inv.NodeGroups = []inventory.NodeGroup{
+		{Name: "apps", Kind: inventory.SelfManaged, ASGName: "apps", MinSize: 1, MaxSize: 4, DesiredSize: 2, InstanceTypes: []string{"m5.xlarge"},
+			CapacityType: inventory.CapacityOnDemand, Zones: []string{"us-east-1a"}, Labels: map[string]string{"role": "apps"}, Arch: "amd64", OS: "linux", AMIType: "AL2023_x86_64_STANDARD"},
+		{Name: "system", Kind: inventory.Managed, ASGName: "eks-system", MinSize: 3, MaxSize: 3, DesiredSize: 3, InstanceTypes: []string{"m5.large"},
+			CapacityType: inventory.CapacityOnDemand, Zones: []string{"us-east-1a", "us-east-1b", "us-east-1c"}, Arch: "amd64", OS: "linux", AMIType: "AL2023_x86_64_STANDARD"},
+	}
+	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("7Gi")}
+	node := func(name, group, zone, it string, labels map[string]string) {
+		l := map[string]string{corev1.LabelOSStable: "linux", corev1.LabelTopologyZone: zone, corev1.LabelHostname: name}
+		for k, v := range labels {
+			l[k] = v
+		}
+		inv.Nodes = append(inv.Nodes, inventory.Node{Name: name, NodeGroup: group, Zone: zone, InstanceID: "i-" + name, InstanceType: it, Allocatable: alloc, Labels: l, Ready: true})
+		inv.Pods = append(inv.Pods, inventory.Pod{Namespace: "app", Name: "web-" + name, NodeName: name, OwnerKind: inventory.OwnerDeployment, OwnerName: "web",
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("512Mi")}})
+	}
+	node("apps-1", "apps", "us-east-1a", "m5.xlarge", map[string]string{"role": "apps"})
+	node("apps-2", "apps", "us-east-1a", "m5.xlarge", map[string]string{"role": "apps"})
+	for _, z := range []string{"a", "b", "c"} {
+		node("system-"+z, "system", "us-east-1"+z, "m5.large", map[string]string{"eks.amazonaws.com/nodegroup": "system"})
+	}
+	for _, n := range []string{"system-a", "system-c"} {
+		inv.Pods = append(inv.Pods, inventory.Pod{Namespace: "kube-system", Name: "karpenter-" + n, NodeName: n, Labels: generate.ControllerLabels,
+			OwnerKind: inventory.OwnerDeployment, OwnerName: "karpenter", Tolerations: []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}}})
+	}
+	return inv
+}
+
+// installed is the controller as discover reads it, pinned by a
+// nodeSelector (nil: admits any node but Karpenter's).
+func installed(inv *inventory.Inventory, replicas int32, nodeSelector map[string]string) {
+	spec, _, _ := generate.ControllerPodSpec(nil)
+	inv.Karpenter = &inventory.KarpenterInstall{Installed: true, Namespace: "kube-system", Deployment: "karpenter", ControllerReplicas: replicas,
+		ControllerAffinity: spec.Affinity, ControllerNodeSelector: nodeSelector, ControllerTolerations: spec.Tolerations, ControllerLabels: generate.ControllerLabels}
+}
+
+func generatedValues(t *testing.T, inv *inventory.Inventory) map[string]any {
+	t.Helper()
+	res, err := generate.Generate(inv, generate.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.HelmValues
+}
+
+// TestControllerHome plans the same cluster with each source of the
+// decision of where the Karpenter controller lives, and with a controller
+// whose required scheduling admits only nodes the plan removes.
+func TestControllerHome(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prepare func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions)
+		source  string
+		group   string
+		size    int32
+		fargate string
+		// kept are the nodes that stay; blocker the text of the blocker.
+		kept    []string
+		blocker string
+	}{{
+		name: "flag",
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+			o.NodeGroup, o.Values = "apps", generatedValues(t, inv)
+			cfg.Controller.NodeGroup = "system" // the flag wins
+		},
+		// The generated values pin the controller to system: keeping apps
+		// would strand it.
+		source: rollout.ControllerFromFlag, group: "apps", size: 2, kept: []string{"apps-1", "apps-2"},
+		blocker: "admits only nodes of system, which the plan removes, and none of the kept group apps",
+	}, {
+		name: "config",
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+			cfg.Controller.NodeGroup, cfg.Controller.Size = "system", 3
+		},
+		source: rollout.ControllerFromConfig, group: "system", size: 3, kept: []string{"system-a", "system-b", "system-c"},
+	}, {
+		name: "values",
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+			o.Values, o.ValuesFrom = generatedValues(t, inv), "karpenter/helm/karpenter-values.yaml"
+		},
+		// Size 2 of 3: the two nodes running the controller stay.
+		source: rollout.ControllerFromValues, group: "system", size: 2, kept: []string{"system-a", "system-c"},
+	}, {
+		name: "live deployment",
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+			installed(inv, 3, map[string]string{"eks.amazonaws.com/nodegroup": "system"})
+			o.Values = generatedValues(t, inv)
+		},
+		// Never below the controller's 3 replicas.
+		source: rollout.ControllerFromDeployment, group: "system", size: 3, kept: []string{"system-a", "system-b", "system-c"},
+	}, {
+		name: "fargate profile",
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+			inv.FargateProfiles = []inventory.FargateProfile{{Name: "karpenter", Status: "ACTIVE", Selectors: []inventory.FargateSelector{
+				{Namespace: "kube-system", Labels: map[string]string{"app.kubernetes.io/name": "karpenter"}}}}}
+			o.NodeGroup, o.Values = "system", generatedValues(t, inv) // Fargate runs it whatever is chosen
+		},
+		source: rollout.ControllerOnFargate, fargate: "karpenter",
+	}, {
+		name: "live deployment pinned to a removed group",
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+			installed(inv, 2, map[string]string{"role": "apps"})
+			cfg.Controller.NodeGroup = "system"
+		},
+		source: rollout.ControllerFromConfig, group: "system", size: 2, kept: []string{"system-a", "system-c"},
+		blocker: "admits only nodes of apps, which the plan removes, and none of the kept group system",
+	}, {
+		name: "live deployment not tolerating the reservation",
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+			installed(inv, 2, map[string]string{"eks.amazonaws.com/nodegroup": "system"})
+			inv.Karpenter.ControllerTolerations = nil
+		},
+		source: rollout.ControllerFromDeployment, group: "system", size: 2, kept: []string{"system-a", "system-c"},
+		blocker: "does not tolerate the taint CriticalAddonsOnly=true:NoSchedule of the kept group system",
+	}, {
+		name: "nowhere",
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+			installed(inv, 2, nil) // any legacy node: no group of its own
+		},
+		blocker: "no node group is kept for it and no Fargate profile selects its namespace kube-system",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := homeInventory()
+			cfg := config.Default("prod")
+			cfg.Rollout.WaveSize = "3"
+			var o rollout.ControllerOptions
+			tc.prepare(t, inv, &cfg, &o)
+			p, err := rollout.BuildPlan(inv, rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Controller: o, Now: time.Unix(0, 0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := p.Controller
+			if h.Source != tc.source || h.NodeGroup != tc.group || h.Size != tc.size || h.Fargate != tc.fargate || h.Kept != (tc.group != "") {
+				t.Errorf("controller home %+v; want source %q group %q size %d fargate %q", h, tc.source, tc.group, tc.size, tc.fargate)
+			}
+			var kept []string
+			for _, w := range p.Waves {
+				for _, n := range w.Nodes {
+					if n.Keep {
+						kept = append(kept, n.Name)
+					}
+				}
+			}
+			if fmt.Sprint(kept) != fmt.Sprint(tc.kept) {
+				t.Errorf("nodes kept %v, want %v", kept, tc.kept)
+			}
+			var blockers []string
+			for _, f := range p.Blockers() {
+				if strings.Contains(f.Message, "karpenter-controller-home-removed") {
+					blockers = append(blockers, f.Message)
+				}
+			}
+			switch {
+			case tc.blocker == "" && len(blockers) > 0:
+				t.Errorf("unexpected blocker: %v", blockers)
+			case tc.blocker != "" && (len(blockers) != 1 || !strings.Contains(blockers[0], tc.blocker) || !strings.Contains(blockers[0], "Fix: ")):
+				t.Errorf("blockers %v; want one saying %q and naming the fix", blockers, tc.blocker)
+			}
+		})
+	}
+}
+
+// TestControllerHomeWaves: the kept nodes' pods that stay (the controller's,
+// those tolerating the reservation) are not counted as moving nor
+// predicted; the kept nodes are priced after the migration too.
+func TestControllerHomeWaves(t *testing.T) {
+	inv := homeInventory()
+	cfg := config.Default("prod")
+	cfg.Rollout.WaveSize = "5"
+	prices := func(it, _, _ string) (float64, bool) {
+		return map[string]float64{"m5.large": 0.096, "m5.xlarge": 0.192}[it], true
+	}
+	p, err := rollout.BuildPlan(inv, rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Prices: prices,
+		Controller: rollout.ControllerOptions{Values: generatedValues(t, inv)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moving := 0
+	for _, w := range p.Waves {
+		moving += w.Pods
+	}
+	if moving != 5 {
+		t.Errorf("%d pods moving, want the 5 workload pods (the controller's 2 stay)", moving)
+	}
+	if p.Cost.AfterPerHour != 0.19 || p.Cost.BeforePerHour != 0.67 {
+		t.Errorf("cost %+v; want 0.67 before and the two kept m5.large (0.19) after, no NodePool predicted", p.Cost)
+	}
+	if !strings.Contains(p.Controller.String(), "system, kept at 2 nodes reserved with CriticalAddonsOnly=true:NoSchedule") {
+		t.Errorf("home = %q", p.Controller)
+	}
+}

@@ -1,0 +1,431 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
+	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/smithy-go"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+
+	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+)
+
+// SteerTaint is put on every legacy node the waves will drain, at the
+// start of the drain step: kube-scheduler then prefers any other node
+// (TaintToleration scores it down) and Karpenter does not count it as room
+// (it tolerates PreferNoSchedule taints only as a last relaxation), so a
+// pod evicted in one wave moves to Karpenter capacity, not to a legacy
+// node of a later wave to be evicted again. It only prefers: a pod with no
+// room elsewhere still runs there. Rollback removes it.
+var SteerTaint = corev1.Taint{Key: "karpenter-migrate.io/legacy", Value: "true", Effect: corev1.TaintEffectPreferNoSchedule}
+
+// keptGroup is the legacy group the rollout keeps for the Karpenter
+// controller ("" when none is kept).
+func (s *Session) keptGroup() string {
+	if h := s.Plan.Controller; h != nil && h.Kept {
+		return h.NodeGroup
+	}
+	return ""
+}
+
+// caTagKeys are the tags Cluster Autoscaler discovers a group by.
+func caTagKeys(cluster string) []string {
+	return []string{"k8s.io/cluster-autoscaler/enabled", "k8s.io/cluster-autoscaler/" + cluster}
+}
+
+// recordKeptGroup records the kept group's Cluster Autoscaler tags and, for
+// a managed group, its config taints, before anything changes them.
+func (s *Session) recordKeptGroup(ctx context.Context, asg *astypes.AutoScalingGroup, rec *GroupRecord) error {
+	for _, t := range asg.Tags {
+		if k := ptr.Deref(t.Key, ""); slices.Contains(caTagKeys(s.Plan.Cluster), k) {
+			rec.Tags = append(rec.Tags, GroupTag{Key: k, Value: ptr.Deref(t.Value, ""), PropagateAtLaunch: ptr.Deref(t.PropagateAtLaunch, false)})
+		}
+	}
+	if rec.Kind != inventory.Managed || s.EKS == nil {
+		return nil
+	}
+	out, err := s.EKS.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: &s.Plan.Cluster, NodegroupName: &rec.Name})
+	if err != nil {
+		return fmt.Errorf("describe managed node group %s: %w", rec.Name, err)
+	}
+	if ng := out.Nodegroup; ng != nil {
+		for _, t := range ng.Taints {
+			rec.Taints = append(rec.Taints, kmaws.KubeTaint(t))
+		}
+	}
+	return nil
+}
+
+// removeCATags removes the kept group's Cluster Autoscaler tags, so that
+// nothing scales it again.
+func (s *Session) removeCATags(ctx context.Context, rec *GroupRecord) error {
+	if len(rec.Tags) == 0 {
+		return nil
+	}
+	var tags []astypes.Tag
+	var keys []string
+	for _, t := range rec.Tags {
+		tags = append(tags, astypes.Tag{ResourceId: &rec.ASGName, ResourceType: ptr.To("auto-scaling-group"), Key: ptr.To(t.Key)})
+		keys = append(keys, t.Key)
+	}
+	s.change("remove Cluster Autoscaler tags %s from ASG %s", strings.Join(keys, ", "), rec.ASGName)
+	if s.Options.DryRun {
+		return nil
+	}
+	if _, err := s.ASG.DeleteTags(ctx, &autoscaling.DeleteTagsInput{Tags: tags}); err != nil {
+		return fmt.Errorf("remove Cluster Autoscaler tags from ASG %s: %w", rec.ASGName, err)
+	}
+	return nil
+}
+
+// restoreKeptGroup puts the kept group's recorded tags and config taints
+// back (nothing for another group).
+func (s *Session) restoreKeptGroup(ctx context.Context, rec *GroupRecord) error {
+	if rec.Name != s.keptGroup() {
+		return nil
+	}
+	if len(rec.Tags) > 0 {
+		asg, err := s.describeGroup(ctx, rec.ASGName)
+		if err != nil {
+			return err
+		}
+		var missing []astypes.Tag
+		for _, t := range rec.Tags {
+			if !slices.ContainsFunc(asg.Tags, func(x astypes.TagDescription) bool {
+				return ptr.Deref(x.Key, "") == t.Key && ptr.Deref(x.Value, "") == t.Value
+			}) {
+				missing = append(missing, astypes.Tag{ResourceId: &rec.ASGName, ResourceType: ptr.To("auto-scaling-group"), Key: ptr.To(t.Key), Value: ptr.To(t.Value), PropagateAtLaunch: ptr.To(t.PropagateAtLaunch)})
+			}
+		}
+		if len(missing) > 0 {
+			s.change("restore %d Cluster Autoscaler tags on ASG %s", len(missing), rec.ASGName)
+			if !s.Options.DryRun {
+				if _, err := s.ASG.CreateOrUpdateTags(ctx, &autoscaling.CreateOrUpdateTagsInput{Tags: missing}); err != nil {
+					return fmt.Errorf("restore Cluster Autoscaler tags on ASG %s: %w", rec.ASGName, err)
+				}
+			}
+		}
+	}
+	reserve := *s.Plan.Controller.Reserve
+	i := slices.IndexFunc(rec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&reserve) })
+	switch {
+	case i >= 0 && rec.Taints[i].Value == reserve.Value:
+		return nil // the group had it: the rollout changed nothing
+	case i >= 0:
+		return s.setConfigTaint(ctx, rec, rec.Taints[i], true)
+	}
+	return s.setConfigTaint(ctx, rec, reserve, false)
+}
+
+// setConfigTaint adds (or removes) a taint on a managed group's config,
+// which EKS applies to its nodes, present and future. A self-managed
+// group's taints live in its launch template: left alone (plan warns).
+func (s *Session) setConfigTaint(ctx context.Context, rec *GroupRecord, t corev1.Taint, present bool) error {
+	if rec.Kind != inventory.Managed || s.EKS == nil {
+		return nil
+	}
+	verb, tc := "remove", &ekstypes.UpdateTaintsPayload{RemoveTaints: []ekstypes.Taint{kmaws.EKSTaint(t)}}
+	if present {
+		verb, tc = "add", &ekstypes.UpdateTaintsPayload{AddOrUpdateTaints: []ekstypes.Taint{kmaws.EKSTaint(t)}}
+	}
+	s.change("%s taint %s on managed node group %s", verb, t.ToString(), rec.Name)
+	if s.Options.DryRun {
+		return nil
+	}
+	// EKS runs one update of a node group at a time: wait for the last.
+	err := s.poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
+		_, err := s.EKS.UpdateNodegroupConfig(ctx, &eks.UpdateNodegroupConfigInput{ClusterName: &s.Plan.Cluster, NodegroupName: &rec.Name, Taints: tc})
+		var ae smithy.APIError
+		if errors.As(err, &ae) && ae.ErrorCode() == "ResourceInUseException" {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("%s taint %s on managed node group %s: %w", verb, t.ToString(), rec.Name, err)
+	}
+	return nil
+}
+
+// controllerDeployment is the installed Karpenter controller the plan
+// names (or the chart's "karpenter" in its namespace); nil when absent.
+func (s *Session) controllerDeployment(ctx context.Context) (*appsv1.Deployment, error) {
+	h := s.Plan.Controller
+	if h == nil {
+		return nil, nil
+	}
+	d, err := s.Kube.AppsV1().Deployments(h.Namespace).Get(ctx, orString(h.Deployment, "karpenter"), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the Karpenter controller Deployment: %w", err)
+	}
+	return d, nil
+}
+
+// controllerPod returns whether a pod is one of the controller's.
+func (s *Session) controllerPod(ctx context.Context) (func(*corev1.Pod) bool, error) {
+	d, err := s.controllerDeployment(ctx)
+	if err != nil || d == nil {
+		return func(*corev1.Pod) bool { return false }, err
+	}
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil || sel.Empty() {
+		return func(*corev1.Pod) bool { return false }, nil
+	}
+	return func(p *corev1.Pod) bool { return p.Namespace == d.Namespace && sel.Matches(labels.Set(p.Labels)) }, nil
+}
+
+// keptNodes returns the kept group's nodes that stay, choosing them once
+// (recorded): the nodes running the controller first, then the plan's
+// choice, spread over zones, up to the group's size.
+func (s *Session) keptNodes(ctx context.Context) (map[string]bool, error) {
+	kept := map[string]bool{}
+	g := s.keptGroup()
+	if g == "" {
+		return kept, nil
+	}
+	if len(s.Journal.Recorded.KeptNodes) > 0 {
+		for _, n := range s.Journal.Recorded.KeptNodes {
+			kept[n] = true
+		}
+		return kept, nil
+	}
+	isController, err := s.controllerPod(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := s.Kube.CoreV1().Pods(s.Plan.Controller.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list the Karpenter controller's pods: %w", err)
+	}
+	runs := map[string]bool{}
+	for i := range pods.Items {
+		if isController(&pods.Items[i]) {
+			runs[pods.Items[i].Spec.NodeName] = true
+		}
+	}
+	var first, planned, rest []inventory.Node
+	for _, w := range s.Plan.Waves {
+		for _, n := range w.Nodes {
+			if n.NodeGroup != g {
+				continue
+			}
+			if _, err := s.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				continue
+			}
+			node := inventory.Node{Name: n.Name, Zone: n.Zone}
+			switch {
+			case runs[n.Name]:
+				first = append(first, node)
+			case n.Keep:
+				planned = append(planned, node)
+			default:
+				rest = append(rest, node)
+			}
+		}
+	}
+	var chosen []string
+	for _, n := range slices.Concat(zoneBalanced(first), zoneBalanced(planned), zoneBalanced(rest)) {
+		if len(chosen) < int(s.Plan.Controller.Size) {
+			chosen = append(chosen, n.Name)
+			kept[n.Name] = true
+		}
+	}
+	sort.Strings(chosen)
+	s.change("keep nodes %s of group %s for the Karpenter controller", strings.Join(chosen, ", "), g)
+	if !s.Options.DryRun {
+		s.Journal.Recorded.KeptNodes = chosen
+		if err := s.save(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return kept, nil
+}
+
+// taintNode adds a taint to a node, recording it first (rollback removes
+// what is recorded); a node that already has it is left as it is.
+func (s *Session) taintNode(ctx context.Context, node string, t corev1.Taint) error {
+	rec := NodeTaint{Node: node, Taint: t}
+	if slices.Contains(s.Journal.Recorded.Tainted, rec) {
+		return nil
+	}
+	n, err := s.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get node %s: %w", node, err)
+	}
+	if slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) }) {
+		return nil
+	}
+	s.change("taint node %s with %s", node, t.ToString())
+	if s.Options.DryRun {
+		return nil
+	}
+	s.Journal.Recorded.Tainted = append(s.Journal.Recorded.Tainted, rec)
+	if err := s.save(ctx); err != nil {
+		return err
+	}
+	_, err = kube.SetTaint(ctx, s.Kube, node, t, true)
+	if apierrors.IsNotFound(errors.Unwrap(err)) {
+		return nil
+	}
+	return err
+}
+
+// prepareNodes reserves the kept group (its config and the nodes that
+// stay get Controller.Reserve) and steers evicted pods away from every
+// other legacy node the waves drain (SteerTaint). It returns the kept nodes.
+func (s *Session) prepareNodes(ctx context.Context) (map[string]bool, error) {
+	kept, err := s.keptNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if g := s.keptGroup(); g != "" {
+		if rec := s.Journal.Recorded.Group(g); rec != nil {
+			if !slices.ContainsFunc(rec.Taints, func(t corev1.Taint) bool { return t == *s.Plan.Controller.Reserve }) {
+				if err := s.setConfigTaint(ctx, rec, *s.Plan.Controller.Reserve, true); err != nil {
+					return nil, err
+				}
+			}
+		}
+		for _, n := range slices.Sorted(maps.Keys(kept)) {
+			if err := s.taintNode(ctx, n, *s.Plan.Controller.Reserve); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, w := range s.Plan.Waves {
+		for _, n := range w.Nodes {
+			if !kept[n.Name] {
+				if err := s.taintNode(ctx, n.Name, SteerTaint); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return kept, nil
+}
+
+// stays returns which pods stay on the kept nodes through a drain: the
+// controller's, and those that tolerate the reservation (critical add-ons).
+func (s *Session) stays(ctx context.Context, kept map[string]bool) (func(*corev1.Pod) bool, error) {
+	if len(kept) == 0 {
+		return nil, nil
+	}
+	isController, err := s.controllerPod(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reserve := s.Plan.Controller.Reserve
+	return func(p *corev1.Pod) bool {
+		return kept[p.Spec.NodeName] && (isController(p) || tolerates(p.Spec.Tolerations, reserve))
+	}, nil
+}
+
+// untaintForRollback removes from a node the taints the rollout adds:
+// SteerTaint always, and the reservation from the kept group's nodes
+// unless the group had it before (its recorded config).
+func (s *Session) untaintForRollback(ctx context.Context, n *corev1.Node, group string) error {
+	drop := []corev1.Taint{SteerTaint}
+	if g := s.keptGroup(); g != "" && group == g {
+		reserve := *s.Plan.Controller.Reserve
+		if rec := s.Journal.Recorded.Group(g); rec == nil || !slices.ContainsFunc(rec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&reserve) }) {
+			drop = append(drop, reserve)
+		}
+	}
+	for _, t := range drop {
+		if !slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) }) {
+			continue
+		}
+		s.change("remove taint %s from node %s", t.ToString(), n.Name)
+		if s.Options.DryRun {
+			continue
+		}
+		if _, err := kube.SetTaint(ctx, s.Kube, n.Name, t, false); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitKeptGroup waits until the kept group has its size of Ready nodes and
+// reserves any that joined without the reservation (a self-managed
+// group's, whose launch template the rollout cannot taint).
+func (s *Session) waitKeptGroup(ctx context.Context) error {
+	g := s.keptGroup()
+	if g == "" || s.Options.DryRun {
+		return nil
+	}
+	size := int(s.Plan.Controller.Size)
+	err := s.poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
+		nodes, groupOf, err := s.listNodes(ctx)
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for i := range nodes {
+			n := &nodes[i]
+			if groupOf[n.Name] != g || !nodeReady(n) {
+				continue
+			}
+			ready++
+			if err := s.taintNode(ctx, n.Name, *s.Plan.Controller.Reserve); err != nil {
+				return false, err
+			}
+		}
+		s.waiting(ctx, fmt.Sprintf("node group %s at %d Ready nodes for the Karpenter controller", g, size), ready, size)
+		return ready >= size, nil
+	})
+	if errors.Is(err, errTimeout) {
+		return &PausedError{Step: s.Journal.Current.Step, Reason: fmt.Sprintf("node group %s has not %d Ready nodes within %s; check its ASG's activity history", g, size, s.Plan.Budget.Gates.NodeReadyTimeout.Duration)}
+	}
+	return err
+}
+
+// listNodes lists the cluster's nodes and names the planned legacy group
+// of each that is in one: known by its labels, or as an instance of the
+// group's ASG (a self-managed group's nodes need carry no label).
+func (s *Session) listNodes(ctx context.Context) ([]corev1.Node, map[string]string, error) {
+	list, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list nodes: %w", err)
+	}
+	var member map[string]string
+	groupOf := map[string]string{}
+	for i := range list.Items {
+		n := &list.Items[i]
+		g := NodeGroupOf(n)
+		if g == "" && n.Labels["karpenter.sh/nodepool"] == "" && s.ASG != nil {
+			if member == nil {
+				if member, err = s.groupInstances(ctx); err != nil {
+					return nil, nil, err
+				}
+			}
+			g = member[InstanceIDFromProviderID(n.Spec.ProviderID)]
+		}
+		if g != "" {
+			groupOf[n.Name] = g
+		}
+	}
+	return list.Items, groupOf, nil
+}
