@@ -144,13 +144,13 @@ type PlanResult struct {
 	PlanFile   string
 	ConfigFile string
 	// AfterMigration is the union of the waves' predicted nodes;
-	// AfterConsolidation is what the moved pods need packed afresh on the
-	// same NodePools, which is where Karpenter's consolidation heads.
+	// AfterConsolidation is the plan's steady state (what Karpenter's
+	// consolidation is expected to make of it, disruption.Settle).
 	AfterMigration          []FleetLine
 	AfterConsolidation      []FleetLine
 	ConsolidatedCostPerHour float64
-	// Repacked is false when no cheaper packing exists: consolidation then
-	// leaves the fleet after migration as it is.
+	// Repacked is false when the steady state starts no command:
+	// consolidation then leaves the fleet after migration as it is.
 	Repacked bool
 	// Before is the legacy fleet.
 	Before []FleetLine

@@ -27,7 +27,6 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -50,6 +49,11 @@ type Clients struct {
 	// PodConcurrency bounds how many of a drained node's pods are evicted
 	// at once (kube.DrainOptions.PodConcurrency; 0: all at once).
 	PodConcurrency int
+	// Settle, when set, waits after a completed apply for the cluster's
+	// steady state (the sandbox: its cloud catches up and Karpenter's
+	// consolidation settles, as the demo's last step does), so the last
+	// view is the fleet the migration ends with.
+	Settle func(ctx context.Context) error
 }
 
 // Advancer is a clock that moves the cluster when the runner waits on it,
@@ -385,51 +389,17 @@ func (o *Ops) Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) 
 	}
 	res := &PlanResult{Plan: p, PlanFile: planPath, ConfigFile: cfgPath}
 	res.Before, res.AfterMigration = fleets(inv, p)
-	objs, err := rollout.OverlayDir{Dir: o.path(TreeDir), Env: c.Environment}.Objects(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("NodePools of environment %s: %w", c.Environment, err)
-	}
-	pools, err := rollout.PoolsFromObjects(objs)
-	if err != nil {
-		return nil, err
-	}
-	solved, err := engine.Solve(engine.Input{Pods: movedPods(inv, p), NodePools: pools.NodePools, DaemonSets: inv.DaemonSets, Catalog: o.cat})
-	if err != nil {
-		return nil, fmt.Errorf("predict the fleet after consolidation: %w", err)
-	}
-	// Consolidation only replaces nodes with cheaper ones.
+	// After consolidation is the plan's steady state (disruption.Settle),
+	// the forecast plan and the demo show.
 	res.AfterConsolidation, res.ConsolidatedCostPerHour = res.AfterMigration, p.Cost.AfterPerHour
-	if solved.Cost < p.Cost.AfterPerHour {
+	if ss := p.SteadyState; ss != nil && len(ss.Commands) > 0 {
 		counts := map[FleetLine]int{}
-		for _, nc := range solved.NodeClaims {
-			counts[FleetLine{InstanceType: nc.InstanceType, CapacityType: nc.CapacityType}]++
+		for _, t := range ss.AfterConsolidation.Types {
+			counts[FleetLine{InstanceType: t.InstanceType, CapacityType: t.CapacityType}] += t.Nodes
 		}
-		res.AfterConsolidation, res.ConsolidatedCostPerHour, res.Repacked = fleetLines(counts), solved.Cost, true
+		res.AfterConsolidation, res.ConsolidatedCostPerHour, res.Repacked = fleetLines(counts), ss.AfterConsolidation.PricePerHour, true
 	}
 	return res, nil
-}
-
-// movedPods are the pods the waves move: on a wave's node, not DaemonSet
-// pods, not finished, not blocked from disruption (unless the plan forces
-// evictions), as the plan counts them.
-func movedPods(inv *inventory.Inventory, p *rollout.Plan) []inventory.Pod {
-	inWave := map[string]bool{}
-	for _, w := range p.Waves {
-		for _, n := range w.Nodes {
-			inWave[n.Name] = true
-		}
-	}
-	var out []inventory.Pod
-	for _, pod := range inv.Pods {
-		if !inWave[pod.NodeName] || pod.OwnerKind == inventory.OwnerDaemonSet || pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed {
-			continue
-		}
-		if !p.Budget.ForceEvict && kube.DisruptionBlocked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations}}) != "" {
-			continue
-		}
-		out = append(out, pod)
-	}
-	return out
 }
 
 // fleets are the legacy nodes the waves drain and the nodes they predict.
@@ -484,7 +454,13 @@ func (o *Ops) Runner(p *rollout.Plan, obs rollout.Observer) (*rollout.Runner, er
 func (o *Ops) Apply(ctx context.Context, p *rollout.Plan, c RunChoice, sink func(Update)) error {
 	return o.run(ctx, p, sink, func(ctx context.Context, r *rollout.Runner) error {
 		r.Options.AckBlockers = c.AckBlockers
-		return r.Apply(ctx)
+		if err := r.Apply(ctx); err != nil {
+			return err
+		}
+		if cl, _, err := o.clients(); err == nil && cl.Settle != nil {
+			return cl.Settle(ctx)
+		}
+		return nil
 	})
 }
 
