@@ -47,7 +47,7 @@ func TestApplyInterrupted(t *testing.T) {
 	tree, cfg := w.prepare(ctx)
 	w.mustRun(ctx, "plan", "--env", "e2e", "--cluster", clusterName, "--dir", tree, "--config", cfg, "--skip-iam", "-f", "plan.yaml")
 
-	run := w.start(ctx, "evicted ", "apply", "--plan", "plan.yaml", "--dir", tree, "--yes", "--poll-interval", "500ms", "--ack-blockers")
+	run := w.start(ctx, ": evicted ", "apply", "--plan", "plan.yaml", "--dir", tree, "--yes", "--poll-interval", "500ms", "--ack-blockers")
 	select {
 	case <-run.seen:
 		if err := run.cmd.Process.Signal(os.Interrupt); err != nil {
