@@ -64,13 +64,6 @@ func (c *Configuration) now() time.Time {
 	return c.Clock.Now()
 }
 
-func (c *Configuration) catalog() *catalog.Catalog {
-	if c.Catalog == nil {
-		return catalog.Default()
-	}
-	return c.Catalog
-}
-
 // operator is who runs the rollout: Operator, else $USER.
 func (c *Configuration) operator() string {
 	if c.Operator != "" {
