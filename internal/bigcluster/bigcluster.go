@@ -14,13 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/eks"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/demo"
@@ -50,9 +48,7 @@ func DemoSnapshot(ctx context.Context, seed uint64) (*inventory.Inventory, error
 	}
 	cl, ctx, cancel := sb.Clients(ctx)
 	defer cancel()
-	inv, err := discover.Run(ctx, discover.Sources{
-		AutoScaling: autoscaling.NewFromConfig(cl.AWS), EC2: ec2.NewFromConfig(cl.AWS), EKS: eks.NewFromConfig(cl.AWS), Kube: cl.Kube,
-	}, discover.Options{ClusterName: sb.Cloud().Cluster.Name, Region: cl.AWS.Region, Now: sb.Now})
+	inv, err := action.ForSandbox(cl, "", "", "bigcluster").Discover(ctx, action.Discover{Cluster: sb.Cloud().Cluster.Name})
 	if err != nil {
 		return nil, fmt.Errorf("discover the sandbox: %w", err)
 	}

@@ -5,27 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"os/user"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	awsiam "github.com/aws/aws-sdk-go-v2/service/iam"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/version"
 )
 
 type runFlags struct {
@@ -135,75 +125,23 @@ func runRollout(ctx context.Context, g *GlobalOptions, f *runFlags, verb string,
 }
 
 func newRunner(ctx context.Context, g *GlobalOptions, f *runFlags, p *rollout.Plan) (*rollout.Runner, error) {
-	cfg, err := f.restConfig(g)
+	rc, err := f.restConfig(g)
 	if err != nil {
 		return nil, err
 	}
-	// A wave evicts and polls hundreds of pods at once: client-go's default
-	// 5 QPS would pace the drain, not the PDBs.
-	cfg.QPS, cfg.Burst = max(cfg.QPS, 50), max(cfg.Burst, 100)
-	kc, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	dc, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
-	}
-	awsCfg, err := kmaws.LoadConfig(ctx, kmaws.Options{Region: firstNonEmpty(g.Region, p.Region), Profile: g.Profile, EndpointURL: g.EndpointURL})
+	c, err := action.ForLive(ctx, action.Live{REST: rc, AWS: kmaws.Options{Region: firstNonEmpty(g.Region, p.Region), Profile: g.Profile, EndpointURL: g.EndpointURL}})
 	if err != nil {
 		return nil, err
 	}
-	clients := kmaws.NewClients(awsCfg)
-	operator := "unknown"
+	c.Namespace, c.PollInterval, c.Observer = g.Namespace, f.pollInterval, eventPrinter(g)
 	if u, err := user.Current(); err == nil {
-		operator = u.Username
+		c.Operator = u.Username
 	}
-	host, _ := os.Hostname()
-	drain := kube.DefaultDrainOptions()
-	drain.PollInterval = min(drain.PollInterval, f.pollInterval)
-	r := &rollout.Runner{
-		Session: rollout.Session{
-			Kube: kc, Dynamic: dc, ASG: clients.AutoScaling, EKS: clients.EKS, Namespace: g.Namespace, Plan: p,
-			Options: rollout.Options{
-				DryRun: f.dryRun, ForceEvict: f.forceEvict, AckBlockers: f.ackBlockers,
-				Operator: operator, ToolVersion: version.Version,
-				Identity:      fmt.Sprintf("%s@%s pid %d", operator, host, os.Getpid()),
-				LeaseDuration: f.leaseDuration, PollInterval: f.pollInterval, Drain: &drain,
-				Observer: eventPrinter(g),
-			},
-		},
-		Steps: migrations.All(),
-	}
-	if f.dir != "" {
-		r.Overlay = rollout.OverlayDir{Dir: f.dir, Env: p.Environment}
-	}
-	if p.IAM != nil {
-		if r.Infra, err = iamInfra(g, p.IAM, awsCfg, clients, kc); err != nil {
-			return nil, err
-		}
-	}
+	o := action.Run{Dir: f.dir, DryRun: f.dryRun, ForceEvict: f.forceEvict, AckBlockers: f.ackBlockers, LeaseDuration: f.leaseDuration}
 	if !f.yes && !f.dryRun {
-		r.Options.Confirm = func(q string) (bool, error) { return g.IO.Confirm(q, "--yes") }
+		o.Confirm = func(q string) (bool, error) { return g.IO.Confirm(q, "--yes") }
 	}
-	return r, nil
-}
-
-// iamInfra runs the plan's IAM steps with pkg/iam over the SDK clients;
-// aws-auth is edited (backed up to the tool's namespace first) when the
-// cluster maps nodes through it.
-func iamInfra(g *GlobalOptions, p *rollout.PlanIAM, cfg aws.Config, c *kmaws.Clients, kc kubernetes.Interface) (*rollout.IAMInfra, error) {
-	d, err := p.Desired()
-	if err != nil {
-		return nil, err
-	}
-	x := &rollout.IAMInfra{Desired: d, Clients: iam.Clients{
-		IAM: awsiam.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), EventBridge: eventbridge.NewFromConfig(cfg), EKS: c.EKS, EC2: c.EC2,
-	}}
-	if d.NodeAccess == iam.NodeAccessConfigMap {
-		x.Clients.AWSAuth = &awsauth.Editor{Client: kc, BackupNamespace: g.Namespace}
-	}
-	return x, nil
+	return c.Runner(p, o)
 }
 
 // replanner discovers the plan's cluster again and plans it as plan would,

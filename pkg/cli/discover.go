@@ -7,17 +7,15 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/discover"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
@@ -88,36 +86,31 @@ func runDiscover(ctx context.Context, g *GlobalOptions, o *discoverOptions) erro
 	if o.cluster == "" {
 		return fmt.Errorf("--cluster is required: the EKS cluster name")
 	}
-	cfg, err := kmaws.LoadConfig(ctx, kmaws.Options{Region: g.Region, Profile: g.Profile, EndpointURL: g.EndpointURL})
-	if err != nil {
-		return err
-	}
-	c := kmaws.NewClients(cfg)
-	src := discover.Sources{AutoScaling: c.AutoScaling, EC2: c.EC2, EKS: c.EKS}
-	var cache *catalog.Cache
-	src.Prices, cache = livePrices(cfg, o.offline)
+	live := action.Live{AWS: kmaws.Options{Region: g.Region, Profile: g.Profile, EndpointURL: g.EndpointURL}}
 	if !o.skipKube {
 		rc, err := g.RESTConfig()
 		if err != nil {
 			return err
 		}
-		if src.Kube, err = kubernetes.NewForConfig(rc); err != nil {
-			return fmt.Errorf("kubernetes client: %w", err)
-		}
+		live.REST = rc
 	}
+	c, err := action.ForLive(ctx, live)
+	if err != nil {
+		return err
+	}
+	d := action.Discover{Cluster: o.cluster, IncludeUserData: o.includeUserData, Snapshot: o.snapshot}
+	d.Prices, d.PriceCache = livePrices(c.AWS, o.offline)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	prog := g.newProgress()
 	prog.cancelOnInterrupt(cancel)
-	inv, err := discover.Run(ctx, src, discover.Options{ClusterName: o.cluster, Region: cfg.Region, IncludeUserData: o.includeUserData, Progress: prog.step, PriceCache: cache})
+	d.Progress = prog.step
+	inv, err := c.Discover(ctx, d)
 	prog.finish(err)
 	if err != nil {
 		return err
 	}
 	if o.snapshot != "" {
-		if err := inventory.NewSnapshot(*inv, time.Now()).WriteFile(o.snapshot); err != nil {
-			return fmt.Errorf("write snapshot: %w", err)
-		}
 		g.say(slog.LevelInfo, eventWrote, "wrote ", o.snapshot, slog.String("path", o.snapshot))
 	}
 	cat, err := g.inventoryCatalog(inv)

@@ -10,11 +10,10 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/discover"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
@@ -159,24 +158,19 @@ func runGenerate(cmd *cobra.Command, g *GlobalOptions, o *generateOptions) error
 // discoverLive reads the cluster from AWS and Kubernetes as discover does,
 // in region (empty: the SDK's default chain).
 func discoverLive(ctx context.Context, g *GlobalOptions, cluster, region string, includeUserData, offline bool) (*inventory.Inventory, error) {
-	cfg, err := kmaws.LoadConfig(ctx, kmaws.Options{Region: region, Profile: g.Profile, EndpointURL: g.EndpointURL})
-	if err != nil {
-		return nil, err
-	}
-	c := kmaws.NewClients(cfg)
 	rc, err := g.RESTConfig()
 	if err != nil {
 		return nil, err
 	}
-	kube, err := kubernetes.NewForConfig(rc)
+	c, err := action.ForLive(ctx, action.Live{REST: rc, AWS: kmaws.Options{Region: region, Profile: g.Profile, EndpointURL: g.EndpointURL}})
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, err
 	}
-	src := discover.Sources{AutoScaling: c.AutoScaling, EC2: c.EC2, EKS: c.EKS, Kube: kube}
-	var cache *catalog.Cache
-	src.Prices, cache = livePrices(cfg, offline)
+	d := action.Discover{Cluster: cluster, IncludeUserData: includeUserData}
+	d.Prices, d.PriceCache = livePrices(c.AWS, offline)
 	prog := g.newProgress()
-	inv, err := discover.Run(ctx, src, discover.Options{ClusterName: cluster, Region: cfg.Region, IncludeUserData: includeUserData, Progress: prog.step, PriceCache: cache})
+	d.Progress = prog.step
+	inv, err := c.Discover(ctx, d)
 	prog.finish(err)
 	if err != nil {
 		return nil, fmt.Errorf("discover cluster %s: %w", cluster, err)

@@ -9,14 +9,11 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	awsiam "github.com/aws/aws-sdk-go-v2/service/iam"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/discover"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
@@ -135,14 +132,13 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 			region = t.Region
 		}
 	}
-	cfg, err := kmaws.LoadConfig(ctx, kmaws.Options{Region: region, Profile: g.Profile, EndpointURL: g.EndpointURL})
+	// AWS only: aws-auth is reached lazily below.
+	c, err := action.ForLive(ctx, action.Live{AWS: kmaws.Options{Region: region, Profile: g.Profile, EndpointURL: g.EndpointURL}})
 	if err != nil {
 		return err
 	}
-	sdk := kmaws.NewClients(cfg)
 	if inv == nil {
-		if inv, err = discover.Run(ctx, discover.Sources{AutoScaling: sdk.AutoScaling, EC2: sdk.EC2, EKS: sdk.EKS},
-			discover.Options{ClusterName: o.cluster, Region: cfg.Region}); err != nil {
+		if inv, err = c.Discover(ctx, action.Discover{Cluster: o.cluster}); err != nil {
 			return err
 		}
 	}
@@ -154,7 +150,7 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 	if err != nil {
 		return err
 	}
-	clients := iam.Clients{IAM: awsiam.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), EventBridge: eventbridge.NewFromConfig(cfg), EKS: sdk.EKS, EC2: sdk.EC2}
+	clients := c.IAMClients(desired)
 	// aws-auth is reached only if a step in scope touches it (node access
 	// on a CONFIG_MAP cluster, or one the journal records): a kubeconfig is
 	// needed only then.

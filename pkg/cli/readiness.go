@@ -9,12 +9,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
 type readinessOptions struct {
@@ -163,30 +162,12 @@ func readinessGate(r readinessResult, failOn, from string) error {
 		r.Blockers, r.Warnings, from, failOn, len(r.Acknowledged))}
 }
 
-// readinessReport evaluates inv against the NodePools generate would write
-// with its defaults (generated in memory): their taints, zones and allowed
-// instance types; and checks that the Karpenter controller keeps a home
-// where plan would decide it (cfg's controller section and node groups in
-// scope; nil: the defaults). When generate cannot map the inventory, the
-// checks fall back on the current nodes, and a note on stderr says so.
+// readinessReport is the readiness action's report for cfg's environment
+// (nil: the defaults); its notes go to stderr.
 func readinessReport(g *GlobalOptions, inv *inventory.Inventory, cat *catalog.Catalog, cfg *config.Config) readiness.Report {
-	c := config.Default("")
-	if cfg != nil {
-		c = *cfg
+	r := (&action.Readiness{Catalog: cat, Config: cfg}).Run(inv)
+	for _, n := range r.Notes {
+		g.say(slog.LevelInfo, eventNote, "note: ", n)
 	}
-	opts := generate.DefaultOptions()
-	opts.Catalog, opts.ControllerNodeGroup = cat, c.Controller.NodeGroup
-	res, err := generate.Generate(inv, opts)
-	if err != nil {
-		g.say(slog.LevelInfo, eventNote, "note: ", fmt.Sprintf("readiness checks taints, zones and instance sizes against the current nodes: no NodePools to compare with (%v)", err))
-		return readiness.Evaluate(inv, readiness.Options{})
-	}
-	ro := readiness.FromNodePools(inv, res.NodePools, res.NodeClasses, cat)
-	_, check, err := rollout.DecideController(inv, c, rollout.ControllerOptions{Values: res.HelmValues, ValuesFrom: "generate's Helm values"})
-	if err != nil {
-		g.say(slog.LevelInfo, eventNote, "note: ", "where the Karpenter controller lives is not checked: "+err.Error())
-	} else {
-		ro.Controller = &check
-	}
-	return readiness.Evaluate(inv, ro)
+	return r.Report
 }

@@ -16,13 +16,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
-	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/version"
 )
 
 // Namespace is the tool's namespace in the sandbox: the runner's journal,
@@ -42,38 +39,16 @@ const (
 // apply and rollback (what `status -o json` shows).
 const JournalFile = "journal.json"
 
-// newRunner builds pkg/rollout's runner as `apply --plan plan.yaml --dir
-// karpenter --yes` does, on the sandbox's clients: the runbook of
-// migrations/, the overlay the generate step wrote, the IAM steps over
-// pkg/iam. Evictions go one node and one pod at a time (the plan's
-// concurrency is 1 and DrainOptions.PodConcurrency 1), so every wait of
-// the runner steps the simulation from one goroutine and a seed gives one
-// run.
+// newRunner builds the rollout runner as `apply --plan plan.yaml --dir
+// karpenter --yes` does (action.Configuration.Runner), on the sandbox's
+// clients: evictions go one node and one pod at a time (the plan's
+// concurrency is 1, the sandbox configuration's PodConcurrency 1), so
+// every wait of the runner steps the simulation from one goroutine and a
+// seed gives one run.
 func (r *runner) newRunner(obs rollout.Observer) (*rollout.Runner, error) {
-	drain := kube.DefaultDrainOptions()
-	drain.PollInterval = min(drain.PollInterval, r.clients.PollInterval)
-	drain.PodConcurrency = 1
-	sdk := kmaws.NewClients(r.clients.AWS)
-	rr := &rollout.Runner{
-		Session: rollout.Session{
-			Kube: r.clients.Kube, Dynamic: r.clients.Dynamic, ASG: sdk.AutoScaling, EKS: sdk.EKS, Clock: r.clients.Clock,
-			Namespace: Namespace, Plan: r.plan,
-			Overlay: rollout.OverlayDir{Dir: filepath.Join(r.opts.OutDir, "karpenter"), Env: Env},
-			Options: rollout.Options{
-				Operator: "demo", ToolVersion: version.Version, Identity: "karpenter-migrate demo",
-				PollInterval: r.clients.PollInterval, Drain: &drain, Observer: obs,
-			},
-		},
-		Steps: migrations.All(),
-	}
-	if p := r.plan.IAM; p != nil && p.Error == "" {
-		d, err := p.Desired()
-		if err != nil {
-			return nil, fmt.Errorf("plan's IAM section: %w", err)
-		}
-		rr.Infra = &rollout.IAMInfra{Desired: d, Clients: r.iamClients()}
-	}
-	return rr, nil
+	c := *r.cfg
+	c.Observer = obs
+	return c.Runner(r.plan, action.Run{Dir: filepath.Join(r.opts.OutDir, "karpenter")})
 }
 
 // stepApply is `apply --yes`: rollout.Runner.Apply with the journal and

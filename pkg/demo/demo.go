@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -179,12 +180,14 @@ type runner struct {
 	// clients reach the sandbox as a real cluster and account would be
 	// reached; every step after loading it uses them.
 	clients *sandbox.Clients
-	runCtx  context.Context
-	cancel  context.CancelFunc
-	sum     *Summary
-	inv     inventory.Inventory
-	pools   []apisv1.NodePool
-	plan    *rollout.Plan
+	// cfg is the actions' configuration on those clients.
+	cfg    *action.Configuration
+	runCtx context.Context
+	cancel context.CancelFunc
+	sum    *Summary
+	inv    inventory.Inventory
+	pools  []apisv1.NodePool
+	plan   *rollout.Plan
 	// journal is the runner's journal after apply (then rollback).
 	journal *rollout.Journal
 	pdbs    *pdbWatcher
@@ -295,6 +298,7 @@ func (r *runner) stepSandbox(ctx context.Context) (string, error) {
 	// From here on, every step reaches the sandbox through its clients, and
 	// runs under a context that a failure of the simulation cancels.
 	r.clients, r.runCtx, r.cancel = r.sb.Clients(ctx)
+	r.cfg = action.ForSandbox(r.clients, Namespace, r.opts.OutDir, "demo")
 	// PDB violations are measured here, on every tick of the whole run,
 	// not taken from what the runner reports.
 	r.sb.OnTick(r.pdbs.observe)

@@ -6,26 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/eks"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	iamsdk "github.com/aws/aws-sdk-go-v2/service/iam"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 )
 
-// iamClients are pkg/iam's collaborators: real SDK clients on the
-// sandbox's AWS fake and the aws-auth editor on its cluster.
-func (r *runner) iamClients() iam.Clients {
-	cfg := r.clients.AWS
-	return iam.Clients{
-		IAM: iamsdk.NewFromConfig(cfg), SQS: sqs.NewFromConfig(cfg), EventBridge: eventbridge.NewFromConfig(cfg),
-		EKS: eks.NewFromConfig(cfg), EC2: ec2.NewFromConfig(cfg),
-		AWSAuth: &awsauth.Editor{Client: r.clients.Kube, BackupNamespace: Namespace, BackupDir: r.opts.OutDir, Now: r.sb.Now},
-	}
-}
+// iamClients are pkg/iam's collaborators on the sandbox (the actions'
+// one wiring).
+func (r *runner) iamClients() iam.Clients { return r.cfg.IAMClients(r.iamDesired) }
 
 // stepIAMPlan builds pkg/iam's desired state from the inventory (IRSA with
 // the cluster's OIDC provider, aws-auth for a CONFIG_MAP cluster) and plans
@@ -39,6 +25,7 @@ func (r *runner) stepIAMPlan(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	r.iamDesired = d
 	p, err := iam.BuildPlan(ctx, d, r.iamClients(), iam.PlanOptions{})
 	if err != nil {
 		return "", err
@@ -49,7 +36,7 @@ func (r *runner) stepIAMPlan(ctx context.Context) (string, error) {
 	if b := p.Blocked(); len(b) > 0 {
 		return "", fmt.Errorf("IAM plan blocked: %s %s: %s", b[0].Action, b[0].Ref, b[0].Reason)
 	}
-	r.iamDesired, r.iamPlan = d, p
+	r.iamPlan = p
 	counts := map[string]int{}
 	for _, it := range p.Items {
 		counts[string(it.Action)]++

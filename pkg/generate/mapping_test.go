@@ -517,3 +517,41 @@ func TestStrategySingleNothingMerges(t *testing.T) {
 		t.Errorf("notes = %s", notes)
 	}
 }
+
+// TestPinnedGroupWithoutItsLabelWarns: pods selecting
+// eks.amazonaws.com/nodegroup=<group> whose pool does not carry that label
+// and value are a warning — a self-managed group (the label is kept for
+// managed groups only), or any group with --keep-nodegroup-label=false — and
+// a managed group whose pool keeps it is not.
+func TestPinnedGroupWithoutItsLabelWarns(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		kind inventory.NodeGroupKind
+		keep bool
+		warn bool
+	}{
+		{"managed, label kept", inventory.Managed, true, false},
+		{"managed, label not kept", inventory.Managed, false, true},
+		{"self-managed", inventory.SelfManaged, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := inventory.NodeGroup{Name: "web", Kind: tc.kind, MaxSize: 2, InstanceTypes: []string{"m5.large"}, AMIType: "AL2023_x86_64_STANDARD"}
+			inv := &inventory.Inventory{
+				Cluster:    inventory.Cluster{Name: "c", Region: "us-east-1"},
+				NodeGroups: []inventory.NodeGroup{g},
+				Nodes:      []inventory.Node{{Name: "n1", NodeGroup: "web"}},
+				Pods:       []inventory.Pod{{Namespace: "ns", Name: "p", NodeName: "n1", NodeSelector: map[string]string{labelEKSNodeGroup: "web"}}},
+			}
+			opts := DefaultOptions()
+			opts.KeepNodeGroupLabel = tc.keep
+			res, err := Generate(inv, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Contains(joinFindings(res.Warnings), "pods select eks.amazonaws.com/nodegroup=web (ns/p) but pool")
+			if got != tc.warn {
+				t.Fatalf("warned = %v, want %v: %s", got, tc.warn, joinFindings(res.Warnings))
+			}
+		})
+	}
+}

@@ -327,6 +327,13 @@ func buildNodePool(inv *inventory.Inventory, pp *poolPlan, opts *Options) (*karp
 			notes = append(notes, Finding{Subject: pp.name, Message: fmt.Sprintf("merged pool does not carry %s (no pod in the inventory selects these groups by it)", labelEKSNodeGroup)})
 		}
 	}
+	for _, p := range pp.plans {
+		if len(p.pinnedBy) > 0 && labels[labelEKSNodeGroup] != p.g.Name {
+			warnings = append(warnings, Finding{Subject: p.g.Name, Message: fmt.Sprintf(
+				"pods select %s=%s (%s) but pool %s does not carry that label: they would stay Pending after the drain; remove the selector, or add the label to the pool (--keep-nodegroup-label keeps it for managed groups only)",
+				labelEKSNodeGroup, p.g.Name, strings.Join(firstN(p.pinnedBy, 3), ", "), pp.name)})
+		}
+	}
 
 	np := &karpv1.NodePool{
 		TypeMeta: metav1.TypeMeta{APIVersion: karpv1.APIVersion, Kind: karpv1.NodePoolKind},

@@ -32,7 +32,7 @@ var fitResources = []corev1.ResourceName{
 //   - Rooms and MaxAllocatable: the room for pods on each type a pool
 //     allows, after kubelet reservations (from the EC2NodeClass) and the
 //     requests of the DaemonSets that would run there;
-//   - NodeGroupLabels: the labels the pools keep on their nodes.
+//   - Pools: the labels and taints each pool puts on its nodes.
 //
 // It is pure. With no pools it returns the zero Options (Evaluate's
 // current-cluster defaults).
@@ -49,7 +49,7 @@ func FromNodePools(inv *inventory.Inventory, pools []*karpv1.NodePool, classes [
 		classByName[nc.Name] = nc
 	}
 	candidates := inventoryZones(inv)
-	zones, labels := map[string]bool{}, map[string]bool{}
+	zones := map[string]bool{}
 	for _, np := range pools {
 		tmpl := &np.Spec.Template
 		for _, t := range tmpl.Spec.Taints {
@@ -57,9 +57,7 @@ func FromNodePools(inv *inventory.Inventory, pools []*karpv1.NodePool, classes [
 				o.NodeTaints = append(o.NodeTaints, t)
 			}
 		}
-		for k := range tmpl.ObjectMeta.Labels {
-			labels[k] = true
-		}
+		o.Pools = append(o.Pools, PoolNodes{NodePool: np.Name, Labels: tmpl.ObjectMeta.Labels, Taints: tmpl.Spec.Taints})
 		zoneReqs := requirementsFor(tmpl.Spec.Requirements, func(k string) bool { return k == corev1.LabelTopologyZone })
 		for _, r := range zoneReqs {
 			if r.Operator == corev1.NodeSelectorOpIn {
@@ -81,10 +79,6 @@ func FromNodePools(inv *inventory.Inventory, pools []*karpv1.NodePool, classes [
 		o.Zones = append(o.Zones, z)
 	}
 	sort.Strings(o.Zones)
-	for k := range labels {
-		o.NodeGroupLabels = append(o.NodeGroupLabels, k)
-	}
-	sort.Strings(o.NodeGroupLabels)
 	sort.Slice(o.NodeTaints, func(i, j int) bool {
 		a, b := o.NodeTaints[i], o.NodeTaints[j]
 		if a.Key != b.Key {

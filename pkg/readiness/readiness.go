@@ -6,10 +6,12 @@ package readiness
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -97,13 +99,23 @@ type Options struct {
 	// taints it tolerates, which is stricter than fitting MaxAllocatable
 	// resource by resource.
 	Rooms []Room
-	// NodeGroupLabels are labels generate keeps on Karpenter nodes; pods
-	// pinned to them are not reported.
-	NodeGroupLabels []string
+	// Pools are the labels and taints of each NodePool's nodes (see
+	// FromNodePools): a pod pinned to node-group labels is not reported when
+	// a pool whose taints it tolerates carries every pinned key with a value
+	// the pod accepts — the key alone is not enough.
+	Pools []PoolNodes
 	// Controller, when set, is where the Karpenter controller must still
 	// be able to run after the rollout (the plan's decision): a blocker
 	// when it could not.
 	Controller *Controller
+}
+
+// PoolNodes is what a NodePool's nodes carry that decides whether a pinned
+// pod can land on them.
+type PoolNodes struct {
+	NodePool string
+	Labels   map[string]string
+	Taints   []corev1.Taint
 }
 
 // nodeGroupLabelKeys are labels only node-group nodes carry.
@@ -231,14 +243,14 @@ func (e *eval) pods() {
 				"Karpenter ignores Cluster Autoscaler's annotation; after the move it may disrupt these pods during consolidation",
 				`annotate them with karpenter.sh/do-not-disrupt: "true" (and drain their old nodes deliberately)`, owner)
 		}
-		for _, key := range pinnedKeys(p, pinned) {
-			if contains(e.opts.NodeGroupLabels, key) {
-				continue
+		keys := pinnedKeys(p, pinned)
+		if len(keys) > 0 && !slices.ContainsFunc(e.opts.Pools, func(pool PoolNodes) bool { return receives(pool, &p, keys) }) {
+			for _, key := range keys {
+				e.add(IDPinnedToNodeGroup, Blocker, "Pods pinned to node-group labels",
+					"no NodePool that will receive these pods carries the node-group label they select (key and value), so they would stay Pending after their nodes are drained",
+					"remove the selector/affinity, or have generate keep the label on the NodePool (e.g. eks.amazonaws.com/nodegroup=<group> as a NodePool label)",
+					owner+" ("+key+")")
 			}
-			e.add(IDPinnedToNodeGroup, Blocker, "Pods pinned to node-group labels",
-				"Karpenter nodes will not carry node-group labels, so these pods would stay Pending after their nodes are drained",
-				"remove the selector/affinity, or have generate keep the label on the NodePool (e.g. eks.amazonaws.com/nodegroup as a NodePool label)",
-				owner+" ("+key+")")
 		}
 		if e.tooLarge(&p, maxAlloc) {
 			e.add(IDPodTooLarge, Blocker, "Pods no allowed instance type can hold",
@@ -268,6 +280,42 @@ func pinnedKeys(p inventory.Pod, keys []string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// receives reports whether a pool's nodes would take a pod pinned on keys:
+// the pod tolerates the pool's taints and the pool's labels satisfy the
+// pod's nodeSelector and required node affinity restricted to those keys
+// (a pool keeping the key with another value does not).
+func receives(pool PoolNodes, p *inventory.Pod, keys []string) bool {
+	if !tolerates(p.Tolerations, pool.Taints) {
+		return false
+	}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: map[string]string{}}}
+	for k, v := range p.NodeSelector {
+		if contains(keys, k) {
+			pod.Spec.NodeSelector[k] = v
+		}
+	}
+	if a := p.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		var terms []corev1.NodeSelectorTerm
+		for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			var exprs []corev1.NodeSelectorRequirement
+			for _, ex := range t.MatchExpressions {
+				if contains(keys, ex.Key) {
+					exprs = append(exprs, ex)
+				}
+			}
+			if len(exprs) == 0 {
+				return true // a term without a pinned key lets the pod land elsewhere
+			}
+			terms = append(terms, corev1.NodeSelectorTerm{MatchExpressions: exprs})
+		}
+		pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
+	}
+	node := &corev1.Node{}
+	node.Labels = pool.Labels
+	ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)
+	return err == nil && ok
 }
 
 func (e *eval) tooLarge(p *inventory.Pod, max corev1.ResourceList) bool {

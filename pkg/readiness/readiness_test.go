@@ -96,10 +96,43 @@ func TestEachFinding(t *testing.T) {
 	}
 }
 
-func TestKeptNodeGroupLabelIsNotReported(t *testing.T) {
-	inv := clean()
-	inv.Pods[0].NodeSelector = map[string]string{"eks.amazonaws.com/nodegroup": "ng"}
-	if r := Evaluate(inv, Options{NodeTaints: taints, NodeGroupLabels: []string{"eks.amazonaws.com/nodegroup"}}); len(r.Findings) != 0 {
-		t.Fatalf("label generate keeps still reported: %+v", r.Findings)
+// TestPinnedNeedsKeyAndValue: a pin to a node-group label is handled only
+// by a pool the pod would land on carrying the same key and value — not by
+// a pool keeping the key with another value, nor one whose taints the pod
+// does not tolerate.
+func TestPinnedNeedsKeyAndValue(t *testing.T) {
+	const ngKey = "eks.amazonaws.com/nodegroup"
+	selector := func(p *inventory.Pod) { p.NodeSelector = map[string]string{ngKey: "ng"} }
+	affinityIn := func(p *inventory.Pod) {
+		p.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: ngKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"ng", "ng2"}}}}}}}}
+	}
+	groupLabel := func(p *inventory.Pod) { p.NodeSelector = map[string]string{"role": "web"} }
+	dedicated := []corev1.Taint{{Key: "dedicated", Value: "web", Effect: corev1.TaintEffectNoSchedule}}
+	for _, tc := range []struct {
+		name   string
+		pin    func(*inventory.Pod)
+		pools  []PoolNodes
+		pinned bool
+	}{
+		{"selector, no pool keeps the key", selector, []PoolNodes{{NodePool: "default"}}, true},
+		{"selector, pool keeps key and value", selector, []PoolNodes{{NodePool: "default"}, {NodePool: "ng", Labels: map[string]string{ngKey: "ng"}}}, false},
+		{"selector, another pool keeps the key with another value", selector, []PoolNodes{{NodePool: "other", Labels: map[string]string{ngKey: "other"}}}, true},
+		{"affinity In, a pool carries one accepted value", affinityIn, []PoolNodes{{NodePool: "ng2", Labels: map[string]string{ngKey: "ng2"}}}, false},
+		{"affinity In, pool carries a value not accepted", affinityIn, []PoolNodes{{NodePool: "ng3", Labels: map[string]string{ngKey: "ng3"}}}, true},
+		{"group label, pool keeps it", groupLabel, []PoolNodes{{NodePool: "web", Labels: map[string]string{"role": "web"}}}, false},
+		{"group label, pool keeps the key with another value", groupLabel, []PoolNodes{{NodePool: "batch", Labels: map[string]string{"role": "batch"}}}, true},
+		{"group label, the pool carrying it is tainted against the pod", groupLabel, []PoolNodes{{NodePool: "web", Labels: map[string]string{"role": "web"}, Taints: dedicated}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := clean()
+			inv.NodeGroups[0].Labels["role"] = "web"
+			tc.pin(&inv.Pods[0])
+			r := Evaluate(inv, Options{NodeTaints: taints, Pools: tc.pools})
+			got := len(r.Findings) == 1 && r.Findings[0].ID == IDPinnedToNodeGroup
+			if got != tc.pinned || (!tc.pinned && len(r.Findings) != 0) {
+				t.Fatalf("pinned reported = %v, want %v: %+v", got, tc.pinned, r.Findings)
+			}
+		})
 	}
 }

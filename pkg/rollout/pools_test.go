@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"slices"
 	"testing"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
@@ -23,29 +22,27 @@ func TestPoolsNodeLabelsClearPinnedPods(t *testing.T) {
 		pool("batch", map[string]string{"team": "data"}),
 		pool("bare", nil),
 	}}
-	got := pools.NodeLabels()
-	if want := []string{"eks.amazonaws.com/nodegroup", "role", "team"}; !slices.Equal(got, want) {
-		t.Fatalf("NodeLabels = %v, want %v", got, want)
-	}
-
 	inv := &inventory.Inventory{
 		Cluster:    inventory.Cluster{Name: "c"},
 		NodeGroups: []inventory.NodeGroup{{Name: "web", Labels: map[string]string{"role": "web"}}},
 		Nodes:      []inventory.Node{{Name: "n1", NodeGroup: "web", Labels: map[string]string{"role": "web"}}},
 		Pods:       []inventory.Pod{{Namespace: "default", Name: "p", NodeName: "n1", OwnerKind: inventory.OwnerDeployment, OwnerName: "w", NodeSelector: map[string]string{"role": "web"}}},
 	}
-	pinned := func(labels []string) bool {
-		for _, f := range readiness.Evaluate(inv, readiness.Options{NodeGroupLabels: labels}).Findings {
+	pinned := func(pools []readiness.PoolNodes) bool {
+		for _, f := range readiness.Evaluate(inv, readiness.Options{Pools: pools}).Findings {
 			if f.ID == readiness.IDPinnedToNodeGroup {
 				return true
 			}
 		}
 		return false
 	}
-	if pinned(got) {
+	if pinned(pools.Nodes()) {
 		t.Error("a pod pinned to role=web is reported although the web pool keeps role")
 	}
-	if !pinned([]string{"eks.amazonaws.com/nodegroup"}) {
+	if !pinned([]readiness.PoolNodes{{NodePool: "web", Labels: map[string]string{"eks.amazonaws.com/nodegroup": "web"}}}) {
 		t.Error("with only the nodegroup label kept, role=web should be reported as pinned (the test no longer exercises the finding)")
+	}
+	if !pinned([]readiness.PoolNodes{{NodePool: "other", Labels: map[string]string{"role": "batch"}}}) {
+		t.Error("a pool keeping role with another value must not clear a pod pinned to role=web")
 	}
 }

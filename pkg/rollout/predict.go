@@ -3,7 +3,6 @@ package rollout
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
 
 // NodeGroupsAnnotation lists, on every NodePool pkg/generate writes, the
@@ -34,16 +34,15 @@ type Pools struct {
 	ForGroup  map[string][]string
 }
 
-// NodeLabels are the label keys the pools put on their nodes (sorted):
-// pods pinned to one of them still schedule on Karpenter capacity.
-func (p Pools) NodeLabels() []string {
-	keys := map[string]bool{}
+// Nodes are the labels and taints each pool puts on its nodes: pods pinned
+// to a node-group label still schedule on Karpenter capacity when a pool
+// they tolerate carries it with the value they select.
+func (p Pools) Nodes() []readiness.PoolNodes {
+	out := make([]readiness.PoolNodes, 0, len(p.NodePools))
 	for _, np := range p.NodePools {
-		for k := range np.Spec.Template.ObjectMeta.Labels {
-			keys[k] = true
-		}
+		out = append(out, readiness.PoolNodes{NodePool: np.Name, Labels: np.Spec.Template.ObjectMeta.Labels, Taints: np.Spec.Template.Spec.Taints})
 	}
-	return slices.Sorted(maps.Keys(keys))
+	return out
 }
 
 // PoolsFromObjects reads the NodePools and EC2NodeClasses of a built

@@ -7,6 +7,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -21,6 +22,9 @@ type Backend interface {
 	// Discover reads the cluster (discover.Run), reporting each stage to
 	// progress, and writes the snapshot.
 	Discover(ctx context.Context, progress func(stage string)) (*inventory.Inventory, error)
+	// Readiness evaluates the inventory as the readiness command does
+	// (action.Readiness).
+	Readiness(inv *inventory.Inventory) readiness.Report
 	// Generate makes the NodePools and EC2NodeClasses of the included
 	// node groups; with write false it only previews the tree against what
 	// is on disk.
@@ -140,13 +144,13 @@ type PlanResult struct {
 	PlanFile   string
 	ConfigFile string
 	// AfterMigration is the union of the waves' predicted nodes;
-	// AfterConsolidation is what the moved pods need packed afresh on the
-	// same NodePools, which is where Karpenter's consolidation heads.
+	// AfterConsolidation is the plan's steady state (what Karpenter's
+	// consolidation is expected to make of it, disruption.Settle).
 	AfterMigration          []FleetLine
 	AfterConsolidation      []FleetLine
 	ConsolidatedCostPerHour float64
-	// Repacked is false when no cheaper packing exists: consolidation then
-	// leaves the fleet after migration as it is.
+	// Repacked is false when the steady state starts no command:
+	// consolidation then leaves the fleet after migration as it is.
 	Repacked bool
 	// Before is the legacy fleet.
 	Before []FleetLine

@@ -77,6 +77,10 @@ func (d *discoverScreen) update(msg tea.Msg) tea.Cmd {
 		}
 		d.s.inv = msg.inv
 		d.groups = groupRows(msg.inv, catalog.Default())
+		d.s.discoveredCost = 0
+		for _, g := range d.groups {
+			d.s.discoveredCost += g.cost
+		}
 		d.table = table.New(table.WithColumns(groupColumns), table.WithFocused(true))
 		d.resize()
 		d.refresh()

@@ -3,6 +3,7 @@ package tui
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/demo"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
@@ -90,6 +92,12 @@ func (e *e2e) toRollout() {
 	e.see("create OIDC provider", 30*time.Second)
 	e.keys("a")
 	e.see("[y/N]", 30*time.Second)
+	// Enter takes the default, No: the screen's own keys come back and a
+	// asks again (were Enter ignored or Yes, neither would show).
+	e.keys("enter")
+	e.see("a apply", 30*time.Second)
+	e.keys("a")
+	e.see("[y/N]", 30*time.Second)
 	e.keys("y")
 	e.see("journal karpenter-migrate-iam-demo", 60*time.Second)
 	e.keys("c")
@@ -118,7 +126,7 @@ func (e *e2e) blockers() []bool {
 		e.t.Fatal(err)
 	}
 	var out []bool
-	for _, f := range readiness.Evaluate(&snap.Inventory, readiness.Options{NodeGroupLabels: nodeGroupLabels}).Findings {
+	for _, f := range e.ops.Readiness(&snap.Inventory).Findings {
 		out = append(out, f.Severity == readiness.Blocker)
 	}
 	return out
@@ -136,6 +144,22 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 	res := e.tm.FinalModel(t).(*Model).Result()
 	if res.Outcome != OutcomeCompleted {
 		t.Fatalf("outcome %s at %s (%v)", res.Outcome, res.Screen, res.Err)
+	}
+	// The Done screen's figures are the demo's summary for the same seed:
+	// one pipeline, one answer.
+	final := e.tm.FinalModel(t).(*Model)
+	sum, err := demo.Run(context.Background(), demo.Options{Seed: 1, OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("demo: %v", err)
+	}
+	legacyLeft := 0 // the nodes of the group kept as the controller's home
+	if c := sum.Controller; c != nil && c.KeptGroup != "" {
+		legacyLeft = int(c.Size)
+	}
+	want := fmt.Sprintf("Nodes %d → %d (%d legacy left) · $/h %.3f → %.3f", sum.NodesBefore, sum.NodesAfter, legacyLeft, sum.CostPerHourBefore, sum.CostPerHourAfter)
+	t.Logf("demo summary for seed 1: %s", want)
+	if done := summary(final.s, 200); !strings.Contains(done, want) {
+		t.Errorf("Done screen differs from the demo's summary for seed 1:\n want %s\n got  %s", want, strings.SplitN(done, "\n", 3)[1])
 	}
 
 	// The same files the commands write.

@@ -17,9 +17,11 @@ import (
 	"github.com/muesli/termenv"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
 )
@@ -224,6 +226,10 @@ func (f *fakeBackend) Discover(_ context.Context, progress func(string)) (*inven
 		progress(s)
 	}
 	inv := sandbox.DemoInventory()
+	// A blocker for the readiness screen: a pod pinned to the self-managed
+	// group demo-apps by eks.amazonaws.com/nodegroup, a label its pool
+	// will not carry.
+	inv.Pods[0].NodeSelector = map[string]string{"eks.amazonaws.com/nodegroup": "demo-apps"}
 	withNodes(&inv)
 	return &inv, nil
 }
@@ -244,6 +250,10 @@ func withNodes(inv *inventory.Inventory) {
 	for i := range inv.Pods {
 		inv.Pods[i].NodeName = inv.Nodes[i%len(inv.Nodes)].Name
 	}
+}
+
+func (f *fakeBackend) Readiness(inv *inventory.Inventory) readiness.Report {
+	return (&action.Readiness{}).Run(inv).Report
 }
 
 func (f *fakeBackend) Generate(_ context.Context, _ *inventory.Inventory, c GenerateChoice, write bool) (*GenerateResult, error) {

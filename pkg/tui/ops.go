@@ -13,9 +13,6 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
-	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
-	awsiam "github.com/aws/aws-sdk-go-v2/service/iam"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/pmezard/go-difflib/difflib"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,20 +22,17 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
-	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/discover"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/version"
 )
 
 // Clients are one connection's collaborators.
@@ -55,6 +49,11 @@ type Clients struct {
 	// PodConcurrency bounds how many of a drained node's pods are evicted
 	// at once (kube.DrainOptions.PodConcurrency; 0: all at once).
 	PodConcurrency int
+	// Settle, when set, waits after a completed apply for the cluster's
+	// steady state (the sandbox: its cloud catches up and Karpenter's
+	// consolidation settles, as the demo's last step does), so the last
+	// view is the fleet the migration ends with.
+	Settle func(ctx context.Context) error
 }
 
 // Advancer is a clock that moves the cluster when the runner waits on it,
@@ -178,16 +177,20 @@ func (o *Ops) Discover(ctx context.Context, progress func(string)) (*inventory.I
 	if err != nil {
 		return nil, err
 	}
-	sdk := kmaws.NewClients(cl.AWS)
-	inv, err := discover.Run(ctx, discover.Sources{AutoScaling: sdk.AutoScaling, EC2: sdk.EC2, EKS: sdk.EKS, Kube: cl.Kube},
-		discover.Options{ClusterName: conn.Cluster, Region: cl.AWS.Region, Progress: progress, Now: o.now})
+	inv, err := o.config(cl).Discover(ctx, action.Discover{Cluster: conn.Cluster, Progress: progress, Snapshot: o.path(SnapshotFile)})
 	if err != nil {
 		return nil, fmt.Errorf("discover cluster %s: %w", conn.Cluster, err)
 	}
-	if err := inventory.NewSnapshot(*inv, o.now()).WriteFile(o.path(SnapshotFile)); err != nil {
-		return nil, fmt.Errorf("write snapshot: %w", err)
-	}
 	return inv, nil
+}
+
+// Readiness implements Backend: the readiness action over the connected
+// region's catalogue.
+func (o *Ops) Readiness(inv *inventory.Inventory) readiness.Report {
+	o.mu.Lock()
+	cat := o.cat
+	o.mu.Unlock()
+	return (&action.Readiness{Catalog: cat}).Run(inv).Report
 }
 
 func (o *Ops) generateOptions(c GenerateChoice) generate.Options {
@@ -289,7 +292,7 @@ func (o *Ops) IAMPlan(ctx context.Context, inv *inventory.Inventory, c IAMChoice
 	if err != nil {
 		return nil, err
 	}
-	st := &iamState{desired: desired, clients: o.iamClients(cl, desired), cluster: target.Cluster}
+	st := &iamState{desired: desired, clients: o.config(cl).IAMClients(desired), cluster: target.Cluster}
 	plan, err := iam.BuildPlan(ctx, desired, st.clients, iam.PlanOptions{})
 	if err != nil {
 		return nil, err
@@ -300,13 +303,21 @@ func (o *Ops) IAMPlan(ctx context.Context, inv *inventory.Inventory, c IAMChoice
 	return plan, nil
 }
 
-func (o *Ops) iamClients(cl *Clients, d *iam.Desired) iam.Clients {
-	sdk := kmaws.NewClients(cl.AWS)
-	c := iam.Clients{IAM: awsiam.NewFromConfig(cl.AWS), SQS: sqs.NewFromConfig(cl.AWS), EventBridge: eventbridge.NewFromConfig(cl.AWS), EKS: sdk.EKS, EC2: sdk.EC2}
-	if d.NodeAccess == iam.NodeAccessConfigMap {
-		c.AWSAuth = &awsauth.Editor{Client: cl.Kube, BackupNamespace: o.Namespace, BackupDir: o.OutDir}
+// config is the action configuration of the connected clients.
+func (o *Ops) config(cl *Clients) *action.Configuration {
+	o.mu.Lock()
+	cat := o.cat
+	o.mu.Unlock()
+	operator := o.Operator
+	if operator == "" {
+		operator = os.Getenv("USER")
 	}
-	return c
+	host, _ := os.Hostname()
+	return &action.Configuration{
+		Kube: cl.Kube, Dynamic: cl.Dynamic, AWS: cl.AWS, Clock: cl.Clock, Catalog: cat,
+		Namespace: o.Namespace, OutDir: o.OutDir, PollInterval: cl.PollInterval, PodConcurrency: cl.PodConcurrency,
+		Operator: operator, Identity: fmt.Sprintf("%s@%s wizard pid %d", operator, host, os.Getpid()),
+	}
 }
 
 // IAMApply implements Backend as `iam apply --yes` does, with the journal
@@ -378,51 +389,17 @@ func (o *Ops) Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) 
 	}
 	res := &PlanResult{Plan: p, PlanFile: planPath, ConfigFile: cfgPath}
 	res.Before, res.AfterMigration = fleets(inv, p)
-	objs, err := rollout.OverlayDir{Dir: o.path(TreeDir), Env: c.Environment}.Objects(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("NodePools of environment %s: %w", c.Environment, err)
-	}
-	pools, err := rollout.PoolsFromObjects(objs)
-	if err != nil {
-		return nil, err
-	}
-	solved, err := engine.Solve(engine.Input{Pods: movedPods(inv, p), NodePools: pools.NodePools, DaemonSets: inv.DaemonSets, Catalog: o.cat})
-	if err != nil {
-		return nil, fmt.Errorf("predict the fleet after consolidation: %w", err)
-	}
-	// Consolidation only replaces nodes with cheaper ones.
+	// After consolidation is the plan's steady state (disruption.Settle),
+	// the forecast plan and the demo show.
 	res.AfterConsolidation, res.ConsolidatedCostPerHour = res.AfterMigration, p.Cost.AfterPerHour
-	if solved.Cost < p.Cost.AfterPerHour {
+	if ss := p.SteadyState; ss != nil && len(ss.Commands) > 0 {
 		counts := map[FleetLine]int{}
-		for _, nc := range solved.NodeClaims {
-			counts[FleetLine{InstanceType: nc.InstanceType, CapacityType: nc.CapacityType}]++
+		for _, t := range ss.AfterConsolidation.Types {
+			counts[FleetLine{InstanceType: t.InstanceType, CapacityType: t.CapacityType}] += t.Nodes
 		}
-		res.AfterConsolidation, res.ConsolidatedCostPerHour, res.Repacked = fleetLines(counts), solved.Cost, true
+		res.AfterConsolidation, res.ConsolidatedCostPerHour, res.Repacked = fleetLines(counts), ss.AfterConsolidation.PricePerHour, true
 	}
 	return res, nil
-}
-
-// movedPods are the pods the waves move: on a wave's node, not DaemonSet
-// pods, not finished, not blocked from disruption (unless the plan forces
-// evictions), as the plan counts them.
-func movedPods(inv *inventory.Inventory, p *rollout.Plan) []inventory.Pod {
-	inWave := map[string]bool{}
-	for _, w := range p.Waves {
-		for _, n := range w.Nodes {
-			inWave[n.Name] = true
-		}
-	}
-	var out []inventory.Pod
-	for _, pod := range inv.Pods {
-		if !inWave[pod.NodeName] || pod.OwnerKind == inventory.OwnerDaemonSet || pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed {
-			continue
-		}
-		if !p.Budget.ForceEvict && kube.DisruptionBlocked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations}}) != "" {
-			continue
-		}
-		out = append(out, pod)
-	}
-	return out
 }
 
 // fleets are the legacy nodes the waves drain and the nodes they predict.
@@ -468,46 +445,22 @@ func (o *Ops) Runner(p *rollout.Plan, obs rollout.Observer) (*rollout.Runner, er
 	if err != nil {
 		return nil, err
 	}
-	sdk := kmaws.NewClients(cl.AWS)
-	operator := o.Operator
-	if operator == "" {
-		operator = os.Getenv("USER")
-	}
-	host, _ := os.Hostname()
-	poll := cl.PollInterval
-	if poll <= 0 {
-		poll = 2 * time.Second
-	}
-	drain := kube.DefaultDrainOptions()
-	drain.PollInterval = min(drain.PollInterval, poll)
-	drain.PodConcurrency = cl.PodConcurrency
-	r := &rollout.Runner{
-		Session: rollout.Session{
-			Kube: cl.Kube, Dynamic: cl.Dynamic, ASG: sdk.AutoScaling, EKS: sdk.EKS, Clock: cl.Clock, Namespace: o.Namespace, Plan: p,
-			Overlay: rollout.OverlayDir{Dir: o.path(TreeDir), Env: p.Environment},
-			Options: rollout.Options{
-				Operator: operator, ToolVersion: version.Version,
-				Identity:     fmt.Sprintf("%s@%s wizard pid %d", operator, host, os.Getpid()),
-				PollInterval: poll, Drain: &drain, Observer: obs,
-			},
-		},
-		Steps: migrations.All(),
-	}
-	if p.IAM != nil && p.IAM.Error == "" {
-		d, err := p.IAM.Desired()
-		if err != nil {
-			return nil, err
-		}
-		r.Infra = &rollout.IAMInfra{Desired: d, Clients: o.iamClients(cl, d)}
-	}
-	return r, nil
+	c := o.config(cl)
+	c.Observer = obs
+	return c.Runner(p, action.Run{Dir: o.path(TreeDir)})
 }
 
 // Apply implements Backend.
 func (o *Ops) Apply(ctx context.Context, p *rollout.Plan, c RunChoice, sink func(Update)) error {
 	return o.run(ctx, p, sink, func(ctx context.Context, r *rollout.Runner) error {
 		r.Options.AckBlockers = c.AckBlockers
-		return r.Apply(ctx)
+		if err := r.Apply(ctx); err != nil {
+			return err
+		}
+		if cl, _, err := o.clients(); err == nil && cl.Settle != nil {
+			return cl.Settle(ctx)
+		}
+		return nil
 	})
 }
 

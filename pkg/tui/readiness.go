@@ -11,11 +11,6 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
 
-// nodeGroupLabels are the labels the generated NodePools keep by default
-// (generate --keep-nodegroup-label), so pods pinned to them still fit; the
-// plan judges readiness with the same list.
-var nodeGroupLabels = []string{"eks.amazonaws.com/nodegroup"}
-
 // readinessScreen lists the findings grouped by severity; each expands to
 // its objects, why it matters and the fix. Every blocker must be resolved
 // (fix it, then re-check) or acknowledged before moving on.
@@ -47,7 +42,7 @@ func (r *readinessScreen) help() []key.Binding {
 }
 
 func (r *readinessScreen) evaluate() {
-	r.s.report = readiness.Evaluate(r.s.inv, readiness.Options{NodeGroupLabels: nodeGroupLabels})
+	r.s.report = r.s.be.Readiness(r.s.inv)
 	r.cursor = min(r.cursor, max(0, len(r.s.report.Findings)-1))
 	r.render()
 }
@@ -146,19 +141,21 @@ func (r *readinessScreen) render() {
 		if r.expanded[i] {
 			mark = "▾"
 		}
+		// The status comes first so a long title cut at the screen's
+		// width never hides it.
 		status := ""
 		switch {
 		case f.Severity == readiness.Blocker && r.s.acked[f.ID]:
-			status = st.warn.Render(" [acknowledged]")
+			status = st.warn.Render("[acknowledged] ")
 		case f.Severity == readiness.Blocker:
-			status = st.bad.Render(" [open]")
+			status = st.bad.Render("[open] ")
 		}
-		text := fmt.Sprintf("%s %s (%d)", mark, f.Title, len(f.Objects))
+		text := fmt.Sprintf("%s (%d)", f.Title, len(f.Objects))
 		if i == r.cursor {
 			cursorLine = line
 			text = st.sel.Render(text)
 		}
-		write("  " + text + status)
+		write("  " + mark + " " + status + text)
 		if r.expanded[i] {
 			wrap := lipgloss.NewStyle().Width(max(20, r.vp.Width-6))
 			for _, o := range f.Objects {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
@@ -81,5 +82,14 @@ func (s *Sandbox) Dial(ctx context.Context, c Connection) (*Clients, error) {
 	s.mu.Lock()
 	s.cancels = append(s.cancels, cancel)
 	s.mu.Unlock()
-	return &Clients{Kube: cl.Kube, Dynamic: cl.Dynamic, AWS: cl.AWS, Clock: cl.Clock, PollInterval: cl.PollInterval, PodConcurrency: 1}, nil
+	settle := func(ctx context.Context) error {
+		if err := s.SB.Settle(ctx, 30*time.Minute); err != nil {
+			return fmt.Errorf("after the waves: %w", err)
+		}
+		if err := s.SB.SettleConsolidation(ctx, 4*time.Hour); err != nil {
+			return fmt.Errorf("consolidation: %w", err)
+		}
+		return nil
+	}
+	return &Clients{Kube: cl.Kube, Dynamic: cl.Dynamic, AWS: cl.AWS, Clock: cl.Clock, PollInterval: cl.PollInterval, PodConcurrency: 1, Settle: settle}, nil
 }

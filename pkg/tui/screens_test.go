@@ -240,6 +240,11 @@ func TestIAMScreen(t *testing.T) {
 	if be.iamApplied != 0 {
 		t.Fatal("n applied")
 	}
+	// Enter takes the default, No, as every CLI confirm does.
+	d.press("a", "enter")
+	if be.iamApplied != 0 || strings.Contains(d.m.View(), "[y/N]") {
+		t.Fatalf("enter at [y/N] did not decline (applied %d):\n%s", be.iamApplied, d.m.View())
+	}
 	d.press("a", "y")
 	d.waitFor("applied", d.viewHas("applied 2 change(s)"))
 	if be.iamApplied != 1 {
@@ -290,6 +295,10 @@ func TestPlanScreen(t *testing.T) {
 	}
 	d.press("e")
 	d.waitFor("replanned", d.viewHas("emptyDir data loss on"))
+	d.press("enter", "enter")
+	if d.screen() != "Plan" || strings.Contains(d.m.View(), "[y/N]") {
+		t.Fatalf("enter at [y/N] did not decline the start (screen %s):\n%s", d.screen(), d.m.View())
+	}
 	d.press("enter")
 	d.golden("plan_confirm")
 	d.press("y")
@@ -402,6 +411,13 @@ func TestRolloutRollback(t *testing.T) {
 			d.press("b")
 			if !strings.Contains(d.m.View(), "Roll back every applied step") {
 				t.Fatalf("b did not ask:\n%s", d.m.View())
+			}
+			if !tc.running {
+				d.press("enter")
+				if strings.Contains(d.m.View(), "Roll back every applied step") || slices.Contains(be.runs, "rollback") {
+					t.Fatalf("enter at [y/N] did not decline the rollback (runs %v):\n%s", be.runs, d.m.View())
+				}
+				d.press("b")
 			}
 			d.press("y")
 			d.waitFor("rolled back", d.viewHas("rolled back"))

@@ -53,7 +53,7 @@ var (
 	keySkip     = key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "skip"))
 	keyView     = key.NewBinding(key.WithKeys("enter", "v"), key.WithHelp("enter", "document"))
 	keyYes      = key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "yes"))
-	keyNo       = key.NewBinding(key.WithKeys("n", "esc"), key.WithHelp("n", "no"))
+	keyNo       = key.NewBinding(key.WithKeys("n", "esc", "enter"), key.WithHelp("n/enter", "no"))
 	keyWaveUp   = key.NewBinding(key.WithKeys("+", "="), key.WithHelp("+/-", "wave"))
 	keyWaveDown = key.NewBinding(key.WithKeys("-", "_"))
 	keyConcUp   = key.NewBinding(key.WithKeys(">", "."), key.WithHelp(">/<", "parallel"))

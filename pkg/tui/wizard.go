@@ -60,26 +60,29 @@ type Result struct {
 
 // state is what the screens decide and share, in screen order.
 type state struct {
-	ctx      context.Context
-	be       Backend
-	st       styles
-	opts     Options
-	conn     Connection
-	info     ConnectInfo
-	inv      *inventory.Inventory
-	exclude  map[string]bool
-	report   readiness.Report
-	acked    map[string]bool
-	gen      GenerateChoice
-	genRes   *GenerateResult
-	iamPlan  *iam.Plan
-	iamOpts  IAMChoice
-	iamDone  bool
-	choice   PlanChoice
-	run      RunChoice
-	plan     *PlanResult
-	outcome  Outcome
-	runStats rolloutStats
+	ctx  context.Context
+	be   Backend
+	st   styles
+	opts Options
+	conn Connection
+	info ConnectInfo
+	inv  *inventory.Inventory
+	// discoveredCost is the $/h of the discovered nodes, the "before" of
+	// the Done screen.
+	discoveredCost float64
+	exclude        map[string]bool
+	report         readiness.Report
+	acked          map[string]bool
+	gen            GenerateChoice
+	genRes         *GenerateResult
+	iamPlan        *iam.Plan
+	iamOpts        IAMChoice
+	iamDone        bool
+	choice         PlanChoice
+	run            RunChoice
+	plan           *PlanResult
+	outcome        Outcome
+	runStats       rolloutStats
 }
 
 // screen is one stage of the wizard. Screens mutate themselves in update
