@@ -510,9 +510,8 @@ func (s *scheduler) daemonOverhead(dss []inventory.DaemonSet, p *pool) (vec, err
 				if err != nil {
 					return total, fmt.Errorf("daemonSet %s/%s: %w", ds.Namespace, ds.Name, err)
 				}
-				for k, r := range reqs {
+				for _, r := range reqs {
 					rs.Add(r)
-					_ = k
 				}
 				if p.reqs.compatible(rs, s.wellKnown) {
 					compatible = true
