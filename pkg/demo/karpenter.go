@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
@@ -50,7 +52,7 @@ func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if dep.Spec.Template.Spec.PriorityClassName == "system-cluster-critical" {
-		dep.Spec.Template.Spec.Priority = ptrTo(systemClusterCritical)
+		dep.Spec.Template.Spec.Priority = ptr.To(systemClusterCritical)
 	}
 	if _, err := r.clients.Kube.AppsV1().Deployments(ControllerNamespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("install the Karpenter controller: %w", err)
@@ -82,7 +84,7 @@ func (r *runner) controllerPlacement(ctx context.Context) ([]string, error) {
 	}
 	group := map[string]string{}
 	for _, n := range nodes.Items {
-		group[n.Name] = orString(inventory.NodeGroupOf(n.Labels), "NodePool "+n.Labels["karpenter.sh/nodepool"])
+		group[n.Name] = cmp.Or(inventory.NodeGroupOf(n.Labels), "NodePool "+n.Labels["karpenter.sh/nodepool"])
 	}
 	var out []string
 	for _, p := range pods.Items {
@@ -120,12 +122,3 @@ func keptSize(p *rollout.Plan, group string) int32 {
 	}
 	return 0
 }
-
-func orString(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}
-
-func ptrTo[T any](v T) *T { return &v }

@@ -1,6 +1,7 @@
 package readiness
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -134,7 +135,7 @@ func InventoryNodes(inv *inventory.Inventory) []corev1.Node {
 		if has[g.Name] {
 			continue
 		}
-		labels := map[string]string{corev1.LabelOSStable: orString(g.OS, "linux"), corev1.LabelArchStable: orString(g.Arch, "amd64")}
+		labels := map[string]string{corev1.LabelOSStable: cmp.Or(g.OS, "linux"), corev1.LabelArchStable: cmp.Or(g.Arch, "amd64")}
 		for k, v := range g.Labels {
 			labels[k] = v
 		}
@@ -159,13 +160,6 @@ func InventoryGroupOf(inv *inventory.Inventory) func(*corev1.Node) string {
 		byName[g.Name+" (template)"] = g.Name
 	}
 	return func(n *corev1.Node) string { return byName[n.Name] }
-}
-
-func orString(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 // CheckControllerHome is the karpenter-controller-home-removed check of

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -566,7 +567,7 @@ func (s *Session) FinalCheck(ctx context.Context) error {
 			left = append(left, p.Namespace+"/"+p.Name+" on "+p.Spec.NodeName)
 		}
 		if isController(p) && s.keptGroup() != "" && !kept[p.Spec.NodeName] {
-			misplaced = append(misplaced, p.Name+" on "+orString(p.Spec.NodeName, "no node"))
+			misplaced = append(misplaced, p.Name+" on "+cmp.Or(p.Spec.NodeName, "no node"))
 		}
 	}
 	if len(left) > 0 {

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -106,7 +107,7 @@ func decideController(inv *inventory.Inventory, cfg config.Config, o ControllerO
 	live := inv.Karpenter != nil && inv.Karpenter.Installed && inv.Karpenter.Deployment != ""
 	valuesSpec, valuesReplicas, err := generate.ControllerPodSpec(o.Values)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", orString(o.ValuesFrom, "Helm values"), err)
+		return nil, fmt.Errorf("%s: %w", cmp.Or(o.ValuesFrom, "Helm values"), err)
 	}
 	cp := &controllerPlan{home: h, pods: map[string]bool{}}
 	if live {
@@ -117,7 +118,7 @@ func decideController(inv *inventory.Inventory, cfg config.Config, o ControllerO
 		cp.check.Source = "Deployment " + k.Namespace + "/" + k.Deployment
 	} else {
 		spec, h.Replicas = valuesSpec, valuesReplicas
-		cp.check.Source = "the controller as " + orString(o.ValuesFrom, "the chart's defaults") + " installs it"
+		cp.check.Source = "the controller as " + cmp.Or(o.ValuesFrom, "the chart's defaults") + " installs it"
 	}
 	cp.check.Spec, cp.check.Namespace = spec, h.Namespace
 	for _, p := range inv.Pods {
@@ -155,7 +156,7 @@ func decideController(inv *inventory.Inventory, cfg config.Config, o ControllerO
 		if g := admittedGroup(spec, nodes, groupOf); live && g != "" {
 			h.NodeGroup, h.Source, h.Why = g, ControllerFromDeployment, "the only node group the installed controller's required scheduling admits ("+cp.check.Source+")"
 		} else if g := admittedGroup(valuesSpec, nodes, groupOf); g != "" {
-			h.NodeGroup, h.Source, h.Why = g, ControllerFromValues, "the node group named in "+orString(o.ValuesFrom, "generate's Helm values")
+			h.NodeGroup, h.Source, h.Why = g, ControllerFromValues, "the node group named in "+cmp.Or(o.ValuesFrom, "generate's Helm values")
 		}
 	}
 	cp.check.KeptGroup, cp.check.Fargate = h.NodeGroup, h.Fargate
@@ -316,13 +317,6 @@ func groupNames(inv *inventory.Inventory) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func orString(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 // podOf finds a pod of the list by reference.

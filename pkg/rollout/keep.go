@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -170,7 +171,7 @@ func (s *Session) controllerDeployment(ctx context.Context) (*appsv1.Deployment,
 	if h == nil {
 		return nil, nil
 	}
-	d, err := s.Kube.AppsV1().Deployments(h.Namespace).Get(ctx, orString(h.Deployment, "karpenter"), metav1.GetOptions{})
+	d, err := s.Kube.AppsV1().Deployments(h.Namespace).Get(ctx, cmp.Or(h.Deployment, "karpenter"), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
