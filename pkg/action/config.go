@@ -12,10 +12,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
+	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
 )
 
 // Configuration holds the collaborators every action uses. A nil Kube

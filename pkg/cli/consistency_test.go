@@ -11,12 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/bigcluster"
+	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/demo"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui"
 )
 

@@ -1,5 +1,5 @@
 // Package demo runs a whole Cluster Autoscaler → Karpenter migration
-// against the embedded sandbox (pkg/sandbox): discover, readiness,
+// against the embedded sandbox (internal/sandbox): discover, readiness,
 // generate, IAM plan/apply, plan, apply in PDB-safe waves, and optionally a
 // full rollback, reporting progress as events and ending with a Summary.
 package demo
@@ -15,12 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
 )
 
 // Options configure a demo run.

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")

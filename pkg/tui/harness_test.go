@@ -17,13 +17,13 @@ import (
 	"github.com/muesli/termenv"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
 )
 
 // updating reports -update: rewrite the golden views in testdata/. The

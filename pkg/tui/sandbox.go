@@ -6,16 +6,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/sandbox"
 )
 
 // The sandbox's clock is the runner's Advancer.
 var _ Advancer = (*sandbox.Clock)(nil)
 
 // Sandbox is the embedded cluster the wizard runs against with --sandbox:
-// pkg/sandbox loaded with the demo account or a snapshot's inventory,
-// reached through the clients pkg/sandbox gives programs written against a
+// internal/sandbox loaded with the demo account or a snapshot's inventory,
+// reached through the clients internal/sandbox gives programs written against a
 // real cluster (sandbox.Clients), as the demo does.
 type Sandbox struct {
 	SB *sandbox.Sandbox
