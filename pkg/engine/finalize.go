@@ -207,15 +207,15 @@ type lbClass struct {
 	types  map[*itype]bool
 	demand vec
 	minReq vec
-	alone  map[*topoGroup]int // pods kept one per node, per group
+	alone  map[*topologyGroup]int // pods kept one per node, per group
 	// aloneMin is the component-wise minimum request of those pods.
 	aloneMin vec
 }
 
 // addAlone counts k pods that g keeps one per node, the smallest asking minReq.
-func (c *lbClass) addAlone(g *topoGroup, k int, minReq vec) {
+func (c *lbClass) addAlone(g *topologyGroup, k int, minReq vec) {
 	if c.alone == nil {
-		c.alone, c.aloneMin = map[*topoGroup]int{}, minReq
+		c.alone, c.aloneMin = map[*topologyGroup]int{}, minReq
 	}
 	c.alone[g] += k
 	for i := range c.aloneMin {
@@ -226,7 +226,7 @@ func (c *lbClass) addAlone(g *topoGroup, k int, minReq vec) {
 // onePerNode is the required hostname anti-affinity term that keeps the
 // pod apart from every other pod declaring it (the pod owns the term and
 // matches its selector), or nil.
-func onePerNode(pd *podData) *topoGroup {
+func onePerNode(pd *podData) *topologyGroup {
 	for _, g := range pd.owned {
 		if g.kind == kindAnti && g.key == catalog.LabelHostname && !slices.Contains(pd.softAnti, g) && pd.isSelectedBy(g) {
 			return g

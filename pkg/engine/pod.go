@@ -3,11 +3,8 @@ package engine
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
@@ -32,11 +29,11 @@ type podData struct {
 	tolerateNS bool         // PreferNoSchedule tolerated (relaxed)
 	ports      []inventory.HostPort
 
-	owned       []*topoGroup // required (and respected soft) terms
-	softAff     []*topoGroup // preferred pod affinity, heaviest first
-	softAnti    []*topoGroup // preferred pod anti-affinity, heaviest first
-	softSpreads []*topoGroup // ScheduleAnyway
-	selectedBy  []*topoGroup
+	owned       []*topologyGroup // required (and respected soft) terms
+	softAff     []*topologyGroup // preferred pod affinity, heaviest first
+	softAnti    []*topologyGroup // preferred pod anti-affinity, heaviest first
+	softSpreads []*topologyGroup // ScheduleAnyway
+	selectedBy  []*topologyGroup
 	invalid     error
 }
 
@@ -100,7 +97,7 @@ func (pd *podData) recompute() {
 }
 
 // isSelectedBy reports whether one of the pod's own groups counts the pod.
-func (pd *podData) isSelectedBy(g *topoGroup) bool {
+func (pd *podData) isSelectedBy(g *topologyGroup) bool {
 	for _, x := range pd.selectedBy {
 		if x == g {
 			return true
@@ -134,8 +131,8 @@ func (pd *podData) relax(s *scheduler) bool {
 	return true
 }
 
-func without(gs []*topoGroup, g *topoGroup) []*topoGroup {
-	out := make([]*topoGroup, 0, len(gs))
+func without(gs []*topologyGroup, g *topologyGroup) []*topologyGroup {
+	out := make([]*topologyGroup, 0, len(gs))
 	for _, x := range gs {
 		if x != g {
 			out = append(out, x)
@@ -188,116 +185,6 @@ func taintString(t corev1.Taint) string {
 		return fmt.Sprintf("%s:%s", t.Key, t.Effect)
 	}
 	return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
-}
-
-// Topology kinds.
-const (
-	kindSpread = iota
-	kindAffinity
-	kindAnti
-)
-
-// topoGroup is Karpenter's TopologyGroup: one spread constraint or pod
-// (anti-)affinity term shared by every pod that declares it, with counts of
-// the pods it selects per domain.
-type topoGroup struct {
-	kind        int
-	key         string
-	namespaces  map[string]bool
-	selector    labels.Selector
-	maxSkew     int32
-	minDomains  int32
-	honorTaints bool // nodeTaintsPolicy Honor
-	ignoreAff   bool // nodeAffinityPolicy Ignore
-	counts      map[string]int32
-	total       int32
-	owners      map[string]int32 // domains of owner pods (inverse anti-affinity)
-	nOwners     int32
-	// hc and ho are counts and owners of hostname-keyed groups, indexed by
-	// node id (a node is its own hostname domain).
-	hc, ho []int32
-	// hcClaims and hoClaims count the claims (not existing nodes) with a
-	// non-zero hc or ho: when they reach every claim, a pod the group keeps
-	// off such nodes can skip the scan of the claims.
-	hcClaims, hoClaims int32
-	desc               string
-}
-
-func (g *topoGroup) hcount(id int) int32 {
-	if id < len(g.hc) {
-		return g.hc[id]
-	}
-	return 0
-}
-
-func (g *topoGroup) howner(id int) int32 {
-	if id < len(g.ho) {
-		return g.ho[id]
-	}
-	return 0
-}
-
-// bump adds d to s[id]; on a claim it also counts in *nonZero whether
-// s[id] turned non-zero or zero.
-func bump(s []int32, id int, d int32, claim bool, nonZero *int32) []int32 {
-	if id >= len(s) {
-		s = append(s, make([]int32, id+1-len(s))...)
-	}
-	was := s[id]
-	s[id] += d
-	if claim && (was == 0) != (s[id] == 0) {
-		if was == 0 {
-			*nonZero++
-		} else {
-			*nonZero--
-		}
-	}
-	return s
-}
-
-func (g *topoGroup) selects(p *inventory.Pod) bool {
-	return (g.namespaces[p.Namespace] || g.namespaces["*"]) && g.selector.Matches(labels.Set(p.Labels))
-}
-
-func (s *scheduler) group(kind int, key string, ns map[string]bool, sel *metav1.LabelSelector, extra map[string]string, maxSkew, minDomains int32, honorTaints, ignoreAff bool) (*topoGroup, error) {
-	ls := sel
-	if len(extra) > 0 {
-		ls = sel.DeepCopy()
-		if ls == nil {
-			ls = &metav1.LabelSelector{}
-		}
-		if ls.MatchLabels == nil {
-			ls.MatchLabels = map[string]string{}
-		}
-		for k, v := range extra {
-			ls.MatchLabels[k] = v
-		}
-	}
-	var selector labels.Selector
-	if ls == nil {
-		selector = labels.Nothing()
-	} else {
-		var err error
-		if selector, err = metav1.LabelSelectorAsSelector(ls); err != nil {
-			return nil, fmt.Errorf("label selector: %w", err)
-		}
-	}
-	nsKeys := make([]string, 0, len(ns))
-	for n := range ns {
-		nsKeys = append(nsKeys, n)
-	}
-	sort.Strings(nsKeys)
-	id := fmt.Sprintf("%d|%s|%s|%s|%d|%d|%v|%v", kind, key, strings.Join(nsKeys, ","), selector.String(), maxSkew, minDomains, honorTaints, ignoreAff)
-	if g, ok := s.groupsByID[id]; ok {
-		return g, nil
-	}
-	kindName := [...]string{"topology spread", "pod affinity", "pod anti-affinity"}[kind]
-	g := &topoGroup{kind: kind, key: key, namespaces: ns, selector: selector, maxSkew: maxSkew, minDomains: minDomains,
-		honorTaints: honorTaints, ignoreAff: ignoreAff, counts: map[string]int32{}, owners: map[string]int32{},
-		desc: fmt.Sprintf("%s on %s for pods matching %q", kindName, key, selector.String())}
-	s.groupsByID[id] = g
-	s.groups = append(s.groups, g)
-	return g, nil
 }
 
 func termNamespaces(p *inventory.Pod, term corev1.PodAffinityTerm) map[string]bool {

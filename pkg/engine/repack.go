@@ -61,9 +61,9 @@ type looseClass struct {
 	rep        *podData
 	reqs       Requirements // the pod's requirements and its zone pins
 	pins       Requirements
-	antiHost   []*topoGroup // hostname anti-affinity groups that count the pods
-	spreadHost []*topoGroup // hostname spread groups that count the pods
-	sizes      []*sizeGroup // by value, largest first
+	antiHost   []*topologyGroup // hostname anti-affinity groups that count the pods
+	spreadHost []*topologyGroup // hostname spread groups that count the pods
+	sizes      []*sizeGroup     // by value, largest first
 	left       int
 	pool       *pool
 	nodeReqs   Requirements // pool ∩ reqs
@@ -94,7 +94,7 @@ type claimState struct {
 }
 
 type groupState struct {
-	g                  *topoGroup
+	g                  *topologyGroup
 	counts, owners     map[string]int32
 	hc, ho             []int32
 	total, nOwners     int32
@@ -284,7 +284,7 @@ func (s *scheduler) classify(loose []*podData) ([]*looseClass, bool) {
 	byKey := map[string]*looseClass{}
 	var classes []*looseClass
 	for _, pd := range loose {
-		var anti, spread []*topoGroup
+		var anti, spread []*topologyGroup
 		for _, g := range pd.selectedBy {
 			if g.key == catalog.LabelHostname && g.kind == kindAnti {
 				anti = append(anti, g)

@@ -113,8 +113,8 @@ type scheduler struct {
 	existing            []*node
 	claims              []*node
 	byCount             [][]countEntry
-	groups              []*topoGroup
-	groupsByID          map[string]*topoGroup
+	groups              []*topologyGroup
+	groupsByID          map[string]*topologyGroup
 	universe            map[string][]domainSource
 	univ                map[string][]string
 	anyPreferNoSchedule bool
@@ -161,7 +161,7 @@ func wellKnownSet() map[string]bool {
 }
 
 func newScheduler(opts Options) *scheduler {
-	s := &scheduler{opts: opts, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topoGroup{}, universe: map[string][]domainSource{},
+	s := &scheduler{opts: opts, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topologyGroup{}, universe: map[string][]domainSource{},
 		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}, typePreps: map[typeSource]*typePrep{}}
 	if s.opts.MaxInstanceTypes == 0 {
 		s.opts.MaxInstanceTypes = 60
@@ -984,7 +984,7 @@ func (s *scheduler) topology(pd *podData, n *node, reqs Requirements) (Requireme
 		}
 		reqs[key] = mustIn(key, d)
 	}
-	choose := func(key string, g *topoGroup) []string {
+	choose := func(key string, g *topologyGroup) []string {
 		return s.allowed(n, reqs, key, s.domains(key, pd, g))
 	}
 	// Hostname-keyed affinity needs a matching pod on this very node.
@@ -1097,7 +1097,7 @@ func (n *node) domainIn(key string, reqs Requirements) string {
 // Honor: the pod's own requirement on the key; nodeTaintsPolicy Honor: only
 // sources whose taints it tolerates). Results are cached; callers must not
 // modify them.
-func (s *scheduler) domains(key string, pd *podData, g *topoGroup) []string {
+func (s *scheduler) domains(key string, pd *podData, g *topologyGroup) []string {
 	_, hasReq := pd.reqs[key]
 	honorTaints := g != nil && g.honorTaints
 	if !hasReq && !honorTaints {
@@ -1135,7 +1135,7 @@ func (s *scheduler) domains(key string, pd *podData, g *topoGroup) []string {
 	return out
 }
 
-func (s *scheduler) minCount(g *topoGroup, pd *podData) int32 {
+func (s *scheduler) minCount(g *topologyGroup, pd *podData) int32 {
 	ds := s.domains(g.key, pd, g)
 	if int32(len(ds)) < g.minDomains {
 		return 0
