@@ -18,7 +18,7 @@ const (
 	kindAnti
 )
 
-// topoGroup is Karpenter's TopologyGroup: one spread constraint or pod
+// topologyGroup is Karpenter's TopologyGroup: one spread constraint or pod
 // (anti-)affinity term shared by every pod that declares it, with counts of
 // the pods it selects per domain.
 type topologyGroup struct {
