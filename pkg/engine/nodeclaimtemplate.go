@@ -69,95 +69,24 @@ func (s *scheduler) buildPools(in Input) error {
 	catTypes := map[string][]InstanceType{}
 	for i := range in.NodePools {
 		np := &in.NodePools[i]
-		if np.Name == "" {
-			return fmt.Errorf("nodePools[%d]: name is required", i)
+		p, err := s.newPool(i, np)
+		if err != nil {
+			return err
 		}
-		p := &pool{idx: i, name: np.Name, weight: 0, reqs: Requirements{}}
-		if np.Spec.Weight != nil {
-			p.weight = *np.Spec.Weight
-		}
-		for j, r := range np.Spec.Template.Spec.Requirements {
-			req, err := NewRequirement(r.Key, r.Operator, r.Values...)
-			if err != nil {
-				return fmt.Errorf("nodePool %s: spec.template.spec.requirements[%d]: %w", np.Name, j, err)
-			}
-			if r.MinValues != nil {
-				req.MinValues = *r.MinValues
-			}
-			p.reqs.Add(req)
-		}
-		for k, v := range np.Spec.Template.ObjectMeta.Labels {
-			p.reqs.Add(mustIn(k, v))
-		}
-		p.reqs.Add(mustIn(catalog.LabelNodePool, np.Name))
-		p.minValues = minValueReqs(p.reqs)
-		p.taints = np.Spec.Template.Spec.Taints
-		for _, t := range p.taints {
-			if t.Effect == corev1.TaintEffectPreferNoSchedule {
-				s.anyPreferNoSchedule = true
-			}
-		}
-		types := np.InstanceTypes
-		if types == nil {
-			if in.Catalog == nil {
-				return fmt.Errorf("nodePool %s: no instance types: set Input.Catalog or NodePool.InstanceTypes", np.Name)
-			}
-			key := np.Kubelet.Key()
-			if cached, ok := catTypes[key]; ok {
-				types = cached
-			} else {
-				var err error
-				if types, err = InstanceTypesFromCatalog(in.Catalog, np.Kubelet); err != nil {
-					return fmt.Errorf("nodePool %s: EC2NodeClass kubelet: %w", np.Name, err)
-				}
-				catTypes[key] = types
-			}
+		types, err := poolTypes(in, np, catTypes)
+		if err != nil {
+			return err
 		}
 		dsOverhead, err := s.daemonOverhead(in.DaemonSets, p)
 		if err != nil {
 			return err
 		}
 		p.ds = dsOverhead
-		zones := map[string]bool{}
-		for ti := range types {
-			it, err := s.prepareType(&types[ti], p, dsOverhead)
-			if err != nil {
-				return fmt.Errorf("nodePool %s: instance type %s: %w", np.Name, types[ti].Name, err)
-			}
-			if it == nil {
-				continue
-			}
-			p.types = append(p.types, it)
-			for e := range p.maxAlloc {
-				p.maxAlloc[e] = max(p.maxAlloc[e], it.alloc[e])
-			}
-			for _, o := range it.offerings {
-				zones[o.Zone] = true
-			}
+		if err := s.addTypes(p, types); err != nil {
+			return fmt.Errorf("nodePool %s: %w", np.Name, err)
 		}
-		sort.SliceStable(p.types, func(a, b int) bool { return p.types[a].offerings[0].Price < p.types[b].offerings[0].Price })
-		for z := range zones {
-			p.zones = append(p.zones, z)
-		}
-		sort.Strings(p.zones)
-		for _, z := range p.zones {
-			s.universe[catalog.LabelZone] = append(s.universe[catalog.LabelZone], domainSource{domain: z, taints: p.taints})
-		}
-		if lim := np.Spec.Limits; len(lim) > 0 {
-			p.limited = true
-			for name, q := range lim {
-				if name == "nodes" {
-					p.hasNodeLimit, p.nodeLimit = true, q.Value()
-					continue
-				}
-				slot, err := s.ri.slot(name)
-				if err != nil {
-					return fmt.Errorf("nodePool %s: spec.limits: %w", np.Name, err)
-				}
-				p.remaining[slot] = qval(slot, q)
-				p.limitMask[slot] = 1
-			}
-			p.limit, p.nodeLimitMax = p.remaining, p.nodeLimit
+		if err := s.setLimits(p, np); err != nil {
+			return fmt.Errorf("nodePool %s: spec.limits: %w", np.Name, err)
 		}
 		s.pools = append(s.pools, p)
 	}
@@ -167,6 +96,114 @@ func (s *scheduler) buildPools(in Input) error {
 		}
 		return s.pools[i].name < s.pools[j].name
 	})
+	return nil
+}
+
+// newPool is the NodePool's name, weight, requirements and taints.
+func (s *scheduler) newPool(i int, np *NodePool) (*pool, error) {
+	if np.Name == "" {
+		return nil, fmt.Errorf("nodePools[%d]: name is required", i)
+	}
+	p := &pool{idx: i, name: np.Name, weight: 0, reqs: Requirements{}}
+	if np.Spec.Weight != nil {
+		p.weight = *np.Spec.Weight
+	}
+	for j, r := range np.Spec.Template.Spec.Requirements {
+		req, err := NewRequirement(r.Key, r.Operator, r.Values...)
+		if err != nil {
+			return nil, fmt.Errorf("nodePool %s: spec.template.spec.requirements[%d]: %w", np.Name, j, err)
+		}
+		if r.MinValues != nil {
+			req.MinValues = *r.MinValues
+		}
+		p.reqs.Add(req)
+	}
+	for k, v := range np.Spec.Template.ObjectMeta.Labels {
+		p.reqs.Add(mustIn(k, v))
+	}
+	p.reqs.Add(mustIn(catalog.LabelNodePool, np.Name))
+	p.minValues = minValueReqs(p.reqs)
+	p.taints = np.Spec.Template.Spec.Taints
+	for _, t := range p.taints {
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			s.anyPreferNoSchedule = true
+		}
+	}
+	return p, nil
+}
+
+// poolTypes is the NodePool's instance types: its own, or the catalogue's
+// under its kubelet settings (built once per distinct kubelet).
+func poolTypes(in Input, np *NodePool, catTypes map[string][]InstanceType) ([]InstanceType, error) {
+	if np.InstanceTypes != nil {
+		return np.InstanceTypes, nil
+	}
+	if in.Catalog == nil {
+		return nil, fmt.Errorf("nodePool %s: no instance types: set Input.Catalog or NodePool.InstanceTypes", np.Name)
+	}
+	key := np.Kubelet.Key()
+	if cached, ok := catTypes[key]; ok {
+		return cached, nil
+	}
+	types, err := InstanceTypesFromCatalog(in.Catalog, np.Kubelet)
+	if err != nil {
+		return nil, fmt.Errorf("nodePool %s: EC2NodeClass kubelet: %w", np.Name, err)
+	}
+	catTypes[key] = types
+	return types, nil
+}
+
+// addTypes prepares the types the pool allows, cheapest first, and adds
+// the zones they are offered in to the universe.
+func (s *scheduler) addTypes(p *pool, types []InstanceType) error {
+	zones := map[string]bool{}
+	for ti := range types {
+		it, err := s.prepareType(&types[ti], p, p.ds)
+		if err != nil {
+			return fmt.Errorf("instance type %s: %w", types[ti].Name, err)
+		}
+		if it == nil {
+			continue
+		}
+		p.types = append(p.types, it)
+		for e := range p.maxAlloc {
+			p.maxAlloc[e] = max(p.maxAlloc[e], it.alloc[e])
+		}
+		for _, o := range it.offerings {
+			zones[o.Zone] = true
+		}
+	}
+	sort.SliceStable(p.types, func(a, b int) bool { return p.types[a].offerings[0].Price < p.types[b].offerings[0].Price })
+	for z := range zones {
+		p.zones = append(p.zones, z)
+	}
+	sort.Strings(p.zones)
+	for _, z := range p.zones {
+		s.universe[catalog.LabelZone] = append(s.universe[catalog.LabelZone], domainSource{domain: z, taints: p.taints})
+	}
+	return nil
+}
+
+// setLimits reads spec.limits; "nodes" counts claims.
+func (s *scheduler) setLimits(p *pool, np *NodePool) error {
+	lim := np.Spec.Limits
+	if len(lim) == 0 {
+		return nil
+	}
+	p.limited = true
+	for name, q := range lim {
+		if name == "nodes" {
+			p.hasNodeLimit, p.nodeLimit = true, q.Value()
+			continue
+		}
+		slot, err := s.ri.slot(name)
+		if err != nil {
+			return err
+		}
+		p.remaining[slot] = qval(slot, q)
+		p.limitMask[slot] = 1
+	}
+	p.limit, p.nodeLimitMax = p.remaining, p.nodeLimit
 	return nil
 }
 
