@@ -72,3 +72,13 @@ func (s *scheduler) canAddExisting(pd *podData, n *node) bool {
 	_, ok := s.topology(pd, n, nil)
 	return ok
 }
+
+// countExisting counts the pods already bound to existing nodes.
+func (s *scheduler) countExisting() {
+	for _, n := range s.existing {
+		for _, pd := range n.pods {
+			s.computeSelected(pd)
+			s.record(pd, n, 1)
+		}
+	}
+}

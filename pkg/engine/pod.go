@@ -186,3 +186,22 @@ func taintString(t corev1.Taint) string {
 	}
 	return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
 }
+
+// podsOf is the scheduler's view of the pending pods, and those invalid.
+func (s *scheduler) podsOf(pods []inventory.Pod) (valid, invalid []*podData) {
+	valid = make([]*podData, 0, len(pods))
+	for i := range pods {
+		pd := s.newPodData(&pods[i], i)
+		if pd.invalid == nil {
+			if err := s.buildTopology(pd); err != nil {
+				pd.invalid = err
+			}
+		}
+		if pd.invalid != nil {
+			invalid = append(invalid, pd)
+			continue
+		}
+		valid = append(valid, pd)
+	}
+	return valid, invalid
+}

@@ -65,6 +65,26 @@ func solve(in Input, pre *preparedPools) (Result, error) {
 	if err := s.buildExisting(in); err != nil {
 		return Result{}, err
 	}
+	s.indexUniverse()
+	pods, invalid := s.podsOf(in.Pods)
+	s.countExisting()
+	for _, pd := range pods {
+		s.computeSelected(pd)
+	}
+	sortQueue(pods)
+	left, failures := s.schedule(pods)
+	s.reportUnschedulable(invalid, left, failures)
+	s.result.KarpenterCost = s.totalCost()
+	if !s.opts.KarpenterOnly {
+		s.improve()
+	}
+	s.finalize()
+	s.result.LowerBound, s.result.TopologyLowerBound = s.lowerBound(pods)
+	return s.result, nil
+}
+
+// indexUniverse lists each key's domains once, sorted.
+func (s *scheduler) indexUniverse() {
 	s.univ = map[string][]string{}
 	for key, srcs := range s.universe {
 		var ds []string
@@ -73,79 +93,20 @@ func solve(in Input, pre *preparedPools) (Result, error) {
 		}
 		s.univ[key] = sortedUnique(ds)
 	}
-	pods := make([]*podData, 0, len(in.Pods))
-	var invalid []*podData
-	for i := range in.Pods {
-		pd := s.newPodData(&in.Pods[i], i)
-		if pd.invalid == nil {
-			if err := s.buildTopology(pd); err != nil {
-				pd.invalid = err
-			}
-		}
-		if pd.invalid != nil {
-			invalid = append(invalid, pd)
-			continue
-		}
-		pods = append(pods, pd)
-	}
-	// Count the pods already bound to existing nodes.
-	for _, n := range s.existing {
-		for _, pd := range n.pods {
-			s.computeSelected(pd)
-			s.record(pd, n, 1)
-		}
-	}
-	for _, pd := range pods {
-		s.computeSelected(pd)
-	}
-	sort.SliceStable(pods, func(i, j int) bool {
-		a, b := pods[i], pods[j]
-		if a.req[rCPU] != b.req[rCPU] {
-			return a.req[rCPU] > b.req[rCPU]
-		}
-		if a.req[rMem] != b.req[rMem] {
-			return a.req[rMem] > b.req[rMem]
-		}
-		if a.ref.Namespace != b.ref.Namespace {
-			return a.ref.Namespace < b.ref.Namespace
-		}
-		return a.ref.Name < b.ref.Name
-	})
+}
 
-	failures := map[*podData]map[string]string{}
-	queue := pods
-	for len(queue) > 0 {
-		var next []*podData
-		for _, pd := range queue {
-			if reasons := s.trySchedule(pd); reasons != nil {
-				failures[pd] = reasons
-				next = append(next, pd)
-			} else {
-				delete(failures, pd)
-			}
-		}
-		if len(next) == len(queue) {
-			queue = next
-			break
-		}
-		queue = next
-	}
+// reportUnschedulable lists the invalid pods and those the queue left, by
+// name.
+func (s *scheduler) reportUnschedulable(invalid, left []*podData, failures map[*podData]map[string]string) {
 	for _, pd := range invalid {
 		s.result.Unschedulable = append(s.result.Unschedulable, Unschedulable{Pod: pd.ref, Reasons: map[string]string{"": "invalid pod: " + pd.invalid.Error()}})
 	}
-	for _, pd := range queue {
+	for _, pd := range left {
 		s.result.Unschedulable = append(s.result.Unschedulable, Unschedulable{Pod: pd.ref, Reasons: failures[pd]})
 	}
 	sort.Slice(s.result.Unschedulable, func(i, j int) bool {
 		return s.result.Unschedulable[i].Pod.String() < s.result.Unschedulable[j].Pod.String()
 	})
-	s.result.KarpenterCost = s.totalCost()
-	if !s.opts.KarpenterOnly {
-		s.improve()
-	}
-	s.finalize()
-	s.result.LowerBound, s.result.TopologyLowerBound = s.lowerBound(pods)
-	return s.result, nil
 }
 
 // trySchedule is Karpenter's add-then-relax loop; nil on success, else the
