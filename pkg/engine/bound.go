@@ -20,6 +20,18 @@ import (
 // component, and each of those nodes is a type that holds one of them; the
 // LP then also has the row Σ x_t ≥ k over those types (boundWithNodes).
 func (s *scheduler) lowerBound(all []*podData) (float64, float64) {
+	total, topo := 0.0, 0.0
+	for _, c := range lbComponents(s.lbClasses(all)) {
+		b, t := componentBound(c)
+		total += b
+		topo += t
+	}
+	return total, topo
+}
+
+// lbClasses classes the pods placed on new claims by the types they may
+// use.
+func (s *scheduler) lbClasses(all []*podData) []*lbClass {
 	onClaims := map[*podData]bool{}
 	for _, n := range s.claims {
 		if n.dead {
@@ -29,10 +41,8 @@ func (s *scheduler) lowerBound(all []*podData) (float64, float64) {
 			onClaims[pd] = true
 		}
 	}
-	// Classes of pods by the types they may use.
-	type class = lbClass
-	var classes []*class
-	byKey := map[string]*class{}
+	var classes []*lbClass
+	byKey := map[string]*lbClass{}
 	for _, pd := range all {
 		if !onClaims[pd] {
 			continue
@@ -40,7 +50,7 @@ func (s *scheduler) lowerBound(all []*podData) (float64, float64) {
 		key := pd.reqKey + "|" + tolKey(pd.pod.Tolerations) + "|" + extKey(pd.req)
 		c, ok := byKey[key]
 		if !ok {
-			c = &class{rep: pd, types: map[*itype]bool{}, minReq: pd.req}
+			c = &lbClass{rep: pd, types: map[*itype]bool{}, minReq: pd.req}
 			byKey[key] = c
 			classes = append(classes, c)
 		}
@@ -70,7 +80,12 @@ func (s *scheduler) lowerBound(all []*podData) (float64, float64) {
 			}
 		}
 	}
-	// Union classes that share a type name.
+	return classes
+}
+
+// lbComponents unions the classes that share a type name: no placement
+// can trade capacity between components.
+func lbComponents(classes []*lbClass) map[int]*lbClass {
 	parent := make([]int, len(classes))
 	for i := range parent {
 		parent[i] = i
@@ -92,12 +107,12 @@ func (s *scheduler) lowerBound(all []*podData) (float64, float64) {
 			}
 		}
 	}
-	comps := map[int]*class{}
+	comps := map[int]*lbClass{}
 	for i, c := range classes {
 		r := find(i)
 		cc, ok := comps[r]
 		if !ok {
-			cc = &class{types: map[*itype]bool{}}
+			cc = &lbClass{types: map[*itype]bool{}}
 			comps[r] = cc
 		}
 		cc.demand = cc.demand.add(c.demand)
@@ -108,33 +123,34 @@ func (s *scheduler) lowerBound(all []*podData) (float64, float64) {
 			cc.addAlone(g, k, c.aloneMin)
 		}
 	}
-	total, topo := 0.0, 0.0
-	for _, c := range comps {
-		// One type per LP row: NodePools sharing the catalogue repeat each
-		// type (hundreds of times with hundreds of pools), which changes
-		// nothing in the bound but its cost.
-		type row struct {
-			alloc vec
-			price float64
-		}
-		var ts []*itype
-		rows := map[row]bool{}
-		for t := range c.types {
-			r := row{t.alloc, t.offerings[0].Price}
-			if !rows[r] {
-				rows[r] = true
-				ts = append(ts, t)
-			}
-		}
-		b := bound(ts, c.demand)
-		total += b
-		k := 0
-		for _, n := range c.alone {
-			k = max(k, n)
-		}
-		topo += max(b, boundWithNodes(ts, c.demand, k, c.aloneMin))
+	return comps
+}
+
+// componentBound is the component's LP bound, and the larger of it and the
+// bound with the nodes its one-per-node pods force.
+func componentBound(c *lbClass) (float64, float64) {
+	// One type per LP row: NodePools sharing the catalogue repeat each
+	// type (hundreds of times with hundreds of pools), which changes
+	// nothing in the bound but its cost.
+	type row struct {
+		alloc vec
+		price float64
 	}
-	return total, topo
+	var ts []*itype
+	rows := map[row]bool{}
+	for t := range c.types {
+		r := row{t.alloc, t.offerings[0].Price}
+		if !rows[r] {
+			rows[r] = true
+			ts = append(ts, t)
+		}
+	}
+	b := bound(ts, c.demand)
+	k := 0
+	for _, n := range c.alone {
+		k = max(k, n)
+	}
+	return b, max(b, boundWithNodes(ts, c.demand, k, c.aloneMin))
 }
 
 // lbClass is a class of pods (or a component of classes) in lowerBound.
