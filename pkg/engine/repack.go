@@ -628,12 +628,45 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 	if d == nil {
 		return
 	}
-	// Options: the classes that may join, grouped by the pins they need.
-	type option struct {
-		narrow Requirements
-		groups []*sizeGroup
+	opts := s.topUpOptions(n, classes)
+	if len(opts) == 0 {
+		return
 	}
-	var opts []*option
+	b := budgets[n.pool]
+	best := s.bestTopUp(n, opts, d, b, current, absorb)
+	if best.t == nil {
+		return
+	}
+	curCap := n.types[n.cur].capacity
+	if b != nil {
+		b.charge(n.pool, best.t.capacity.sub(curCap), 0)
+	}
+	if len(best.o.narrow) > 0 {
+		keys := diffKeys(n.reqs, best.reqs)
+		n.reqs = best.reqs
+		kept := n.types[:0:0]
+		for _, t := range n.types {
+			if typeCompatibleKeys(t, n.reqs, keys) {
+				kept = append(kept, t)
+			}
+		}
+		n.types = kept
+	}
+	take := make([]int, len(best.o.groups))
+	fill(best.t.alloc.sub(n.used), best.o.groups, take)
+	s.place(n, best.o.groups, take)
+}
+
+// topUpOption is the loose pods that may join a claim under the same pins.
+type topUpOption struct {
+	narrow Requirements
+	groups []*sizeGroup
+}
+
+// topUpOptions groups the classes that may join the claim by the pins they
+// need.
+func (s *scheduler) topUpOptions(n *node, classes []*looseClass) []*topUpOption {
+	var opts []*topUpOption
 	for _, c := range classes {
 		if c.left == 0 {
 			continue
@@ -643,30 +676,37 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 			continue
 		}
 		key := describeReqs(narrow)
-		var o *option
+		var o *topUpOption
 		for _, x := range opts {
 			if describeReqs(x.narrow) == key {
 				o = x
 			}
 		}
 		if o == nil {
-			o = &option{narrow: narrow}
+			o = &topUpOption{narrow: narrow}
 			opts = append(opts, o)
 		}
 		o.groups = append(o.groups, c.sizes...)
 	}
-	if len(opts) == 0 {
-		return
-	}
+	return opts
+}
+
+// topUpChoice is the type and option a top-up settles on (t nil: none
+// beats the claim as it is).
+type topUpChoice struct {
+	score float64
+	t     *itype
+	o     *topUpOption
+	reqs  Requirements
+}
+
+// bestTopUp scores each option on the claim's current type (current) or on
+// each candidate type: value per dollar, or with absorb the marginal value
+// per marginal dollar.
+func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *budget, current, absorb bool) topUpChoice {
 	preVal := d.y.value(n.used)
-	b := budgets[n.pool]
 	curCap := n.types[n.cur].capacity
-	var best struct {
-		score float64
-		t     *itype
-		o     *option
-		reqs  Requirements
-	}
+	var best topUpChoice
 	curPrice := s.price(n)
 	best.score = preVal / max(curPrice, 1e-12)
 	if absorb {
@@ -710,26 +750,7 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 			}
 		}
 	}
-	if best.t == nil {
-		return
-	}
-	if b != nil {
-		b.charge(n.pool, best.t.capacity.sub(curCap), 0)
-	}
-	if len(best.o.narrow) > 0 {
-		keys := diffKeys(n.reqs, best.reqs)
-		n.reqs = best.reqs
-		kept := n.types[:0:0]
-		for _, t := range n.types {
-			if typeCompatibleKeys(t, n.reqs, keys) {
-				kept = append(kept, t)
-			}
-		}
-		n.types = kept
-	}
-	take := make([]int, len(best.o.groups))
-	fill(best.t.alloc.sub(n.used), best.o.groups, take)
-	s.place(n, best.o.groups, take)
+	return best
 }
 
 // place moves the counted pods of each size group onto the claim.
