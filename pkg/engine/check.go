@@ -92,6 +92,21 @@ type cplaced struct {
 func (c *checker) fail(format string, a ...any) { c.errs = append(c.errs, fmt.Errorf(format, a...)) }
 
 func (c *checker) run(res Result) {
+	c.addExisting()
+	pools := c.addPools()
+	c.addClaims(res, pools)
+	pending := map[PodRef]*inventory.Pod{}
+	for i := range c.in.Pods {
+		p := &c.in.Pods[i]
+		pending[PodRef{p.Namespace, p.Name}] = p
+	}
+	seen := c.replay(c.events(res), pending)
+	c.accounted(res, pending, seen)
+	c.checkAllocatable()
+}
+
+// addExisting binds the existing nodes' pods and notes their zones.
+func (c *checker) addExisting() {
 	c.zones = map[string]bool{}
 	c.zoneTaints = map[string][][]corev1.Taint{}
 	for i := range c.in.ExistingNodes {
@@ -110,6 +125,11 @@ func (c *checker) run(res Result) {
 			c.bind(&en.Pods[j], n)
 		}
 	}
+}
+
+// addPools indexes the NodePools and notes the zones their types are
+// offered in.
+func (c *checker) addPools() map[string]*NodePool {
 	pools := map[string]*NodePool{}
 	for i := range c.in.NodePools {
 		np := &c.in.NodePools[i]
@@ -124,6 +144,11 @@ func (c *checker) run(res Result) {
 			}
 		}
 	}
+	return pools
+}
+
+// addClaims builds a node for each claim on its NodePool.
+func (c *checker) addClaims(res Result, pools map[string]*NodePool) {
 	for _, nc := range res.NodeClaims {
 		np, ok := pools[nc.NodePool]
 		if !ok {
@@ -136,19 +161,20 @@ func (c *checker) run(res Result) {
 		}
 		c.checkMinValues(nc, np)
 	}
-	pending := map[PodRef]*inventory.Pod{}
-	for i := range c.in.Pods {
-		p := &c.in.Pods[i]
-		pending[PodRef{p.Namespace, p.Name}] = p
-	}
-	type event struct {
-		seq  int
-		pod  PodRef
-		node string
-	}
-	var events []event
+}
+
+// placementEvent is a placement in the order the scheduler made it.
+type placementEvent struct {
+	seq  int
+	pod  PodRef
+	node string
+}
+
+// events lists the placements on existing nodes and claims by Seq.
+func (c *checker) events(res Result) []placementEvent {
+	var events []placementEvent
 	for _, pl := range res.Placements {
-		events = append(events, event{pl.Seq, pl.Pod, pl.Node})
+		events = append(events, placementEvent{pl.Seq, pl.Pod, pl.Node})
 	}
 	for _, nc := range res.NodeClaims {
 		if len(nc.Seq) != len(nc.Pods) {
@@ -156,10 +182,16 @@ func (c *checker) run(res Result) {
 			continue
 		}
 		for i, p := range nc.Pods {
-			events = append(events, event{nc.Seq[i], p, nc.Name})
+			events = append(events, placementEvent{nc.Seq[i], p, nc.Name})
 		}
 	}
 	sort.Slice(events, func(i, j int) bool { return events[i].seq < events[j].seq })
+	return events
+}
+
+// replay verifies and binds each placement in order; it returns the pods
+// placed.
+func (c *checker) replay(events []placementEvent, pending map[PodRef]*inventory.Pod) map[PodRef]bool {
 	seen := map[PodRef]bool{}
 	for _, e := range events {
 		p, ok := pending[e.pod]
@@ -180,6 +212,12 @@ func (c *checker) run(res Result) {
 		c.verify(p, n)
 		c.bind(p, n)
 	}
+	return seen
+}
+
+// accounted checks that every pending pod is placed or reported
+// unschedulable with a reason, and not both.
+func (c *checker) accounted(res Result, pending map[PodRef]*inventory.Pod, seen map[PodRef]bool) {
 	for _, u := range res.Unschedulable {
 		if seen[u.Pod] {
 			c.fail("%s is both placed and unschedulable", u.Pod)
@@ -194,6 +232,10 @@ func (c *checker) run(res Result) {
 			c.fail("%s is neither placed nor reported unschedulable", ref)
 		}
 	}
+}
+
+// checkAllocatable checks that no node holds more than it can.
+func (c *checker) checkAllocatable() {
 	for _, n := range c.nodes {
 		for name, q := range n.used {
 			a := n.alloc[name]
