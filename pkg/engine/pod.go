@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sort"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -104,87 +102,6 @@ func (pd *podData) isSelectedBy(g *topologyGroup) bool {
 		}
 	}
 	return false
-}
-
-// relax drops one preference in Karpenter's order; false when nothing is left.
-func (pd *podData) relax(s *scheduler) bool {
-	switch {
-	case pd.alt+1 < len(pd.alts):
-		pd.alt++
-	case len(pd.softAff) > 0:
-		pd.owned = without(pd.owned, pd.softAff[0])
-		pd.softAff = pd.softAff[1:]
-	case len(pd.softAnti) > 0:
-		pd.owned = without(pd.owned, pd.softAnti[0])
-		pd.softAnti = pd.softAnti[1:]
-	case len(pd.prefs) > 0:
-		pd.prefs = pd.prefs[1:]
-	case len(pd.softSpreads) > 0:
-		pd.owned = without(pd.owned, pd.softSpreads[0])
-		pd.softSpreads = pd.softSpreads[1:]
-	case !pd.tolerateNS && s.anyPreferNoSchedule:
-		pd.tolerateNS = true
-	default:
-		return false
-	}
-	pd.recompute()
-	return true
-}
-
-func without(gs []*topologyGroup, g *topologyGroup) []*topologyGroup {
-	out := make([]*topologyGroup, 0, len(gs))
-	for _, x := range gs {
-		if x != g {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-// tolerates reports whether the pod tolerates every NoSchedule/NoExecute
-// taint (and PreferNoSchedule unless relaxed), returning the first one not.
-func tolerates(tols []corev1.Toleration, taints []corev1.Taint, preferNoSchedule bool) (corev1.Taint, bool) {
-	for _, t := range taints {
-		if t.Effect == corev1.TaintEffectPreferNoSchedule && !preferNoSchedule {
-			continue
-		}
-		ok := false
-		for i := range tols {
-			if toleratesTaint(tols[i], t) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return t, false
-		}
-	}
-	return corev1.Taint{}, true
-}
-
-// toleratesTaint is the core toleration rule (Equal/Exists, empty key with
-// Exists matches every key, empty effect matches every effect).
-func toleratesTaint(tol corev1.Toleration, t corev1.Taint) bool {
-	if tol.Effect != "" && tol.Effect != t.Effect {
-		return false
-	}
-	if tol.Key != "" && tol.Key != t.Key {
-		return false
-	}
-	switch tol.Operator {
-	case corev1.TolerationOpExists:
-		return true
-	case corev1.TolerationOpEqual, "":
-		return tol.Key != "" && tol.Value == t.Value
-	}
-	return false
-}
-
-func taintString(t corev1.Taint) string {
-	if t.Value == "" {
-		return fmt.Sprintf("%s:%s", t.Key, t.Effect)
-	}
-	return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
 }
 
 // podsOf is the scheduler's view of the pending pods, and those invalid.
