@@ -227,7 +227,7 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 	if d == nil {
 		return
 	}
-	opts := s.topUpOptions(n, classes)
+	opts := s.topUpOptions(n, classes, make([]*topUpOption, 0, 4))
 	if len(opts) == 0 {
 		return
 	}
@@ -263,9 +263,8 @@ type topUpOption struct {
 }
 
 // topUpOptions groups the classes that may join the claim by the pins they
-// need.
-func (s *scheduler) topUpOptions(n *node, classes []*looseClass) []*topUpOption {
-	var opts []*topUpOption
+// need, appended to opts (the caller's buffer, which stays on its stack).
+func (s *scheduler) topUpOptions(n *node, classes []*looseClass, opts []*topUpOption) []*topUpOption {
 	for _, c := range classes {
 		if c.left == 0 {
 			continue
