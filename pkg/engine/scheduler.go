@@ -77,7 +77,9 @@ func solve(in Input, pre *preparedPools) (Result, error) {
 		s.improve()
 	}
 	s.finalize()
-	s.result.LowerBound, s.result.TopologyLowerBound = s.lowerBound(pods)
+	if !s.opts.SkipLowerBounds {
+		s.result.LowerBound, s.result.TopologyLowerBound = s.lowerBound(pods)
+	}
 	return s.result, nil
 }
 
