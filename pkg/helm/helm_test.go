@@ -365,7 +365,9 @@ func nodeClaim(t *testing.T, env *testenv.Env) string {
 	if err != nil {
 		t.Fatalf("create NodeClaim: %v", err)
 	}
-	t.Cleanup(func() { _ = env.Dynamic.Resource(nodeClaims).Delete(context.Background(), got.GetName(), metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(nodeClaims).Delete(context.Background(), got.GetName(), metav1.DeleteOptions{})
+	})
 	return got.GetName()
 }
 
