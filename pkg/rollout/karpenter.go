@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
@@ -89,6 +90,9 @@ type KarpenterRecord struct {
 const karpenterRecordKey = "karpenter"
 
 func (s *Session) karpenterRecord() (*KarpenterRecord, error) {
+	if s.Journal == nil {
+		return nil, nil
+	}
 	raw, ok := s.Journal.Recorded.Extra[karpenterRecordKey]
 	if !ok {
 		return nil, nil
@@ -155,8 +159,26 @@ type KarpenterState struct {
 	Problem string
 }
 
-// KarpenterState reads the release and the running controller (the
-// wizard's Karpenter screen shows it; the step's Check decides on it).
+// Verdict says in a word what the Karpenter step will do: install,
+// upgrade, nothing (installed as planned, or left alone), or refuse.
+func (st *KarpenterState) Verdict() string {
+	switch {
+	case len(st.Mismatches) > 0:
+		return "mismatch"
+	case st.Problem != "":
+		return "blocked"
+	case st.Foreign:
+		return "left alone"
+	case st.Release == nil:
+		return "install"
+	case st.UpToDate:
+		return "installed"
+	}
+	return "upgrade"
+}
+
+// KarpenterState reads the release and the running controller
+// (action.KarpenterStatus shows it; the step's Check decides on it).
 func (s *Session) KarpenterState(ctx context.Context) (*KarpenterState, error) {
 	k := s.Plan.Karpenter
 	st := &KarpenterState{}
@@ -221,8 +243,9 @@ func (s *Session) installedController(ctx context.Context) (*appsv1.Deployment, 
 
 // controllerMismatches compares a controller installed by someone else
 // with the plan: the settings the chart passes as environment variables,
-// the service account's IRSA role, and whether it may run on Karpenter's
-// own nodes.
+// the service account's IRSA role (when it has one: without, it may use a
+// pod identity association, which is AWS's to tell), and whether it may
+// run on Karpenter's own nodes.
 func (s *Session) controllerMismatches(ctx context.Context, d *appsv1.Deployment) ([]string, error) {
 	k := s.Plan.Karpenter
 	var want struct {
@@ -245,10 +268,10 @@ func (s *Session) controllerMismatches(ctx context.Context, d *appsv1.Deployment
 	}
 	where := "Deployment " + d.Namespace + "/" + d.Name
 	var out []string
-	if got, w := env["CLUSTER_NAME"], want.Settings.ClusterName; w != "" && got != w {
+	if got, w := env[generate.ControllerEnv["clusterName"]], want.Settings.ClusterName; w != "" && got != w {
 		out = append(out, fmt.Sprintf("settings.clusterName: %s runs for cluster %q, the plan is for %q", where, got, w))
 	}
-	if got, w := env["INTERRUPTION_QUEUE"], want.Settings.InterruptionQueue; w != "" && got != w {
+	if got, w := env[generate.ControllerEnv["interruptionQueue"]], want.Settings.InterruptionQueue; w != "" && got != w {
 		if got == "" {
 			out = append(out, fmt.Sprintf("settings.interruptionQueue: %s has no interruption queue, the plan creates %q (spot interruptions and rebalances would go unhandled)", where, w))
 		} else {
@@ -266,7 +289,7 @@ func (s *Session) controllerMismatches(ctx context.Context, d *appsv1.Deployment
 			out = append(out, fmt.Sprintf("serviceAccount: %s's service account %q does not exist", where, d.Spec.Template.Spec.ServiceAccountName))
 		case err != nil:
 			return nil, fmt.Errorf("read the Karpenter service account: %w", err)
-		case sa.Annotations[irsa] != w:
+		case sa.Annotations[irsa] != "" && sa.Annotations[irsa] != w: // none: Pod Identity, perhaps
 			out = append(out, fmt.Sprintf("serviceAccount.annotations[%s]: service account %s/%s has %q, the plan's controller role is %q", irsa, sa.Namespace, sa.Name, sa.Annotations[irsa], w))
 		}
 	}
