@@ -19,10 +19,6 @@ import (
 // ControllerNamespace is where the demo installs the Karpenter controller.
 const ControllerNamespace = "kube-system"
 
-// systemClusterCritical is the value of the system-cluster-critical
-// PriorityClass, which the sandbox (without priority admission) sets itself.
-const systemClusterCritical = int32(2000000000)
-
 // ControllerSummary says where the Karpenter controller lives: the plan's
 // decision, and the node (and group) of each replica before and after the
 // migration.

@@ -114,7 +114,7 @@ func (c *Client) Install(ctx context.Context, k rollout.PlanKarpenter) (*rollout
 		return nil, err
 	}
 	if existing != nil && existing.Status != rollout.ReleaseDeployed {
-		return nil, fmt.Errorf("Helm release %s/%s is %s (revision %d): see `helm history %s -n %s`, roll it back or uninstall it, then run apply again",
+		return nil, fmt.Errorf("the Helm release %s/%s is %s (revision %d): see `helm history %s -n %s`, roll it back or uninstall it, then run apply again",
 			k.Namespace, k.Release, existing.Status, existing.Revision, k.Release, k.Namespace)
 	}
 	ch, err := c.chart(cfg, k)

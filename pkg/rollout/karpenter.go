@@ -127,7 +127,7 @@ func (s *Session) KarpenterInstalled(ctx context.Context) (bool, string, error) 
 	}
 	switch {
 	case len(st.Mismatches) > 0:
-		return false, "", fmt.Errorf("Karpenter is already installed (%s) and contradicts the plan:\n  %s\nfix the installation or the plan (generate's %s), then run apply again; karpenter-migrate leaves an installation it did not make alone",
+		return false, "", fmt.Errorf("the installed Karpenter (%s) contradicts the plan:\n  %s\nfix the installation or the plan (generate's %s), then run apply again; karpenter-migrate leaves an installation it did not make alone",
 			st.Source, strings.Join(st.Mismatches, "\n  "), cmp.Or(k.ValuesFrom, "Helm values"))
 	case st.Problem != "":
 		return false, "", fmt.Errorf("%s", st.Problem)
