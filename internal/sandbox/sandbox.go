@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +77,11 @@ type Options struct {
 	PackNodes bool
 	// Catalog is the cloud's instance types (default DefaultCatalog).
 	Catalog *Catalog
+	// DeferKarpenter keeps the Karpenter stand-in (NodeClaims,
+	// provisioning, consolidation) stopped until the runbook's Karpenter
+	// step installs it through Clients.Karpenter, as the demo shows;
+	// otherwise it runs from the start.
+	DeferKarpenter bool
 	// Logf, when set, receives the Karpenter stand-in's disruption log:
 	// each command it starts, skips as invalid or aborts.
 	Logf func(format string, args ...any)
@@ -130,6 +136,8 @@ type Sandbox struct {
 	boundAt map[types.UID]time.Time
 	// dis is the Karpenter stand-in's disruption controller.
 	dis disruptor
+	// karpenterOff stops the stand-in until it is installed.
+	karpenterOff bool
 	// nominated maps pod keys to the NodeClaim launched for them.
 	nominated map[string]string
 	pdbBroken map[string]bool
@@ -190,6 +198,8 @@ func New(opts Options) (*Sandbox, error) {
 		dis:       newDisruptor(),
 		nominated: map[string]string{},
 		pdbBroken: map[string]bool{},
+
+		karpenterOff: opts.DeferKarpenter,
 	}
 	s.cloud = newCloud()
 	s.kube, s.tracker = newFastClientset()
@@ -348,6 +358,9 @@ func (s *Sandbox) reconcile(ctx context.Context) error {
 		{"disruption", s.reconcilePDBs},
 	}
 	for _, st := range steps {
+		if s.karpenterOff && strings.HasPrefix(st.name, "karpenter") {
+			continue
+		}
 		if err := st.fn(ctx); err != nil {
 			return fmt.Errorf("sandbox %s controller at %s: %w", st.name, s.Now().Format(time.RFC3339), err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/helm"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -44,6 +45,9 @@ type Configuration struct {
 	// Operator and Identity name who runs the rollout in the journal and
 	// the lock.
 	Operator, Identity string
+	// KarpenterInstaller installs the plan's Karpenter release: Helm's SDK
+	// (pkg/helm) on a live cluster, the stand-in in the sandbox.
+	KarpenterInstaller rollout.KarpenterInstaller
 }
 
 // ForSandbox is the configuration of a run against the sandbox's clients:
@@ -51,7 +55,7 @@ type Configuration struct {
 // runner steps the simulation from one goroutine and a seed gives one run.
 func ForSandbox(c *sandbox.Clients, namespace, outDir, operator string) *Configuration {
 	return &Configuration{
-		Kube: c.Kube, Dynamic: c.Dynamic, AWS: c.AWS, Clock: c.Clock,
+		Kube: c.Kube, Dynamic: c.Dynamic, AWS: c.AWS, Clock: c.Clock, KarpenterInstaller: c.Karpenter,
 		Namespace: namespace, OutDir: outDir, PollInterval: c.PollInterval, PodConcurrency: 1,
 		Operator: operator, Identity: "karpenter-migrate " + operator,
 	}
@@ -102,5 +106,6 @@ func ForLive(ctx context.Context, l Live) (*Configuration, error) {
 	if c.Dynamic, err = dynamic.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
 	}
+	c.KarpenterInstaller = &helm.Client{REST: l.REST}
 	return c, nil
 }

@@ -162,6 +162,11 @@ func replanner(g *GlobalOptions, f *runFlags, old *rollout.Plan) func(context.Co
 			o := old.IAM.Options
 			req.IAM = &o
 		}
+		if k := old.Karpenter; k != nil {
+			req.KarpenterChart, req.KarpenterVersion = k.Chart, k.Version
+		} else {
+			req.SkipKarpenter = true
+		}
 		p, err := rollout.MakePlan(ctx, req)
 		if err != nil {
 			return nil, err

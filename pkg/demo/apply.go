@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,7 +68,7 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 		return "", err
 	}
 	evictions, consolidation := r.sb.Stats().Evictions, r.sb.Stats().ConsolidationEvictions
-	err = rr.Apply(ctx)
+	err = cmp.Or(rr.Apply(ctx), obs.err)
 	if werr := r.writeJournal(ctx); werr != nil && err == nil {
 		err = werr
 	}
@@ -170,6 +171,8 @@ type observer struct {
 	// restarted counts the pods of the Deployments the runner moved by a
 	// surge restart.
 	restarted int
+	// err is a failure to read what a step did (the controller's placement).
+	err error
 }
 
 func (o *observer) observe(e rollout.Event) {
@@ -179,6 +182,9 @@ func (o *observer) observe(e rollout.Event) {
 		r.emit(o.prefix, StatusRunning, e.Step+": "+e.Message, -1)
 	case rollout.EventStepFinished:
 		r.sum.Steps = append(r.sum.Steps, StepResult{ID: o.prefix + "/" + e.Step, Status: StatusDone, Detail: e.Message})
+		if o.prefix == "apply" && rollout.SameStep(e.Step, karpenterStep) {
+			o.err = r.controllerInstalled(r.runCtx)
+		}
 	case rollout.EventStepSkipped:
 		r.sum.Steps = append(r.sum.Steps, StepResult{ID: o.prefix + "/" + e.Step, Status: StatusSkipped, Detail: e.Message})
 		r.emit(o.prefix, StatusRunning, e.Step+" skipped: "+e.Message, -1)

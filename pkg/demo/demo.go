@@ -213,7 +213,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		return nil, fmt.Errorf("demo: create output directory: %w", err)
 	}
 	wallStart := opts.Now()
-	sb, err := sandbox.New(sandbox.Options{Seed: opts.Seed})
+	sb, err := sandbox.New(sandbox.Options{Seed: opts.Seed, DeferKarpenter: true})
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
@@ -233,7 +233,6 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		{"discover", r.stepDiscover},
 		{"readiness", r.stepReadiness},
 		{"generate", r.stepGenerate},
-		{"karpenter", r.stepKarpenter},
 		{"iam-plan", r.stepIAMPlan},
 		{"iam-apply", r.stepIAMApply},
 		{"plan", r.stepPlan},

@@ -4,28 +4,20 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
 // ControllerNamespace is where the demo installs the Karpenter controller.
 const ControllerNamespace = "kube-system"
-
-// systemClusterCritical is the value of the system-cluster-critical
-// PriorityClass, which the sandbox (without priority admission) sets itself.
-const systemClusterCritical = int32(2000000000)
 
 // ControllerSummary says where the Karpenter controller lives: the plan's
 // decision, and the node (and group) of each replica before and after the
@@ -38,37 +30,20 @@ type ControllerSummary struct {
 	After     []string `json:"after"`
 }
 
-// stepKarpenter installs the Karpenter controller as the chart would from
-// the Helm values generate wrote (helm upgrade --install karpenter ... -f
-// karpenter/helm/karpenter-values.yaml): its Deployment, pinned as the
-// values say, and its PDB; and waits for its replicas to run.
-func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
-	values, err := generate.ReadHelmValues(filepath.Join(r.opts.OutDir, "karpenter"))
-	if err != nil {
-		return "", err
-	}
-	dep, pdb, err := generate.ControllerObjects(values, ControllerNamespace, "public.ecr.aws/karpenter/controller:"+iam.DefaultKarpenterVersion)
-	if err != nil {
-		return "", err
-	}
-	if dep.Spec.Template.Spec.PriorityClassName == "system-cluster-critical" {
-		dep.Spec.Template.Spec.Priority = ptr.To(systemClusterCritical)
-	}
-	if _, err := r.clients.Kube.AppsV1().Deployments(ControllerNamespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("install the Karpenter controller: %w", err)
-	}
-	if _, err := r.clients.Kube.PolicyV1().PodDisruptionBudgets(ControllerNamespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("install the Karpenter controller's PDB: %w", err)
-	}
-	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
-		return "", fmt.Errorf("the Karpenter controller: %w", err)
-	}
+// karpenterStep is the runbook step that installs Karpenter: in the
+// sandbox it starts the Karpenter stand-in and creates the controller's
+// Deployment and PDB from generate's Helm values, as the chart would.
+const karpenterStep = "07_karpenter"
+
+// controllerInstalled records where the controller's replicas run once the
+// Karpenter step has installed it.
+func (r *runner) controllerInstalled(ctx context.Context) error {
 	where, err := r.controllerPlacement(ctx)
 	if err != nil {
-		return "", err
+		return err
 	}
 	r.sum.Controller = &ControllerSummary{Before: where}
-	return fmt.Sprintf("%d replicas running on %s", len(where), strings.Join(where, ", ")), nil
+	return nil
 }
 
 // controllerPlacement is "node (group)" for each running replica of the

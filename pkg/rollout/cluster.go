@@ -425,7 +425,7 @@ func nodeReady(n *corev1.Node) bool {
 }
 
 // Preflight checks the cluster is reachable, the tool may do its work,
-// Karpenter's CRDs are installed, its controller cannot run on its own
+// Karpenter's CRDs are installed (unless the run installs Karpenter), its controller cannot run on its own
 // nodes and can still run somewhere once the plan's groups are removed,
 // and the plan has no unacknowledged blockers.
 func (s *Session) Preflight(ctx context.Context) error {
@@ -433,9 +433,11 @@ func (s *Session) Preflight(ctx context.Context) error {
 	if _, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return fmt.Errorf("cluster unreachable or nodes not listable: %w", err)
 	}
-	if s.Dynamic != nil {
+	// The Karpenter step installs the CRDs with the chart when the plan
+	// installs Karpenter; otherwise they must be there already.
+	if s.Dynamic != nil && !s.InstallsKarpenter() {
 		if _, err := s.Dynamic.Resource(kube.NodePoolGVK.GroupVersion().WithResource("nodepools")).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-			problems = append(problems, "Karpenter v1 NodePool CRD not usable ("+err.Error()+"); install Karpenter first")
+			problems = append(problems, "Karpenter v1 NodePool CRD not usable ("+err.Error()+"); install Karpenter first, or plan without --skip-karpenter so that apply installs it")
 		}
 	}
 	if problem, err := s.controllerHomeProblem(ctx); err != nil {

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -65,6 +66,9 @@ type Plan struct {
 	// Controller is where the Karpenter controller lives once the legacy
 	// groups are gone (decided once, here; every surface reads it).
 	Controller *ControllerHome `json:"controller,omitempty"`
+	// Karpenter is the Helm release the Karpenter step installs (nil: the
+	// step is not run).
+	Karpenter *PlanKarpenter `json:"karpenter,omitempty"`
 }
 
 // PlannedStep is one runbook step as planned.
@@ -238,6 +242,10 @@ type PlanOptions struct {
 	// Controller are the inputs of the decision of where the Karpenter
 	// controller lives, besides the inventory and Config.Controller.
 	Controller ControllerOptions
+	// Karpenter is the release the Karpenter step installs, without its
+	// namespace (the controller's, decided here) and values (Controller's);
+	// nil leaves the step out of the run.
+	Karpenter *PlanKarpenter
 	// Findings from pkg/readiness, added to the plan's own.
 	Findings []Finding
 	Now      time.Time
@@ -313,6 +321,10 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		return nil, fmt.Errorf("plan where the Karpenter controller lives: %w", err)
 	}
 	p.Controller = cp.home
+	if k := o.Karpenter; k != nil {
+		p.Karpenter = &PlanKarpenter{Release: cmp.Or(k.Release, "karpenter"), Namespace: cp.home.Namespace, Chart: cmp.Or(k.Chart, KarpenterChartOCI),
+			Version: k.Version, Values: o.Controller.Values, ValuesFrom: o.Controller.ValuesFrom}
+	}
 
 	podsByNode := map[string][]inventory.Pod{}
 	for _, pod := range inv.Pods {

@@ -88,6 +88,9 @@ type Session struct {
 	// Overlay yields the environment's NodePools and node classes
 	// (pkg/generate's built overlay); nil skips the NodePools step.
 	Overlay Overlay
+	// Karpenter installs the plan's Karpenter release (pkg/helm, or the
+	// sandbox's stand-in); nil skips the Karpenter step with a note.
+	Karpenter KarpenterInstaller
 
 	store *Store
 	em    *emitter
@@ -447,7 +450,7 @@ func (r *Runner) Rollback(ctx context.Context, to string) (err error) {
 	s.Journal = j
 	stop := -1
 	if to != "" {
-		stop = slices.IndexFunc(r.Steps, func(st Step) bool { return st.ID == to })
+		stop = slices.IndexFunc(r.Steps, func(st Step) bool { return SameStep(st.ID, to) })
 		if stop < 0 {
 			ids := make([]string, len(r.Steps))
 			for i, st := range r.Steps {

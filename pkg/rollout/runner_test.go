@@ -397,7 +397,7 @@ func TestResumeAfterInterrupt(t *testing.T) {
 		t.Fatalf("interrupted Apply = %v, want context.Canceled", err)
 	}
 	j, _ := rollout.Status(context.Background(), sc.kube, "karpenter-migrate", "dev")
-	if j.State != rollout.StateInterrupted || j.Current.Step != "09_drain_waves" || j.Current.Wave != 1 {
+	if j.State != rollout.StateInterrupted || j.Current.Step != "10_drain_waves" || j.Current.Wave != 1 {
 		t.Fatalf("journal after interrupt: state %q current %+v", j.State, j.Current)
 	}
 	// The lease was released on the way out, so a resume starts at once.
@@ -424,7 +424,7 @@ func TestRollbackFailureIsJournalled(t *testing.T) {
 	}
 	r = sc.runner(nil)
 	for i := range r.Steps {
-		if r.Steps[i].ID == "08_cluster_autoscaler" {
+		if r.Steps[i].ID == "09_cluster_autoscaler" {
 			r.Steps[i].Down = func(context.Context, *rollout.Session) error { return errors.New("scale refused") }
 		}
 	}

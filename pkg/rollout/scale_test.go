@@ -17,10 +17,12 @@ import (
 // records the prices the cost used (cost.prices, and a warning when they
 // are the embedded ones) — waves, fleet and forecast unchanged; #25 keeps
 // the Karpenter controller's group (the plan's controller home, the kept
-// nodes in the cost after, the steps' purposes).
+// nodes in the cost after, the steps' purposes); #21 adds the Karpenter
+// step (07_karpenter, later steps renumbered) and the release it installs
+// (karpenter: chart, version, values).
 var demoPlanHashes = map[int]string{
-	1: "sha256:119915183f7f54c6dd1b2ba5dec944bdde6e6aaa2e141df9cc7dd95532a325f3",
-	3: "sha256:c35c3388ae3d43bc2a4154d087f3f2e321ba6ea259b5adba91ae7f15afe3107a",
+	1: "sha256:9d1fac836309f8a733da1de9676799569dcb8db013ed5ad1f3466c2060cf2668",
+	3: "sha256:6c3d1ab991c929416755aa84c8e386dc1a4290c2be739c73b0c1d54c215ae821",
 }
 
 func TestPlanOfTheDemoKeepsItsHash(t *testing.T) {

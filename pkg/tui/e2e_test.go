@@ -238,8 +238,8 @@ func TestQuitMidRolloutLeavesAJournalApplyResumes(t *testing.T) {
 	if err != nil || j == nil {
 		t.Fatalf("journal: %v %v", j, err)
 	}
-	if j.State != rollout.StateInterrupted || j.Current.Step != "09_drain_waves" {
-		t.Fatalf("journal %s at %+v, want interrupted in 09_drain_waves", j.State, j.Current)
+	if j.State != rollout.StateInterrupted || j.Current.Step != "10_drain_waves" {
+		t.Fatalf("journal %s at %+v, want interrupted in 10_drain_waves", j.State, j.Current)
 	}
 	done := map[string]bool{}
 	for _, s := range j.Steps {
