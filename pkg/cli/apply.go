@@ -133,7 +133,7 @@ func newRunner(ctx context.Context, g *GlobalOptions, f *runFlags, p *rollout.Pl
 	if err != nil {
 		return nil, err
 	}
-	c.Namespace, c.PollInterval, c.Observer = g.Namespace, f.pollInterval, eventPrinter(g)
+	c.Namespace, c.PollInterval, c.Observer = g.Namespace, f.pollInterval, chaosHook(eventPrinter(g))
 	if u, err := user.Current(); err == nil {
 		c.Operator = u.Username
 	}

@@ -43,7 +43,7 @@ func otherWriter(ctx context.Context, c kubernetes.Interface, i int) (conflicts 
 	return conflicts, err
 }
 
-// TestEditorConcurrentWriter is rung 6 of the chaos ladder (#19): for 100
+// TestChaosAWSAuthConcurrentWriter is rung 6 of the chaos ladder (#19): for 100
 // rounds another tool adds and removes its entries while the editor adds
 // (odd rounds) or removes (even rounds) ours, both starting at the same
 // moment against the real API server. Every entry the other tool meant to
@@ -51,7 +51,7 @@ func otherWriter(ctx context.Context, c kubernetes.Interface, i int) (conflicts 
 // present exactly once after each add and gone after each remove, and a
 // resourceVersion conflict is read again and retried, never overwritten
 // nor returned.
-func TestEditorConcurrentWriter(t *testing.T) {
+func TestChaosAWSAuthConcurrentWriter(t *testing.T) {
 	env := cluster.Env(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -37,10 +37,13 @@ type podWatch struct {
 	pending time.Duration        // longest time a pod waited for a node
 	// deleted counts, per namespace, the pods deleted that are not a
 	// DaemonSet's: each is a move (an eviction or a surge restart).
-	deleted  map[string]int
-	stopped  chan struct{}
-	cancel   context.CancelFunc
-	watchErr error
+	deleted map[string]int
+	// violations counts the moments a budget's healthy pods fell below
+	// its minimum (each drop from at or above it).
+	violations int
+	stopped    chan struct{}
+	cancel     context.CancelFunc
+	watchErr   error
 }
 
 func healthy(p *corev1.Pod) bool {
@@ -131,6 +134,9 @@ func (w *podWatch) observe(p *corev1.Pod, deleted bool) {
 				w.counts[b.name]++
 			} else {
 				w.counts[b.name]--
+				if _, counting := w.lowest[b.name]; counting && w.counts[b.name] == b.min-1 {
+					w.violations++
+				}
 			}
 			if l, ok := w.lowest[b.name]; ok {
 				w.lowest[b.name] = min(l, w.counts[b.name])
@@ -165,6 +171,13 @@ func (w *podWatch) stop() (map[string]int, time.Duration, error) {
 		out[k] = v
 	}
 	return out, w.pending, w.watchErr
+}
+
+// violationCount is how many times a budget fell below its minimum.
+func (w *podWatch) violationCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.violations
 }
 
 // deletions is the count of pods of namespace ns, not a DaemonSet's,
@@ -213,6 +226,9 @@ func TestPodWatchCounts(t *testing.T) {
 	}
 	if w.lowest["web"] != 1 || w.lowest["db"] != 0 {
 		t.Errorf("lowest %v, want web 1 db 0", w.lowest)
+	}
+	if n := w.violationCount(); n != 1 {
+		t.Errorf("%d violations, want 1 (db below its minimum of 1 once)", n)
 	}
 	// Two pods deleted (moves); a DaemonSet's deleted pod is not one.
 	agent := pod("agent-1", "agent", true)
