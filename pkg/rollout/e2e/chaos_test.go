@@ -270,7 +270,7 @@ func newChaosWorld(ctx context.Context, t *testing.T) *chaosWorld {
 	installController(ctx, t, w, tree)
 	c := &chaosWorld{world: w, tree: tree,
 		planArgs: []string{"plan", "--env", "e2e", "--cluster", clusterName, "--dir", tree, "--config", cfg, "--identity", "pod-identity", "-f", "plan.yaml", "-o", "json"},
-		apply: []string{"apply", "--plan", "plan.yaml", "--dir", tree, "--yes", "--lease-duration", chaosLease.String(), "--poll-interval", "500ms", "--ack-blockers"},
+		apply:    []string{"apply", "--plan", "plan.yaml", "--dir", tree, "--yes", "--lease-duration", chaosLease.String(), "--poll-interval", "500ms", "--ack-blockers"},
 		budgets: []budget{
 			{name: "web", selector: labels.SelectorFromSet(labelsOf("web")), min: 3},
 			{name: "solo", selector: labels.SelectorFromSet(labelsOf("solo")), min: 1},
