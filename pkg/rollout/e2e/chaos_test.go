@@ -262,9 +262,9 @@ type chaosWorld struct {
 
 const chaosLease = 2 * time.Second
 
-func newChaosWorld(ctx context.Context, t *testing.T) *chaosWorld {
+func newChaosWorld(ctx context.Context, t *testing.T, opts ...func(*testenv.Options)) *chaosWorld {
 	t.Helper()
-	w := newWorld(t, scenarioGroups, 2)
+	w := newWorld(t, scenarioGroups, 2, opts...)
 	seedWorkloads(ctx, t, w)
 	tree, cfg := w.prepare(ctx)
 	installController(ctx, t, w, tree)
