@@ -38,9 +38,7 @@ type apiFault struct {
 // raised to 2m so that kwok's nodes are not marked NotReady by the outage
 // itself.
 func TestChaosAPIServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the chaos ladder runs a migration against the control plane")
-	}
+	chaosOnly(t)
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
 	defer cancel()

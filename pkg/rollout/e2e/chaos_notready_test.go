@@ -19,9 +19,7 @@ import (
 // NodePools; no legacy node was cordoned and no pod evicted (nothing is
 // drained onto nothing); rollback then restores the before state.
 func TestChaosNodeNeverReady(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the chaos ladder runs a migration against the control plane")
-	}
+	chaosOnly(t)
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
 	defer cancel()

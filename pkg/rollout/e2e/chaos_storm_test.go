@@ -19,9 +19,7 @@ import (
 // Apply completes; every IAM object exists once and the journal lists each
 // object created exactly once; the end state is the migrated one.
 func TestChaosThrottlingStorm(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the chaos ladder runs a migration against the control plane")
-	}
+	chaosOnly(t)
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
 	defer cancel()

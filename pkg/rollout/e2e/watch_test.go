@@ -46,7 +46,7 @@ type podWatch struct {
 	// violated says when and by which pod each violation began.
 	violated []string
 	stopped  chan struct{}
-	cancel     context.CancelFunc
+	cancel   context.CancelFunc
 }
 
 func healthy(p *corev1.Pod) bool {
