@@ -370,16 +370,7 @@ func TestChaosKillResume(t *testing.T) {
 		lost += len(l)
 		t.Errorf("the completing apply lost journal entries %v", l)
 	}
-	lowest, _, err := watch.stop()
-	if err != nil {
-		t.Fatal(err)
-	}
-	violations := watch.violationCount()
-	for _, b := range c.budgets {
-		if lowest[b.name] < b.min {
-			t.Errorf("PDB %s: healthy pods dropped to %d, below its minimum %d", b.name, lowest[b.name], b.min)
-		}
-	}
+	violations := c.stopWatch(t, watch)
 	if err := c.settleNodes(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -507,17 +498,9 @@ func TestChaosKillRollback(t *testing.T) {
 		passed++
 		t.Logf("killed %s, rolled back: as before", p.name)
 	}
-	lowest, _, err := watch.stop()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, b := range c.budgets {
-		if lowest[b.name] < b.min {
-			t.Errorf("PDB %s: healthy pods dropped to %d, below its minimum %d", b.name, lowest[b.name], b.min)
-		}
-	}
+	violations := c.stopWatch(t, watch)
 	t.Logf("CHAOS rung 2 kill -9 then rollback: %d points, %d/%d restored exactly; PDB violations %d; values not restored %d; %s",
-		len(pts), passed, len(pts), watch.violationCount(), wrong, time.Since(began).Round(time.Second))
+		len(pts), passed, len(pts), violations, wrong, time.Since(began).Round(time.Second))
 }
 
 // nodesOutsidePlan lists the legacy nodes no wave of the plan names.
@@ -540,6 +523,22 @@ func (c *chaosWorld) nodesOutsidePlan(ctx context.Context, t *testing.T) []strin
 		}
 	}
 	return out
+}
+
+// stopWatch ends the PDB watcher and fails t for every budget whose
+// healthy pods fell below its minimum; it returns the violations counted.
+func (c *chaosWorld) stopWatch(t *testing.T, watch *podWatch) int {
+	t.Helper()
+	lowest, _, err := watch.stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range c.budgets {
+		if lowest[b.name] < b.min {
+			t.Errorf("PDB %s: healthy pods dropped to %d, below its minimum %d: %v", b.name, lowest[b.name], b.min, watch.violationLog())
+		}
+	}
+	return watch.violationCount()
 }
 
 // legacyNodesClean checks that no legacy node is cordoned or carries a
