@@ -3,6 +3,7 @@ package action
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/helm"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -84,6 +86,10 @@ type Live struct {
 	// REST reaches the API server; nil leaves Kubernetes out.
 	REST *rest.Config
 	AWS  kmaws.Options
+	// Outage is how long a request waits for an API server it cannot
+	// reach (restarting, unreachable) before failing; 0 fails at once.
+	// apply and rollback ride out what their Lease allows.
+	Outage time.Duration
 }
 
 // ForLive builds the clients of a real cluster and account. A wave evicts
@@ -100,6 +106,9 @@ func ForLive(ctx context.Context, l Live) (*Configuration, error) {
 	}
 	rc := rest.CopyConfig(l.REST)
 	rc.QPS, rc.Burst = max(rc.QPS, 50), max(rc.Burst, 100)
+	if l.Outage > 0 {
+		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return kube.RideOutOutages(rt, l.Outage) })
+	}
 	if c.Kube, err = kubernetes.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}

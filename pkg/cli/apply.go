@@ -129,11 +129,15 @@ func newRunner(ctx context.Context, g *GlobalOptions, f *runFlags, p *rollout.Pl
 	if err != nil {
 		return nil, err
 	}
-	c, err := action.ForLive(ctx, action.Live{REST: rc, AWS: kmaws.Options{Region: firstNonEmpty(g.Region, p.Region), Profile: g.Profile, EndpointURL: g.EndpointURL}})
+	// The run rides out an AWS throttling storm, and an API server outage
+	// as long as its Lease allows (kube.Lock gives up renewing after two
+	// thirds of it).
+	c, err := action.ForLive(ctx, action.Live{REST: rc, AWS: kmaws.Options{Region: firstNonEmpty(g.Region, p.Region), Profile: g.Profile, EndpointURL: g.EndpointURL,
+		RideOutThrottling: true}, Outage: f.leaseDuration * 2 / 3})
 	if err != nil {
 		return nil, err
 	}
-	c.Namespace, c.PollInterval, c.Observer = g.Namespace, f.pollInterval, eventPrinter(g)
+	c.Namespace, c.PollInterval, c.Observer = g.Namespace, f.pollInterval, chaosHook(eventPrinter(g))
 	if u, err := user.Current(); err == nil {
 		c.Operator = u.Username
 	}

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -181,6 +184,9 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 	if verb == "plan" || o.dryRun || plan.Changes() == 0 {
 		return nil
 	}
+	if err := checkOutputDirs(o, plan); err != nil {
+		return err
+	}
 	if !o.yes {
 		ok, err := g.IO.Confirm(fmt.Sprintf("Apply %d change(s) to cluster %s?", plan.Changes(), target.Cluster), "--yes")
 		if err != nil || !ok {
@@ -198,6 +204,22 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 		return fmt.Errorf("%w\nthe journal %s lists what was done; run apply again to finish or iam delete to undo", err, o.journal)
 	}
 	g.say(slog.LevelInfo, eventIAMDone, "", fmt.Sprintf("applied %d change(s); journal in %s", plan.Changes(), o.journal), slog.Int("changes", plan.Changes()), slog.String("journal", o.journal))
+	return nil
+}
+
+// checkOutputDirs refuses, before anything is created, an apply whose
+// journal (written after every object) or aws-auth backup (written before
+// the edit) could not be written: a read-only or full directory.
+func checkOutputDirs(o *iamOptions, plan *iam.Plan) error {
+	dirs := []string{filepath.Dir(o.journal)}
+	if slices.ContainsFunc(plan.Items, func(it iam.Item) bool { return it.Kind == iam.KindAWSAuth && it.Action != iam.ActionNoop }) {
+		dirs = append(dirs, o.backupDir)
+	}
+	for _, d := range dirs {
+		if err := atomicfile.CheckWritable(d); err != nil {
+			return fmt.Errorf("%w; nothing was changed: free space there or choose another directory (--journal, --backup-dir)", err)
+		}
+	}
 	return nil
 }
 

@@ -103,11 +103,24 @@ func DetectDrift(ctx context.Context, s *Session) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
+	// A node of a planned group that no wave lists would never be drained
+	// and would go with its group's scale to zero: its group replaced its
+	// instances since the plan (a rollback, a node refresh).
+	planned := map[string]bool{}
+	for _, w := range s.Plan.Waves {
+		for _, n := range w.Nodes {
+			planned[n.Name] = true
+		}
+	}
 	added := map[string]bool{}
 	for _, n := range nodes.Items {
-		if g := NodeGroupOf(&n); g != "" && !known[g] && !added[g] {
+		g := NodeGroupOf(&n)
+		switch {
+		case g != "" && !known[g] && !added[g]:
 			added[g] = true
 			changes = append(changes, fmt.Sprintf("node group %s was added (node %s)", g, n.Name))
+		case known[g] && len(planned) > 0 && !planned[n.Name]:
+			changes = append(changes, fmt.Sprintf("node %s of group %s is in no wave of the plan (the group replaced its nodes since)", n.Name, g))
 		}
 	}
 	slices.Sort(changes)

@@ -336,6 +336,24 @@ func TestApplyRefusesDrift(t *testing.T) {
 	}
 }
 
+// A node of a planned group that no wave lists (the group replaced its
+// instances since the plan, as after a rollback) would be removed undrained
+// by the scale to zero: apply refuses the plan (#19 rung 2).
+func TestApplyRefusesReplacedNodes(t *testing.T) {
+	sc := newScenario(t)
+	if _, err := sc.kube.CoreV1().Nodes().Create(context.Background(), legacyNode("a-9", "ng-a", "us-east-1a", "i-0000000000000009a"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := sc.runner(nil).Apply(context.Background())
+	var drift *rollout.DriftError
+	if !errors.As(err, &drift) || !strings.Contains(err.Error(), "node a-9 of group ng-a is in no wave of the plan") {
+		t.Fatalf("Apply = %v, want DriftError naming node a-9", err)
+	}
+	if len(sc.asg.calls) != 0 {
+		t.Errorf("a refused apply made AWS calls: %v", sc.asg.calls)
+	}
+}
+
 func TestApplyBlockedByLease(t *testing.T) {
 	sc := newScenario(t)
 	ctx := context.Background()
