@@ -12,9 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
-	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -129,7 +127,7 @@ func newRunner(ctx context.Context, g *GlobalOptions, f *runFlags, p *rollout.Pl
 	if err != nil {
 		return nil, err
 	}
-	c, err := action.ForLive(ctx, action.Live{REST: rc, AWS: kmaws.Options{Region: firstNonEmpty(g.Region, p.Region), Profile: g.Profile, EndpointURL: g.EndpointURL}})
+	c, err := g.configure(ctx, action.Live{REST: rc, AWS: g.awsOptions(p.Region)})
 	if err != nil {
 		return nil, err
 	}
@@ -156,13 +154,12 @@ func replanner(g *GlobalOptions, f *runFlags, old *rollout.Plan) func(context.Co
 		if err != nil {
 			return nil, err
 		}
-		req := rollout.PlanRequest{Environment: old.Environment, Config: cfg, Steps: migrations.Planned(), Inventory: src, Dir: f.dir, Now: time.Now(),
-			Progress: g.planProgress(time.Now(), planProgressEvery)}
+		req := action.Plan{Environment: old.Environment, Config: cfg, Inventory: src, Dir: f.dir, Progress: g.planProgress(time.Now(), planProgressEvery)}
 		if old.IAM != nil {
 			o := old.IAM.Options
 			req.IAM = &o
 		}
-		p, err := rollout.MakePlan(ctx, req)
+		p, err := (&action.Configuration{}).Plan(ctx, req)
 		if err != nil {
 			return nil, err
 		}

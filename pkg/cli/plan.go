@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
@@ -181,17 +181,16 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	p, err := rollout.MakePlan(ctx, rollout.PlanRequest{
-		Environment: o.env, Config: cfg, Steps: migrations.Planned(), Inventory: src, Dir: o.dir,
-		PoolForGroup: o.pools, ControllerNodeGroup: o.controllerGroup, IAM: iamOpts, Now: time.Now(), Progress: g.planProgress(time.Now(), planProgressEvery),
+	// The inventory source reaches the cluster itself when it discovers
+	// live: the plan needs no more than the zero configuration.
+	p, err := (&action.Configuration{}).Plan(ctx, action.Plan{
+		Environment: o.env, Config: cfg, Inventory: src, Dir: o.dir, File: o.out,
+		PoolForGroup: o.pools, ControllerNodeGroup: o.controllerGroup, IAM: iamOpts, Progress: g.planProgress(time.Now(), planProgressEvery),
 	})
 	if err != nil {
 		if o.timeout > 0 && errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("plan did not finish within --timeout %s: %w; raise --timeout, or plan fewer node groups at a time (nodeGroups.include in --config)", o.timeout, err)
 		}
-		return err
-	}
-	if err := p.WriteFile(o.out); err != nil {
 		return err
 	}
 	if done, err := printStructured(g.IO.Out, g.Output, p); done {

@@ -186,15 +186,13 @@ type runner struct {
 	cancel context.CancelFunc
 	sum    *Summary
 	inv    inventory.Inventory
-	pools  []apisv1.NodePool
 	plan   *rollout.Plan
 	// journal is the runner's journal after apply (then rollback).
 	journal *rollout.Journal
 	pdbs    *pdbWatcher
 
-	iamDesired *iam.Desired
-	iamPlan    *iam.Plan
-	iamJournal *iam.Journal
+	iam     *action.IAM
+	iamPlan *iam.Plan
 }
 
 // Run performs the demo and returns its summary. On a step failure it
