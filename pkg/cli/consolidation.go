@@ -135,7 +135,9 @@ func printConsolidation(g *GlobalOptions, rep *action.ConsolidationReport) error
 		}
 	}
 	if s := rep.Settled; s != nil {
-		fmt.Fprintf(w, "\nSettled after %d passes: %d nodes at $%.4f/h (from %d at $%.4f/h, saving $%.4f/h)\n",
+		// Every node of the snapshot is in both fleets, those of no NodePool
+		// too (a group kept for the controller), as in plan's forecast.
+		fmt.Fprintf(w, "\nSettled after %d passes: %d nodes at $%.4f/h, every node of the snapshot (from %d at $%.4f/h, saving $%.4f/h)\n",
 			len(s.Passes), s.After.Nodes, s.After.PricePerHour, s.Before.Nodes, s.Before.PricePerHour, s.Savings)
 		t := newTable(w)
 		fmt.Fprintln(t, "TYPE\tCAPACITY\tNODES\t$/H")

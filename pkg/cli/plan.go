@@ -264,8 +264,12 @@ func printSteadyState(w io.Writer, ss *rollout.SteadyState) error {
 		}
 		return fmt.Sprintf("%d nodes", n)
 	}
-	fmt.Fprintf(w, "\nAfter consolidation: %s at $%.4f/h (right after the waves: %s at $%.4f/h; saves $%.4f/h)\n",
-		nodes(ss.AfterConsolidation.Nodes), ss.AfterConsolidation.PricePerHour, nodes(ss.AfterMigration.Nodes), ss.AfterMigration.PricePerHour, ss.SavingsPerHour)
+	kept := ""
+	if k := ss.Kept; k != nil {
+		kept = fmt.Sprintf(", %d of them kept for the Karpenter controller", k.Nodes)
+	}
+	fmt.Fprintf(w, "\nAfter consolidation: %s at $%.4f/h%s (right after the waves: %s at $%.4f/h; saves $%.4f/h)\n",
+		nodes(ss.AfterConsolidation.Nodes), ss.AfterConsolidation.PricePerHour, kept, nodes(ss.AfterMigration.Nodes), ss.AfterMigration.PricePerHour, ss.SavingsPerHour)
 	t := newTable(w)
 	fmt.Fprintln(t, "TYPE\tCAPACITY\tAFTER WAVES\t$/H\tAFTER CONSOLIDATION\t$/H")
 	type side struct {

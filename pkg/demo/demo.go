@@ -78,7 +78,9 @@ type Summary struct {
 	NodesAfterByType  map[string]int `json:"nodesAfterByType"`
 	CostPerHourBefore float64        `json:"costPerHourBefore"`
 	CostPerHourAfter  float64        `json:"costPerHourAfter"`
-	// PlannedCostPerHour is the plan's predicted cost of the new fleet.
+	// PlannedCostPerHour is the plan's forecast of CostPerHourAfter: the
+	// steady state after consolidation, every node the cluster runs (the
+	// controller's kept nodes included), as plan and the wizard show it.
 	PlannedCostPerHour float64 `json:"plannedCostPerHour"`
 
 	// PodsMoved counts the moves apply made (evictions, and the pods of

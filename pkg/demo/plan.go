@@ -37,6 +37,9 @@ func (r *runner) stepPlan(ctx context.Context) (string, error) {
 	}
 	r.plan = p
 	r.sum.PlannedCostPerHour = round4(p.Cost.AfterPerHour)
+	if ss := p.SteadyState; ss != nil {
+		r.sum.PlannedCostPerHour = ss.AfterConsolidation.PricePerHour
+	}
 	predicted := 0
 	for _, w := range p.Waves {
 		predicted += len(w.PredictedNodes)

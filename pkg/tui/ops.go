@@ -16,6 +16,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -280,17 +281,24 @@ func (o *Ops) Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) 
 	}
 	res := &PlanResult{Plan: p, PlanFile: planPath, ConfigFile: cfgPath}
 	res.Before, res.AfterMigration = fleets(inv, p)
-	// After consolidation is the plan's steady state (disruption.Settle),
+	// After the waves and after consolidation are the plan's steady state
+	// (every node the cluster runs, the controller's kept ones included),
 	// the forecast plan and the demo show.
 	res.AfterConsolidation, res.ConsolidatedCostPerHour = res.AfterMigration, p.Cost.AfterPerHour
-	if ss := p.SteadyState; ss != nil && len(ss.Commands) > 0 {
-		counts := map[FleetLine]int{}
-		for _, t := range ss.AfterConsolidation.Types {
-			counts[FleetLine{InstanceType: t.InstanceType, CapacityType: t.CapacityType}] += t.Nodes
-		}
-		res.AfterConsolidation, res.ConsolidatedCostPerHour, res.Repacked = fleetLines(counts), ss.AfterConsolidation.PricePerHour, true
+	if ss := p.SteadyState; ss != nil {
+		res.AfterMigration, res.AfterConsolidation = typeLines(ss.AfterMigration), typeLines(ss.AfterConsolidation)
+		res.ConsolidatedCostPerHour, res.Repacked = ss.AfterConsolidation.PricePerHour, len(ss.Commands) > 0
 	}
 	return res, nil
+}
+
+// typeLines are a forecast fleet's nodes by instance and capacity type.
+func typeLines(f disruption.Fleet) []FleetLine {
+	counts := map[FleetLine]int{}
+	for _, t := range f.Types {
+		counts[FleetLine{InstanceType: t.InstanceType, CapacityType: t.CapacityType}] += t.Nodes
+	}
+	return fleetLines(counts)
 }
 
 // fleets are the legacy nodes the waves drain and the nodes they predict.
