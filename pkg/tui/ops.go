@@ -95,13 +95,6 @@ func (o *Ops) clients() (*Clients, Connection, error) {
 	return o.c, o.conn, nil
 }
 
-func (o *Ops) now() time.Time {
-	if c, _, err := o.clients(); err == nil && c.Config.Clock != nil {
-		return c.Config.Clock.Now()
-	}
-	return time.Now()
-}
-
 // Connect implements Backend.
 func (o *Ops) Connect(ctx context.Context, c Connection) (ConnectInfo, error) {
 	if c.Cluster == "" {
