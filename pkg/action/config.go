@@ -17,6 +17,7 @@ import (
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/helm"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -44,6 +45,9 @@ type Configuration struct {
 	// PodConcurrency bounds how many of a drained node's pods are evicted
 	// at once (kube.DrainOptions.PodConcurrency; 0: all at once).
 	PodConcurrency int
+	// AWSAuth, when set, is the aws-auth editor IAM uses instead of one on
+	// Kube (AWSAuthFromKubeconfig: IAM without a Kubernetes client).
+	AWSAuth iam.AWSAuthAPI
 	// Operator and Identity name who runs the rollout in the journal and
 	// the lock.
 	Operator, Identity string
@@ -85,7 +89,8 @@ func (c *Configuration) operator() string {
 type Live struct {
 	// REST reaches the API server; nil leaves Kubernetes out.
 	REST *rest.Config
-	AWS  kmaws.Options
+	// AWS is the account's configuration; nil leaves AWS out (status).
+	AWS *kmaws.Options
 	// Outage is how long a request waits for an API server it cannot
 	// reach (restarting, unreachable) before failing; 0 fails at once.
 	// apply and rollback ride out what their Lease allows.
@@ -96,11 +101,13 @@ type Live struct {
 // and polls hundreds of pods at once, so client-go's default 5 QPS is
 // raised: the PDBs, not the client, should pace a drain.
 func ForLive(ctx context.Context, l Live) (*Configuration, error) {
-	awsCfg, err := kmaws.LoadConfig(ctx, l.AWS)
-	if err != nil {
-		return nil, err
+	c := &Configuration{}
+	if l.AWS != nil {
+		var err error
+		if c.AWS, err = kmaws.LoadConfig(ctx, *l.AWS); err != nil {
+			return nil, err
+		}
 	}
-	c := &Configuration{AWS: awsCfg}
 	if l.REST == nil {
 		return c, nil
 	}
@@ -109,6 +116,7 @@ func ForLive(ctx context.Context, l Live) (*Configuration, error) {
 	if l.Outage > 0 {
 		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return kube.RideOutOutages(rt, l.Outage) })
 	}
+	var err error
 	if c.Kube, err = kubernetes.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
@@ -186,18 +186,17 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	p, err := rollout.MakePlan(ctx, rollout.PlanRequest{
-		Environment: o.env, Config: cfg, Steps: migrations.Planned(), Inventory: src, Dir: o.dir,
-		PoolForGroup: o.pools, ControllerNodeGroup: o.controllerGroup, IAM: iamOpts, Now: time.Now(), Progress: g.planProgress(time.Now(), planProgressEvery),
+	// The inventory source reaches the cluster itself when it discovers
+	// live: the plan needs no more than the zero configuration.
+	p, err := (&action.Configuration{}).Plan(ctx, action.Plan{
+		Environment: o.env, Config: cfg, Inventory: src, Dir: o.dir, File: o.out,
+		PoolForGroup: o.pools, ControllerNodeGroup: o.controllerGroup, IAM: iamOpts, Progress: g.planProgress(time.Now(), planProgressEvery),
 		KarpenterChart: o.karpenterChart, KarpenterVersion: o.iam.opts.KarpenterVersion, SkipKarpenter: o.skipKarpenter,
 	})
 	if err != nil {
 		if o.timeout > 0 && errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("plan did not finish within --timeout %s: %w; raise --timeout, or plan fewer node groups at a time (nodeGroups.include in --config)", o.timeout, err)
 		}
-		return err
-	}
-	if err := p.WriteFile(o.out); err != nil {
 		return err
 	}
 	if done, err := printStructured(g.IO.Out, g.Output, p); done {
@@ -277,8 +276,12 @@ func printSteadyState(w io.Writer, ss *rollout.SteadyState) error {
 		}
 		return fmt.Sprintf("%d nodes", n)
 	}
-	fmt.Fprintf(w, "\nAfter consolidation: %s at $%.4f/h (right after the waves: %s at $%.4f/h; saves $%.4f/h)\n",
-		nodes(ss.AfterConsolidation.Nodes), ss.AfterConsolidation.PricePerHour, nodes(ss.AfterMigration.Nodes), ss.AfterMigration.PricePerHour, ss.SavingsPerHour)
+	kept := ""
+	if k := ss.Kept; k != nil {
+		kept = fmt.Sprintf(", %d of them kept for the Karpenter controller", k.Nodes)
+	}
+	fmt.Fprintf(w, "\nAfter consolidation: %s at $%.4f/h%s (right after the waves: %s at $%.4f/h; saves $%.4f/h)\n",
+		nodes(ss.AfterConsolidation.Nodes), ss.AfterConsolidation.PricePerHour, kept, nodes(ss.AfterMigration.Nodes), ss.AfterMigration.PricePerHour, ss.SavingsPerHour)
 	t := newTable(w)
 	fmt.Fprintln(t, "TYPE\tCAPACITY\tAFTER WAVES\t$/H\tAFTER CONSOLIDATION\t$/H")
 	type side struct {

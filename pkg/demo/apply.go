@@ -114,12 +114,9 @@ func (r *runner) runError(ctx context.Context, err error) error {
 // writeJournal copies the runner's journal from the sandbox cluster into
 // the output directory.
 func (r *runner) writeJournal(ctx context.Context) error {
-	j, err := rollout.Status(ctx, r.clients.Kube, Namespace, Env)
+	j, err := r.cfg.Status(ctx, Env)
 	if err != nil {
 		return fmt.Errorf("read the runner's journal: %w", err)
-	}
-	if j == nil {
-		return fmt.Errorf("the runner left no journal in namespace %s for environment %s", Namespace, Env)
 	}
 	r.journal = j
 	return writeJSON(filepath.Join(r.opts.OutDir, JournalFile), j)

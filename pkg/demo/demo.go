@@ -78,7 +78,9 @@ type Summary struct {
 	NodesAfterByType  map[string]int `json:"nodesAfterByType"`
 	CostPerHourBefore float64        `json:"costPerHourBefore"`
 	CostPerHourAfter  float64        `json:"costPerHourAfter"`
-	// PlannedCostPerHour is the plan's predicted cost of the new fleet.
+	// PlannedCostPerHour is the plan's forecast of CostPerHourAfter: the
+	// steady state after consolidation, every node the cluster runs (the
+	// controller's kept nodes included), as plan and the wizard show it.
 	PlannedCostPerHour float64 `json:"plannedCostPerHour"`
 
 	// PodsMoved counts the moves apply made (evictions, and the pods of
@@ -186,15 +188,13 @@ type runner struct {
 	cancel context.CancelFunc
 	sum    *Summary
 	inv    inventory.Inventory
-	pools  []apisv1.NodePool
 	plan   *rollout.Plan
 	// journal is the runner's journal after apply (then rollback).
 	journal *rollout.Journal
 	pdbs    *pdbWatcher
 
-	iamDesired *iam.Desired
-	iamPlan    *iam.Plan
-	iamJournal *iam.Journal
+	iam     *action.IAM
+	iamPlan *iam.Plan
 }
 
 // Run performs the demo and returns its summary. On a step failure it

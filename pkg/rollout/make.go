@@ -121,7 +121,7 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 		pools = PoolsFromGenerate(res)
 		ctrl.Values, ctrl.ValuesFrom = res.HelmValues, "generate's Helm values"
 	}
-	for _, f := range readiness.Evaluate(inv, readiness.Options{Pools: pools.Nodes()}).Findings {
+	for _, f := range readiness.Evaluate(inv, pools.ReadinessOptions(inv, cat)).Findings {
 		if slices.Contains(readinessJudgedByPlan, f.ID) || slices.Contains(req.Config.Readiness.Acknowledge, f.ID) {
 			continue
 		}

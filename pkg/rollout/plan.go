@@ -25,6 +25,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
@@ -355,6 +356,10 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		prices = cat.Price
 	}
 	cost := Cost{Complete: true, Prices: o.PriceSource}
+	// keptFleet are the controller's kept nodes (those that stay and those
+	// its group grows by): part of the fleet after the waves, which
+	// consolidation leaves alone.
+	var keptFleet []disruption.TypeCount
 	price := func(it, ct, zone string) float64 {
 		if it == "" {
 			cost.Complete = false
@@ -404,7 +409,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 				}
 				cost.BeforePerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
 				if kept[n.Name] {
-					cost.AfterPerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
+					pr := price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
+					cost.AfterPerHour += pr
+					keptFleet = append(keptFleet, disruption.TypeCount{InstanceType: n.InstanceType, CapacityType: capacityOr(n.CapacityType), Nodes: 1, PricePerHour: pr})
 				}
 			}
 			w.Pods = len(pods)
@@ -443,7 +450,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		}
 		if ng, _ := inv.NodeGroup(g.Name); kept != nil && ng != nil && len(ng.InstanceTypes) > 0 && len(ng.Zones) > 0 {
 			for range int(cp.home.Size) - len(kept) { // the kept group grows to its size
-				cost.AfterPerHour += price(ng.InstanceTypes[0], capacityOr(ng.CapacityType), ng.Zones[0])
+				pr := price(ng.InstanceTypes[0], capacityOr(ng.CapacityType), ng.Zones[0])
+				cost.AfterPerHour += pr
+				keptFleet = append(keptFleet, disruption.TypeCount{InstanceType: ng.InstanceTypes[0], CapacityType: capacityOr(ng.CapacityType), Nodes: 1, PricePerHour: pr})
 			}
 		}
 	}
@@ -458,6 +467,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		}
 		if err != nil {
 			findings = append(findings, Finding{Severity: "warning", Object: "consolidation", Message: "the fleet after Karpenter's consolidation is not predicted: " + err.Error()})
+		}
+		if ss != nil {
+			ss.addKept(keptFleet)
 		}
 		p.SteadyState = ss
 	}

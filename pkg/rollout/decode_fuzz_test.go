@@ -1,8 +1,6 @@
-package demo
+package rollout
 
-import (
-	"testing"
-)
+import "testing"
 
 // FuzzDecodeObjects feeds the overlay decoder arbitrary bytes: it returns
 // objects or an error naming the document, and never panics.
@@ -12,7 +10,7 @@ func FuzzDecodeObjects(f *testing.F) {
 	f.Add([]byte("{\"kind\": 3}"))
 	f.Add([]byte("a: [\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		objs, err := decodeObjects(b)
+		objs, err := DecodeObjects(b)
 		if err != nil {
 			return
 		}
