@@ -166,6 +166,15 @@ func (s *Shared) Run(m *testing.M) int {
 	return code
 }
 
+// Launch starts a control plane in dir outside a test (the demo on real
+// parts); Stop stops it. Start and Shared are the tests' entry points.
+func Launch(ctx context.Context, dir string, opts Options) (*Env, error) {
+	return start(ctx, dir, opts)
+}
+
+// Stop stops every component Launch started.
+func (e *Env) Stop() { e.stop() }
+
 // skipIfRequested skips t when the environment asks to skip control-plane
 // tests. Nothing else skips them: missing binaries fail the test.
 func skipIfRequested(t testing.TB) {
