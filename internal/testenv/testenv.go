@@ -58,6 +58,9 @@ type Options struct {
 	ControllerManagerArgs []string
 	SchedulerArgs         []string
 	KwokArgs              []string
+	// KwokStages replaces scripts/controlplane/stages.yaml, the stages kwok
+	// moves nodes and pods through.
+	KwokStages string
 }
 
 // Env is a running control plane and clients for it.
@@ -322,9 +325,13 @@ func start(ctx context.Context, dir string, opts Options) (*Env, error) {
 	if _, err := run(binScheduler, append(slices.Clone(componentArgs), opts.SchedulerArgs...)); err != nil {
 		return fail(err)
 	}
+	stages := opts.KwokStages
+	if stages == "" {
+		stages = filepath.Join(root, controlPlaneDir, "stages.yaml")
+	}
 	if _, err := run(binKwok, append([]string{
 		"--kubeconfig", env.Kubeconfig,
-		"--config", filepath.Join(root, controlPlaneDir, "stages.yaml"),
+		"--config", stages,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector", KwokAnnotation + "=fake",
 		"--node-lease-duration-seconds", "40",

@@ -16,25 +16,34 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 )
 
-// Env is the environment the demo generates overlays for and applies.
-const Env = "prod"
+// Env is the environment the demo generates overlays for and applies by
+// default; DevEnv is the control plane's default (see Options.Environment).
+const (
+	Env    = "prod"
+	DevEnv = "dev"
+)
 
 // stepGenerate runs pkg/generate as the generate command does (defaults,
 // overlays dev, staging and prod) and builds the prod overlay with
 // kustomize, as apply does; those objects are what the demo applies.
 func (r *runner) stepGenerate(ctx context.Context) (string, error) {
 	dir := filepath.Join(r.opts.OutDir, "karpenter")
-	rep, err := generate.Run(ctx, &r.inv, generate.DefaultOptions(), generate.TreeOptions{Dir: dir, Envs: []string{"dev", "staging", Env}})
+	rep, err := generate.Run(ctx, &r.inv, generate.DefaultOptions(), generate.TreeOptions{Dir: dir, Envs: []string{"dev", "staging", "prod"}})
 	if err != nil {
 		return "", fmt.Errorf("generate: %w", err)
 	}
-	built, err := generate.BuildOverlay(dir, Env)
+	env := r.opts.Environment
+	adapted, err := r.env.PrepareTree(dir, env)
 	if err != nil {
-		return "", fmt.Errorf("build overlay %s: %w", Env, err)
+		return "", err
+	}
+	built, err := generate.BuildOverlay(dir, env)
+	if err != nil {
+		return "", fmt.Errorf("build overlay %s: %w", env, err)
 	}
 	objs, err := decodeObjects(built)
 	if err != nil {
-		return "", fmt.Errorf("overlay %s: %w", Env, err)
+		return "", fmt.Errorf("overlay %s: %w", env, err)
 	}
 	r.pools = nil
 	var names []string
@@ -50,10 +59,14 @@ func (r *runner) stepGenerate(ctx context.Context) (string, error) {
 		names = append(names, np.Name)
 	}
 	if len(r.pools) == 0 {
-		return "", fmt.Errorf("overlay %s built no NodePool", Env)
+		return "", fmt.Errorf("overlay %s built no NodePool", env)
 	}
-	return fmt.Sprintf("%d NodePools (%s), %d objects in overlay %s, %d files in %s, %d warnings",
-		len(r.pools), strings.Join(names, ", "), len(objs), Env, len(rep.Tree.Files), dir, len(rep.Warnings)), nil
+	detail := fmt.Sprintf("%d NodePools (%s), %d objects in overlay %s, %d files in %s, %d warnings",
+		len(r.pools), strings.Join(names, ", "), len(objs), env, len(rep.Tree.Files), dir, len(rep.Warnings))
+	if adapted != "" {
+		detail += "; " + adapted
+	}
+	return detail, nil
 }
 
 func decodeNodePool(u *unstructured.Unstructured) (*apisv1.NodePool, error) {

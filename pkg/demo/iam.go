@@ -52,7 +52,7 @@ func (r *runner) stepIAMPlan(ctx context.Context) (string, error) {
 // journal that rollback's Down uses.
 func (r *runner) stepIAMApply(ctx context.Context) (string, error) {
 	path := filepath.Join(r.opts.OutDir, "iam-journal.json")
-	j, err := iam.Apply(ctx, r.iamPlan, r.iamClients(), iam.ApplyOptions{Now: r.sb.Now, Save: func(j *iam.Journal) error { return writeJSON(path, j) }})
+	j, err := iam.Apply(ctx, r.iamPlan, r.iamClients(), iam.ApplyOptions{Now: r.env.Now, Save: func(j *iam.Journal) error { return writeJSON(path, j) }})
 	if err != nil {
 		return "", err
 	}

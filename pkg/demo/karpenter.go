@@ -54,13 +54,13 @@ func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
 	if dep.Spec.Template.Spec.PriorityClassName == "system-cluster-critical" {
 		dep.Spec.Template.Spec.Priority = ptr.To(systemClusterCritical)
 	}
-	if _, err := r.clients.Kube.AppsV1().Deployments(ControllerNamespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+	if _, err := r.cfg.Kube.AppsV1().Deployments(ControllerNamespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("install the Karpenter controller: %w", err)
 	}
-	if _, err := r.clients.Kube.PolicyV1().PodDisruptionBudgets(ControllerNamespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+	if _, err := r.cfg.Kube.PolicyV1().PodDisruptionBudgets(ControllerNamespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("install the Karpenter controller's PDB: %w", err)
 	}
-	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
+	if err := r.env.Settle(ctx); err != nil {
 		return "", fmt.Errorf("the Karpenter controller: %w", err)
 	}
 	where, err := r.controllerPlacement(ctx)
@@ -74,11 +74,11 @@ func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
 // controllerPlacement is "node (group)" for each running replica of the
 // controller, sorted.
 func (r *runner) controllerPlacement(ctx context.Context) ([]string, error) {
-	pods, err := r.clients.Kube.CoreV1().Pods(ControllerNamespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(generate.ControllerLabels).String()})
+	pods, err := r.cfg.Kube.CoreV1().Pods(ControllerNamespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(generate.ControllerLabels).String()})
 	if err != nil {
 		return nil, fmt.Errorf("list the Karpenter controller's pods: %w", err)
 	}
-	nodes, err := r.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
