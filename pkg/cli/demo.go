@@ -140,8 +140,16 @@ func (o *demoOptions) interrupted(in *interruption, sum *demo.Summary, outDir st
 	if o.rollback {
 		again = append(again, "--rollback")
 	}
-	msg := fmt.Sprintf("demo interrupted (%s) %s: its cluster and AWS account live in memory, so nothing outside them changed and there is nothing to resume or roll back; "+
+	lives := "its cluster and AWS account live in memory"
+	if o.controlPlane {
+		again = append(again, "--control-plane")
+		lives = "its control plane and AWS fake were local and are stopped"
+	}
+	if o.env != "" {
+		again = append(again, "--env", o.env)
+	}
+	msg := fmt.Sprintf("demo interrupted (%s) %s: %s, so nothing outside them changed and there is nothing to resume or roll back; "+
 		"what it wrote so far is in %s (summary.json lists the steps). Run it again: %s",
-		by, where, outDir, strings.Join(again, " "))
+		by, where, lives, outDir, strings.Join(again, " "))
 	return interruptedError(msg, err)
 }

@@ -113,6 +113,28 @@ func (r *runner) writeJournal(ctx context.Context) error {
 	return writeJSON(filepath.Join(r.opts.OutDir, JournalFile), j)
 }
 
+// podsOnKarpenterNodes counts the active pods, not DaemonSets', on nodes
+// a NodePool launched.
+func (r *runner) podsOnKarpenterNodes(ctx context.Context) (int, error) {
+	legacy, err := r.podsOnLegacyNodes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	pods, err := r.cfg.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("list pods: %w", err)
+	}
+	n := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if _, ok := legacy[p.Namespace+"/"+p.Name]; ok || p.Spec.NodeName == "" || isDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		n++
+	}
+	return n, nil
+}
+
 // podsOnLegacyNodes maps the pods on a node no NodePool launched, neither a
 // DaemonSet's nor finished, to their node.
 func (r *runner) podsOnLegacyNodes(ctx context.Context) (map[string]string, error) {
@@ -254,6 +276,10 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	onKarpenter, err := r.podsOnKarpenterNodes(ctx)
+	if err != nil {
+		return "", err
+	}
 	err = rr.Rollback(ctx, "")
 	if werr := r.writeJournal(ctx); werr != nil && err == nil {
 		err = werr
@@ -272,7 +298,7 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	rb.PodsMoved = obs.evicted + obs.restarted
+	rb.PodsMoved = onKarpenter
 	r.sum.Rollback = rb
 	if !rb.Restored {
 		return "", fmt.Errorf("rollback incomplete: %s", strings.Join(rb.Problems, "; "))

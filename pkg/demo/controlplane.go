@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
@@ -75,7 +76,7 @@ type controlPlane struct {
 	done   chan struct{}
 
 	mu       sync.Mutex
-	watchers []func(context.Context) error
+	watchers []func(context.Context, kubernetes.Interface) error
 	// gone are legacy nodes the hook deleted, whose pods it deletes too.
 	gone map[string]bool
 }
@@ -92,7 +93,7 @@ func (c *controlPlane) Stats() sandbox.Stats { return sandbox.Stats{} }
 
 func (c *controlPlane) Consolidations() []sandbox.ConsolidationCommand { return nil }
 
-func (c *controlPlane) Watch(f func(context.Context) error) {
+func (c *controlPlane) Watch(f func(context.Context, kubernetes.Interface) error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.watchers = append(c.watchers, f)
@@ -180,8 +181,10 @@ func (c *controlPlane) Load(ctx context.Context, inv inventory.Inventory, namesp
 		return fail(err)
 	}
 	cfg.Namespace, cfg.OutDir, cfg.Operator, cfg.Identity = namespace, outDir, "demo", "karpenter-migrate demo"
-	// Evict one pod at a time, as in the sandbox, so both run one runbook.
-	cfg.PollInterval, cfg.PodConcurrency = time.Second, 1
+	// A drained node's pods are evicted at once, as apply does (the
+	// sandbox evicts one at a time only to step its simulation from one
+	// goroutine); the plan, and so the nodes drained at once, is the same.
+	cfg.PollInterval = time.Second
 	return cfg, runCtx, func() { cancel(context.Canceled) }, nil
 }
 
@@ -226,6 +229,13 @@ func (c *controlPlane) options(inv inventory.Inventory) (testenv.Options, error)
 		doc = strings.Replace(doc, "reason: Completed", "reason: Error", 1)
 		doc = strings.Replace(doc, "phase: Succeeded", "phase: Failed", 1)
 		docs[i] = doc
+	}
+	// A Job pod keeps the Job controller's finalizer until it is terminal:
+	// kwok deletes a terminating pod once it has none left.
+	for i, doc := range docs {
+		if strings.Contains(doc, "name: pod-delete\n") {
+			docs[i] = strings.Replace(doc, "    matchExpressions:\n", "    matchExpressions:\n    - key: '.metadata.finalizers'\n      operator: 'DoesNotExist'\n", 1)
+		}
 	}
 	keep := docs
 	stages := filepath.Join(c.dir, "stages.yaml")
@@ -330,6 +340,12 @@ func (c *controlPlane) copyCluster(ctx context.Context, from kubernetes.Interfac
 	for _, ds := range dss.Items {
 		clean(&ds.ObjectMeta)
 		ds.Status = appsv1.DaemonSetStatus{}
+		// The sandbox binds a DaemonSet's pod to its node whatever room is
+		// left, as the scheduler does for a system-node-critical pod (it
+		// preempts to make room, and nothing preempts it).
+		if ds.Spec.Template.Spec.PriorityClassName == "" && ds.Spec.Template.Spec.Priority == nil {
+			ds.Spec.Template.Spec.PriorityClassName = "system-node-critical"
+		}
 		if err := classes.adapt(ctx, &ds.Spec.Template.Spec); err != nil {
 			return err
 		}
@@ -483,7 +499,7 @@ func (c *controlPlane) loop(ctx context.Context, fail func(error)) {
 		c.mu.Unlock()
 		for _, w := range watchers {
 			if err == nil {
-				err = w(ctx)
+				err = w(ctx, c.env.Client)
 			}
 		}
 		if err != nil && ctx.Err() == nil {
@@ -546,6 +562,9 @@ func (c *controlPlane) syncNodes(ctx context.Context) error {
 	if err := c.deletePodsOnGoneNodes(ctx); err != nil {
 		return err
 	}
+	if err := c.releaseKilledJobPods(ctx); err != nil {
+		return err
+	}
 	for id, in := range want {
 		if have[id] {
 			continue
@@ -572,6 +591,27 @@ func (c *controlPlane) syncNodes(ctx context.Context) error {
 }
 
 func instanceID(providerID string) string { return providerID[strings.LastIndex(providerID, "/")+1:] }
+
+// releaseKilledJobPods removes the Job controller's tracking finalizer
+// from the Job pods kwok killed (deleted, Failed): the controller does too,
+// but only on its next sync of the Job, after its failure backoff, which
+// outlasts a drain's wait for the pod to go.
+func (c *controlPlane) releaseKilledJobPods(ctx context.Context) error {
+	pods, err := c.env.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Failed"})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil || !slices.Contains(p.Finalizers, batchv1.JobTrackingFinalizer) {
+			continue
+		}
+		p.Finalizers = slices.DeleteFunc(p.Finalizers, func(f string) bool { return f == batchv1.JobTrackingFinalizer })
+		if _, err := c.env.Client.CoreV1().Pods(p.Namespace).Update(ctx, &p, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("release Job pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+	}
+	return nil
+}
 
 // deletePodsOnGoneNodes deletes (grace 0) the pods bound to deleted legacy
 // nodes, as the pod garbage collector would.
@@ -629,6 +669,17 @@ func (c *controlPlane) busy(ctx context.Context) (string, error) {
 		}
 		if p.DeletionTimestamp != nil || !testenv.PodHealthy(p) {
 			return fmt.Sprintf("pod %s/%s is not Ready", p.Namespace, p.Name), nil
+		}
+	}
+	// The controllers have caught up: what the runbook's preflight reads
+	// (a Deployment's available replicas) says what the pods say.
+	deps, err := c.env.Client.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	for _, d := range deps.Items {
+		if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < ptr.Deref(d.Spec.Replicas, 1) {
+			return fmt.Sprintf("Deployment %s/%s has %d of %d replicas available", d.Namespace, d.Name, d.Status.AvailableReplicas, ptr.Deref(d.Spec.Replicas, 1)), nil
 		}
 	}
 	instances, err := c.Instances(ctx)

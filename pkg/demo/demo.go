@@ -176,7 +176,10 @@ type RollbackSummary struct {
 	NodesAfter       int            `json:"nodesAfter"`
 	NodesAfterByType map[string]int `json:"nodesAfterByType"`
 	CostPerHour      float64        `json:"costPerHour"`
-	PodsMoved        int            `json:"podsMoved"`
+	// PodsMoved counts the pods on Karpenter's nodes as rollback started:
+	// it verifies every one ends on a node-group node (whoever drained
+	// them: the runner, or Karpenter removing its nodes).
+	PodsMoved int `json:"podsMoved"`
 	KarpenterNodes   int            `json:"karpenterNodes"`
 	Problems         []string       `json:"problems,omitempty"`
 }
@@ -335,7 +338,6 @@ func (r *runner) stepSandbox(ctx context.Context) (string, error) {
 	}
 	// PDB violations are measured here, on every tick (or poll) of the
 	// whole run, not taken from what the runner reports.
-	r.pdbs.kube = r.cfg.Kube
 	r.env.Watch(r.pdbs.observe)
 	nodes, pods, err := r.counts(ctx)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -41,9 +43,10 @@ type environment interface {
 	Stats() sandbox.Stats
 	// Consolidations is what the Karpenter stand-in decided (none on real parts).
 	Consolidations() []sandbox.ConsolidationCommand
-	// Watch runs f on every state of the cluster the environment can show:
-	// every tick of the sandbox, a poll of the control plane.
-	Watch(f func(context.Context) error)
+	// Watch runs f on every state of the cluster the environment can show
+	// (every tick of the sandbox, a poll of the control plane), with the
+	// client it must read the cluster with there.
+	Watch(f func(context.Context, kubernetes.Interface) error)
 	// PrepareTree adapts the tree generate wrote to the environment before
 	// it is planned and applied; it returns what it changed ("" for nothing).
 	PrepareTree(dir, env string) (string, error)
@@ -100,7 +103,11 @@ func (e *sandboxEnv) Stats() sandbox.Stats { return e.sb.Stats() }
 
 func (e *sandboxEnv) Consolidations() []sandbox.ConsolidationCommand { return e.sb.Consolidations() }
 
-func (e *sandboxEnv) Watch(f func(context.Context) error) { e.sb.OnTick(f) }
+// Watch runs f under the simulation's lock, so with its own client (the
+// clients Load returned wait for that lock).
+func (e *sandboxEnv) Watch(f func(context.Context, kubernetes.Interface) error) {
+	e.sb.OnTick(func(ctx context.Context) error { return f(ctx, e.sb.Kube()) })
+}
 
 func (e *sandboxEnv) PrepareTree(string, string) (string, error) { return "", nil }
 

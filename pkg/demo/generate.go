@@ -1,19 +1,14 @@
 package demo
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"path/filepath"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
 // Env is the environment the demo generates overlays for and applies by
@@ -41,7 +36,7 @@ func (r *runner) stepGenerate(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("build overlay %s: %w", env, err)
 	}
-	objs, err := decodeObjects(built)
+	objs, err := rollout.DecodeObjects(built)
 	if err != nil {
 		return "", fmt.Errorf("overlay %s: %w", env, err)
 	}
@@ -51,7 +46,7 @@ func (r *runner) stepGenerate(ctx context.Context) (string, error) {
 		if o.GetKind() != apisv1.NodePoolKind {
 			continue
 		}
-		np, err := decodeNodePool(o)
+		np, err := rollout.DecodeNodePool(o)
 		if err != nil {
 			return "", err
 		}
@@ -67,34 +62,4 @@ func (r *runner) stepGenerate(ctx context.Context) (string, error) {
 		detail += "; " + adapted
 	}
 	return detail, nil
-}
-
-func decodeNodePool(u *unstructured.Unstructured) (*apisv1.NodePool, error) {
-	b, err := json.Marshal(u.Object)
-	if err != nil {
-		return nil, fmt.Errorf("NodePool %s: %w", u.GetName(), err)
-	}
-	var np apisv1.NodePool
-	if err := json.Unmarshal(b, &np); err != nil {
-		return nil, fmt.Errorf("NodePool %s: %w", u.GetName(), err)
-	}
-	return &np, nil
-}
-
-// decodeObjects splits a built multi-document YAML stream into objects.
-func decodeObjects(b []byte) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	var out []*unstructured.Unstructured
-	for i := 1; ; i++ {
-		var obj map[string]any
-		if err := dec.Decode(&obj); err != nil {
-			if err == io.EOF {
-				return out, nil
-			}
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		if len(obj) > 0 {
-			out = append(out, &unstructured.Unstructured{Object: obj})
-		}
-	}
 }

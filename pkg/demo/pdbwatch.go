@@ -17,21 +17,20 @@ import (
 // disruption controller computes it). A violation is a budget going from
 // satisfied to short. It trusts nothing the runner says.
 type pdbWatcher struct {
-	kube       kubernetes.Interface
 	short      map[string]bool
 	count      int
 	violations []string
 }
 
-func (w *pdbWatcher) observe(ctx context.Context) error {
-	pdbs, err := w.kube.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
+func (w *pdbWatcher) observe(ctx context.Context, kube kubernetes.Interface) error {
+	pdbs, err := kube.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("PDB watcher: list PodDisruptionBudgets: %w", err)
 	}
 	if len(pdbs.Items) == 0 {
 		return nil
 	}
-	pods, err := w.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("PDB watcher: list pods: %w", err)
 	}

@@ -1,4 +1,4 @@
-package demo
+package rollout
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ func FuzzDecodeObjects(f *testing.F) {
 	f.Add([]byte("{\"kind\": 3}"))
 	f.Add([]byte("a: [\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		objs, err := decodeObjects(b)
+		objs, err := DecodeObjects(b)
 		if err != nil {
 			return
 		}
