@@ -179,9 +179,9 @@ type RollbackSummary struct {
 	// PodsMoved counts the pods on Karpenter's nodes as rollback started:
 	// it verifies every one ends on a node-group node (whoever drained
 	// them: the runner, or Karpenter removing its nodes).
-	PodsMoved int `json:"podsMoved"`
-	KarpenterNodes   int            `json:"karpenterNodes"`
-	Problems         []string       `json:"problems,omitempty"`
+	PodsMoved      int      `json:"podsMoved"`
+	KarpenterNodes int      `json:"karpenterNodes"`
+	Problems       []string `json:"problems,omitempty"`
 }
 
 // GroupSize is a node group's recorded and current size.
@@ -209,8 +209,8 @@ type runner struct {
 	// cluster is the name of the cluster loaded.
 	cluster string
 	inv     inventory.Inventory
-	pools  []apisv1.NodePool
-	plan   *rollout.Plan
+	pools   []apisv1.NodePool
+	plan    *rollout.Plan
 	// journal is the runner's journal after apply (then rollback).
 	journal *rollout.Journal
 	pdbs    *pdbWatcher
