@@ -3,14 +3,10 @@ package engine
 import (
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	apiv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
@@ -58,32 +54,6 @@ type checker struct {
 	antiBy  map[termKey]*antiTerm
 }
 
-// termKey names a topology key, a set of namespaces and a selector.
-type termKey struct{ key, ns, sel string }
-
-func keyOf(key string, ns map[string]bool, sel labels.Selector) termKey {
-	names := make([]string, 0, len(ns))
-	for n := range ns {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return termKey{key: key, ns: strings.Join(names, ","), sel: sel.String()}
-}
-
-type counted struct {
-	seen   int // c.placed[:seen] are counted
-	counts map[string]int32
-}
-
-// antiTerm is one required anti-affinity term of placed pods: the first
-// such pod in each domain.
-type antiTerm struct {
-	key   string
-	ns    map[string]bool
-	sel   labels.Selector
-	first map[string]cplaced
-}
-
 type cplaced struct {
 	pod  *inventory.Pod
 	node *cnode
@@ -92,6 +62,21 @@ type cplaced struct {
 func (c *checker) fail(format string, a ...any) { c.errs = append(c.errs, fmt.Errorf(format, a...)) }
 
 func (c *checker) run(res Result) {
+	c.addExisting()
+	pools := c.addPools()
+	c.addClaims(res, pools)
+	pending := map[PodRef]*inventory.Pod{}
+	for i := range c.in.Pods {
+		p := &c.in.Pods[i]
+		pending[PodRef{p.Namespace, p.Name}] = p
+	}
+	seen := c.replay(c.events(res), pending)
+	c.accounted(res, pending, seen)
+	c.checkAllocatable()
+}
+
+// addExisting binds the existing nodes' pods and notes their zones.
+func (c *checker) addExisting() {
 	c.zones = map[string]bool{}
 	c.zoneTaints = map[string][][]corev1.Taint{}
 	for i := range c.in.ExistingNodes {
@@ -110,6 +95,11 @@ func (c *checker) run(res Result) {
 			c.bind(&en.Pods[j], n)
 		}
 	}
+}
+
+// addPools indexes the NodePools and notes the zones their types are
+// offered in.
+func (c *checker) addPools() map[string]*NodePool {
 	pools := map[string]*NodePool{}
 	for i := range c.in.NodePools {
 		np := &c.in.NodePools[i]
@@ -124,6 +114,11 @@ func (c *checker) run(res Result) {
 			}
 		}
 	}
+	return pools
+}
+
+// addClaims builds a node for each claim on its NodePool.
+func (c *checker) addClaims(res Result, pools map[string]*NodePool) {
 	for _, nc := range res.NodeClaims {
 		np, ok := pools[nc.NodePool]
 		if !ok {
@@ -136,19 +131,20 @@ func (c *checker) run(res Result) {
 		}
 		c.checkMinValues(nc, np)
 	}
-	pending := map[PodRef]*inventory.Pod{}
-	for i := range c.in.Pods {
-		p := &c.in.Pods[i]
-		pending[PodRef{p.Namespace, p.Name}] = p
-	}
-	type event struct {
-		seq  int
-		pod  PodRef
-		node string
-	}
-	var events []event
+}
+
+// placementEvent is a placement in the order the scheduler made it.
+type placementEvent struct {
+	seq  int
+	pod  PodRef
+	node string
+}
+
+// events lists the placements on existing nodes and claims by Seq.
+func (c *checker) events(res Result) []placementEvent {
+	var events []placementEvent
 	for _, pl := range res.Placements {
-		events = append(events, event{pl.Seq, pl.Pod, pl.Node})
+		events = append(events, placementEvent{pl.Seq, pl.Pod, pl.Node})
 	}
 	for _, nc := range res.NodeClaims {
 		if len(nc.Seq) != len(nc.Pods) {
@@ -156,10 +152,16 @@ func (c *checker) run(res Result) {
 			continue
 		}
 		for i, p := range nc.Pods {
-			events = append(events, event{nc.Seq[i], p, nc.Name})
+			events = append(events, placementEvent{nc.Seq[i], p, nc.Name})
 		}
 	}
 	sort.Slice(events, func(i, j int) bool { return events[i].seq < events[j].seq })
+	return events
+}
+
+// replay verifies and binds each placement in order; it returns the pods
+// placed.
+func (c *checker) replay(events []placementEvent, pending map[PodRef]*inventory.Pod) map[PodRef]bool {
 	seen := map[PodRef]bool{}
 	for _, e := range events {
 		p, ok := pending[e.pod]
@@ -180,6 +182,12 @@ func (c *checker) run(res Result) {
 		c.verify(p, n)
 		c.bind(p, n)
 	}
+	return seen
+}
+
+// accounted checks that every pending pod is placed or reported
+// unschedulable with a reason, and not both.
+func (c *checker) accounted(res Result, pending map[PodRef]*inventory.Pod, seen map[PodRef]bool) {
 	for _, u := range res.Unschedulable {
 		if seen[u.Pod] {
 			c.fail("%s is both placed and unschedulable", u.Pod)
@@ -194,6 +202,10 @@ func (c *checker) run(res Result) {
 			c.fail("%s is neither placed nor reported unschedulable", ref)
 		}
 	}
+}
+
+// checkAllocatable checks that no node holds more than it can.
+func (c *checker) checkAllocatable() {
 	for _, n := range c.nodes {
 		for name, q := range n.used {
 			a := n.alloc[name]
@@ -377,312 +389,6 @@ func (c *checker) verify(p *inventory.Pod, n *cnode) {
 			if q, found := t.first[d]; found {
 				c.fail("%s on %s: %s/%s there is anti-affine to it on %s", ref, n.name, q.pod.Namespace, q.pod.Name, t.key)
 			}
-		}
-	}
-}
-
-// placeAnti records a placed pod's required anti-affinity terms.
-func (c *checker) placeAnti(q cplaced) {
-	if q.pod.Affinity == nil || q.pod.Affinity.PodAntiAffinity == nil {
-		return
-	}
-	for _, t := range q.pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-		d, ok := q.node.labels[t.TopologyKey]
-		if !ok {
-			continue
-		}
-		sel, ns := selectorWith(t.LabelSelector, q.pod, t.MatchLabelKeys), nsOf(q.pod, t)
-		k := keyOf(t.TopologyKey, ns, sel)
-		at := c.antiBy[k]
-		if at == nil {
-			at = &antiTerm{key: t.TopologyKey, ns: ns, sel: sel, first: map[string]cplaced{}}
-			if c.antiBy == nil {
-				c.antiBy = map[termKey]*antiTerm{}
-			}
-			c.antiBy[k] = at
-			c.anti = append(c.anti, at)
-		}
-		if _, seen := at.first[d]; !seen {
-			at.first[d] = q
-		}
-	}
-}
-
-// countBy counts the placed pods the selector picks in each domain of key.
-// The map is shared with later calls: read it, do not change it.
-func (c *checker) countBy(key string, ns map[string]bool, sel labels.Selector) map[string]int32 {
-	k := keyOf(key, ns, sel)
-	e := c.counted[k]
-	if e == nil {
-		e = &counted{counts: map[string]int32{}}
-		if c.counted == nil {
-			c.counted = map[termKey]*counted{}
-		}
-		c.counted[k] = e
-	}
-	for _, q := range c.placed[e.seen:] {
-		if !(ns[q.pod.Namespace] || ns["*"]) || !sel.Matches(labels.Set(q.pod.Labels)) {
-			continue
-		}
-		if d, ok := q.node.labels[key]; ok {
-			e.counts[d]++
-		}
-	}
-	e.seen = len(c.placed)
-	return e.counts
-}
-
-// globalMin is the minimum count over the domains the pod could use: every
-// zone a NodePool or node offers (Karpenter counts empty domains it can
-// create), filtered by the pod's own requirement on the key.
-func (c *checker) globalMin(tsc corev1.TopologySpreadConstraint, p *inventory.Pod, counts map[string]int32) int32 {
-	var domains []string
-	if tsc.TopologyKey == catalog.LabelZone {
-		for z := range c.zones {
-			domains = append(domains, z)
-		}
-	} else {
-		for _, n := range c.nodes {
-			if d, ok := n.labels[tsc.TopologyKey]; ok {
-				domains = append(domains, d)
-			}
-		}
-	}
-	honor := tsc.NodeAffinityPolicy == nil || *tsc.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor
-	honorTaints := tsc.NodeTaintsPolicy != nil && *tsc.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor
-	m, n := int32(-1), int32(0)
-	seen := map[string]bool{}
-	for _, d := range domains {
-		if seen[d] {
-			continue
-		}
-		seen[d] = true
-		if honor && !podAllowsValue(p, tsc.TopologyKey, d) {
-			continue
-		}
-		if honorTaints && tsc.TopologyKey == catalog.LabelZone && !c.someSourceTolerated(p, d) {
-			continue
-		}
-		n++
-		if m < 0 || counts[d] < m {
-			m = counts[d]
-		}
-	}
-	if m < 0 || (tsc.MinDomains != nil && n < *tsc.MinDomains) {
-		return 0
-	}
-	return m
-}
-
-// podAllowsValue: could some term of the pod's node selection accept the
-// value for the key (ignoring other keys)?
-func podAllowsValue(p *inventory.Pod, key, v string) bool {
-	if sv, ok := p.NodeSelector[key]; ok && sv != v {
-		return false
-	}
-	a := p.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return true
-	}
-	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-		ok := true
-		for _, e := range term.MatchExpressions {
-			if e.Key == key && !exprMatches(e, v, true) {
-				ok = false
-			}
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
-}
-
-func nsOf(p *inventory.Pod, t corev1.PodAffinityTerm) map[string]bool {
-	if len(t.Namespaces) == 0 && t.NamespaceSelector == nil {
-		return map[string]bool{p.Namespace: true}
-	}
-	m := map[string]bool{}
-	for _, n := range t.Namespaces {
-		m[n] = true
-	}
-	if t.NamespaceSelector != nil && len(t.NamespaceSelector.MatchLabels) == 0 && len(t.NamespaceSelector.MatchExpressions) == 0 {
-		m["*"] = true
-	}
-	return m
-}
-
-func selectorWith(ls *metav1.LabelSelector, p *inventory.Pod, keys []string) labels.Selector {
-	if ls == nil {
-		return labels.Nothing()
-	}
-	sel, err := metav1.LabelSelectorAsSelector(ls)
-	if err != nil {
-		return labels.Nothing()
-	}
-	for _, k := range keys {
-		if v, ok := p.Labels[k]; ok {
-			if r, err := labels.NewRequirement(k, "=", []string{v}); err == nil {
-				sel = sel.Add(*r)
-			}
-		}
-	}
-	return sel
-}
-
-func tolerated(tols []corev1.Toleration, taints []corev1.Taint) bool {
-	for _, t := range taints {
-		if t.Effect == corev1.TaintEffectPreferNoSchedule {
-			continue
-		}
-		ok := false
-		for _, tol := range tols {
-			keyOK := tol.Key == "" || tol.Key == t.Key
-			effOK := tol.Effect == "" || tol.Effect == t.Effect
-			valOK := tol.Operator == corev1.TolerationOpExists || (tol.Key != "" && tol.Value == t.Value)
-			if keyOK && effOK && valOK {
-				ok = true
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-func matchesNode(sel map[string]string, a *corev1.Affinity, l map[string]string) bool {
-	for k, v := range sel {
-		if l[k] != v {
-			return false
-		}
-	}
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return true
-	}
-	for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
-		ok := true
-		for _, e := range term.MatchExpressions {
-			v, has := l[e.Key]
-			if !exprMatches(e, v, has) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
-}
-
-func exprMatches(e corev1.NodeSelectorRequirement, v string, has bool) bool {
-	in := func() bool {
-		for _, x := range e.Values {
-			if x == v {
-				return true
-			}
-		}
-		return false
-	}
-	num := func(cmp func(a, b int64) bool) bool {
-		if !has || len(e.Values) != 1 {
-			return false
-		}
-		a, err1 := strconv.ParseInt(v, 10, 64)
-		b, err2 := strconv.ParseInt(e.Values[0], 10, 64)
-		return err1 == nil && err2 == nil && cmp(a, b)
-	}
-	switch e.Operator {
-	case corev1.NodeSelectorOpIn:
-		return has && in()
-	case corev1.NodeSelectorOpNotIn:
-		return !has || !in()
-	case corev1.NodeSelectorOpExists:
-		return has
-	case corev1.NodeSelectorOpDoesNotExist:
-		return !has
-	case corev1.NodeSelectorOpGt:
-		return num(func(a, b int64) bool { return a > b })
-	case corev1.NodeSelectorOpLt:
-		return num(func(a, b int64) bool { return a < b })
-	case "Gte":
-		return num(func(a, b int64) bool { return a >= b })
-	case "Lte":
-		return num(func(a, b int64) bool { return a <= b })
-	}
-	return false
-}
-
-func (c *checker) someSourceTolerated(p *inventory.Pod, zone string) bool {
-	for _, taints := range c.zoneTaints[zone] {
-		if tolerated(p.Tolerations, taints) {
-			return true
-		}
-	}
-	return false
-}
-
-// poolAllowsZone: the NodePool's zone requirements (In / NotIn) admit zone.
-func poolAllowsZone(np *NodePool, zone string) bool {
-	for _, r := range np.Spec.Template.Spec.Requirements {
-		if r.Key == catalog.LabelZone && !exprMatches(corev1.NodeSelectorRequirement{Key: r.Key, Operator: r.Operator, Values: r.Values}, zone, true) {
-			return false
-		}
-	}
-	return true
-}
-
-// checkMinValues verifies that a NodeClaim's instance-type options span at
-// least minValues distinct values of every NodePool requirement that sets
-// minValues (Karpenter's Strict policy), counting each option's label (all
-// values of a multi-valued label).
-func (c *checker) checkMinValues(nc NodeClaim, np *NodePool) {
-	var mins []apiv1.NodeSelectorRequirementWithMinValues
-	var idx []int
-	for i, r := range np.Spec.Template.Spec.Requirements {
-		if r.MinValues != nil && *r.MinValues > 0 {
-			mins, idx = append(mins, r), append(idx, i)
-		}
-	}
-	if len(mins) == 0 {
-		return
-	}
-	if c.typesByPool == nil {
-		c.typesByPool = map[string]map[string]*InstanceType{}
-	}
-	byName, ok := c.typesByPool[np.Name]
-	if !ok {
-		types := c.poolTypes(np)
-		byName = make(map[string]*InstanceType, len(types))
-		for i := range types {
-			byName[types[i].Name] = &types[i]
-		}
-		c.typesByPool[np.Name] = byName
-	}
-	distinct := map[string]map[string]bool{}
-	for _, name := range nc.InstanceTypes {
-		t, ok := byName[name]
-		if !ok {
-			c.fail("nodeclaim %s: instance-type option %q is not available to NodePool %s", nc.Name, name, np.Name)
-			continue
-		}
-		for _, r := range mins {
-			if distinct[r.Key] == nil {
-				distinct[r.Key] = map[string]bool{}
-			}
-			if v, ok := t.Labels[r.Key]; ok {
-				distinct[r.Key][v] = true
-			}
-			for _, v := range t.MultiLabels[r.Key] {
-				distinct[r.Key][v] = true
-			}
-		}
-	}
-	for i, r := range mins {
-		if got := len(distinct[r.Key]); got < *r.MinValues {
-			c.fail("nodeclaim %s: its %d instance-type options span %d distinct values of %s, but NodePool %s spec.template.spec.requirements[%d] asks minValues %d",
-				nc.Name, len(nc.InstanceTypes), got, r.Key, np.Name, idx[i], *r.MinValues)
 		}
 	}
 }

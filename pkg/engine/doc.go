@@ -25,6 +25,32 @@
 // candidates' pods as Pods; a rollout planner sizes a wave's
 // pre-provisioning from res.NodeClaims; a sandbox stand-in launches them.
 //
+// # Files
+//
+// Named for the concepts of Karpenter v1.14's scheduler
+// (pkg/controllers/provisioning/scheduling, "K:" below), so a Karpenter
+// contributor finds each where they would look for it:
+//
+//	scheduler.go         Solve, the scheduler's state, add-then-relax and commit    K: scheduler.go
+//	queue.go             the pod order and the retry until no progress              K: queue.go
+//	pod.go               podData, the scheduler's view of a pod                     K: scheduler.go (PodData)
+//	preferences.go       relaxation order                                           K: preferences.go
+//	nodeclaimtemplate.go a NodePool as the scheduler sees it (pool, limits, DS)     K: nodeclaimtemplate.go
+//	nodeclaim.go         a claim being filled: open, pick, canAddClaim              K: nodeclaim.go
+//	existingnode.go      existing nodes: build, count, canAddExisting               K: existingnode.go
+//	topology.go          domains, counting, the topology a placement must pass      K: topology.go
+//	topologygroup.go     topologyGroup, one term shared by the pods declaring it    K: topologygroup.go
+//	requirements.go      Requirement(s): set algebra on label requirements          K: pkg/scheduling/requirement(s).go
+//	offerings.go         instance types as a pool sees them, cheapest offerings     K: pkg/cloudprovider/types.go
+//	taints.go            tolerations                                                K: pkg/scheduling/taints.go
+//	minvalues.go         minValues on claims and launch options                     K: nodeclaim.go, instance_selection
+//	resources.go         resource vectors                                           K: pkg/utils/resources
+//	roomindex.go         claims by room left (best fit; ours)
+//	repack.go            the improvement pass; repackclass.go (classes, dual prices), repackfill.go (top-up, new bins)
+//	finalize.go          the Result's NodeClaims; bound.go the lower bounds
+//	cluster.go           Cluster: one prepared cluster for many simulations
+//	check.go             Check, independent of all the above; checkmatch.go, checktopology.go
+//
 // # Semantics (Karpenter v1.14, pkg/controllers/provisioning/scheduling)
 //
 //   - Pods are queued by CPU then memory, descending (then namespace/name,

@@ -3,11 +3,6 @@ package engine
 import (
 	"fmt"
 	"sort"
-	"strings"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
@@ -32,11 +27,11 @@ type podData struct {
 	tolerateNS bool         // PreferNoSchedule tolerated (relaxed)
 	ports      []inventory.HostPort
 
-	owned       []*topoGroup // required (and respected soft) terms
-	softAff     []*topoGroup // preferred pod affinity, heaviest first
-	softAnti    []*topoGroup // preferred pod anti-affinity, heaviest first
-	softSpreads []*topoGroup // ScheduleAnyway
-	selectedBy  []*topoGroup
+	owned       []*topologyGroup // required (and respected soft) terms
+	softAff     []*topologyGroup // preferred pod affinity, heaviest first
+	softAnti    []*topologyGroup // preferred pod anti-affinity, heaviest first
+	softSpreads []*topologyGroup // ScheduleAnyway
+	selectedBy  []*topologyGroup
 	invalid     error
 }
 
@@ -100,7 +95,7 @@ func (pd *podData) recompute() {
 }
 
 // isSelectedBy reports whether one of the pod's own groups counts the pod.
-func (pd *podData) isSelectedBy(g *topoGroup) bool {
+func (pd *podData) isSelectedBy(g *topologyGroup) bool {
 	for _, x := range pd.selectedBy {
 		if x == g {
 			return true
@@ -109,295 +104,21 @@ func (pd *podData) isSelectedBy(g *topoGroup) bool {
 	return false
 }
 
-// relax drops one preference in Karpenter's order; false when nothing is left.
-func (pd *podData) relax(s *scheduler) bool {
-	switch {
-	case pd.alt+1 < len(pd.alts):
-		pd.alt++
-	case len(pd.softAff) > 0:
-		pd.owned = without(pd.owned, pd.softAff[0])
-		pd.softAff = pd.softAff[1:]
-	case len(pd.softAnti) > 0:
-		pd.owned = without(pd.owned, pd.softAnti[0])
-		pd.softAnti = pd.softAnti[1:]
-	case len(pd.prefs) > 0:
-		pd.prefs = pd.prefs[1:]
-	case len(pd.softSpreads) > 0:
-		pd.owned = without(pd.owned, pd.softSpreads[0])
-		pd.softSpreads = pd.softSpreads[1:]
-	case !pd.tolerateNS && s.anyPreferNoSchedule:
-		pd.tolerateNS = true
-	default:
-		return false
-	}
-	pd.recompute()
-	return true
-}
-
-func without(gs []*topoGroup, g *topoGroup) []*topoGroup {
-	out := make([]*topoGroup, 0, len(gs))
-	for _, x := range gs {
-		if x != g {
-			out = append(out, x)
+// podsOf is the scheduler's view of the pending pods, and those invalid.
+func (s *scheduler) podsOf(pods []inventory.Pod) (valid, invalid []*podData) {
+	valid = make([]*podData, 0, len(pods))
+	for i := range pods {
+		pd := s.newPodData(&pods[i], i)
+		if pd.invalid == nil {
+			if err := s.buildTopology(pd); err != nil {
+				pd.invalid = err
+			}
 		}
-	}
-	return out
-}
-
-// tolerates reports whether the pod tolerates every NoSchedule/NoExecute
-// taint (and PreferNoSchedule unless relaxed), returning the first one not.
-func tolerates(tols []corev1.Toleration, taints []corev1.Taint, preferNoSchedule bool) (corev1.Taint, bool) {
-	for _, t := range taints {
-		if t.Effect == corev1.TaintEffectPreferNoSchedule && !preferNoSchedule {
+		if pd.invalid != nil {
+			invalid = append(invalid, pd)
 			continue
 		}
-		ok := false
-		for i := range tols {
-			if toleratesTaint(tols[i], t) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return t, false
-		}
+		valid = append(valid, pd)
 	}
-	return corev1.Taint{}, true
-}
-
-// toleratesTaint is the core toleration rule (Equal/Exists, empty key with
-// Exists matches every key, empty effect matches every effect).
-func toleratesTaint(tol corev1.Toleration, t corev1.Taint) bool {
-	if tol.Effect != "" && tol.Effect != t.Effect {
-		return false
-	}
-	if tol.Key != "" && tol.Key != t.Key {
-		return false
-	}
-	switch tol.Operator {
-	case corev1.TolerationOpExists:
-		return true
-	case corev1.TolerationOpEqual, "":
-		return tol.Key != "" && tol.Value == t.Value
-	}
-	return false
-}
-
-func taintString(t corev1.Taint) string {
-	if t.Value == "" {
-		return fmt.Sprintf("%s:%s", t.Key, t.Effect)
-	}
-	return fmt.Sprintf("%s=%s:%s", t.Key, t.Value, t.Effect)
-}
-
-// Topology kinds.
-const (
-	kindSpread = iota
-	kindAffinity
-	kindAnti
-)
-
-// topoGroup is Karpenter's TopologyGroup: one spread constraint or pod
-// (anti-)affinity term shared by every pod that declares it, with counts of
-// the pods it selects per domain.
-type topoGroup struct {
-	kind        int
-	key         string
-	namespaces  map[string]bool
-	selector    labels.Selector
-	maxSkew     int32
-	minDomains  int32
-	honorTaints bool // nodeTaintsPolicy Honor
-	ignoreAff   bool // nodeAffinityPolicy Ignore
-	counts      map[string]int32
-	total       int32
-	owners      map[string]int32 // domains of owner pods (inverse anti-affinity)
-	nOwners     int32
-	// hc and ho are counts and owners of hostname-keyed groups, indexed by
-	// node id (a node is its own hostname domain).
-	hc, ho []int32
-	// hcClaims and hoClaims count the claims (not existing nodes) with a
-	// non-zero hc or ho: when they reach every claim, a pod the group keeps
-	// off such nodes can skip the scan of the claims.
-	hcClaims, hoClaims int32
-	desc               string
-}
-
-func (g *topoGroup) hcount(id int) int32 {
-	if id < len(g.hc) {
-		return g.hc[id]
-	}
-	return 0
-}
-
-func (g *topoGroup) howner(id int) int32 {
-	if id < len(g.ho) {
-		return g.ho[id]
-	}
-	return 0
-}
-
-// bump adds d to s[id]; on a claim it also counts in *nonZero whether
-// s[id] turned non-zero or zero.
-func bump(s []int32, id int, d int32, claim bool, nonZero *int32) []int32 {
-	if id >= len(s) {
-		s = append(s, make([]int32, id+1-len(s))...)
-	}
-	was := s[id]
-	s[id] += d
-	if claim && (was == 0) != (s[id] == 0) {
-		if was == 0 {
-			*nonZero++
-		} else {
-			*nonZero--
-		}
-	}
-	return s
-}
-
-func (g *topoGroup) selects(p *inventory.Pod) bool {
-	return (g.namespaces[p.Namespace] || g.namespaces["*"]) && g.selector.Matches(labels.Set(p.Labels))
-}
-
-func (s *scheduler) group(kind int, key string, ns map[string]bool, sel *metav1.LabelSelector, extra map[string]string, maxSkew, minDomains int32, honorTaints, ignoreAff bool) (*topoGroup, error) {
-	ls := sel
-	if len(extra) > 0 {
-		ls = sel.DeepCopy()
-		if ls == nil {
-			ls = &metav1.LabelSelector{}
-		}
-		if ls.MatchLabels == nil {
-			ls.MatchLabels = map[string]string{}
-		}
-		for k, v := range extra {
-			ls.MatchLabels[k] = v
-		}
-	}
-	var selector labels.Selector
-	if ls == nil {
-		selector = labels.Nothing()
-	} else {
-		var err error
-		if selector, err = metav1.LabelSelectorAsSelector(ls); err != nil {
-			return nil, fmt.Errorf("label selector: %w", err)
-		}
-	}
-	nsKeys := make([]string, 0, len(ns))
-	for n := range ns {
-		nsKeys = append(nsKeys, n)
-	}
-	sort.Strings(nsKeys)
-	id := fmt.Sprintf("%d|%s|%s|%s|%d|%d|%v|%v", kind, key, strings.Join(nsKeys, ","), selector.String(), maxSkew, minDomains, honorTaints, ignoreAff)
-	if g, ok := s.groupsByID[id]; ok {
-		return g, nil
-	}
-	kindName := [...]string{"topology spread", "pod affinity", "pod anti-affinity"}[kind]
-	g := &topoGroup{kind: kind, key: key, namespaces: ns, selector: selector, maxSkew: maxSkew, minDomains: minDomains,
-		honorTaints: honorTaints, ignoreAff: ignoreAff, counts: map[string]int32{}, owners: map[string]int32{},
-		desc: fmt.Sprintf("%s on %s for pods matching %q", kindName, key, selector.String())}
-	s.groupsByID[id] = g
-	s.groups = append(s.groups, g)
-	return g, nil
-}
-
-func termNamespaces(p *inventory.Pod, term corev1.PodAffinityTerm) map[string]bool {
-	if len(term.Namespaces) == 0 && term.NamespaceSelector == nil {
-		return map[string]bool{p.Namespace: true}
-	}
-	ns := map[string]bool{}
-	for _, n := range term.Namespaces {
-		ns[n] = true
-	}
-	// A namespace selector cannot be evaluated without namespace labels; an
-	// empty selector means all namespaces, which the pods we know of span.
-	if term.NamespaceSelector != nil && len(term.NamespaceSelector.MatchLabels) == 0 && len(term.NamespaceSelector.MatchExpressions) == 0 {
-		ns["*"] = true
-	}
-	return ns
-}
-
-// buildTopology creates the groups each pod owns.
-func (s *scheduler) buildTopology(pd *podData) error {
-	p := pd.pod
-	for _, c := range p.TopologySpreadConstraints {
-		extra := map[string]string{}
-		for _, k := range c.MatchLabelKeys {
-			if v, ok := p.Labels[k]; ok {
-				extra[k] = v
-			}
-		}
-		var minDomains int32
-		if c.MinDomains != nil {
-			minDomains = *c.MinDomains
-		}
-		honorTaints := c.NodeTaintsPolicy != nil && *c.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor
-		ignoreAff := c.NodeAffinityPolicy != nil && *c.NodeAffinityPolicy == corev1.NodeInclusionPolicyIgnore
-		g, err := s.group(kindSpread, c.TopologyKey, map[string]bool{p.Namespace: true}, c.LabelSelector, extra, max(c.MaxSkew, 1), minDomains, honorTaints, ignoreAff)
-		if err != nil {
-			return fmt.Errorf("topology spread on %s: %w", c.TopologyKey, err)
-		}
-		if c.WhenUnsatisfiable == corev1.ScheduleAnyway {
-			if s.opts.IgnorePreferences {
-				continue
-			}
-			pd.softSpreads = append(pd.softSpreads, g)
-		}
-		pd.owned = append(pd.owned, g)
-	}
-	a := p.Affinity
-	if a == nil {
-		return nil
-	}
-	addTerms := func(kind int, req []corev1.PodAffinityTerm, pref []corev1.WeightedPodAffinityTerm) error {
-		for _, t := range req {
-			g, err := s.group(kind, t.TopologyKey, termNamespaces(p, t), t.LabelSelector, matchKeys(p, t), 0, 0, false, false)
-			if err != nil {
-				return err
-			}
-			pd.owned = append(pd.owned, g)
-		}
-		if s.opts.IgnorePreferences {
-			return nil
-		}
-		pref = slicesClone(pref)
-		sort.SliceStable(pref, func(i, j int) bool { return pref[i].Weight > pref[j].Weight })
-		for _, w := range pref {
-			t := w.PodAffinityTerm
-			g, err := s.group(kind, t.TopologyKey, termNamespaces(p, t), t.LabelSelector, matchKeys(p, t), 0, 0, false, false)
-			if err != nil {
-				return err
-			}
-			pd.owned = append(pd.owned, g)
-			if kind == kindAffinity {
-				pd.softAff = append(pd.softAff, g)
-			} else {
-				pd.softAnti = append(pd.softAnti, g)
-			}
-		}
-		return nil
-	}
-	if a.PodAffinity != nil {
-		if err := addTerms(kindAffinity, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution); err != nil {
-			return fmt.Errorf("pod affinity: %w", err)
-		}
-	}
-	if a.PodAntiAffinity != nil {
-		if err := addTerms(kindAnti, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution); err != nil {
-			return fmt.Errorf("pod anti-affinity: %w", err)
-		}
-	}
-	return nil
-}
-
-func matchKeys(p *inventory.Pod, t corev1.PodAffinityTerm) map[string]string {
-	if len(t.MatchLabelKeys) == 0 {
-		return nil
-	}
-	out := map[string]string{}
-	for _, k := range t.MatchLabelKeys {
-		if v, ok := p.Labels[k]; ok {
-			out[k] = v
-		}
-	}
-	return out
+	return valid, invalid
 }

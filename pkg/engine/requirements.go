@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -356,4 +357,45 @@ func FromNodeSelectorTerm(exprs []corev1.NodeSelectorRequirement) (Requirements,
 		rs.Add(r)
 	}
 	return rs, nil
+}
+
+// diffKeys lists the keys whose requirement differs between two sets.
+func diffKeys(old, cur Requirements) []string {
+	var keys []string
+	for k, r := range cur {
+		if o, ok := old[k]; !ok || !reqEqual(o, r) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func reqEqual(a, b Requirement) bool {
+	if a.complement != b.complement || len(a.values) != len(b.values) || (a.gt == nil) != (b.gt == nil) || (a.lt == nil) != (b.lt == nil) {
+		return false
+	}
+	if (a.gt != nil && *a.gt != *b.gt) || (a.lt != nil && *a.lt != *b.lt) {
+		return false
+	}
+	for i := range a.values {
+		if a.values[i] != b.values[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func describeReqs(rs Requirements) string {
+	if len(rs) == 0 {
+		return "the NodePool's requirements"
+	}
+	var parts []string
+	for _, k := range rs.sortedKeys() {
+		parts = append(parts, rs[k].String())
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sameMap(a, b Requirements) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }

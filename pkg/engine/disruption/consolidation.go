@@ -255,49 +255,11 @@ func (st *state) replacement(cands []*nodeInfo, nc engine.NodeClaim, price float
 	if p == nil {
 		return nil, "replacement NodePool " + nc.NodePool + " is unknown"
 	}
-	var ctReq, zoneReq *corev1.NodeSelectorRequirement
-	for i := range nc.Requirements {
-		switch nc.Requirements[i].Key {
-		case catalog.LabelCapacityType:
-			ctReq = &nc.Requirements[i]
-		case catalog.LabelZone:
-			zoneReq = &nc.Requirements[i]
-		}
+	r, hasCT, why := replacementOfferingReqs(nc)
+	if why != "" {
+		return nil, why
 	}
-	r := offeringReqs{zone: engine.Requirements{}, ct: engine.Requirements{}}
-	add := func(rs engine.Requirements, q *corev1.NodeSelectorRequirement) error {
-		if q == nil {
-			return nil
-		}
-		req, err := engine.NewRequirement(q.Key, q.Operator, q.Values...)
-		if err == nil {
-			rs.Add(req)
-		}
-		return err
-	}
-	if err := add(r.zone, zoneReq); err != nil {
-		return nil, "replacement zone requirement: " + err.Error()
-	}
-	if err := add(r.ct, ctReq); err != nil {
-		return nil, "replacement capacity-type requirement: " + err.Error()
-	}
-	maxPrice := price
-	if method == MethodMultiNode {
-		// filterOutSameInstanceType: replacing several nodes with one of a
-		// type being removed must beat the cheapest such node, or deleting
-		// the others alone would do.
-		cheapest := map[string]float64{}
-		for _, c := range cands {
-			if v, ok := cheapest[c.ref.InstanceType]; !ok || c.ref.Price < v {
-				cheapest[c.ref.InstanceType] = c.ref.Price
-			}
-		}
-		for _, name := range nc.InstanceTypes {
-			if v, ok := cheapest[name]; ok {
-				maxPrice = min(maxPrice, v)
-			}
-		}
-	}
+	maxPrice := maxReplacementPrice(cands, nc, price, method)
 	allSpot := true
 	for _, c := range cands {
 		allSpot = allSpot && c.ref.CapacityType == catalog.CapacityTypeSpot
@@ -373,6 +335,69 @@ func (st *state) replacement(cands []*nodeInfo, nc engine.NodeClaim, price float
 			return nil, fmt.Sprintf("truncating the replacement to its %d cheapest instance types, as the launch does: %s", launchMaxInstanceTypes, why)
 		}
 	}
+	out := launchedAs(nc, kept, r, pinned, hasCT)
+	return &out, ""
+}
+
+// replacementOfferingReqs is the zone and capacity-type requirements of
+// the replacement, and whether it has a capacity-type one.
+func replacementOfferingReqs(nc engine.NodeClaim) (offeringReqs, bool, string) {
+	var ctReq, zoneReq *corev1.NodeSelectorRequirement
+	for i := range nc.Requirements {
+		switch nc.Requirements[i].Key {
+		case catalog.LabelCapacityType:
+			ctReq = &nc.Requirements[i]
+		case catalog.LabelZone:
+			zoneReq = &nc.Requirements[i]
+		}
+	}
+	r := offeringReqs{zone: engine.Requirements{}, ct: engine.Requirements{}}
+	add := func(rs engine.Requirements, q *corev1.NodeSelectorRequirement) error {
+		if q == nil {
+			return nil
+		}
+		req, err := engine.NewRequirement(q.Key, q.Operator, q.Values...)
+		if err == nil {
+			rs.Add(req)
+		}
+		return err
+	}
+	if err := add(r.zone, zoneReq); err != nil {
+		return r, false, "replacement zone requirement: " + err.Error()
+	}
+	if err := add(r.ct, ctReq); err != nil {
+		return r, false, "replacement capacity-type requirement: " + err.Error()
+	}
+	return r, ctReq != nil, ""
+}
+
+// maxReplacementPrice is the price a replacement's worst launch must beat:
+// the candidates', or with several candidates the cheapest candidate of a
+// type the replacement may launch.
+func maxReplacementPrice(cands []*nodeInfo, nc engine.NodeClaim, price float64, method Method) float64 {
+	maxPrice := price
+	if method == MethodMultiNode {
+		// filterOutSameInstanceType: replacing several nodes with one of a
+		// type being removed must beat the cheapest such node, or deleting
+		// the others alone would do.
+		cheapest := map[string]float64{}
+		for _, c := range cands {
+			if v, ok := cheapest[c.ref.InstanceType]; !ok || c.ref.Price < v {
+				cheapest[c.ref.InstanceType] = c.ref.Price
+			}
+		}
+		for _, name := range nc.InstanceTypes {
+			if v, ok := cheapest[name]; ok {
+				maxPrice = min(maxPrice, v)
+			}
+		}
+	}
+	return maxPrice
+}
+
+// launchedAs is the replacement NodeClaim with the types kept, cheapest
+// first, its predicted launch, and spot pinned when pinned.
+func launchedAs(nc engine.NodeClaim, kept []*engine.InstanceType, r offeringReqs, pinned, hasCT bool) engine.NodeClaim {
 	out := nc
 	best, _ := cheapestOffering(kept[0], r)
 	out.InstanceType, out.Zone, out.CapacityType, out.Price = kept[0].Name, best.Zone, best.CapacityType, best.Price
@@ -400,11 +425,11 @@ func (st *state) replacement(cands []*nodeInfo, nc engine.NodeClaim, price float
 		}
 		out.Requirements = append(out.Requirements, q)
 	}
-	if pinned && ctReq == nil {
+	if pinned && !hasCT {
 		out.Requirements = append(out.Requirements, corev1.NodeSelectorRequirement{Key: catalog.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{catalog.CapacityTypeSpot}})
 		sort.SliceStable(out.Requirements, func(i, j int) bool { return out.Requirements[i].Key < out.Requirements[j].Key })
 	}
-	return &out, ""
+	return out
 }
 
 // minValueReqs are a NodePool's requirements that set minValues.

@@ -259,35 +259,10 @@ func apply(in *Input, c Command, seq int) ([]string, error) {
 		in.Nodes[i].LastPodEventTime = in.Now
 	}
 	if r := c.Replacement; r != nil {
-		n, err := replacementNode(in, r, seq)
+		n, err := addReplacement(in, r, seq, take)
 		if err != nil {
 			return nil, err
 		}
-		podSum := corev1.ResourceList{}
-		for _, ref := range r.Pods {
-			p, err := take(ref)
-			if err != nil {
-				return nil, err
-			}
-			p.NodeName = n.Node.Name
-			n.Pods = append(n.Pods, p)
-			addList(podSum, p.Requests)
-			addList(podSum, corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(1, resource.DecimalSI)})
-		}
-		// Allocatable left for pods: the type's allocatable minus the
-		// DaemonSet overhead the scheduler charged (requests − pods).
-		alloc := n.Node.Allocatable
-		for name, q := range r.Requests {
-			ds := q.DeepCopy()
-			if ps, ok := podSum[name]; ok {
-				ds.Sub(ps)
-			}
-			if a, ok := alloc[name]; ok && ds.Sign() > 0 {
-				a.Sub(ds)
-				alloc[name] = a
-			}
-		}
-		in.Nodes = append(in.Nodes, n)
 		changed = append(changed, n.Node.Name)
 	}
 	if len(moving) > 0 {
@@ -306,6 +281,41 @@ func apply(in *Input, c Command, seq int) ([]string, error) {
 	}
 	in.Pending = still
 	return changed, nil
+}
+
+// addReplacement adds the replacement node with the pods the command puts
+// on it.
+func addReplacement(in *Input, r *engine.NodeClaim, seq int, take func(engine.PodRef) (inventory.Pod, error)) (Node, error) {
+	n, err := replacementNode(in, r, seq)
+	if err != nil {
+		return Node{}, err
+	}
+	podSum := corev1.ResourceList{}
+	for _, ref := range r.Pods {
+		p, err := take(ref)
+		if err != nil {
+			return Node{}, err
+		}
+		p.NodeName = n.Node.Name
+		n.Pods = append(n.Pods, p)
+		addList(podSum, p.Requests)
+		addList(podSum, corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(1, resource.DecimalSI)})
+	}
+	// Allocatable left for pods: the type's allocatable minus the
+	// DaemonSet overhead the scheduler charged (requests − pods).
+	alloc := n.Node.Allocatable
+	for name, q := range r.Requests {
+		ds := q.DeepCopy()
+		if ps, ok := podSum[name]; ok {
+			ds.Sub(ps)
+		}
+		if a, ok := alloc[name]; ok && ds.Sign() > 0 {
+			a.Sub(ds)
+			alloc[name] = a
+		}
+	}
+	in.Nodes = append(in.Nodes, n)
+	return n, nil
 }
 
 func addList(dst, src corev1.ResourceList) {

@@ -223,7 +223,6 @@ func (st *state) newNode(i int, n *Node) *nodeInfo {
 		CapacityType: label(nd, catalog.LabelCapacityType, nd.CapacityType),
 	}}
 	ni.expl = &Candidacy{}
-	block := func(format string, a ...any) { ni.blockers = append(ni.blockers, fmt.Sprintf(format, a...)) }
 	ni.pool = st.byPNm[ni.ref.NodePool]
 	switch v, ok := nd.Labels[apiv1.NodeInitializedLabelKey]; {
 	case ok:
@@ -256,6 +255,16 @@ func (st *state) newNode(i int, n *Node) *nodeInfo {
 	}
 	ni.disruptionCost = cost
 	ni.savingsRatio = ni.ref.Price / cost
+	ni.nodeBlockers(n)
+	st.podBlockers(ni, n)
+	ni.setConsolidatableAt(n)
+	return ni
+}
+
+// nodeBlockers lists what keeps the node itself from being disrupted.
+func (ni *nodeInfo) nodeBlockers(n *Node) {
+	nd := &n.Node
+	block := func(format string, a ...any) { ni.blockers = append(ni.blockers, fmt.Sprintf(format, a...)) }
 	switch {
 	case ni.ref.NodePool == "":
 		block("not managed by Karpenter (no %s label)", catalog.LabelNodePool)
@@ -286,7 +295,11 @@ func (st *state) newNode(i int, n *Node) *nodeInfo {
 			}
 		}
 	}
-	// Pods: do-not-disrupt and PDBs (ValidatePodsDisruptable).
+}
+
+// podBlockers lists the node's pods that may not be evicted: do-not-disrupt
+// and PDBs (ValidatePodsDisruptable).
+func (st *state) podBlockers(ni *nodeInfo, n *Node) {
 	for j := range n.Pods {
 		p := &n.Pods[j]
 		if !evictable(p) {
@@ -312,6 +325,11 @@ func (st *state) newNode(i int, n *Node) *nodeInfo {
 			ni.podBlockers = append(ni.podBlockers, fmt.Sprintf("pod %s/%s has PDB %s allowing %d disruptions", p.Namespace, p.Name, matched[0].Name, matched[0].DisruptionsAllowed))
 		}
 	}
+}
+
+// setConsolidatableAt is when consolidateAfter has passed since the last
+// pod event (or creation); never when the pool says Never.
+func (ni *nodeInfo) setConsolidatableAt(n *Node) {
 	if ni.pool != nil {
 		d := ni.pool.np.Spec.Disruption
 		if d.ConsolidateAfter.IsNever() {
@@ -319,12 +337,11 @@ func (st *state) newNode(i int, n *Node) *nodeInfo {
 		} else {
 			since := n.LastPodEventTime
 			if since.IsZero() {
-				since = nd.CreatedAt.Time
+				since = n.Node.CreatedAt.Time
 			}
 			ni.consolidatableAt = since.Add(*d.ConsolidateAfter.Duration)
 		}
 	}
-	return ni
 }
 
 // reschedPods are the node's reschedulable pods as simulations read them.

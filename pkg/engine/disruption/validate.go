@@ -296,26 +296,7 @@ func (v *validator) replacement(c Command, price float64, allSpot bool) {
 	for i := range types {
 		byName[types[i].Name] = &types[i]
 	}
-	allowed := func(key, val string) bool {
-		for _, q := range r.Requirements {
-			if q.Key != key {
-				continue
-			}
-			has := false
-			for _, x := range q.Values {
-				has = has || x == val
-			}
-			switch q.Operator {
-			case corev1.NodeSelectorOpIn:
-				return has
-			case corev1.NodeSelectorOpNotIn:
-				return !has
-			case corev1.NodeSelectorOpDoesNotExist:
-				return false
-			}
-		}
-		return true
-	}
+	allowed := func(key, val string) bool { return reqsAllow(r.Requirements, key, val) }
 	spot, od := allowed(catalog.LabelCapacityType, catalog.CapacityTypeSpot), allowed(catalog.LabelCapacityType, catalog.CapacityTypeOnDemand)
 	if spot && od {
 		v.fail("replacement allows spot and on-demand; it must be pinned to spot")
@@ -337,23 +318,66 @@ func (v *validator) replacement(c Command, price float64, allSpot bool) {
 			v.fail("replacement option %s is not an instance type of NodePool %s", name, pool.Name)
 			continue
 		}
-		worst, found := -1.0, false
-		for _, ct := range []string{apiv1.CapacityTypeReserved, catalog.CapacityTypeSpot, catalog.CapacityTypeOnDemand} {
-			for _, o := range t.Offerings {
-				if o.CapacityType == ct && allowed(catalog.LabelCapacityType, ct) && allowed(catalog.LabelZone, o.Zone) && o.Price > worst {
-					worst, found = o.Price, true
-				}
-			}
-			if found {
-				break
-			}
-		}
+		worst, found := worstAllowedPrice(t, allowed)
 		if !found {
 			v.fail("replacement option %s has no offering its requirements allow", name)
 		} else if worst >= price {
 			v.fail("replacement option %s may launch at $%.6f/h, not below the removed nodes' $%.6f/h", name, worst, price)
 		}
 	}
+	v.replacementMinValues(r, pool, byName)
+	if r.Price >= price {
+		v.fail("replacement price $%.6f/h is not below $%.6f/h", r.Price, price)
+	}
+	if math.Abs(c.Savings-(price-r.Price)) > 1e-9 {
+		v.fail("savings %.6f is not price − replacement price %.6f", c.Savings, price-r.Price)
+	}
+}
+
+// reqsAllow reports whether the requirements allow the value for the key
+// (a key they do not name is allowed).
+func reqsAllow(reqs []corev1.NodeSelectorRequirement, key, val string) bool {
+	for _, q := range reqs {
+		if q.Key != key {
+			continue
+		}
+		has := false
+		for _, x := range q.Values {
+			has = has || x == val
+		}
+		switch q.Operator {
+		case corev1.NodeSelectorOpIn:
+			return has
+		case corev1.NodeSelectorOpNotIn:
+			return !has
+		case corev1.NodeSelectorOpDoesNotExist:
+			return false
+		}
+	}
+	return true
+}
+
+// worstAllowedPrice is the highest price among the offerings allowed of
+// the first capacity type (reserved, spot, on-demand) that has one: what a
+// launch may cost.
+func worstAllowedPrice(t *engine.InstanceType, allowed func(key, val string) bool) (float64, bool) {
+	worst, found := -1.0, false
+	for _, ct := range []string{apiv1.CapacityTypeReserved, catalog.CapacityTypeSpot, catalog.CapacityTypeOnDemand} {
+		for _, o := range t.Offerings {
+			if o.CapacityType == ct && allowed(catalog.LabelCapacityType, ct) && allowed(catalog.LabelZone, o.Zone) && o.Price > worst {
+				worst, found = o.Price, true
+			}
+		}
+		if found {
+			break
+		}
+	}
+	return worst, found
+}
+
+// replacementMinValues checks that the replacement's options still meet
+// each minValues of its NodePool.
+func (v *validator) replacementMinValues(r *engine.NodeClaim, pool *engine.NodePool, byName map[string]*engine.InstanceType) {
 	for i, req := range pool.Spec.Template.Spec.Requirements {
 		if req.MinValues == nil {
 			continue
@@ -375,12 +399,6 @@ func (v *validator) replacement(c Command, price float64, allSpot bool) {
 			v.fail("replacement's %d instance-type options span %d distinct values of %s, but NodePool %s requirements[%d] asks minValues %d",
 				len(r.InstanceTypes), len(distinct), req.Key, pool.Name, i, *req.MinValues)
 		}
-	}
-	if r.Price >= price {
-		v.fail("replacement price $%.6f/h is not below $%.6f/h", r.Price, price)
-	}
-	if math.Abs(c.Savings-(price-r.Price)) > 1e-9 {
-		v.fail("savings %.6f is not price − replacement price %.6f", c.Savings, price-r.Price)
 	}
 }
 

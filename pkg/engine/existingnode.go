@@ -1,0 +1,84 @@
+package engine
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+func (s *scheduler) buildExisting(in Input) error {
+	for i := range in.ExistingNodes {
+		en := &in.ExistingNodes[i]
+		if en.Node.Unschedulable {
+			continue
+		}
+		alloc, err := s.ri.vec(en.Node.Allocatable)
+		if err != nil {
+			return fmt.Errorf("existing node %s: %w", en.Node.Name, err)
+		}
+		lbl := map[string]string{}
+		for k, v := range en.Node.Labels {
+			lbl[k] = v
+		}
+		if _, ok := lbl[catalog.LabelHostname]; !ok {
+			lbl[catalog.LabelHostname] = en.Node.Name
+		}
+		n := &node{id: s.nextID, name: en.Node.Name, existing: true, labels: lbl, taints: en.Node.Taints, free: alloc, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1}
+		s.nextID++
+		for j := range en.Pods {
+			p := &en.Pods[j]
+			pd := s.newPodData(p, -1)
+			if pd.invalid != nil {
+				return fmt.Errorf("existing node %s: pod %s: %w", n.name, pd.ref, pd.invalid)
+			}
+			if err := s.buildTopology(pd); err != nil {
+				return fmt.Errorf("existing node %s: pod %s: %w", n.name, pd.ref, err)
+			}
+			n.free = n.free.sub(pd.req)
+			for _, hp := range p.HostPorts {
+				n.ports[hp] = true
+			}
+			n.pods = append(n.pods, pd)
+		}
+		for k, v := range lbl {
+			if k != catalog.LabelHostname {
+				s.universe[k] = append(s.universe[k], domainSource{domain: v, taints: n.taints})
+			}
+		}
+		s.existing = append(s.existing, n)
+	}
+	return nil
+}
+
+// canAddExisting is canAdd's part for an existing node: room, labels and topology.
+func (s *scheduler) canAddExisting(pd *podData, n *node) bool {
+	if !pd.req.fits(n.free) {
+		return false
+	}
+	for k, r := range pd.reqs {
+		v, ok := n.labels[k]
+		if ok && !r.Has(v) {
+			return false
+		}
+		if !ok {
+			if op := r.Operator(); op != corev1.NodeSelectorOpNotIn && op != corev1.NodeSelectorOpDoesNotExist {
+				return false
+			}
+		}
+	}
+	_, ok := s.topology(pd, n, nil)
+	return ok
+}
+
+// countExisting counts the pods already bound to existing nodes.
+func (s *scheduler) countExisting() {
+	for _, n := range s.existing {
+		for _, pd := range n.pods {
+			s.computeSelected(pd)
+			s.record(pd, n, 1)
+		}
+	}
+}

@@ -1,0 +1,331 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// node is an existing node or a NodeClaim being filled (Karpenter's
+// ExistingNode and NodeClaim share this shape here).
+type node struct {
+	id       int // dense index for hostname-keyed counts
+	name     string
+	existing bool
+	pool     *pool
+	labels   map[string]string // existing nodes
+	reqs     Requirements      // claims
+	taints   []corev1.Taint
+	free     vec // existing: allocatable − used
+	used     vec // claims: pod requests
+	types    []*itype
+	maxAlloc vec
+	minAlloc vec // component-wise minimum over types: used ≤ minAlloc means every type fits
+	pods     []*podData
+	seqs     []int
+	ports    map[inventory.HostPort]bool
+	bucket   int // index in the fewest-pods bucket, -1 when not bucketed
+	room     int // bucket in the room index, -1 when not indexed
+	roomPos  int
+	cur      int // claims: index into types of the cheapest fitting type
+	dead     bool
+}
+
+// compatKey and compatEntry cache the types of a pool compatible with a
+// pod's requirements.
+type compatKey struct {
+	pool int
+	reqs string
+}
+
+type compatEntry struct {
+	types   []*itype
+	biggest vec
+}
+
+// domain is the node's value for a topology key, "" when undetermined.
+func (n *node) domain(key string) string {
+	if key == catalog.LabelHostname {
+		return n.name
+	}
+	if n.existing {
+		return n.labels[key]
+	}
+	if r, ok := n.reqs[key]; ok && r.Operator() == corev1.NodeSelectorOpIn && len(r.values) == 1 {
+		return r.values[0]
+	}
+	return ""
+}
+
+// pickClaim chooses an in-flight claim. Karpenter takes the first that fits
+// in order of fewest pods; unless KarpenterOnly, a claim whose current
+// cheapest type already has room for the pod (no extra cost) wins first,
+// best fit, found through the room index instead of a scan of every claim.
+func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
+	if s.hostnameRejectsEveryClaim(pd) {
+		return nil, nil
+	}
+	if !s.opts.KarpenterOnly {
+		var best *node
+		var bestReqs Requirements
+		bestScore := math.MaxFloat64
+		found := -1
+		for b := s.rooms.next(roomBucket(pd.req[rCPU])); b >= 0; b = s.rooms.next(b + 1) {
+			if found >= 0 && b > found+1 {
+				break
+			}
+			for i := range s.rooms.buckets[b] {
+				e := &s.rooms.buckets[b][i]
+				if !pd.req.fits(e.free) {
+					continue
+				}
+				score := float64(e.free[rCPU]-pd.req[rCPU])/float64(max(e.allocCPU, 1)) + float64(e.free[rMem]-pd.req[rMem])/float64(max(e.allocMem, 1))
+				n := e.n
+				if score >= bestScore || (score == bestScore && best != nil && n.id > best.id) {
+					continue
+				}
+				if narrowed, ok := s.canAdd(pd, n); ok {
+					best, bestReqs, bestScore = n, narrowed, score
+					if found < 0 {
+						found = b
+					}
+				}
+			}
+		}
+		if best != nil {
+			return best, bestReqs
+		}
+	}
+	for _, bucket := range s.byCount {
+		for i := range bucket {
+			if !pd.req.fits(bucket[i].head) {
+				continue
+			}
+			if narrowed, ok := s.canAdd(pd, bucket[i].n); ok {
+				return bucket[i].n, narrowed
+			}
+		}
+	}
+	return nil, nil
+}
+
+// countEntry is a claim in its fewest-pods bucket with the room its largest
+// type leaves (maxAlloc − used), so the scan reads one array and touches a
+// claim only when the pod fits.
+type countEntry struct {
+	n    *node
+	head vec
+}
+
+func (n *node) domainIn(key string, reqs Requirements) string {
+	if r, ok := reqs[key]; ok && r.Operator() == corev1.NodeSelectorOpIn && len(r.values) == 1 {
+		return r.values[0]
+	}
+	return ""
+}
+
+// compatible returns the pool's types compatible with the pod's
+// requirements (cached per distinct requirement set).
+func (s *scheduler) compatible(pd *podData, p *pool, reqs Requirements) *compatEntry {
+	if len(pd.reqs) == 0 {
+		return &compatEntry{types: p.types, biggest: p.maxAlloc}
+	}
+	k := compatKey{pool: p.idx, reqs: pd.reqKey}
+	if e, ok := s.compat[k]; ok {
+		return e
+	}
+	e := &compatEntry{}
+	for _, t := range p.types {
+		if typeCompatible(t, reqs) {
+			e.types = append(e.types, t)
+			for i := range e.biggest {
+				e.biggest[i] = max(e.biggest[i], t.alloc[i])
+			}
+		}
+	}
+	s.compat[k] = e
+	return e
+}
+
+// newClaim opens a claim on the pool for the pod, or says why it cannot.
+func (s *scheduler) newClaim(pd *podData, p *pool) (*node, string) {
+	if t, ok := tolerates(pd.pod.Tolerations, p.taints, !pd.tolerateNS); !ok {
+		return nil, "does not tolerate taint " + taintString(t)
+	}
+	if p.hasNodeLimit && p.nodeLimit <= 0 {
+		return nil, "NodePool node limit reached"
+	}
+	if err := p.reqs.Compatible(pd.reqs, s.wellKnown); err != nil {
+		return nil, "incompatible requirements: " + err.Error()
+	}
+	reqs := p.reqs
+	if len(pd.reqs) > 0 {
+		reqs = p.reqs.Clone()
+		for _, r := range pd.reqs {
+			reqs.Add(r)
+		}
+	}
+	ce := s.compatible(pd, p, reqs)
+	if len(ce.types) == 0 {
+		return nil, "no instance type satisfies " + describeReqs(pd.reqs)
+	}
+	name := fmt.Sprintf("%s-%d", p.name, p.seq+1)
+	probe := node{id: s.nextID, name: name, reqs: reqs, pool: p}
+	if !hostnameOK(pd, &probe) {
+		return nil, s.topologyReason(pd)
+	}
+	narrowed, ok := s.topology(pd, &probe, reqs)
+	if !ok {
+		return nil, s.topologyReason(pd)
+	}
+	var keys []string
+	if !sameMap(narrowed, reqs) {
+		keys = diffKeys(reqs, narrowed)
+	}
+	fit := make([]*itype, 0, len(ce.types))
+	for _, t := range ce.types {
+		if pd.req.fits(t.alloc) && (len(keys) == 0 || typeCompatibleKeys(t, narrowed, keys)) && s.withinLimits(p, t) {
+			fit = append(fit, t)
+		}
+	}
+	if len(fit) == 0 {
+		if !pd.req.fits(ce.biggest) {
+			return nil, "needs " + s.ri.describe(pd.req, ce.biggest)
+		}
+		if p.limited {
+			return nil, "NodePool limits leave no room for an instance type that fits"
+		}
+		return nil, "no instance type that fits is offered in the zone the topology requires"
+	}
+	if r, got, short := minValuesShort(p, fit); short {
+		return nil, minValuesReason(r, got)
+	}
+	p.seq++
+	s.nextID++
+	if sameMap(narrowed, p.reqs) {
+		narrowed = p.reqs.Clone() // claims narrow their own copy
+	}
+	n := &node{id: probe.id, name: name, pool: p, taints: p.taints, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1,
+		reqs: narrowed, types: fit}
+	s.refreshMax(n)
+	// Karpenter pessimistically charges the largest option against limits.
+	if p.limited {
+		var largest vec
+		for _, t := range fit {
+			for e := range largest {
+				largest[e] = max(largest[e], t.capacity[e])
+			}
+		}
+		for e := range largest {
+			if p.limitMask[e] == 1 {
+				p.remaining[e] -= largest[e]
+			}
+		}
+		if p.hasNodeLimit {
+			p.nodeLimit--
+		}
+	}
+	s.claims = append(s.claims, n)
+	return n, ""
+}
+
+func (s *scheduler) refreshMax(n *node) {
+	n.maxAlloc = vec{}
+	for e := range n.minAlloc {
+		n.minAlloc[e] = math.MaxInt64
+	}
+	for _, t := range n.types {
+		for e := range n.maxAlloc {
+			n.maxAlloc[e] = max(n.maxAlloc[e], t.alloc[e])
+			n.minAlloc[e] = min(n.minAlloc[e], t.alloc[e])
+		}
+	}
+}
+
+// cheapestIndex is the index of the claim's cheapest type that fits and is
+// offered where its requirements allow.
+func (s *scheduler) cheapestIndex(n *node) int {
+	f := offerFilterOf(n.reqs)
+	best, bestPrice := 0, math.MaxFloat64
+	for i, t := range n.types {
+		if t.offerings[0].Price >= bestPrice || !n.used.fits(t.alloc) {
+			continue // offerings are sorted: the type cannot beat the best
+		}
+		if o, ok := t.cheapestF(&f); ok && o.Price < bestPrice {
+			best, bestPrice = i, o.Price
+		}
+	}
+	return best
+}
+
+func (s *scheduler) moveBucket(n *node, from, to int) {
+	if n.bucket >= 0 && from < len(s.byCount) {
+		b := s.byCount[from]
+		last := b[len(b)-1]
+		b[n.bucket] = last
+		last.n.bucket = n.bucket
+		s.byCount[from] = b[:len(b)-1]
+	}
+	n.bucket = -1
+	if to < 0 {
+		return
+	}
+	for len(s.byCount) <= to {
+		s.byCount = append(s.byCount, nil)
+	}
+	n.bucket = len(s.byCount[to])
+	s.byCount[to] = append(s.byCount[to], countEntry{n: n, head: n.maxAlloc.sub(n.used)})
+}
+
+// canAddClaim is canAdd's part for a claim: room on some type, compatible
+// requirements, topology and minValues; it returns the narrowed requirements.
+func (s *scheduler) canAddClaim(pd *podData, n *node) (Requirements, bool) {
+	total := n.used.add(pd.req)
+	if !total.fits(n.maxAlloc) {
+		return nil, false
+	}
+	reqs := n.reqs
+	if len(pd.reqs) > 0 {
+		if !n.reqs.compatible(pd.reqs, s.wellKnown) {
+			return nil, false
+		}
+		reqs = n.reqs.Clone()
+		for _, r := range pd.reqs {
+			reqs.Add(r)
+		}
+	}
+	reqs, ok := s.topology(pd, n, reqs)
+	if !ok {
+		return nil, false
+	}
+	var keys []string
+	if !sameMap(reqs, n.reqs) {
+		keys = diffKeys(n.reqs, reqs)
+	}
+	if len(n.pool.minValues) > 0 {
+		// The options left after the pod must still meet minValues.
+		kept := make([]*itype, 0, len(n.types))
+		for _, t := range n.types {
+			if total.fits(t.alloc) && (len(keys) == 0 || typeCompatibleKeys(t, reqs, keys)) {
+				kept = append(kept, t)
+			}
+		}
+		if _, _, short := minValuesShort(n.pool, kept); short || len(kept) == 0 {
+			return nil, false
+		}
+		return reqs, true
+	}
+	if len(keys) == 0 && total.fits(n.types[n.cur].alloc) {
+		return reqs, true
+	}
+	for _, t := range n.types {
+		if total.fits(t.alloc) && (len(keys) == 0 || typeCompatibleKeys(t, reqs, keys)) {
+			return reqs, true
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,175 @@
+package engine
+
+import (
+	"reflect"
+	"sort"
+	"unsafe"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+)
+
+// itype is an instance type prepared for one NodePool.
+type itype struct {
+	name      string
+	reqs      Requirements
+	alloc     vec // capacity − overhead − DaemonSet overhead of the pool
+	capacity  vec
+	offerings []catalog.Offering // sorted by price
+	band      int                // size and CPU:memory band (repack.go)
+}
+
+// cheapest returns the cheapest offering allowed by reqs.
+func (t *itype) cheapest(reqs Requirements) (catalog.Offering, bool) {
+	f := offerFilterOf(reqs)
+	return t.cheapestF(&f)
+}
+
+// offerFilter is the zone and capacity-type part of a set of requirements,
+// looked up once for many types.
+type offerFilter struct {
+	zr, cr     Requirement
+	hasZ, hasC bool
+}
+
+func offerFilterOf(reqs Requirements) offerFilter {
+	var f offerFilter
+	f.zr, f.hasZ = reqs[catalog.LabelZone]
+	f.cr, f.hasC = reqs[catalog.LabelCapacityType]
+	return f
+}
+
+// cheapestF returns the cheapest offering the filter allows.
+func (t *itype) cheapestF(f *offerFilter) (catalog.Offering, bool) {
+	if !f.hasZ && !f.hasC {
+		return t.offerings[0], true
+	}
+	for _, o := range t.offerings {
+		if (!f.hasZ || f.zr.Has(o.Zone)) && (!f.hasC || f.cr.Has(o.CapacityType)) {
+			return o, true
+		}
+	}
+	return catalog.Offering{}, false
+}
+
+// prepareType builds the pool's view of a type; nil when the pool's
+// requirements exclude it or it has no allowed offering.
+func (s *scheduler) prepareType(t *InstanceType, p *pool, ds vec) (*itype, error) {
+	key := typeSourceOf(t)
+	prep := s.typePreps[key]
+	if prep == nil {
+		// Built once per type: pools whose types share the catalogue's maps
+		// and slices share it (read-only), which matters with hundreds of
+		// NodePools.
+		reqs := Requirements{}
+		for k, v := range t.Labels {
+			reqs.Add(mustIn(k, v))
+		}
+		for k, vs := range t.MultiLabels {
+			reqs.Add(mustIn(k, vs...))
+		}
+		for _, k := range t.UndefinedLabels {
+			reqs.Add(Requirement{Key: k})
+		}
+		var zones, caps []string
+		for _, o := range t.Offerings {
+			zones = append(zones, o.Zone)
+			caps = append(caps, o.CapacityType)
+		}
+		reqs.Add(mustIn(catalog.LabelZone, zones...))
+		reqs.Add(mustIn(catalog.LabelCapacityType, caps...))
+		capacity, err := s.ri.vec(t.Capacity)
+		if err != nil {
+			return nil, err
+		}
+		overhead, err := s.ri.vec(t.Overhead)
+		if err != nil {
+			return nil, err
+		}
+		prep = &typePrep{reqs: reqs, capacity: capacity, overhead: overhead}
+		s.typePreps[key] = prep
+	}
+	reqs, capacity, overhead := prep.reqs, prep.capacity, prep.overhead
+	if !reqs.intersect(p.reqs) {
+		return nil, nil
+	}
+	it := &itype{name: t.Name, reqs: reqs, capacity: capacity, alloc: capacity.sub(overhead).sub(ds)}
+	for _, o := range t.Offerings {
+		if r, ok := p.reqs[catalog.LabelZone]; ok && !r.Has(o.Zone) {
+			continue
+		}
+		if r, ok := p.reqs[catalog.LabelCapacityType]; ok && !r.Has(o.CapacityType) {
+			continue
+		}
+		it.offerings = append(it.offerings, o)
+	}
+	if len(it.offerings) == 0 {
+		return nil, nil
+	}
+	sort.SliceStable(it.offerings, func(a, b int) bool { return it.offerings[a].Price < it.offerings[b].Price })
+	it.band = band(it)
+	return it, nil
+}
+
+// typeSource identifies what prepareType derives from a type: the maps
+// and slices themselves, which copies of an InstanceType share.
+type typeSource struct {
+	name                                string
+	labels, multi, undefined, offerings unsafe.Pointer
+	capacity, overhead                  unsafe.Pointer
+	nUndefined, nOfferings              int
+}
+
+func typeSourceOf(t *InstanceType) typeSource {
+	return typeSource{name: t.Name,
+		labels: reflect.ValueOf(t.Labels).UnsafePointer(), multi: reflect.ValueOf(t.MultiLabels).UnsafePointer(),
+		undefined: unsafe.Pointer(unsafe.SliceData(t.UndefinedLabels)), offerings: unsafe.Pointer(unsafe.SliceData(t.Offerings)),
+		capacity: reflect.ValueOf(t.Capacity).UnsafePointer(), overhead: reflect.ValueOf(t.Overhead).UnsafePointer(),
+		nUndefined: len(t.UndefinedLabels), nOfferings: len(t.Offerings)}
+}
+
+// typePrep is what prepareType derives from a type before the pool.
+type typePrep struct {
+	reqs               Requirements
+	capacity, overhead vec
+}
+
+// typeCompatibleKeys re-checks a type that was compatible before only on
+// the keys that changed.
+func typeCompatibleKeys(t *itype, reqs Requirements, keys []string) bool {
+	return typeCompatibleKeysF(t, reqs, keys, nil)
+}
+
+// typeCompatibleKeysF is typeCompatibleKeys with the offer filter of reqs
+// looked up once by the caller (nil: look it up).
+func typeCompatibleKeysF(t *itype, reqs Requirements, keys []string, f *offerFilter) bool {
+	offer := false
+	for _, k := range keys {
+		if k == catalog.LabelZone || k == catalog.LabelCapacityType {
+			offer = true
+		}
+		tr, ok := t.reqs[k]
+		if !ok {
+			continue
+		}
+		if !intersectOne(tr, reqs[k]) {
+			return false
+		}
+	}
+	if offer {
+		if f == nil {
+			_, ok := t.cheapest(reqs)
+			return ok
+		}
+		_, ok := t.cheapestF(f)
+		return ok
+	}
+	return true
+}
+
+func typeCompatible(t *itype, reqs Requirements) bool {
+	if !t.reqs.intersect(reqs) {
+		return false
+	}
+	_, ok := t.cheapest(reqs)
+	return ok
+}

@@ -1,0 +1,415 @@
+package engine
+
+import (
+	"math"
+	"math/bits"
+	"slices"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// budget is what a limited pool may still launch, by the chosen types'
+// capacity.
+type budget struct {
+	left  vec
+	nodes int64
+}
+
+func (s *scheduler) limitBudgets(live []*node) map[*pool]*budget {
+	out := map[*pool]*budget{}
+	for _, p := range s.pools {
+		if p.limited {
+			out[p] = &budget{left: p.limit, nodes: p.nodeLimitMax}
+		}
+	}
+	for _, n := range live {
+		if b := out[n.pool]; b != nil {
+			b.charge(n.pool, n.types[n.cur].capacity, 1)
+		}
+	}
+	return out
+}
+
+func (b *budget) charge(p *pool, capacity vec, nodes int64) {
+	for i := range capacity {
+		if p.limitMask[i] == 1 {
+			b.left[i] -= capacity[i]
+		}
+	}
+	if p.hasNodeLimit {
+		b.nodes -= nodes
+	}
+}
+
+func (b *budget) allows(p *pool, capacity vec, nodes int64) bool {
+	if b == nil {
+		return true
+	}
+	for i := range capacity {
+		if p.limitMask[i] == 1 && capacity[i] > b.left[i] {
+			return false
+		}
+	}
+	return !p.hasNodeLimit || nodes <= b.nodes
+}
+
+// band groups types by size (CPU doublings) and CPU:memory ratio, so the
+// candidates for a claim span small to large and compute- to memory-heavy.
+func band(t *itype) int {
+	cpu := uint64(max(t.alloc[rCPU]/500, 1))
+	ratio := uint64(max(t.alloc[rMem]/max(t.alloc[rCPU], 1)>>19, 1)) // ~MiB per milli-CPU ×2
+	return bits.Len64(cpu)*16 + bits.Len64(ratio)
+}
+
+// candidates keeps, per band, the most efficient type that ok accepts.
+func candidates(types []*itype, eff map[*itype]float64, ok func(*itype) bool) []*itype {
+	// A few dozen bands at most: a slice searched linearly beats a map.
+	type banded struct {
+		band int
+		t    *itype
+		eff  float64
+	}
+	var bestArr [64]banded
+	best := bestArr[:0]
+	for _, t := range types {
+		b := t.band
+		i := slices.IndexFunc(best, func(x banded) bool { return x.band == b })
+		if i >= 0 {
+			if e := eff[t]; e > best[i].eff && ok(t) {
+				best[i].t, best[i].eff = t, e
+			}
+			continue
+		}
+		if ok(t) {
+			best = append(best, banded{band: b, t: t, eff: eff[t]})
+		}
+	}
+	out := make([]*itype, len(best))
+	for i, x := range best {
+		out[i] = x.t
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// fill simulates packing the size groups into free room; take, when set,
+// receives how many of each group fit. It is a balanced fill: it keeps
+// taking from the group whose CPU:memory mix best matches the room left
+// (in chunks of half what fits), so neither resource runs out while the
+// other idles, then tops up with anything that still fits.
+func fill(free vec, groups []*sizeGroup, take []int) float64 {
+	var taken [64]int
+	var tk []int
+	if len(groups) <= len(taken) {
+		tk = taken[:len(groups)]
+	} else {
+		tk = make([]int, len(groups))
+	}
+	capCPU, capMem := float64(max(free[rCPU], 1)), float64(max(free[rMem], 1))
+	v := 0.0
+	for {
+		best, bestScore, bestFit := -1, -math.MaxFloat64, int64(0)
+		fc, fm := float64(free[rCPU])/capCPU, float64(free[rMem])/capMem
+		fn := math.Hypot(fc, fm)
+		for i, sg := range groups {
+			k := int64(len(sg.pods) - tk[i])
+			if k <= 0 {
+				continue
+			}
+			for r := range sg.req {
+				if sg.req[r] > 0 {
+					k = min(k, free[r]/sg.req[r])
+				}
+			}
+			if k <= 0 {
+				continue
+			}
+			rc, rm := float64(sg.req[rCPU])/capCPU, float64(sg.req[rMem])/capMem
+			score := (rc*fc + rm*fm) / (math.Hypot(rc, rm)*fn + 1e-18)
+			if score > bestScore+1e-12 {
+				best, bestScore, bestFit = i, score, k
+			}
+		}
+		if best < 0 {
+			break
+		}
+		k := max(bestFit/2, 1)
+		sg := groups[best]
+		for r := range free {
+			free[r] -= k * sg.req[r]
+		}
+		tk[best] += int(k)
+		v += float64(k) * sg.val
+	}
+	if take != nil {
+		copy(take, tk)
+	}
+	return v
+}
+
+// compatibleWith reports whether the class's pods may join the claim, and
+// the zone pins the claim must take for them.
+func (s *scheduler) compatibleWith(c *looseClass, n *node) (Requirements, bool) {
+	if _, ok := tolerates(c.rep.pod.Tolerations, n.taints, !c.rep.tolerateNS); !ok {
+		return nil, false
+	}
+	for _, g := range c.antiHost {
+		if g.howner(n.id) > 0 {
+			return nil, false
+		}
+	}
+	if len(c.spreadHost) > 0 {
+		for _, pd := range n.pods {
+			for _, g := range pd.owned {
+				if g.kind == kindSpread && slices.Contains(c.spreadHost, g) {
+					return nil, false
+				}
+			}
+		}
+	}
+	var narrow Requirements
+	for k, r := range c.reqs {
+		tr, ok := n.reqs[k]
+		if !ok || tr.Operator() != corev1.NodeSelectorOpIn {
+			if op := r.Operator(); ok || (op != corev1.NodeSelectorOpNotIn && op != corev1.NodeSelectorOpDoesNotExist) {
+				return nil, false
+			}
+			continue
+		}
+		all := true
+		for _, v := range tr.values {
+			if !r.Has(v) {
+				all = false
+				break
+			}
+		}
+		if all {
+			continue
+		}
+		// A pinned domain the claim allows but has not chosen: choose it.
+		pin, isPin := c.pins[k]
+		if !isPin || !tr.Has(pin.values[0]) || s.claimCountsOn(n, k) {
+			return nil, false
+		}
+		if narrow == nil {
+			narrow = Requirements{}
+		}
+		narrow[k] = pin
+	}
+	return narrow, true
+}
+
+// claimCountsOn reports whether some group keyed on key counts or is owned
+// by a pod of the claim (then its domain is not free to choose).
+func (s *scheduler) claimCountsOn(n *node, key string) bool {
+	for _, pd := range n.pods {
+		for _, g := range pd.selectedBy {
+			if g.key == key {
+				return true
+			}
+		}
+		for _, g := range pd.owned {
+			if g.key == key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// topUp fills a remaining claim with loose pods: the room its current type
+// has (current), or on a bigger type when that holds more value per dollar.
+func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets map[*pool]*budget, current, absorb bool) {
+	if d == nil {
+		return
+	}
+	opts := s.topUpOptions(n, classes, make([]*topUpOption, 0, 4))
+	if len(opts) == 0 {
+		return
+	}
+	b := budgets[n.pool]
+	best := s.bestTopUp(n, opts, d, b, current, absorb)
+	if best.t == nil {
+		return
+	}
+	curCap := n.types[n.cur].capacity
+	if b != nil {
+		b.charge(n.pool, best.t.capacity.sub(curCap), 0)
+	}
+	if len(best.o.narrow) > 0 {
+		keys := diffKeys(n.reqs, best.reqs)
+		n.reqs = best.reqs
+		kept := n.types[:0:0]
+		for _, t := range n.types {
+			if typeCompatibleKeys(t, n.reqs, keys) {
+				kept = append(kept, t)
+			}
+		}
+		n.types = kept
+	}
+	take := make([]int, len(best.o.groups))
+	fill(best.t.alloc.sub(n.used), best.o.groups, take)
+	s.place(n, best.o.groups, take)
+}
+
+// topUpOption is the loose pods that may join a claim under the same pins.
+type topUpOption struct {
+	narrow Requirements
+	groups []*sizeGroup
+}
+
+// topUpOptions groups the classes that may join the claim by the pins they
+// need, appended to opts (the caller's buffer, which stays on its stack).
+func (s *scheduler) topUpOptions(n *node, classes []*looseClass, opts []*topUpOption) []*topUpOption {
+	for _, c := range classes {
+		if c.left == 0 {
+			continue
+		}
+		narrow, ok := s.compatibleWith(c, n)
+		if !ok {
+			continue
+		}
+		key := describeReqs(narrow)
+		var o *topUpOption
+		for _, x := range opts {
+			if describeReqs(x.narrow) == key {
+				o = x
+			}
+		}
+		if o == nil {
+			o = &topUpOption{narrow: narrow}
+			opts = append(opts, o)
+		}
+		o.groups = append(o.groups, c.sizes...)
+	}
+	return opts
+}
+
+// topUpChoice is the type and option a top-up settles on (t nil: none
+// beats the claim as it is).
+type topUpChoice struct {
+	score float64
+	t     *itype
+	o     *topUpOption
+	reqs  Requirements
+}
+
+// bestTopUp scores each option on the claim's current type (current) or on
+// each candidate type: value per dollar, or with absorb the marginal value
+// per marginal dollar.
+func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *budget, current, absorb bool) topUpChoice {
+	preVal := d.y.value(n.used)
+	curCap := n.types[n.cur].capacity
+	var best topUpChoice
+	curPrice := s.price(n)
+	best.score = preVal / max(curPrice, 1e-12)
+	if absorb {
+		best.score = 0
+	}
+	for _, o := range opts {
+		reqs := n.reqs
+		if len(o.narrow) > 0 {
+			reqs = n.reqs.Clone()
+			for _, r := range o.narrow {
+				reqs.Add(r)
+			}
+		}
+		f := offerFilterOf(reqs)
+		var cands []*itype
+		if current {
+			if _, ok := n.types[n.cur].cheapestF(&f); ok {
+				cands = []*itype{n.types[n.cur]}
+			}
+		} else {
+			cands = candidates(n.types, d.eff, func(t *itype) bool {
+				_, ok := t.cheapestF(&f)
+				return ok
+			})
+		}
+		for _, t := range cands {
+			off, _ := t.cheapestF(&f)
+			if b != nil && !b.allows(n.pool, t.capacity.sub(curCap), 0) {
+				continue
+			}
+			v := fill(t.alloc.sub(n.used), o.groups, nil)
+			if v == 0 {
+				continue
+			}
+			score := (preVal + v) / off.Price
+			if absorb {
+				score = v / max(off.Price-curPrice, 1e-12) // marginal value per dollar
+			}
+			if score > best.score*(1+1e-9) {
+				best.score, best.t, best.o, best.reqs = score, t, o, reqs
+			}
+		}
+	}
+	return best
+}
+
+// place moves the counted pods of each size group onto the claim.
+func (s *scheduler) place(n *node, groups []*sizeGroup, take []int) {
+	for i, sg := range groups {
+		for k := 0; k < take[i]; k++ {
+			pd := sg.pods[len(sg.pods)-1]
+			sg.pods = sg.pods[:len(sg.pods)-1]
+			n.pods = append(n.pods, pd)
+			n.seqs = append(n.seqs, pd.seq)
+			n.used = n.used.add(pd.req)
+			s.record(pd, n, 1)
+			sg.cls.left--
+		}
+	}
+	kept := n.types[:0:0]
+	for _, t := range n.types {
+		if n.used.fits(t.alloc) {
+			kept = append(kept, t)
+		}
+	}
+	n.types = kept
+	s.refreshMax(n)
+	n.cur = s.cheapestIndex(n)
+}
+
+// openBin opens a new claim for the class on the type whose fill has the
+// most value per dollar.
+func (s *scheduler) openBin(c *looseClass, d *poolDuals, budgets map[*pool]*budget) bool {
+	p := c.pool
+	b := budgets[p]
+	f := offerFilterOf(c.nodeReqs)
+	cands := candidates(c.types, d.eff, func(t *itype) bool {
+		_, ok := t.cheapestF(&f)
+		return ok && b.allows(p, t.capacity, 1)
+	})
+	var bestT *itype
+	bestScore := 0.0
+	for _, t := range cands {
+		off, _ := t.cheapestF(&f)
+		v := fill(t.alloc, c.sizes, nil)
+		if v == 0 {
+			continue
+		}
+		if score := v / off.Price; score > bestScore*(1+1e-9) {
+			bestT, bestScore = t, score
+		}
+	}
+	if bestT == nil {
+		return false
+	}
+	p.seq++
+	n := &node{id: s.nextID, name: p.name + "-" + strconv.Itoa(p.seq), pool: p, taints: p.taints, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1,
+		reqs: c.nodeReqs.Clone(), types: slices.Clone(c.types)}
+	s.nextID++
+	take := make([]int, len(c.sizes))
+	fill(bestT.alloc, c.sizes, take)
+	s.place(n, c.sizes, take)
+	if b != nil {
+		b.charge(p, n.types[n.cur].capacity, 1)
+	}
+	s.claims = append(s.claims, n)
+	return true
+}

@@ -1,0 +1,64 @@
+package engine
+
+import "math/bits"
+
+// roomIndex buckets live claims by the CPU left on their current cheapest
+// type, so best fit looks only at claims with room. Each entry carries what
+// is left on that type and its allocatable, so the scan reads one array.
+type roomIndex struct {
+	buckets [roomBuckets][]roomEntry
+	bits    [roomBuckets / 64]uint64
+}
+
+type roomEntry struct {
+	n                  *node
+	free               vec   // the current type's allocatable − used
+	allocCPU, allocMem int64 // the current type's allocatable
+}
+
+const (
+	roomBuckets = 1024
+	roomStep    = 100 // milli-CPU per bucket
+)
+
+func roomBucket(freeCPU int64) int {
+	return int(min(max(freeCPU/roomStep, 0), roomBuckets-1))
+}
+
+func (r *roomIndex) put(n *node) {
+	alloc := n.types[n.cur].alloc
+	free := alloc.sub(n.used)
+	b := roomBucket(free[rCPU])
+	n.room, n.roomPos = b, len(r.buckets[b])
+	r.buckets[b] = append(r.buckets[b], roomEntry{n: n, free: free, allocCPU: alloc[rCPU], allocMem: alloc[rMem]})
+	r.bits[b/64] |= 1 << (b % 64)
+}
+
+func (r *roomIndex) remove(n *node) {
+	if n.room < 0 {
+		return
+	}
+	b := r.buckets[n.room]
+	last := b[len(b)-1]
+	b[n.roomPos] = last
+	last.n.roomPos = n.roomPos
+	r.buckets[n.room] = b[:len(b)-1]
+	if len(b) == 1 {
+		r.bits[n.room/64] &^= 1 << (n.room % 64)
+	}
+	n.room = -1
+}
+
+// next is the first non-empty bucket ≥ b, or -1.
+func (r *roomIndex) next(b int) int {
+	for w := b / 64; w < len(r.bits); w++ {
+		word := r.bits[w]
+		if w == b/64 {
+			word &^= (1 << (b % 64)) - 1
+		}
+		if word != 0 {
+			return w*64 + bits.TrailingZeros64(word)
+		}
+	}
+	return -1
+}

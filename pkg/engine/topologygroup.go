@@ -1,0 +1,122 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// Topology kinds.
+const (
+	kindSpread = iota
+	kindAffinity
+	kindAnti
+)
+
+// topologyGroup is Karpenter's TopologyGroup: one spread constraint or pod
+// (anti-)affinity term shared by every pod that declares it, with counts of
+// the pods it selects per domain.
+type topologyGroup struct {
+	kind        int
+	key         string
+	namespaces  map[string]bool
+	selector    labels.Selector
+	maxSkew     int32
+	minDomains  int32
+	honorTaints bool // nodeTaintsPolicy Honor
+	ignoreAff   bool // nodeAffinityPolicy Ignore
+	counts      map[string]int32
+	total       int32
+	owners      map[string]int32 // domains of owner pods (inverse anti-affinity)
+	nOwners     int32
+	// hc and ho are counts and owners of hostname-keyed groups, indexed by
+	// node id (a node is its own hostname domain).
+	hc, ho []int32
+	// hcClaims and hoClaims count the claims (not existing nodes) with a
+	// non-zero hc or ho: when they reach every claim, a pod the group keeps
+	// off such nodes can skip the scan of the claims.
+	hcClaims, hoClaims int32
+	desc               string
+}
+
+func (g *topologyGroup) hcount(id int) int32 {
+	if id < len(g.hc) {
+		return g.hc[id]
+	}
+	return 0
+}
+
+func (g *topologyGroup) howner(id int) int32 {
+	if id < len(g.ho) {
+		return g.ho[id]
+	}
+	return 0
+}
+
+// bump adds d to s[id]; on a claim it also counts in *nonZero whether
+// s[id] turned non-zero or zero.
+func bump(s []int32, id int, d int32, claim bool, nonZero *int32) []int32 {
+	if id >= len(s) {
+		s = append(s, make([]int32, id+1-len(s))...)
+	}
+	was := s[id]
+	s[id] += d
+	if claim && (was == 0) != (s[id] == 0) {
+		if was == 0 {
+			*nonZero++
+		} else {
+			*nonZero--
+		}
+	}
+	return s
+}
+
+func (g *topologyGroup) selects(p *inventory.Pod) bool {
+	return (g.namespaces[p.Namespace] || g.namespaces["*"]) && g.selector.Matches(labels.Set(p.Labels))
+}
+
+func (s *scheduler) group(kind int, key string, ns map[string]bool, sel *metav1.LabelSelector, extra map[string]string, maxSkew, minDomains int32, honorTaints, ignoreAff bool) (*topologyGroup, error) {
+	ls := sel
+	if len(extra) > 0 {
+		ls = sel.DeepCopy()
+		if ls == nil {
+			ls = &metav1.LabelSelector{}
+		}
+		if ls.MatchLabels == nil {
+			ls.MatchLabels = map[string]string{}
+		}
+		for k, v := range extra {
+			ls.MatchLabels[k] = v
+		}
+	}
+	var selector labels.Selector
+	if ls == nil {
+		selector = labels.Nothing()
+	} else {
+		var err error
+		if selector, err = metav1.LabelSelectorAsSelector(ls); err != nil {
+			return nil, fmt.Errorf("label selector: %w", err)
+		}
+	}
+	nsKeys := make([]string, 0, len(ns))
+	for n := range ns {
+		nsKeys = append(nsKeys, n)
+	}
+	sort.Strings(nsKeys)
+	id := fmt.Sprintf("%d|%s|%s|%s|%d|%d|%v|%v", kind, key, strings.Join(nsKeys, ","), selector.String(), maxSkew, minDomains, honorTaints, ignoreAff)
+	if g, ok := s.groupsByID[id]; ok {
+		return g, nil
+	}
+	kindName := [...]string{"topology spread", "pod affinity", "pod anti-affinity"}[kind]
+	g := &topologyGroup{kind: kind, key: key, namespaces: ns, selector: selector, maxSkew: maxSkew, minDomains: minDomains,
+		honorTaints: honorTaints, ignoreAff: ignoreAff, counts: map[string]int32{}, owners: map[string]int32{},
+		desc: fmt.Sprintf("%s on %s for pods matching %q", kindName, key, selector.String())}
+	s.groupsByID[id] = g
+	s.groups = append(s.groups, g)
+	return g, nil
+}
