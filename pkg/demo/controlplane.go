@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -738,7 +739,7 @@ func (c *controlPlane) SettleConsolidation(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("Karpenter did not settle in %s: %s", cpConsolidationTimeout, cmpOr(busy, "its fleet kept changing"))
+			return fmt.Errorf("consolidation by the real Karpenter did not settle in %s: %s", cpConsolidationTimeout, cmp.Or(busy, "its fleet kept changing"))
 		}
 		select {
 		case <-ctx.Done():
@@ -746,13 +747,6 @@ func (c *controlPlane) SettleConsolidation(ctx context.Context) error {
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // Instances are the node groups' instances (from the AWS fake, with the
@@ -779,7 +773,7 @@ func (c *controlPlane) Instances(ctx context.Context) ([]sandbox.Instance, error
 		for _, in := range g.Instances {
 			ct := c.capacity[in.ID]
 			if ct == "" {
-				ct = cmpOr(g.CapacityType, inventory.CapacityOnDemand)
+				ct = cmp.Or(g.CapacityType, inventory.CapacityOnDemand)
 			}
 			si := sandbox.Instance{ID: in.ID, InstanceType: in.InstanceType, Zone: in.Zone, CapacityType: ct, Group: g.Name}
 			if n := byID[in.ID]; n != nil {
