@@ -10,7 +10,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 PKGS        := ./...
 
-.PHONY: all build test lint fmt-check vet staticcheck shellcheck unit moto moto-check fuzz bench bench-karpenter controlplane e2e demo demo-real
+.PHONY: all build test lint fmt-check vet staticcheck shellcheck unit moto moto-check fuzz bench bench-karpenter controlplane e2e chaos demo demo-real
 
 all: build
 
@@ -78,6 +78,12 @@ controlplane:
 ## e2e: only the tests that run against the real control plane.
 e2e: controlplane
 	$(GO) test -race -count=1 -timeout 20m ./internal/testenv/... ./pkg/rollout/e2e/...
+
+## chaos: the whole chaos ladder (#19, docs/ARCHITECTURE.md "What survives what"): every
+## fault at every injection point. `make test` runs one rotating shard of the kill points
+## (CHAOS_SHARD=k/m reruns one; the test log names the day's).
+chaos: controlplane
+	CHAOS_SHARD=all $(GO) test -race -count=1 -timeout 90m -v -run '^TestChaos' ./pkg/rollout/e2e/ ./pkg/kube/... ./pkg/rollout/ ./pkg/cli/ ./pkg/aws/...
 
 ## fuzz: a short run of every fuzz target.
 fuzz:

@@ -9,7 +9,7 @@ import (
 func init() {
 	register(rollout.Step{
 		ID:      "01_preflight",
-		Purpose: "cluster reachable, Karpenter CRDs installed, its controller kept off its own nodes, plan blockers resolved or acknowledged",
+		Purpose: "cluster reachable, Karpenter CRDs installed (unless step 07 installs Karpenter), its controller kept off its own nodes, plan blockers resolved or acknowledged",
 		// No Check: preflight always runs.
 		Up:   func(ctx context.Context, s *rollout.Session) error { return s.Preflight(ctx) },
 		Down: func(context.Context, *rollout.Session) error { return nil },

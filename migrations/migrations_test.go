@@ -7,7 +7,7 @@ import (
 
 func TestRunbookOrder(t *testing.T) {
 	want := []string{"01_preflight", "02_discovery_tags", "03_node_role", "04_controller_role", "05_interruption_queue", "06_node_access",
-		"07_nodepools", "08_cluster_autoscaler", "09_drain_waves", "10_scale_node_groups", "11_consolidation_check"}
+		"07_karpenter", "08_nodepools", "09_cluster_autoscaler", "10_drain_waves", "11_scale_node_groups", "12_consolidation_check"}
 	steps := All()
 	if len(steps) != len(want) {
 		t.Fatalf("%d steps, want %d", len(steps), len(want))
@@ -20,7 +20,7 @@ func TestRunbookOrder(t *testing.T) {
 			t.Errorf("step %s lacks a purpose, Up or Down", s.ID)
 		}
 	}
-	if !strings.Contains(IDs(), "09_drain_waves") {
+	if !strings.Contains(IDs(), "10_drain_waves") {
 		t.Errorf("IDs() = %q", IDs())
 	}
 }

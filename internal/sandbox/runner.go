@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
 // PollInterval is how often a client of the sandbox (the rollout runner)
@@ -41,6 +43,9 @@ type Clients struct {
 	Clock   *Clock
 	// PollInterval is PollInterval, for the runner's options.
 	PollInterval time.Duration
+	// Karpenter installs the Karpenter stand-in as the runbook's Karpenter
+	// step asks (what Helm does on a live cluster).
+	Karpenter rollout.KarpenterInstaller
 }
 
 // Clients returns clients bound to the sandbox for a run under ctx, and a
@@ -54,7 +59,7 @@ func (s *Sandbox) Clients(ctx context.Context) (*Clients, context.Context, conte
 	ctx, cancel := context.WithCancelCause(ctx)
 	kc, dc := s.externalKube(), s.externalDynamic()
 	c := &Clock{FakeClock: s.clock, sb: s, ctx: ctx, fail: cancel, forget: []func(){kc.ClearActions, dc.ClearActions}}
-	return &Clients{Kube: kc, Dynamic: dc, AWS: s.awsCfg, Clock: c, PollInterval: PollInterval},
+	return &Clients{Kube: kc, Dynamic: dc, AWS: s.awsCfg, Clock: c, PollInterval: PollInterval, Karpenter: &installer{sb: s, kube: kc, clock: c}},
 		ctx, func() { cancel(context.Canceled) }
 }
 

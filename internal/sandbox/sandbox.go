@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,6 +80,11 @@ type Options struct {
 	// catalog.Default(): every type of pkg/catalog's embedded catalogue, so
 	// any snapshot's node groups can be replayed).
 	Catalog *catalog.Catalog
+	// DeferKarpenter keeps the Karpenter stand-in (NodeClaims,
+	// provisioning, consolidation) stopped until the runbook's Karpenter
+	// step installs it through Clients.Karpenter, as the demo shows;
+	// otherwise it runs from the start.
+	DeferKarpenter bool
 	// Logf, when set, receives the Karpenter stand-in's disruption log:
 	// each command it starts, skips as invalid or aborts.
 	Logf func(format string, args ...any)
@@ -129,6 +135,8 @@ type Sandbox struct {
 	boundAt map[types.UID]time.Time
 	// dis is the Karpenter stand-in's disruption controller.
 	dis disruptor
+	// karpenterOff stops the stand-in until it is installed.
+	karpenterOff bool
 	// nominated maps pod keys to the NodeClaim launched for them.
 	nominated map[string]string
 	pdbBroken map[string]bool
@@ -189,6 +197,8 @@ func New(opts Options) (*Sandbox, error) {
 		dis:       newDisruptor(),
 		nominated: map[string]string{},
 		pdbBroken: map[string]bool{},
+
+		karpenterOff: opts.DeferKarpenter,
 	}
 	s.cloud = newCloud()
 	s.kube, s.tracker = newFastClientset()
@@ -347,6 +357,9 @@ func (s *Sandbox) reconcile(ctx context.Context) error {
 		{"disruption", s.reconcilePDBs},
 	}
 	for _, st := range steps {
+		if s.karpenterOff && strings.HasPrefix(st.name, "karpenter") {
+			continue
+		}
 		if err := st.fn(ctx); err != nil {
 			return fmt.Errorf("sandbox %s controller at %s: %w", st.name, s.Now().Format(time.RFC3339), err)
 		}

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +79,9 @@ type Env struct {
 
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 	procs  []*process
+	// startAPIServer starts kube-apiserver again with the same flags (same
+	// etcd, port and certificates) and waits until it is ready.
+	startAPIServer func(ctx context.Context) (*process, error)
 }
 
 // Start starts a control plane for one test and stops it in t.Cleanup,
@@ -269,7 +273,7 @@ func start(ctx context.Context, dir string, opts Options) (*Env, error) {
 	}
 
 	apiURL := "https://127.0.0.1:" + strconv.Itoa(apiPort)
-	apiserver, err := run(binAPIServer, []string{
+	apiArgs := []string{
 		"--etcd-servers", etcdURL,
 		"--bind-address", "127.0.0.1",
 		"--advertise-address", "127.0.0.1",
@@ -284,7 +288,8 @@ func start(ctx context.Context, dir string, opts Options) (*Env, error) {
 		"--service-cluster-ip-range", "10.96.0.0/16",
 		"--allow-privileged=true",
 		"--profiling=false",
-	})
+	}
+	apiserver, err := run(binAPIServer, apiArgs)
 	if err != nil {
 		return fail(err)
 	}
@@ -303,6 +308,15 @@ func start(ctx context.Context, dir string, opts Options) (*Env, error) {
 	probe := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	if err := waitHTTP(ctx, apiserver, probe, apiURL+"/readyz", "ok"); err != nil {
 		return fail(err)
+	}
+	restarts := 0
+	env.startAPIServer = func(ctx context.Context) (*process, error) {
+		restarts++
+		p, err := startProcess(fmt.Sprintf("%s-%d", binAPIServer, restarts), filepath.Join(binDir, binAPIServer), apiArgs, nil, logDir)
+		if err != nil {
+			return nil, err
+		}
+		return p, waitHTTP(ctx, p, probe, apiURL+"/readyz", "ok")
 	}
 
 	componentArgs := []string{
@@ -383,6 +397,56 @@ func start(ctx context.Context, dir string, opts Options) (*Env, error) {
 		return fail(err)
 	}
 	return env, nil
+}
+
+// apiServer is the running kube-apiserver process.
+func (e *Env) apiServer() (*process, int) {
+	for i, p := range e.procs {
+		if strings.HasPrefix(p.name, binAPIServer) {
+			return p, i
+		}
+	}
+	return nil, -1
+}
+
+// RestartAPIServer stops kube-apiserver (SIGTERM, as a control-plane
+// update rolls it) and starts it again on the same etcd, port and
+// certificates; it returns once the new one is ready. Clients reconnect to
+// the same URL. It is for one test's own control plane (Start), not a
+// Shared one.
+func (e *Env) RestartAPIServer(ctx context.Context) error {
+	old, i := e.apiServer()
+	if old == nil {
+		return fmt.Errorf("no kube-apiserver running")
+	}
+	old.stop()
+	p, err := e.startAPIServer(ctx)
+	if p != nil {
+		e.procs[i] = p
+	}
+	if err != nil {
+		return fmt.Errorf("restart kube-apiserver: %w", err)
+	}
+	return nil
+}
+
+// PauseAPIServer freezes kube-apiserver (SIGSTOP): connections are
+// accepted by the kernel but never answered, as behind a network
+// partition, until ResumeAPIServer.
+func (e *Env) PauseAPIServer() error { return e.signalAPIServer(syscall.SIGSTOP) }
+
+// ResumeAPIServer continues a paused kube-apiserver (SIGCONT).
+func (e *Env) ResumeAPIServer() error { return e.signalAPIServer(syscall.SIGCONT) }
+
+func (e *Env) signalAPIServer(sig syscall.Signal) error {
+	p, _ := e.apiServer()
+	if p == nil {
+		return fmt.Errorf("no kube-apiserver running")
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signal kube-apiserver %s: %w", sig, err)
+	}
+	return nil
 }
 
 // stop stops every component, the last started first.

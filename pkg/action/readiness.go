@@ -18,7 +18,8 @@ import (
 // one wiring of pkg/readiness: readiness, discover, the wizard and the demo
 // report the same findings for the same inventory.
 type Readiness struct {
-	// Catalog prices and sizes instance types; nil: catalog.Default().
+	// Catalog sizes instance types; nil: the inventory's
+	// (catalog.ForInventory).
 	Catalog *catalog.Catalog
 	// Config is the environment's migration config (its controller section
 	// and node groups in scope); nil: the defaults.
@@ -39,8 +40,17 @@ func (a *Readiness) Run(inv *inventory.Inventory) ReadinessResult {
 	if a.Config != nil {
 		c = *a.Config
 	}
+	cat := a.Catalog
+	if cat == nil {
+		// Readiness sizes instance types; it prices nothing, so no price
+		// warning.
+		var err error
+		if cat, err = catalog.ForInventory(inv); err != nil {
+			cat = catalog.Default()
+		}
+	}
 	opts := generate.DefaultOptions()
-	opts.Catalog, opts.ControllerNodeGroup = a.Catalog, c.Controller.NodeGroup
+	opts.Catalog, opts.ControllerNodeGroup = cat, c.Controller.NodeGroup
 	res, err := generate.Generate(inv, opts)
 	if err != nil {
 		return ReadinessResult{
@@ -49,7 +59,7 @@ func (a *Readiness) Run(inv *inventory.Inventory) ReadinessResult {
 		}
 	}
 	var out ReadinessResult
-	ro := readiness.FromNodePools(inv, res.NodePools, res.NodeClasses, a.Catalog)
+	ro := rollout.PoolsFromGenerate(res).ReadinessOptions(inv, cat)
 	if _, check, err := rollout.DecideController(inv, c, rollout.ControllerOptions{Values: res.HelmValues, ValuesFrom: "generate's Helm values"}); err != nil {
 		out.Notes = append(out.Notes, "where the Karpenter controller lives is not checked: "+err.Error())
 	} else {

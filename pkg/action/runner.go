@@ -50,6 +50,7 @@ func (c *Configuration) Runner(p *rollout.Plan, o Run) (*rollout.Runner, error) 
 	r := &rollout.Runner{
 		Session: rollout.Session{
 			Kube: c.Kube, Dynamic: c.Dynamic, ASG: sdk.AutoScaling, EKS: sdk.EKS, Clock: c.Clock, Namespace: c.Namespace, Plan: p,
+			Karpenter: c.KarpenterInstaller,
 			Options: rollout.Options{
 				DryRun: o.DryRun, ForceEvict: o.ForceEvict, AckBlockers: o.AckBlockers,
 				Operator: c.operator(), ToolVersion: version.Version, Identity: identity,

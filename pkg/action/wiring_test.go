@@ -6,23 +6,60 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// TestOnlyActionsWire keeps pkg/action the one place that builds a rollout
-// Runner, iam.Clients or calls discover.Run: it reads every non-test Go file
-// of the module and fails naming the file and line of any other.
+// TestOnlyActionsWire keeps pkg/action the one place the pipeline is
+// assembled. It reads every non-test Go file of the module and fails,
+// naming the file and line, where
+//   - any package but pkg/action (and the defining one) builds a rollout
+//     Runner or iam.Clients, or calls discover.Run;
+//   - a front end (the CLI, the wizard, the demo) calls a pipeline function
+//     the actions wrap (generate, IAM plan/apply/delete, plan, status,
+//     readiness, the engine, consolidation) instead of the action;
+//   - the CLI or the wizard builds a Kubernetes or AWS client. (The demo
+//     reads the sandbox through its clients to judge the outcome on its
+//     own, as pdbwatch does; it builds none for the pipeline.)
 func TestOnlyActionsWire(t *testing.T) {
 	const module = "github.com/karpenter-migrate/karpenter-migrate/"
-	// What only pkg/action may do, by the package that defines it; that
-	// package itself is exempt.
-	wiring := map[string]map[string]string{
-		module + "pkg/rollout":  {"Runner": "literal"},
-		module + "pkg/iam":      {"Clients": "literal"},
-		module + "pkg/discover": {"Run": "call"},
+	frontEnds := []string{"pkg/cli", "pkg/tui", "pkg/demo"}
+	clientBuilders := []string{"pkg/cli", "pkg/tui"}
+	type rule struct {
+		kind  string // "literal" or "call"
+		names []string
+		in    []string // the directories it applies to; nil: the module
 	}
+	rules := map[string]rule{
+		module + "pkg/rollout":  {"literal", []string{"Runner"}, nil},
+		module + "pkg/iam":      {"literal", []string{"Clients"}, nil},
+		module + "pkg/discover": {"call", []string{"Run"}, nil},
+	}
+	calls := map[string][]string{
+		module + "pkg/generate":          {"Run", "Generate", "Write"},
+		module + "pkg/iam":               {"Build", "BuildPlan", "Apply", "Down", "ReadJournal"},
+		module + "pkg/rollout":           {"MakePlan", "BuildPlan", "Status"},
+		module + "pkg/readiness":         {"Evaluate", "FromNodePools"},
+		module + "pkg/engine":            {"Solve"},
+		module + "pkg/engine/disruption": {"Decide", "Settle", "FromInventory", "Validate"},
+		module + "pkg/aws":               {"NewClients", "LoadConfig"},
+		"k8s.io/client-go/kubernetes":    {"NewForConfig"},
+		"k8s.io/client-go/dynamic":       {"NewForConfig"},
+	}
+	// calls[p] adds to the front ends' rules; the module-wide literal rule
+	// of the same package stays in force (checked separately below).
+	frontRules := map[string]rule{}
+	for p, names := range calls {
+		in := frontEnds
+		if !strings.HasPrefix(p, module) {
+			in = clientBuilders
+		}
+		frontRules[p] = rule{"call", names, in}
+	}
+	awsService := "github.com/aws/aws-sdk-go-v2/service/"
+
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
 	checked := 0
@@ -46,18 +83,40 @@ func TestOnlyActionsWire(t *testing.T) {
 			return err
 		}
 		checked++
-		local := map[string]map[string]string{} // import name -> wiring
+		applies := func(r rule) bool {
+			if r.in == nil {
+				return true
+			}
+			for _, d := range r.in {
+				if dir == d || strings.HasPrefix(dir, d+"/") {
+					return true
+				}
+			}
+			return false
+		}
+		local := map[string][]rule{} // import name -> rules in force
 		for _, imp := range f.Imports {
 			p, _ := strconv.Unquote(imp.Path.Value)
-			w, ok := wiring[p]
-			if !ok || module+dir == p {
+			if module+dir == p {
+				continue
+			}
+			var rs []rule
+			for _, r := range []rule{rules[p], frontRules[p]} {
+				if r.kind != "" && applies(r) {
+					rs = append(rs, r)
+				}
+			}
+			if strings.HasPrefix(p, awsService) && applies(rule{in: clientBuilders}) {
+				rs = append(rs, rule{"call", []string{"NewFromConfig"}, clientBuilders})
+			}
+			if len(rs) == 0 {
 				continue
 			}
 			name := p[strings.LastIndex(p, "/")+1:]
 			if imp.Name != nil {
 				name = imp.Name.Name
 			}
-			local[name] = w
+			local[name] = append(local[name], rs...)
 		}
 		if len(local) == 0 {
 			return nil
@@ -76,8 +135,14 @@ func TestOnlyActionsWire(t *testing.T) {
 			if sel == nil {
 				return true
 			}
-			if id, ok := sel.X.(*ast.Ident); ok && local[id.Name][sel.Sel.Name] == kind {
-				t.Errorf("%s: %s.%s outside pkg/action: use action.Configuration (Runner, IAMClients, Discover)", fset.Position(sel.Pos()), id.Name, sel.Sel.Name)
+			id, ok := sel.X.(*ast.Ident)
+			if !ok {
+				return true
+			}
+			for _, r := range local[id.Name] {
+				if r.kind == kind && slices.Contains(r.names, sel.Sel.Name) {
+					t.Errorf("%s: %s.%s outside pkg/action: use the action (action.Configuration and its verbs)", fset.Position(sel.Pos()), id.Name, sel.Sel.Name)
+				}
 			}
 			return true
 		})

@@ -43,3 +43,32 @@ func WriteFile(path string, data []byte, perm os.FileMode) (err error) {
 	}
 	return nil
 }
+
+// probeSize is how much CheckWritable writes: more than a journal entry or
+// a backup needs per write, so a directory that takes it takes them.
+const probeSize = 64 << 10
+
+// CheckWritable writes, syncs and removes a probe file in dir (created when
+// missing), so that a command can refuse before it changes anything when
+// the directory of its journal or backups is read-only or full.
+func CheckWritable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("directory %s cannot be written: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, ".write-probe-*")
+	if err != nil {
+		return fmt.Errorf("directory %s cannot be written: %w", dir, err)
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(make([]byte, probeSize))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("directory %s cannot be written: %w", dir, err)
+	}
+	return nil
+}

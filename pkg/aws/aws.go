@@ -18,6 +18,7 @@ import (
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
@@ -48,6 +49,11 @@ type Options struct {
 	RetryMode awssdk.RetryMode
 	// MaxBackoff caps the retry delay (default 20s; tests use milliseconds).
 	MaxBackoff time.Duration
+	// RideOutThrottling is for a long run (apply, rollback) that must
+	// outlast a throttling storm: 15 attempts per call (about two minutes of
+	// backoff) and no client-side retry quota, which a storm would empty
+	// and then fail calls without retrying them.
+	RideOutThrottling bool
 	// HTTPClient replaces the SDK's default HTTP client.
 	HTTPClient *http.Client
 }
@@ -58,11 +64,17 @@ func LoadConfig(ctx context.Context, o Options) (awssdk.Config, error) {
 	attempts := o.MaxAttempts
 	if attempts == 0 {
 		attempts = 5
+		if o.RideOutThrottling {
+			attempts = 15
+		}
 	}
 	loaders := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() awssdk.Retryer {
 			std := func(so *retry.StandardOptions) {
 				so.MaxAttempts = attempts
+				if o.RideOutThrottling {
+					so.RateLimiter = ratelimit.None
+				}
 				if o.MaxBackoff > 0 {
 					so.MaxBackoff = o.MaxBackoff
 					so.Backoff = retry.NewExponentialJitterBackoff(o.MaxBackoff)

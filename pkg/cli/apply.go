@@ -12,9 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
-	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -129,11 +127,16 @@ func newRunner(ctx context.Context, g *GlobalOptions, f *runFlags, p *rollout.Pl
 	if err != nil {
 		return nil, err
 	}
-	c, err := action.ForLive(ctx, action.Live{REST: rc, AWS: kmaws.Options{Region: firstNonEmpty(g.Region, p.Region), Profile: g.Profile, EndpointURL: g.EndpointURL}})
+	// The run rides out an AWS throttling storm, and an API server outage
+	// as long as its Lease allows (kube.Lock gives up renewing after two
+	// thirds of it).
+	aws := g.awsOptions(p.Region)
+	aws.RideOutThrottling = true
+	c, err := g.configure(ctx, action.Live{REST: rc, AWS: aws, Outage: f.leaseDuration * 2 / 3})
 	if err != nil {
 		return nil, err
 	}
-	c.Namespace, c.PollInterval, c.Observer = g.Namespace, f.pollInterval, eventPrinter(g)
+	c.Namespace, c.PollInterval, c.Observer = g.Namespace, f.pollInterval, chaosHook(eventPrinter(g))
 	if u, err := user.Current(); err == nil {
 		c.Operator = u.Username
 	}
@@ -156,13 +159,17 @@ func replanner(g *GlobalOptions, f *runFlags, old *rollout.Plan) func(context.Co
 		if err != nil {
 			return nil, err
 		}
-		req := rollout.PlanRequest{Environment: old.Environment, Config: cfg, Steps: migrations.Planned(), Inventory: src, Dir: f.dir, Now: time.Now(),
-			Progress: g.planProgress(time.Now(), planProgressEvery)}
+		req := action.Plan{Environment: old.Environment, Config: cfg, Inventory: src, Dir: f.dir, Progress: g.planProgress(time.Now(), planProgressEvery)}
 		if old.IAM != nil {
 			o := old.IAM.Options
 			req.IAM = &o
 		}
-		p, err := rollout.MakePlan(ctx, req)
+		if k := old.Karpenter; k != nil {
+			req.KarpenterChart, req.KarpenterVersion = k.Chart, k.Version
+		} else {
+			req.SkipKarpenter = true
+		}
+		p, err := (&action.Configuration{}).Plan(ctx, req)
 		if err != nil {
 			return nil, err
 		}

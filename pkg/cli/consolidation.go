@@ -7,12 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	kjson "sigs.k8s.io/json"
 
-	apiv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/convert"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -24,12 +20,6 @@ type consolidationOptions struct {
 	spotToSpot    bool
 	karpenterOnly bool
 	settle        bool
-}
-
-// consolidationReport is what -o json|yaml prints.
-type consolidationReport struct {
-	Decision disruption.Decision    `json:"decision"`
-	Settled  *disruption.Settlement `json:"settled,omitempty"`
 }
 
 func newConsolidationCmd(g *GlobalOptions) *cobra.Command {
@@ -70,7 +60,7 @@ func consolidationRun(ctx context.Context, g *GlobalOptions, o *consolidationOpt
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	now := time.Now().UTC()
+	var now time.Time
 	if o.now != "" {
 		t, err := time.Parse(time.RFC3339, o.now)
 		if err != nil {
@@ -82,34 +72,16 @@ func consolidationRun(ctx context.Context, g *GlobalOptions, o *consolidationOpt
 	if err != nil {
 		return err
 	}
-	pools, hashes, err := loadNodePools(ctx, o.nodePools)
-	if err != nil {
-		return err
-	}
-	if len(pools) == 0 {
-		return fmt.Errorf("--nodepools %s: no karpenter.sh/v1 NodePool found", strings.Join(o.nodePools, ","))
-	}
 	cat, err := g.inventoryCatalog(&snap.Inventory)
 	if err != nil {
 		return err
 	}
-	in := disruption.FromInventory(&snap.Inventory, pools, cat, now)
-	in.Options = disruption.Options{SpotToSpot: o.spotToSpot, KarpenterOnly: o.karpenterOnly, ExplainAll: true, NodePoolHashes: hashes}
-	if len(o.proposed) > 0 {
-		if in.Options.Proposed, _, err = loadNodePools(ctx, o.proposed); err != nil {
-			return err
-		}
-	}
-	rep := consolidationReport{}
-	if rep.Decision, err = disruption.Decide(in); err != nil {
+	rep, err := (&action.Configuration{Catalog: cat}).Consolidation(ctx, action.Consolidation{
+		Inventory: &snap.Inventory, NodePools: o.nodePools, Proposed: o.proposed, Now: now,
+		SpotToSpot: o.spotToSpot, KarpenterOnly: o.karpenterOnly, Settle: o.settle,
+	})
+	if err != nil {
 		return err
-	}
-	if o.settle {
-		s, err := disruption.Settle(in, disruption.SettleOptions{})
-		if err != nil {
-			return err
-		}
-		rep.Settled = &s
 	}
 	if done, err := printStructured(g.IO.Out, g.Output, rep); done {
 		return err
@@ -117,7 +89,7 @@ func consolidationRun(ctx context.Context, g *GlobalOptions, o *consolidationOpt
 	return printConsolidation(g, rep)
 }
 
-func printConsolidation(g *GlobalOptions, rep consolidationReport) error {
+func printConsolidation(g *GlobalOptions, rep *action.ConsolidationReport) error {
 	w := g.IO.Out
 	d := rep.Decision
 	if d.Method == "" {
@@ -163,7 +135,9 @@ func printConsolidation(g *GlobalOptions, rep consolidationReport) error {
 		}
 	}
 	if s := rep.Settled; s != nil {
-		fmt.Fprintf(w, "\nSettled after %d passes: %d nodes at $%.4f/h (from %d at $%.4f/h, saving $%.4f/h)\n",
+		// Every node of the snapshot is in both fleets, those of no NodePool
+		// too (a group kept for the controller), as in plan's forecast.
+		fmt.Fprintf(w, "\nSettled after %d passes: %d nodes at $%.4f/h, every node of the snapshot (from %d at $%.4f/h, saving $%.4f/h)\n",
 			len(s.Passes), s.After.Nodes, s.After.PricePerHour, s.Before.Nodes, s.Before.PricePerHour, s.Savings)
 		t := newTable(w)
 		fmt.Fprintln(t, "TYPE\tCAPACITY\tNODES\t$/H")
@@ -180,56 +154,4 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// loadNodePools reads v1 NodePools and EC2NodeClasses and pairs each pool
-// with its class; it also returns the pools' karpenter.sh/nodepool-hash
-// annotations for drift.
-func loadNodePools(ctx context.Context, paths []string) ([]engine.NodePool, map[string]string, error) {
-	docs, err := convert.Read(ctx, convert.ReadOptions{Filenames: paths, Recursive: true})
-	if err != nil {
-		return nil, nil, err
-	}
-	var nps []*apiv1.NodePool
-	classes := map[string]*apiv1.EC2NodeClass{}
-	for _, d := range docs {
-		switch {
-		case d.APIVersion == apiv1.APIVersion && d.Kind == apiv1.NodePoolKind:
-			np := &apiv1.NodePool{}
-			if err := decodeDoc(d, np); err != nil {
-				return nil, nil, err
-			}
-			nps = append(nps, np)
-		case d.APIVersion == apiv1.AWSAPIVersion && d.Kind == apiv1.EC2NodeClassKind:
-			nc := &apiv1.EC2NodeClass{}
-			if err := decodeDoc(d, nc); err != nil {
-				return nil, nil, err
-			}
-			classes[nc.Name] = nc
-		}
-	}
-	hashes := map[string]string{}
-	var pools []engine.NodePool
-	for _, np := range nps {
-		var nc *apiv1.EC2NodeClass
-		if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil {
-			nc = classes[ref.Name]
-		}
-		pools = append(pools, engine.NodePoolFromV1(np, nc))
-		if h, ok := np.Annotations[apiv1.NodePoolHashAnnotationKey]; ok {
-			hashes[np.Name] = h
-		}
-	}
-	return pools, hashes, nil
-}
-
-func decodeDoc(d *convert.Document, v any) error {
-	strict, err := kjson.UnmarshalStrict(d.JSON, v)
-	if err == nil && len(strict) > 0 {
-		err = strict[0]
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", d, err)
-	}
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 )
 
@@ -51,7 +52,7 @@ func TestConsolidationCommandJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep consolidationReport
+	var rep action.ConsolidationReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
-	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -86,7 +85,7 @@ func runDiscover(ctx context.Context, g *GlobalOptions, o *discoverOptions) erro
 	if o.cluster == "" {
 		return fmt.Errorf("--cluster is required: the EKS cluster name")
 	}
-	live := action.Live{AWS: kmaws.Options{Region: g.Region, Profile: g.Profile, EndpointURL: g.EndpointURL}}
+	live := action.Live{AWS: g.awsOptions("")}
 	if !o.skipKube {
 		rc, err := g.RESTConfig()
 		if err != nil {
@@ -94,7 +93,7 @@ func runDiscover(ctx context.Context, g *GlobalOptions, o *discoverOptions) erro
 		}
 		live.REST = rc
 	}
-	c, err := action.ForLive(ctx, live)
+	c, err := g.configure(ctx, live)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
@@ -136,15 +135,12 @@ func runGenerate(cmd *cobra.Command, g *GlobalOptions, o *generateOptions) error
 		return errors.New("--snapshot FILE or --cluster NAME is required: generate from a discover snapshot or discover the cluster now")
 	}
 	inScope(inv, cfg)
-	if o.gen.Catalog, err = catalog.ForInventory(inv); err != nil {
-		return err
-	}
 	o.gen.Strategy = generate.Strategy(o.strategy)
 	o.gen.Flexibility = generate.Flexibility(o.flex)
 	o.gen.Selectors = generate.SelectorMode(o.selector)
 	o.gen.Namespace = g.Namespace
 
-	rep, err := generate.Run(cmd.Context(), inv, o.gen, o.tree)
+	rep, err := (&action.Generate{Options: o.gen, Tree: o.tree}).Run(cmd.Context(), inv)
 	if err != nil {
 		return err
 	}
@@ -162,7 +158,7 @@ func discoverLive(ctx context.Context, g *GlobalOptions, cluster, region string,
 	if err != nil {
 		return nil, err
 	}
-	c, err := action.ForLive(ctx, action.Live{REST: rc, AWS: kmaws.Options{Region: region, Profile: g.Profile, EndpointURL: g.EndpointURL}})
+	c, err := g.configure(ctx, action.Live{REST: rc, AWS: &kmaws.Options{Region: region, Profile: g.Profile, EndpointURL: g.EndpointURL}})
 	if err != nil {
 		return nil, err
 	}

@@ -7,16 +7,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
-	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 )
 
 type iamOptions struct {
@@ -132,41 +132,27 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 			region = t.Region
 		}
 	}
-	// AWS only: aws-auth is reached lazily below.
-	c, err := action.ForLive(ctx, action.Live{AWS: kmaws.Options{Region: region, Profile: g.Profile, EndpointURL: g.EndpointURL}})
+	// AWS only: aws-auth is reached through the kubeconfig only if a step
+	// in scope touches it (node access on a CONFIG_MAP cluster, or one the
+	// journal records).
+	c, err := g.configure(ctx, action.Live{AWS: g.awsOptions(region)})
 	if err != nil {
 		return err
 	}
+	c.AWSAuth = action.AWSAuthFromKubeconfig(g.RESTConfig, g.Namespace, o.backupDir)
 	if inv == nil {
 		if inv, err = c.Discover(ctx, action.Discover{Cluster: o.cluster}); err != nil {
 			return err
 		}
 	}
-	target, err := iam.TargetFromInventory(inv)
+	a, err := c.IAM(inv, o.opts, o.journal)
 	if err != nil {
 		return err
 	}
-	desired, err := iam.Build(target, o.opts)
-	if err != nil {
-		return err
-	}
-	clients := c.IAMClients(desired)
-	// aws-auth is reached only if a step in scope touches it (node access
-	// on a CONFIG_MAP cluster, or one the journal records): a kubeconfig is
-	// needed only then.
-	clients.AWSAuth = awsAuthEditor(g, o.backupDir)
-	if o.journal == "" {
-		o.journal = "karpenter-migrate-iam-" + target.Cluster + ".journal.json"
-	}
-	journal, err := iam.ReadJournal(o.journal, target.Cluster)
-	if err != nil {
-		return err
-	}
-
 	if verb == "delete" {
-		return runIAMDelete(ctx, g, o, desired, journal, clients, only)
+		return runIAMDelete(ctx, g, o, a, only)
 	}
-	plan, err := iam.BuildPlan(ctx, desired, clients, iam.PlanOptions{Only: only})
+	plan, err := a.Plan(ctx, only)
 	if err != nil {
 		return err
 	}
@@ -181,53 +167,43 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 	if verb == "plan" || o.dryRun || plan.Changes() == 0 {
 		return nil
 	}
+	if err := checkOutputDirs(o, plan); err != nil {
+		return err
+	}
 	if !o.yes {
-		ok, err := g.IO.Confirm(fmt.Sprintf("Apply %d change(s) to cluster %s?", plan.Changes(), target.Cluster), "--yes")
+		ok, err := g.IO.Confirm(fmt.Sprintf("Apply %d change(s) to cluster %s?", plan.Changes(), a.Desired.Target.Cluster), "--yes")
 		if err != nil || !ok {
 			return errors.Join(err, errors.New("nothing applied"))
 		}
 	}
-	_, err = iam.Apply(ctx, plan, clients, iam.ApplyOptions{
-		Journal: journal,
-		Save:    func(j *iam.Journal) error { return j.WriteFile(o.journal) },
-		OnStep: func(it iam.Item) {
-			g.say(slog.LevelInfo, eventIAMStep, "", fmt.Sprintf("%s %s", it.Action.PastTense(), it.Ref), slog.String("action", string(it.Action)), slog.String("kind", string(it.Ref.Kind)), slog.String("name", it.Ref.Name))
-		},
+	_, err = a.Apply(ctx, plan, func(it iam.Item) {
+		g.say(slog.LevelInfo, eventIAMStep, "", fmt.Sprintf("%s %s", it.Action.PastTense(), it.Ref), slog.String("action", string(it.Action)), slog.String("kind", string(it.Ref.Kind)), slog.String("name", it.Ref.Name))
 	})
 	if err != nil {
-		return fmt.Errorf("%w\nthe journal %s lists what was done; run apply again to finish or iam delete to undo", err, o.journal)
+		return fmt.Errorf("%w\nthe journal %s lists what was done; run apply again to finish or iam delete to undo", err, a.Journal)
 	}
-	g.say(slog.LevelInfo, eventIAMDone, "", fmt.Sprintf("applied %d change(s); journal in %s", plan.Changes(), o.journal), slog.Int("changes", plan.Changes()), slog.String("journal", o.journal))
+	g.say(slog.LevelInfo, eventIAMDone, "", fmt.Sprintf("applied %d change(s); journal in %s", plan.Changes(), a.Journal), slog.Int("changes", plan.Changes()), slog.String("journal", a.Journal))
 	return nil
 }
 
-// awsAuthEditor is the aws-auth editor of the kubeconfig's cluster, or,
-// when there is no usable kubeconfig, one that answers every call with why.
-func awsAuthEditor(g *GlobalOptions, backupDir string) iam.AWSAuthAPI {
-	rc, err := g.RESTConfig()
-	if err != nil {
-		return unreachableAWSAuth{fmt.Errorf("the cluster maps nodes through aws-auth: %w", err)}
+// checkOutputDirs refuses, before anything is created, an apply whose
+// journal (written after every object) or aws-auth backup (written before
+// the edit) could not be written: a read-only or full directory.
+func checkOutputDirs(o *iamOptions, plan *iam.Plan) error {
+	dirs := []string{filepath.Dir(o.journal)}
+	if slices.ContainsFunc(plan.Items, func(it iam.Item) bool { return it.Kind == iam.KindAWSAuth && it.Action != iam.ActionNoop }) {
+		dirs = append(dirs, o.backupDir)
 	}
-	kc, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return unreachableAWSAuth{fmt.Errorf("kubernetes client: %w", err)}
+	for _, d := range dirs {
+		if err := atomicfile.CheckWritable(d); err != nil {
+			return fmt.Errorf("%w; nothing was changed: free space there or choose another directory (--journal, --backup-dir)", err)
+		}
 	}
-	return &awsauth.Editor{Client: kc, BackupNamespace: g.Namespace, BackupDir: backupDir}
+	return nil
 }
 
-// unreachableAWSAuth is aws-auth without Kubernetes access.
-type unreachableAWSAuth struct{ err error }
-
-func (u unreachableAWSAuth) Lookup(context.Context, awsauth.MapRole) (awsauth.Status, error) {
-	return awsauth.Status{}, u.err
-}
-func (u unreachableAWSAuth) Ensure(context.Context, awsauth.MapRole) error { return u.err }
-func (u unreachableAWSAuth) Remove(context.Context, awsauth.MapRole) (bool, error) {
-	return false, u.err
-}
-
-func runIAMDelete(ctx context.Context, g *GlobalOptions, o *iamOptions, d *iam.Desired, j *iam.Journal, c iam.Clients, only []iam.Group) error {
-	preview, err := iam.Down(ctx, d, j, c, iam.DownOptions{DryRun: true, Only: only})
+func runIAMDelete(ctx context.Context, g *GlobalOptions, o *iamOptions, a *action.IAM, only []iam.Group) error {
+	preview, err := a.Delete(ctx, action.IAMDelete{DryRun: true, Only: only})
 	if err != nil {
 		return err
 	}
@@ -246,12 +222,12 @@ func runIAMDelete(ctx context.Context, g *GlobalOptions, o *iamOptions, d *iam.D
 		return nil
 	}
 	if !o.yes {
-		ok, err := g.IO.Confirm(fmt.Sprintf("Delete %d object(s) created by karpenter-migrate for cluster %s?", n, d.Target.Cluster), "--yes")
+		ok, err := g.IO.Confirm(fmt.Sprintf("Delete %d object(s) created by karpenter-migrate for cluster %s?", n, a.Desired.Target.Cluster), "--yes")
 		if err != nil || !ok {
 			return errors.Join(err, errors.New("nothing deleted"))
 		}
 	}
-	_, err = iam.Down(ctx, d, j, c, iam.DownOptions{Only: only, OnStep: func(it iam.Item) {
+	_, err = a.Delete(ctx, action.IAMDelete{Only: only, OnStep: func(it iam.Item) {
 		if it.Action == iam.ActionDelete {
 			g.say(slog.LevelInfo, eventIAMStep, "", fmt.Sprintf("deleted %s", it.Ref), slog.String("action", string(it.Action)), slog.String("kind", string(it.Ref.Kind)), slog.String("name", it.Ref.Name))
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
@@ -34,6 +34,9 @@ type planOptions struct {
 	// controllerGroup is --controller-nodegroup.
 	controllerGroup string
 	iam             iamPlanFlags
+	// karpenterChart is --karpenter-chart; skipKarpenter --skip-karpenter.
+	karpenterChart string
+	skipKarpenter  bool
 }
 
 // iamPlanFlags are the plan's choices for the IAM steps.
@@ -114,6 +117,8 @@ bounds the whole plan, discovery included.`,
 	f.StringVar(&o.config, "config", "", "environment migration config (default: built-in defaults for --env)")
 	f.StringVarP(&o.out, "file", "f", "plan.yaml", "where to write the plan")
 	f.BoolVar(&o.offline, "offline", false, "with --cluster, "+offlineUsage)
+	f.StringVar(&o.karpenterChart, "karpenter-chart", "", "chart the Karpenter step installs: a local chart directory or tarball, or a URL (default "+rollout.KarpenterChartOCI+" at --karpenter-version)")
+	f.BoolVar(&o.skipKarpenter, "skip-karpenter", false, "leave installing Karpenter to you: the Karpenter step does not run and preflight asks for its CRDs")
 	f.StringVar(&o.controllerGroup, "controller-nodegroup", "", "legacy node group kept for the Karpenter controller (default: controller.nodeGroup in --config, else where the installed controller or generate's Helm values pin it)")
 	f.StringToStringVar(&o.pools, "pool-for-group", nil, "NodePool replacing a node group, GROUP=POOL (default: the pools whose karpenter-migrate.io/node-groups annotation names it)")
 	f.DurationVar(&o.timeout, "timeout", 0, "give up when the plan, discovery included, takes longer (0: no limit)")
@@ -181,17 +186,17 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 		ctx, cancel = context.WithTimeout(ctx, o.timeout)
 		defer cancel()
 	}
-	p, err := rollout.MakePlan(ctx, rollout.PlanRequest{
-		Environment: o.env, Config: cfg, Steps: migrations.Planned(), Inventory: src, Dir: o.dir,
-		PoolForGroup: o.pools, ControllerNodeGroup: o.controllerGroup, IAM: iamOpts, Now: time.Now(), Progress: g.planProgress(time.Now(), planProgressEvery),
+	// The inventory source reaches the cluster itself when it discovers
+	// live: the plan needs no more than the zero configuration.
+	p, err := (&action.Configuration{}).Plan(ctx, action.Plan{
+		Environment: o.env, Config: cfg, Inventory: src, Dir: o.dir, File: o.out,
+		PoolForGroup: o.pools, ControllerNodeGroup: o.controllerGroup, IAM: iamOpts, Progress: g.planProgress(time.Now(), planProgressEvery),
+		KarpenterChart: o.karpenterChart, KarpenterVersion: o.iam.opts.KarpenterVersion, SkipKarpenter: o.skipKarpenter,
 	})
 	if err != nil {
 		if o.timeout > 0 && errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("plan did not finish within --timeout %s: %w; raise --timeout, or plan fewer node groups at a time (nodeGroups.include in --config)", o.timeout, err)
 		}
-		return err
-	}
-	if err := p.WriteFile(o.out); err != nil {
 		return err
 	}
 	if done, err := printStructured(g.IO.Out, g.Output, p); done {
@@ -212,6 +217,12 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nKarpenter controller: %s (%s)\n", p.Controller, dash(p.Controller.Why))
+	if k := p.Karpenter; k != nil {
+		fmt.Fprintf(w, "Karpenter install (step 07): helm upgrade --install %s %s --version %s -n %s -f %s (atomic, waits for the controller; an installation made by someone else is left alone)\n",
+			k.Release, k.Chart, k.Version, k.Namespace, dash(k.ValuesFrom))
+	} else {
+		fmt.Fprintln(w, "Karpenter install (step 07): not run; Karpenter must be installed before apply")
+	}
 	if p.IAM != nil && p.IAM.Error == "" {
 		fmt.Fprintf(w, "\nIAM: node role %s, controller role %s (%s), queue %s, nodes join by %s\n", p.IAM.NodeRole, p.IAM.ControllerRole, p.IAM.Identity, p.IAM.Queue, p.IAM.NodeAccess)
 	}
@@ -265,8 +276,12 @@ func printSteadyState(w io.Writer, ss *rollout.SteadyState) error {
 		}
 		return fmt.Sprintf("%d nodes", n)
 	}
-	fmt.Fprintf(w, "\nAfter consolidation: %s at $%.4f/h (right after the waves: %s at $%.4f/h; saves $%.4f/h)\n",
-		nodes(ss.AfterConsolidation.Nodes), ss.AfterConsolidation.PricePerHour, nodes(ss.AfterMigration.Nodes), ss.AfterMigration.PricePerHour, ss.SavingsPerHour)
+	kept := ""
+	if k := ss.Kept; k != nil {
+		kept = fmt.Sprintf(", %d of them kept for the Karpenter controller", k.Nodes)
+	}
+	fmt.Fprintf(w, "\nAfter consolidation: %s at $%.4f/h%s (right after the waves: %s at $%.4f/h; saves $%.4f/h)\n",
+		nodes(ss.AfterConsolidation.Nodes), ss.AfterConsolidation.PricePerHour, kept, nodes(ss.AfterMigration.Nodes), ss.AfterMigration.PricePerHour, ss.SavingsPerHour)
 	t := newTable(w)
 	fmt.Fprintln(t, "TYPE\tCAPACITY\tAFTER WAVES\t$/H\tAFTER CONSOLIDATION\t$/H")
 	type side struct {

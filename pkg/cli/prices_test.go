@@ -146,8 +146,8 @@ func TestPlanInClusterRegion(t *testing.T) {
 		!near(eu.Cost.AfterPerHour, math.Round((3*euWest1OnDemand["m5.large"]+2*euWest1OnDemand["m5.xlarge"])*100)/100) {
 		t.Errorf("eu-west-1 cost %+v, want three m5.xlarge before, three m5.large and the two kept m5.xlarge after, at eu-west-1's prices", eu.Cost)
 	}
-	if ss := eu.SteadyState; ss == nil || !near(ss.AfterConsolidation.PricePerHour, euWest1OnDemand["c5.xlarge"]) {
-		t.Errorf("eu-west-1 steady state %+v, want one c5.xlarge at %v", ss, euWest1OnDemand["c5.xlarge"])
+	if ss := eu.SteadyState; ss == nil || !near(ss.AfterConsolidation.PricePerHour, euWest1OnDemand["c5.xlarge"]+2*euWest1OnDemand["m5.xlarge"]) {
+		t.Errorf("eu-west-1 steady state %+v, want one c5.xlarge and the two kept m5.xlarge at %v and %v", ss, euWest1OnDemand["c5.xlarge"], euWest1OnDemand["m5.xlarge"])
 	}
 	if pr := eu.Cost.Prices; pr == nil || *pr != discovered.Inventory.Prices.PriceSource {
 		t.Errorf("eu-west-1 plan records prices %+v, want %+v", pr, discovered.Inventory.Prices.PriceSource)

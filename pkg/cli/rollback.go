@@ -23,7 +23,7 @@ drained and then deleted. IAM and node-access objects are removed only with --re
 
 Steps: ` + migrations.IDs(),
 		Example: `  # Undo everything after the NodePools were applied, keeping them
-  karpenter-migrate rollback --plan plan.yaml --to 07_nodepools --yes
+  karpenter-migrate rollback --plan plan.yaml --to 08_nodepools --yes
 
   # See what a full rollback would do
   karpenter-migrate rollback --plan plan.yaml --dry-run`,

@@ -23,12 +23,12 @@ import (
 func TestEventLoggerJSON(t *testing.T) {
 	at := time.Date(2026, 11, 21, 9, 30, 0, 0, time.UTC)
 	events := []rollout.Event{
-		{Time: at, Kind: rollout.EventStepStarted, Step: "09_drain_waves", Done: 8, Total: 11, Message: "per wave: drain"},
-		{Time: at.Add(time.Second), Kind: rollout.EventWavePhase, Step: "09_drain_waves", Wave: 2, Waves: 3, Phase: rollout.PhaseDrain},
-		{Time: at.Add(2 * time.Second), Kind: rollout.EventEviction, Step: "09_drain_waves", Wave: 2, Node: "ip-1", Pod: "shop/web-1", Message: "evicted"},
+		{Time: at, Kind: rollout.EventStepStarted, Step: "10_drain_waves", Done: 9, Total: 12, Message: "per wave: drain"},
+		{Time: at.Add(time.Second), Kind: rollout.EventWavePhase, Step: "10_drain_waves", Wave: 2, Waves: 3, Phase: rollout.PhaseDrain},
+		{Time: at.Add(2 * time.Second), Kind: rollout.EventEviction, Step: "10_drain_waves", Wave: 2, Node: "ip-1", Pod: "shop/web-1", Message: "evicted"},
 		{Time: at.Add(3 * time.Second), Kind: rollout.EventPDBWait, Pod: "shop/db-0", PDB: "shop/db", Message: "eviction refused"},
 		{Time: at.Add(4 * time.Second), Kind: rollout.EventGate, Gate: &rollout.GateResult{Passed: false, PDBsBelowMin: []string{"shop/db healthy 0 < 1"}}, Message: "gate"},
-		{Time: at.Add(5 * time.Second), Kind: rollout.EventStepFailed, Step: "09_drain_waves", Message: "paused", DryRun: true},
+		{Time: at.Add(5 * time.Second), Kind: rollout.EventStepFailed, Step: "10_drain_waves", Message: "paused", DryRun: true},
 	}
 	for _, tc := range []struct {
 		level string

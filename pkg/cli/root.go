@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
+	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iostreams"
 )
 
@@ -32,6 +35,24 @@ type GlobalOptions struct {
 	LogLevel    string
 	LogFormat   string
 	NoColor     bool
+
+	// Configure builds the actions' configuration of a cluster and an
+	// account (default action.ForLive); command tests inject theirs.
+	Configure func(ctx context.Context, l action.Live) (*action.Configuration, error)
+}
+
+// configure is the actions' configuration of l.
+func (g *GlobalOptions) configure(ctx context.Context, l action.Live) (*action.Configuration, error) {
+	if g.Configure != nil {
+		return g.Configure(ctx, l)
+	}
+	return action.ForLive(ctx, l)
+}
+
+// awsOptions are the account's options: --region (else region),
+// --profile and --endpoint-url.
+func (g *GlobalOptions) awsOptions(region string) *kmaws.Options {
+	return &kmaws.Options{Region: firstNonEmpty(g.Region, region), Profile: g.Profile, EndpointURL: g.EndpointURL}
 }
 
 // ExitError carries a specific process exit code (readiness --fail-on, the

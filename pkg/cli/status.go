@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -20,20 +20,18 @@ func newStatusCmd(g *GlobalOptions) *cobra.Command {
   # The full journal as JSON
   karpenter-migrate status --env prod -o json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := g.RESTConfig()
+			rc, err := g.RESTConfig()
 			if err != nil {
 				return err
 			}
-			kc, err := kubernetes.NewForConfig(cfg)
-			if err != nil {
-				return fmt.Errorf("kubernetes client: %w", err)
-			}
-			j, err := rollout.Status(cmd.Context(), kc, g.Namespace, env)
+			c, err := g.configure(cmd.Context(), action.Live{REST: rc})
 			if err != nil {
 				return err
 			}
-			if j == nil {
-				return fmt.Errorf("no rollout journal for environment %s in namespace %s (ConfigMap %s); nothing was applied", env, g.Namespace, rollout.JournalName(env))
+			c.Namespace = g.Namespace
+			j, err := c.Status(cmd.Context(), env)
+			if err != nil {
+				return err
 			}
 			if done, err := printStructured(g.IO.Out, g.Output, j); done {
 				return err

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,7 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = rr.Apply(ctx)
+	err = cmp.Or(rr.Apply(ctx), obs.err)
 	if werr := r.writeJournal(ctx); werr != nil && err == nil {
 		err = werr
 	}
@@ -102,12 +103,9 @@ func (r *runner) runError(ctx context.Context, err error) error {
 // writeJournal copies the runner's journal from the sandbox cluster into
 // the output directory.
 func (r *runner) writeJournal(ctx context.Context) error {
-	j, err := rollout.Status(ctx, r.cfg.Kube, Namespace, r.opts.Environment)
+	j, err := r.cfg.Status(ctx, r.opts.Environment)
 	if err != nil {
 		return fmt.Errorf("read the runner's journal: %w", err)
-	}
-	if j == nil {
-		return fmt.Errorf("the runner left no journal in namespace %s for environment %s", Namespace, r.opts.Environment)
 	}
 	r.journal = j
 	return writeJSON(filepath.Join(r.opts.OutDir, JournalFile), j)
@@ -181,6 +179,8 @@ type observer struct {
 	// restarted counts the pods of the Deployments the runner moved by a
 	// surge restart, evicted the evictions it made.
 	restarted, evicted int
+	// err is a failure to read what a step did (the controller's placement).
+	err error
 }
 
 func (o *observer) observe(e rollout.Event) {
@@ -190,6 +190,9 @@ func (o *observer) observe(e rollout.Event) {
 		r.emit(o.prefix, StatusRunning, e.Step+": "+e.Message, -1)
 	case rollout.EventStepFinished:
 		r.sum.Steps = append(r.sum.Steps, StepResult{ID: o.prefix + "/" + e.Step, Status: StatusDone, Detail: e.Message})
+		if o.prefix == "apply" && rollout.SameStep(e.Step, karpenterStep) {
+			o.err = r.controllerInstalled(r.runCtx)
+		}
 	case rollout.EventStepSkipped:
 		r.sum.Steps = append(r.sum.Steps, StepResult{ID: o.prefix + "/" + e.Step, Status: StatusSkipped, Detail: e.Message})
 		r.emit(o.prefix, StatusRunning, e.Step+" skipped: "+e.Message, -1)

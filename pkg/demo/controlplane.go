@@ -173,7 +173,7 @@ func (c *controlPlane) Load(ctx context.Context, inv inventory.Inventory, namesp
 		cancel(err)
 		return fail(fmt.Errorf("load the cluster: %w", err))
 	}
-	cfg, err := action.ForLive(ctx, action.Live{REST: c.env.Config, AWS: kmaws.Options{
+	cfg, err := action.ForLive(ctx, action.Live{REST: c.env.Config, AWS: &kmaws.Options{
 		Region: acct.Region, EndpointURL: c.aws.URL(), MaxBackoff: 50 * time.Millisecond,
 		Credentials: credentials.NewStaticCredentialsProvider("AKIADEMO", "demo", ""),
 	}})

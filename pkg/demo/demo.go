@@ -94,7 +94,9 @@ type Summary struct {
 	NodesAfterByType  map[string]int `json:"nodesAfterByType"`
 	CostPerHourBefore float64        `json:"costPerHourBefore"`
 	CostPerHourAfter  float64        `json:"costPerHourAfter"`
-	// PlannedCostPerHour is the plan's predicted cost of the new fleet.
+	// PlannedCostPerHour is the plan's forecast of CostPerHourAfter: the
+	// steady state after consolidation, every node the cluster runs (the
+	// controller's kept nodes included), as plan and the wizard show it.
 	PlannedCostPerHour float64 `json:"plannedCostPerHour"`
 
 	// PodsMoved counts the moves apply made (evictions, and the pods of
@@ -209,15 +211,13 @@ type runner struct {
 	// cluster is the name of the cluster loaded.
 	cluster string
 	inv     inventory.Inventory
-	pools   []apisv1.NodePool
 	plan    *rollout.Plan
 	// journal is the runner's journal after apply (then rollback).
 	journal *rollout.Journal
 	pdbs    *pdbWatcher
 
-	iamDesired *iam.Desired
-	iamPlan    *iam.Plan
-	iamJournal *iam.Journal
+	iam     *action.IAM
+	iamPlan *iam.Plan
 }
 
 // Run performs the demo and returns its summary. On a step failure it
@@ -271,12 +271,20 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		{"discover", r.stepDiscover},
 		{"readiness", r.stepReadiness},
 		{"generate", r.stepGenerate},
-		{"karpenter", r.stepKarpenter},
 		{"iam-plan", r.stepIAMPlan},
 		{"iam-apply", r.stepIAMApply},
 		{"plan", r.stepPlan},
 		{"apply", r.stepApply},
 		{"final-state", r.stepFinal},
+	}
+	if opts.ControlPlane {
+		// The runbook's step 07 installs Karpenter in the sandbox; on the
+		// control plane the demo installs the controller itself (see
+		// stepKarpenter), after generate wrote its values.
+		steps = slices.Insert(steps, 4, struct {
+			id string
+			fn func(context.Context) (string, error)
+		}{"karpenter", r.stepKarpenter})
 	}
 	if opts.Rollback {
 		steps = append(steps, struct {

@@ -65,7 +65,7 @@ const (
 type sandboxEnv struct{ sb *sandbox.Sandbox }
 
 func newSandboxEnv(seed uint64) (*sandboxEnv, error) {
-	sb, err := sandbox.New(sandbox.Options{Seed: seed})
+	sb, err := sandbox.New(sandbox.Options{Seed: seed, DeferKarpenter: true})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
@@ -18,12 +19,13 @@ const (
 	DevEnv = "dev"
 )
 
-// stepGenerate runs pkg/generate as the generate command does (defaults,
-// overlays dev, staging and prod) and builds the prod overlay with
-// kustomize, as apply does; those objects are what the demo applies.
+// stepGenerate runs the generate action as the generate command does
+// (defaults, overlays dev, staging and prod), adapts the tree to the
+// environment, and builds the run's overlay with kustomize, as apply does:
+// those objects are what the demo applies.
 func (r *runner) stepGenerate(ctx context.Context) (string, error) {
 	dir := filepath.Join(r.opts.OutDir, "karpenter")
-	rep, err := generate.Run(ctx, &r.inv, generate.DefaultOptions(), generate.TreeOptions{Dir: dir, Envs: []string{"dev", "staging", "prod"}})
+	rep, err := (&action.Generate{Options: generate.DefaultOptions(), Tree: generate.TreeOptions{Dir: dir, Envs: []string{"dev", "staging", "prod"}}}).Run(ctx, &r.inv)
 	if err != nil {
 		return "", fmt.Errorf("generate: %w", err)
 	}
@@ -32,32 +34,21 @@ func (r *runner) stepGenerate(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	built, err := generate.BuildOverlay(dir, env)
+	objs, err := rollout.OverlayDir{Dir: dir, Env: env}.Objects(ctx)
 	if err != nil {
-		return "", fmt.Errorf("build overlay %s: %w", env, err)
+		return "", err
 	}
-	objs, err := rollout.DecodeObjects(built)
-	if err != nil {
-		return "", fmt.Errorf("overlay %s: %w", env, err)
-	}
-	r.pools = nil
 	var names []string
 	for _, o := range objs {
-		if o.GetKind() != apisv1.NodePoolKind {
-			continue
+		if o.GetKind() == apisv1.NodePoolKind {
+			names = append(names, o.GetName())
 		}
-		np, err := rollout.DecodeNodePool(o)
-		if err != nil {
-			return "", err
-		}
-		r.pools = append(r.pools, *np)
-		names = append(names, np.Name)
 	}
-	if len(r.pools) == 0 {
+	if len(names) == 0 {
 		return "", fmt.Errorf("overlay %s built no NodePool", env)
 	}
 	detail := fmt.Sprintf("%d NodePools (%s), %d objects in overlay %s, %d files in %s, %d warnings",
-		len(r.pools), strings.Join(names, ", "), len(objs), env, len(rep.Tree.Files), dir, len(rep.Warnings))
+		len(names), strings.Join(names, ", "), len(objs), env, len(rep.Tree.Files), dir, len(rep.Warnings))
 	if adapted != "" {
 		detail += "; " + adapted
 	}

@@ -2,31 +2,27 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 )
-
-// iamClients are pkg/iam's collaborators on the sandbox (the actions'
-// one wiring).
-func (r *runner) iamClients() iam.Clients { return r.cfg.IAMClients(r.iamDesired) }
 
 // stepIAMPlan builds pkg/iam's desired state from the inventory (IRSA with
 // the cluster's OIDC provider, aws-auth for a CONFIG_MAP cluster) and plans
 // it against the account, as `iam plan` does.
 func (r *runner) stepIAMPlan(ctx context.Context) (string, error) {
-	t, err := iam.TargetFromInventory(&r.inv)
+	a, err := r.cfg.IAM(&r.inv, iam.Options{CreateOIDCProvider: true}, filepath.Join(r.opts.OutDir, "iam-journal.json"))
 	if err != nil {
 		return "", err
 	}
-	d, err := iam.Build(t, iam.Options{CreateOIDCProvider: true})
-	if err != nil {
-		return "", err
-	}
-	r.iamDesired = d
-	p, err := iam.BuildPlan(ctx, d, r.iamClients(), iam.PlanOptions{})
+	r.iam = a
+	p, err := a.Plan(ctx, nil)
 	if err != nil {
 		return "", err
 	}
@@ -49,20 +45,22 @@ func (r *runner) stepIAMPlan(ctx context.Context) (string, error) {
 }
 
 // stepIAMApply applies the plan as `iam apply --yes` does, saving the
-// journal that rollback's Down uses.
+// journal that rollback's Down uses. A journal an earlier run left in the
+// output directory is of another sandbox's account: it is started afresh.
 func (r *runner) stepIAMApply(ctx context.Context) (string, error) {
-	path := filepath.Join(r.opts.OutDir, "iam-journal.json")
-	j, err := iam.Apply(ctx, r.iamPlan, r.iamClients(), iam.ApplyOptions{Now: r.env.Now, Save: func(j *iam.Journal) error { return writeJSON(path, j) }})
+	if err := os.Remove(r.iam.Journal); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("start a new IAM journal: %w", err)
+	}
+	j, err := r.iam.Apply(ctx, r.iamPlan, nil)
 	if err != nil {
 		return "", err
 	}
-	r.iamJournal = j
-	return fmt.Sprintf("%d changes applied, journal %s", len(j.Entries), path), nil
+	return fmt.Sprintf("%d changes applied, journal %s", len(j.Entries), r.iam.Journal), nil
 }
 
 // iamDown removes what iam apply created (tagged as the tool's).
 func (r *runner) iamDown(ctx context.Context) (int, error) {
-	items, err := iam.Down(ctx, r.iamDesired, r.iamJournal, r.iamClients(), iam.DownOptions{})
+	items, err := r.iam.Delete(ctx, action.IAMDelete{})
 	if err != nil {
 		return 0, err
 	}

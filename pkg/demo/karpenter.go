@@ -23,10 +23,6 @@ import (
 // ControllerNamespace is where the demo installs the Karpenter controller.
 const ControllerNamespace = "kube-system"
 
-// systemClusterCritical is the value of the system-cluster-critical
-// PriorityClass, which the sandbox (without priority admission) sets itself.
-const systemClusterCritical = int32(2000000000)
-
 // ControllerSummary says where the Karpenter controller lives: the plan's
 // decision, and the node (and group) of each replica before and after the
 // migration.
@@ -38,10 +34,13 @@ type ControllerSummary struct {
 	After     []string `json:"after"`
 }
 
-// stepKarpenter installs the Karpenter controller as the chart would from
+// stepKarpenter, on the control plane, installs the Karpenter controller
+// itself, as the chart would from
 // the Helm values generate wrote (helm upgrade --install karpenter ... -f
 // karpenter/helm/karpenter-values.yaml): its Deployment, pinned as the
-// values say, and its PDB; and waits for its replicas to run.
+// values say, and its PDB; and waits for its replicas to run. The real
+// Karpenter runs beside that control plane (testenv) and no chart can be
+// pulled offline, so the plan leaves step 07 out there.
 func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
 	values, err := generate.ReadHelmValues(filepath.Join(r.opts.OutDir, "karpenter"))
 	if err != nil {
@@ -63,12 +62,31 @@ func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
 	if err := r.env.Settle(ctx); err != nil {
 		return "", fmt.Errorf("the Karpenter controller: %w", err)
 	}
-	where, err := r.controllerPlacement(ctx)
-	if err != nil {
+	if err := r.controllerInstalled(ctx); err != nil {
 		return "", err
 	}
-	r.sum.Controller = &ControllerSummary{Before: where}
+	where := r.sum.Controller.Before
 	return fmt.Sprintf("%d replicas running on %s", len(where), strings.Join(where, ", ")), nil
+}
+
+// systemClusterCritical is the value of the system-cluster-critical
+// PriorityClass, set on the Deployment's pods as admission would.
+const systemClusterCritical = int32(2000000000)
+
+// karpenterStep is the runbook step that installs Karpenter: in the
+// sandbox it starts the Karpenter stand-in and creates the controller's
+// Deployment and PDB from generate's Helm values, as the chart would.
+const karpenterStep = "07_karpenter"
+
+// controllerInstalled records where the controller's replicas run once the
+// Karpenter step has installed it.
+func (r *runner) controllerInstalled(ctx context.Context) error {
+	where, err := r.controllerPlacement(ctx)
+	if err != nil {
+		return err
+	}
+	r.sum.Controller = &ControllerSummary{Before: where}
+	return nil
 }
 
 // controllerPlacement is "node (group)" for each running replica of the

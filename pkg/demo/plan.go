@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
@@ -17,7 +17,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
-// stepPlan plans the rollout with pkg/rollout's planner, as
+// stepPlan plans the rollout with the plan action, as
 // `plan --env prod --snapshot snapshot.json --dir karpenter` does: the
 // runbook's steps, zone-balanced waves of legacy nodes, the predicted
 // Karpenter fleet per wave and the cost before and after.
@@ -27,21 +27,23 @@ func (r *runner) stepPlan(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	p, err := rollout.MakePlan(ctx, rollout.PlanRequest{
-		Environment: r.opts.Environment, Config: cfg, Steps: migrations.Planned(),
-		Inventory: func(context.Context) (*inventory.Inventory, error) { return &inv, nil },
-		Dir:       filepath.Join(r.opts.OutDir, "karpenter"), Now: r.env.Now(),
-		IAM: &rollout.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, CreateOIDCProvider: true},
+	path := filepath.Join(r.opts.OutDir, "plan.yaml")
+	p, err := r.cfg.Plan(ctx, action.Plan{
+		Environment: r.opts.Environment, Config: cfg, Inventory: action.Inventory(&inv), Dir: filepath.Join(r.opts.OutDir, "karpenter"), File: path,
+		// On the control plane the real Karpenter runs beside the cluster
+		// (testenv) and the demo installs its controller's Deployment
+		// itself (stepKarpenter): no chart to install offline.
+		SkipKarpenter: r.opts.ControlPlane,
+		IAM:           &rollout.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, CreateOIDCProvider: true},
 	})
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(r.opts.OutDir, "plan.yaml")
-	if err := p.WriteFile(path); err != nil {
-		return "", err
-	}
 	r.plan = p
 	r.sum.PlannedCostPerHour = round4(p.Cost.AfterPerHour)
+	if ss := p.SteadyState; ss != nil {
+		r.sum.PlannedCostPerHour = ss.AfterConsolidation.PricePerHour
+	}
 	predicted := 0
 	for _, w := range p.Waves {
 		predicted += len(w.PredictedNodes)

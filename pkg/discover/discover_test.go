@@ -187,6 +187,28 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// A pod still bound to a node that is gone (its node deleted, the pod not
+// yet collected: what a rollback leaves for a moment) is left out rather
+// than failing the inventory (#19: plan right after a rollback).
+func TestPodOnGoneNodeLeftOut(t *testing.T) {
+	acct, objs := world(1, 1, 1)
+	objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "agent-orphan"},
+		Spec: corev1.PodSpec{NodeName: "karpenter-node-deleted"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
+	_, src := sources(t, acct, objs)
+	inv, err := discover.Run(context.Background(), src, discover.Options{ClusterName: "prod", Region: "us-east-1"})
+	if err != nil {
+		t.Fatalf("discover with a pod on a deleted node: %v", err)
+	}
+	for _, p := range inv.Pods {
+		if p.Name == "agent-orphan" {
+			t.Errorf("the pod of the deleted node is in the inventory: %+v", p)
+		}
+	}
+	if len(inv.Pods) != 1 {
+		t.Errorf("%d pods, want the one on a listed node", len(inv.Pods))
+	}
+}
+
 func TestAccessDenied(t *testing.T) {
 	acct, objs := world(1, 1, 1)
 	srv, src := sources(t, acct, objs)

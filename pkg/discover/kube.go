@@ -49,8 +49,10 @@ func (d *run) kube(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list nodes: %w", err)
 	}
+	listed := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		d.inv.Nodes = append(d.inv.Nodes, nodeOf(n))
+		listed[n.Name] = true
 	}
 	rsOwner := map[string]metav1.OwnerReference{} // ns/name -> owner of a ReplicaSet
 	rss, err := listAll[*appsv1.ReplicaSet](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -84,7 +86,11 @@ func (d *run) kube(ctx context.Context) error {
 		}
 		return list, err
 	}, func(p *corev1.Pod) {
-		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+		// A pod bound to a node that is gone (deleted since the node list,
+		// or orphaned until the pod garbage collector removes it, as after
+		// a rollback's Karpenter nodes) is not part of the cluster to plan.
+		gone := p.Spec.NodeName != "" && !listed[p.Spec.NodeName]
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && !gone {
 			d.inv.Pods = append(d.inv.Pods, podOf(p, rsOwner, jobOwner))
 		}
 	})

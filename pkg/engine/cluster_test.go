@@ -168,3 +168,32 @@ func TestClusterSolveIsSolve(t *testing.T) {
 		t.Fatalf("%d simulations: %d answered from memory, %d node sets left nodes out; want some of each", solves, remembered, leftOut)
 	}
 }
+
+// SkipLowerBounds, which consolidation's simulations set, changes nothing
+// but the two bounds, which it leaves at 0.
+func TestSkipLowerBoundsChangesOnlyTheBounds(t *testing.T) {
+	for seed := int64(1); seed <= 8; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		in := randomCluster(r, 20+r.Intn(40), seed%2 == 0)
+		in.Pods, in.ExistingNodes = append(in.Pods, in.ExistingNodes[0].Pods...), in.ExistingNodes[1:]
+		want, err := Solve(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want.LowerBound == 0 && len(want.NodeClaims) > 0 {
+			t.Fatalf("seed %d: no lower bound for %d new claims", seed, len(want.NodeClaims))
+		}
+		in.Options.SkipLowerBounds = true
+		got, err := Solve(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.LowerBound != 0 || got.TopologyLowerBound != 0 {
+			t.Fatalf("seed %d: bounds %v, %v with SkipLowerBounds", seed, got.LowerBound, got.TopologyLowerBound)
+		}
+		got.LowerBound, got.TopologyLowerBound = want.LowerBound, want.TopologyLowerBound
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("seed %d: SkipLowerBounds changed the result:\ngot  %+v\nwant %+v", seed, got, want)
+		}
+	}
+}

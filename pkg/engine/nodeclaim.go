@@ -151,15 +151,25 @@ func (s *scheduler) compatible(pd *podData, p *pool, reqs Requirements) *compatE
 	return e
 }
 
-// newClaim opens a claim on the pool for the pod, or says why it cannot.
-func (s *scheduler) newClaim(pd *podData, p *pool) (*node, string) {
+// newClaim opens a claim on the pool for the pod, or, when explain, says
+// why it cannot. A failure changes nothing, so add asks again with explain
+// only when every pool fails: most pods fit a later pool and their reasons
+// would be thrown away.
+func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string) {
 	if t, ok := tolerates(pd.pod.Tolerations, p.taints, !pd.tolerateNS); !ok {
+		if !explain {
+			return nil, ""
+		}
 		return nil, "does not tolerate taint " + taintString(t)
 	}
 	if p.hasNodeLimit && p.nodeLimit <= 0 {
 		return nil, "NodePool node limit reached"
 	}
-	if err := p.reqs.Compatible(pd.reqs, s.wellKnown); err != nil {
+	if !explain {
+		if !p.reqs.compatible(pd.reqs, s.wellKnown) {
+			return nil, ""
+		}
+	} else if err := p.reqs.Compatible(pd.reqs, s.wellKnown); err != nil {
 		return nil, "incompatible requirements: " + err.Error()
 	}
 	reqs := p.reqs
@@ -171,16 +181,19 @@ func (s *scheduler) newClaim(pd *podData, p *pool) (*node, string) {
 	}
 	ce := s.compatible(pd, p, reqs)
 	if len(ce.types) == 0 {
+		if !explain {
+			return nil, ""
+		}
 		return nil, "no instance type satisfies " + describeReqs(pd.reqs)
 	}
 	name := fmt.Sprintf("%s-%d", p.name, p.seq+1)
 	probe := node{id: s.nextID, name: name, reqs: reqs, pool: p}
 	if !hostnameOK(pd, &probe) {
-		return nil, s.topologyReason(pd)
+		return nil, s.topologyReason(pd, explain)
 	}
 	narrowed, ok := s.topology(pd, &probe, reqs)
 	if !ok {
-		return nil, s.topologyReason(pd)
+		return nil, s.topologyReason(pd, explain)
 	}
 	var keys []string
 	if !sameMap(narrowed, reqs) {
@@ -193,6 +206,9 @@ func (s *scheduler) newClaim(pd *podData, p *pool) (*node, string) {
 		}
 	}
 	if len(fit) == 0 {
+		if !explain {
+			return nil, ""
+		}
 		if !pd.req.fits(ce.biggest) {
 			return nil, "needs " + s.ri.describe(pd.req, ce.biggest)
 		}
@@ -202,6 +218,9 @@ func (s *scheduler) newClaim(pd *podData, p *pool) (*node, string) {
 		return nil, "no instance type that fits is offered in the zone the topology requires"
 	}
 	if r, got, short := minValuesShort(p, fit); short {
+		if !explain {
+			return nil, ""
+		}
 		return nil, minValuesReason(r, got)
 	}
 	p.seq++

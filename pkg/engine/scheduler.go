@@ -77,7 +77,9 @@ func solve(in Input, pre *preparedPools) (Result, error) {
 		s.improve()
 	}
 	s.finalize()
-	s.result.LowerBound, s.result.TopologyLowerBound = s.lowerBound(pods)
+	if !s.opts.SkipLowerBounds {
+		s.result.LowerBound, s.result.TopologyLowerBound = s.lowerBound(pods)
+	}
 	return s.result, nil
 }
 
@@ -134,17 +136,18 @@ func (s *scheduler) add(pd *podData) map[string]string {
 		s.commit(pd, n, narrowed)
 		return nil
 	}
+	for _, p := range s.pools {
+		if n, _ := s.newClaim(pd, p, false); n != nil {
+			s.commit(pd, n, nil)
+			return nil
+		}
+	}
 	reasons := map[string]string{}
 	if len(s.existing) > 0 || len(s.claims) > 0 {
 		reasons[""] = "does not fit on any existing or in-flight node"
 	}
 	for _, p := range s.pools {
-		n, why := s.newClaim(pd, p)
-		if n != nil {
-			s.commit(pd, n, nil)
-			return nil
-		}
-		reasons[p.name] = why
+		_, reasons[p.name] = s.newClaim(pd, p, true)
 	}
 	if len(s.pools) == 0 {
 		reasons[""] = "no NodePools and no existing node fits"

@@ -290,7 +290,10 @@ func (s *scheduler) record(pd *podData, n *node, delta int32) {
 	}
 }
 
-func (s *scheduler) topologyReason(pd *podData) string {
+func (s *scheduler) topologyReason(pd *podData, explain bool) string {
+	if !explain {
+		return ""
+	}
 	var parts []string
 	for _, g := range pd.owned {
 		parts = append(parts, g.desc)

@@ -40,6 +40,10 @@ type Options struct {
 	// MaxInstanceTypes truncates each NodeClaim's instance-type options (by
 	// price), as Karpenter's AWS provider does before CreateFleet; default 60.
 	MaxInstanceTypes int
+	// SkipLowerBounds leaves Result.LowerBound and TopologyLowerBound at 0:
+	// consolidation's simulations read only the fleet, and the LP is a
+	// visible part of each.
+	SkipLowerBounds bool
 }
 
 // ExistingNode is a node already in the cluster, or a NodeClaim launched but

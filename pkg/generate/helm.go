@@ -94,10 +94,15 @@ func ControllerPodSpec(values map[string]any) (corev1.PodSpec, int32, error) {
 	return spec, v.Replicas, nil
 }
 
+// ControllerEnv are the controller's environment variables the Karpenter
+// chart sets from settings (its deployment.yaml): the runbook reads an
+// installed controller's settings from them.
+var ControllerEnv = map[string]string{"clusterName": "CLUSTER_NAME", "clusterEndpoint": "CLUSTER_ENDPOINT", "interruptionQueue": "INTERRUPTION_QUEUE"}
+
 // ControllerObjects are the controller Deployment and PodDisruptionBudget
 // the Karpenter chart installs as release "karpenter" in namespace, as far
 // as where and how its pods run goes: the values' replicas, scheduling
-// (ControllerPodSpec) and controller resources, the chart's rolling
+// (ControllerPodSpec), settings (ControllerEnv) and controller resources, the chart's rolling
 // update (maxUnavailable 1) and PDB (maxUnavailable 1), one container
 // running image. The sandbox and the end-to-end tests run it in place of
 // a chart install.
@@ -109,6 +114,18 @@ func ControllerObjects(values map[string]any, namespace, image string) (*appsv1.
 	var ctrl struct {
 		Resources corev1.ResourceRequirements `json:"resources"`
 	}
+	var settings struct {
+		Settings map[string]any `json:"settings"`
+	}
+	if b, err := json.Marshal(values); err == nil {
+		_ = json.Unmarshal(b, &settings) // settings of another shape set no variable
+	}
+	var env []corev1.EnvVar
+	for _, k := range []string{"clusterName", "clusterEndpoint", "interruptionQueue"} {
+		if v, ok := settings.Settings[k].(string); ok && v != "" {
+			env = append(env, corev1.EnvVar{Name: ControllerEnv[k], Value: v})
+		}
+	}
 	if c, ok := values["controller"]; ok {
 		b, err := json.Marshal(c)
 		if err == nil {
@@ -118,7 +135,7 @@ func ControllerObjects(values map[string]any, namespace, image string) (*appsv1.
 			return nil, nil, fmt.Errorf("controller.resources in the Helm values: %w", err)
 		}
 	}
-	spec.Containers = []corev1.Container{{Name: "controller", Image: image, Resources: ctrl.Resources}}
+	spec.Containers = []corev1.Container{{Name: "controller", Image: image, Resources: ctrl.Resources, Env: env}}
 	one := intstr.FromInt32(1)
 	dep := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},

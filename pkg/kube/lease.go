@@ -143,11 +143,18 @@ func (l *Lock) tryAcquire(ctx context.Context) error {
 	return fmt.Errorf("take lease %s/%s: it kept changing under us; another run is starting", l.Namespace, l.Name)
 }
 
+// renewLoop renews the Lease every Duration/3. A renewal that fails (the
+// API server restarting or unreachable) is tried again every second until
+// two thirds of Duration have passed since the last one that succeeded —
+// well before another run could take the Lease over — and only then is
+// the lock lost; a Lease another run holds is lost at once.
 func (h *Held) renewLoop() {
 	defer close(h.done)
 	l := h.lock
 	t := l.Clock.NewTicker(l.Duration / 3)
 	defer t.Stop()
+	retry := min(time.Second, l.Duration/10)
+	renewed := l.Clock.Now()
 	for {
 		select {
 		case <-h.stop:
@@ -155,22 +162,44 @@ func (h *Held) renewLoop() {
 		case <-h.ctx.Done():
 			return
 		case <-t.C():
-			if err := l.renew(h.ctx); err != nil {
-				h.cancel(fmt.Errorf("%w: %v", ErrLockLost, err))
+		}
+		for {
+			err := l.renew(h.ctx)
+			if err == nil {
+				renewed = l.Clock.Now()
+				break
+			}
+			if errors.Is(err, errTakenOver) || l.Clock.Since(renewed) >= l.Duration*2/3 {
+				h.cancel(fmt.Errorf("%w: not renewed for %s: %v", ErrLockLost, l.Clock.Since(renewed).Round(time.Second), err))
 				return
+			}
+			select {
+			case <-h.stop:
+				return
+			case <-h.ctx.Done():
+				return
+			case <-l.Clock.After(retry):
 			}
 		}
 	}
 }
 
+// errTakenOver is a renewal that found another run holding the Lease.
+var errTakenOver = errors.New("taken over")
+
+// renew writes a new renewTime; one attempt is bounded by Duration/3 so
+// that an API server that accepts connections but never answers does not
+// hold the loop past its deadline.
 func (l *Lock) renew(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, l.Duration/3)
+	defer cancel()
 	leases := l.Client.CoordinationV1().Leases(l.Namespace)
 	lease, err := leases.Get(ctx, l.Name, metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("renew lease %s/%s: %w", l.Namespace, l.Name, err)
 	}
 	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != l.Identity {
-		return fmt.Errorf("lease %s/%s is now held by %q", l.Namespace, l.Name, holder)
+		return fmt.Errorf("lease %s/%s is now held by %q: %w", l.Namespace, l.Name, holder, errTakenOver)
 	}
 	now := metav1.NewMicroTime(l.Clock.Now())
 	lease.Spec.RenewTime = &now

@@ -103,11 +103,24 @@ func DetectDrift(ctx context.Context, s *Session) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
+	// A node of a planned group that no wave lists would never be drained
+	// and would go with its group's scale to zero: its group replaced its
+	// instances since the plan (a rollback, a node refresh).
+	planned := map[string]bool{}
+	for _, w := range s.Plan.Waves {
+		for _, n := range w.Nodes {
+			planned[n.Name] = true
+		}
+	}
 	added := map[string]bool{}
 	for _, n := range nodes.Items {
-		if g := NodeGroupOf(&n); g != "" && !known[g] && !added[g] {
+		g := NodeGroupOf(&n)
+		switch {
+		case g != "" && !known[g] && !added[g]:
 			added[g] = true
 			changes = append(changes, fmt.Sprintf("node group %s was added (node %s)", g, n.Name))
+		case known[g] && len(planned) > 0 && !planned[n.Name]:
+			changes = append(changes, fmt.Sprintf("node %s of group %s is in no wave of the plan (the group replaced its nodes since)", n.Name, g))
 		}
 	}
 	slices.Sort(changes)
@@ -425,7 +438,7 @@ func nodeReady(n *corev1.Node) bool {
 }
 
 // Preflight checks the cluster is reachable, the tool may do its work,
-// Karpenter's CRDs are installed, its controller cannot run on its own
+// Karpenter's CRDs are installed (unless the run installs Karpenter), its controller cannot run on its own
 // nodes and can still run somewhere once the plan's groups are removed,
 // and the plan has no unacknowledged blockers.
 func (s *Session) Preflight(ctx context.Context) error {
@@ -433,9 +446,11 @@ func (s *Session) Preflight(ctx context.Context) error {
 	if _, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return fmt.Errorf("cluster unreachable or nodes not listable: %w", err)
 	}
-	if s.Dynamic != nil {
+	// The Karpenter step installs the CRDs with the chart when the plan
+	// installs Karpenter; otherwise they must be there already.
+	if s.Dynamic != nil && !s.InstallsKarpenter() {
 		if _, err := s.Dynamic.Resource(kube.NodePoolGVK.GroupVersion().WithResource("nodepools")).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-			problems = append(problems, "Karpenter v1 NodePool CRD not usable ("+err.Error()+"); install Karpenter first")
+			problems = append(problems, "Karpenter v1 NodePool CRD not usable ("+err.Error()+"); install Karpenter first, or plan without --skip-karpenter so that apply installs it")
 		}
 	}
 	if problem, err := s.controllerHomeProblem(ctx); err != nil {

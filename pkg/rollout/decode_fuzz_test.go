@@ -1,8 +1,6 @@
 package rollout
 
-import (
-	"testing"
-)
+import "testing"
 
 // FuzzDecodeObjects feeds the overlay decoder arbitrary bytes: it returns
 // objects or an error naming the document, and never panics.

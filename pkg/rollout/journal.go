@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -136,14 +137,27 @@ func (r *Recorded) Group(name string) *GroupRecord {
 	return nil
 }
 
-// Step returns the record of a step, or nil.
+// Step returns the record of a step, or nil. Steps are matched by name,
+// not number (SameStep), so a journal written before the runbook was
+// renumbered resumes and rolls back the same steps.
 func (j *Journal) Step(id string) *StepRecord {
 	for i := range j.Steps {
-		if j.Steps[i].ID == id {
+		if SameStep(j.Steps[i].ID, id) {
 			return &j.Steps[i]
 		}
 	}
 	return nil
+}
+
+// SameStep reports whether two step IDs name the same step: equal once
+// their NN_ order prefixes are set aside ("07_nodepools" is "08_nodepools").
+func SameStep(a, b string) bool { return stepName(a) == stepName(b) }
+
+func stepName(id string) string {
+	if n, name, ok := strings.Cut(id, "_"); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+		return name
+	}
+	return id
 }
 
 // Wave returns the record of wave index, creating it.

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
@@ -38,6 +40,13 @@ type PlanRequest struct {
 	ControllerNodeGroup string
 	// IAM plans the IAM steps with these options; nil leaves them out.
 	IAM *IAMOptions
+	// KarpenterChart is the chart the Karpenter step installs (plan
+	// --karpenter-chart: a local directory or tarball, or a URL; empty:
+	// the official OCI chart) at KarpenterVersion (empty: the IAM options'
+	// version, else iam.DefaultKarpenterVersion).
+	KarpenterChart, KarpenterVersion string
+	// SkipKarpenter leaves installing Karpenter to the user.
+	SkipKarpenter bool
 	// Catalog prices and sizes the nodes; nil builds it from the inventory
 	// (catalog.ForInventory: its region's recorded prices, or the embedded
 	// ones with a warning finding).
@@ -112,7 +121,7 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 		pools = PoolsFromGenerate(res)
 		ctrl.Values, ctrl.ValuesFrom = res.HelmValues, "generate's Helm values"
 	}
-	for _, f := range readiness.Evaluate(inv, readiness.Options{Pools: pools.Nodes()}).Findings {
+	for _, f := range readiness.Evaluate(inv, pools.ReadinessOptions(inv, cat)).Findings {
 		if slices.Contains(readinessJudgedByPlan, f.ID) || slices.Contains(req.Config.Readiness.Acknowledge, f.ID) {
 			continue
 		}
@@ -121,9 +130,21 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 	if req.Dir == "" {
 		findings = append(findings, Finding{Severity: "info", Message: "NodePools predicted from generate's defaults for this config; apply needs --dir with the tree `karpenter-migrate generate` writes"})
 	}
+	var karpenter *PlanKarpenter
+	switch {
+	case req.SkipKarpenter:
+	case ctrl.Values == nil:
+		findings = append(findings, Finding{Severity: "warning", Object: "Karpenter", Message: "the tree has no " + generate.HelmValues + ": the Karpenter step will not install Karpenter; run `karpenter-migrate generate` again to write them"})
+	default:
+		version := req.KarpenterVersion
+		if version == "" && req.IAM != nil {
+			version = req.IAM.KarpenterVersion
+		}
+		karpenter = &PlanKarpenter{Chart: req.KarpenterChart, Version: cmp.Or(version, iam.DefaultKarpenterVersion)}
+	}
 	return BuildPlan(inv, PlanOptions{
 		Environment: req.Environment, Config: req.Config, Steps: req.Steps, Pools: &pools, PoolForGroup: req.PoolForGroup,
-		Catalog: cat, PriceSource: prices, IAM: req.IAM, Controller: ctrl, Findings: findings, Now: req.Now,
+		Catalog: cat, PriceSource: prices, IAM: req.IAM, Controller: ctrl, Karpenter: karpenter, Findings: findings, Now: req.Now,
 		Progress: func(pp PlanProgress) error {
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("plan stopped before %s: %w", pp, err)

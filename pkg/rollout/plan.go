@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -24,6 +25,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
@@ -65,6 +67,9 @@ type Plan struct {
 	// Controller is where the Karpenter controller lives once the legacy
 	// groups are gone (decided once, here; every surface reads it).
 	Controller *ControllerHome `json:"controller,omitempty"`
+	// Karpenter is the Helm release the Karpenter step installs (nil: the
+	// step is not run).
+	Karpenter *PlanKarpenter `json:"karpenter,omitempty"`
 }
 
 // PlannedStep is one runbook step as planned.
@@ -238,6 +243,10 @@ type PlanOptions struct {
 	// Controller are the inputs of the decision of where the Karpenter
 	// controller lives, besides the inventory and Config.Controller.
 	Controller ControllerOptions
+	// Karpenter is the release the Karpenter step installs, without its
+	// namespace (the controller's, decided here) and values (Controller's);
+	// nil leaves the step out of the run.
+	Karpenter *PlanKarpenter
 	// Findings from pkg/readiness, added to the plan's own.
 	Findings []Finding
 	Now      time.Time
@@ -313,6 +322,10 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		return nil, fmt.Errorf("plan where the Karpenter controller lives: %w", err)
 	}
 	p.Controller = cp.home
+	if k := o.Karpenter; k != nil {
+		p.Karpenter = &PlanKarpenter{Release: cmp.Or(k.Release, "karpenter"), Namespace: cp.home.Namespace, Chart: cmp.Or(k.Chart, KarpenterChartOCI),
+			Version: k.Version, Values: o.Controller.Values, ValuesFrom: o.Controller.ValuesFrom}
+	}
 
 	podsByNode := map[string][]inventory.Pod{}
 	for _, pod := range inv.Pods {
@@ -343,6 +356,10 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		prices = cat.Price
 	}
 	cost := Cost{Complete: true, Prices: o.PriceSource}
+	// keptFleet are the controller's kept nodes (those that stay and those
+	// its group grows by): part of the fleet after the waves, which
+	// consolidation leaves alone.
+	var keptFleet []disruption.TypeCount
 	price := func(it, ct, zone string) float64 {
 		if it == "" {
 			cost.Complete = false
@@ -392,7 +409,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 				}
 				cost.BeforePerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
 				if kept[n.Name] {
-					cost.AfterPerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
+					pr := price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
+					cost.AfterPerHour += pr
+					keptFleet = append(keptFleet, disruption.TypeCount{InstanceType: n.InstanceType, CapacityType: capacityOr(n.CapacityType), Nodes: 1, PricePerHour: pr})
 				}
 			}
 			w.Pods = len(pods)
@@ -431,7 +450,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		}
 		if ng, _ := inv.NodeGroup(g.Name); kept != nil && ng != nil && len(ng.InstanceTypes) > 0 && len(ng.Zones) > 0 {
 			for range int(cp.home.Size) - len(kept) { // the kept group grows to its size
-				cost.AfterPerHour += price(ng.InstanceTypes[0], capacityOr(ng.CapacityType), ng.Zones[0])
+				pr := price(ng.InstanceTypes[0], capacityOr(ng.CapacityType), ng.Zones[0])
+				cost.AfterPerHour += pr
+				keptFleet = append(keptFleet, disruption.TypeCount{InstanceType: ng.InstanceTypes[0], CapacityType: capacityOr(ng.CapacityType), Nodes: 1, PricePerHour: pr})
 			}
 		}
 	}
@@ -446,6 +467,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		}
 		if err != nil {
 			findings = append(findings, Finding{Severity: "warning", Object: "consolidation", Message: "the fleet after Karpenter's consolidation is not predicted: " + err.Error()})
+		}
+		if ss != nil {
+			ss.addKept(keptFleet)
 		}
 		p.SteadyState = ss
 	}

@@ -88,7 +88,7 @@ func TestBuildPlan(t *testing.T) {
 	if b := p.Blockers(); len(b) != 1 || !strings.Contains(b[0].Object, "app/pinned") {
 		t.Errorf("blockers = %+v, want the do-not-disrupt pod", b)
 	}
-	if p.PoolForGroup["general"] != "general-od" || len(p.Steps) != 11 || !slices.Equal(p.Waves[1].NodePools, []string{"general-od"}) {
+	if p.PoolForGroup["general"] != "general-od" || len(p.Steps) != 12 || !slices.Equal(p.Waves[1].NodePools, []string{"general-od"}) {
 		t.Errorf("pools %v (wave 2 %v) steps %d", p.PoolForGroup, p.Waves[1].NodePools, len(p.Steps))
 	}
 

@@ -3,7 +3,7 @@ package rollout
 import (
 	"testing"
 
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
+	apiv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
@@ -11,17 +11,17 @@ import (
 // A pod pinned to a label the generated NodePools keep (role=web, not only
 // eks.amazonaws.com/nodegroup) is not a readiness blocker of the plan.
 func TestPoolsNodeLabelsClearPinnedPods(t *testing.T) {
-	pool := func(name string, labels map[string]string) engine.NodePool {
-		var np engine.NodePool
+	pool := func(name string, labels map[string]string) *apiv1.NodePool {
+		np := &apiv1.NodePool{}
 		np.Name = name
 		np.Spec.Template.ObjectMeta.Labels = labels
 		return np
 	}
-	pools := Pools{NodePools: []engine.NodePool{
+	pools := newPools([]*apiv1.NodePool{
 		pool("web", map[string]string{"role": "web", "eks.amazonaws.com/nodegroup": "web"}),
 		pool("batch", map[string]string{"team": "data"}),
 		pool("bare", nil),
-	}}
+	}, nil)
 	inv := &inventory.Inventory{
 		Cluster:    inventory.Cluster{Name: "c"},
 		NodeGroups: []inventory.NodeGroup{{Name: "web", Labels: map[string]string{"role": "web"}}},
@@ -36,7 +36,7 @@ func TestPoolsNodeLabelsClearPinnedPods(t *testing.T) {
 		}
 		return false
 	}
-	if pinned(pools.Nodes()) {
+	if pinned(pools.ReadinessOptions(inv, nil).Pools) {
 		t.Error("a pod pinned to role=web is reported although the web pool keeps role")
 	}
 	if !pinned([]readiness.PoolNodes{{NodePool: "web", Labels: map[string]string{"eks.amazonaws.com/nodegroup": "web"}}}) {

@@ -3,6 +3,7 @@ package rollout
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -32,17 +33,20 @@ const NodeGroupsAnnotation = "karpenter-migrate.io/node-groups"
 type Pools struct {
 	NodePools []engine.NodePool
 	ForGroup  map[string][]string
+
+	// v1 and classes are the objects the pools were read from, for
+	// ReadinessOptions.
+	v1      []*apiv1.NodePool
+	classes []*apiv1.EC2NodeClass
 }
 
-// Nodes are the labels and taints each pool puts on its nodes: pods pinned
-// to a node-group label still schedule on Karpenter capacity when a pool
-// they tolerate carries it with the value they select.
-func (p Pools) Nodes() []readiness.PoolNodes {
-	out := make([]readiness.PoolNodes, 0, len(p.NodePools))
-	for _, np := range p.NodePools {
-		out = append(out, readiness.PoolNodes{NodePool: np.Name, Labels: np.Spec.Template.ObjectMeta.Labels, Taints: np.Spec.Template.Spec.Taints})
-	}
-	return out
+// ReadinessOptions is the one wiring of pkg/readiness: the checks judged
+// against these pools (their labels, taints, zones and instance types,
+// readiness.FromNodePools). The readiness action and the plan both call it,
+// so a cluster gets the same findings from readiness, the wizard, the demo
+// and plan.
+func (p Pools) ReadinessOptions(inv *inventory.Inventory, cat *catalog.Catalog) readiness.Options {
+	return readiness.FromNodePools(inv, p.v1, p.classes, cat)
 }
 
 // PoolsFromObjects reads the NodePools and EC2NodeClasses of a built
@@ -95,7 +99,10 @@ func PoolsFromGenerate(res *generate.Result) Pools {
 }
 
 func newPools(nps []*apiv1.NodePool, classes map[string]*apiv1.EC2NodeClass) Pools {
-	p := Pools{ForGroup: map[string][]string{}}
+	p := Pools{ForGroup: map[string][]string{}, v1: nps}
+	for _, name := range slices.Sorted(maps.Keys(classes)) {
+		p.classes = append(p.classes, classes[name])
+	}
 	weight := map[string]int32{}
 	for _, np := range nps {
 		var nc *apiv1.EC2NodeClass

@@ -88,6 +88,9 @@ type Session struct {
 	// Overlay yields the environment's NodePools and node classes
 	// (pkg/generate's built overlay); nil skips the NodePools step.
 	Overlay Overlay
+	// Karpenter installs the plan's Karpenter release (pkg/helm, or the
+	// sandbox's stand-in); nil skips the Karpenter step with a note.
+	Karpenter KarpenterInstaller
 
 	store *Store
 	em    *emitter
@@ -275,11 +278,23 @@ func (r *Runner) Apply(ctx context.Context) (err error) {
 
 	for i, st := range r.Steps {
 		if err := r.applyStep(ctx, i, st); err != nil {
-			return err
+			return s.lockLost(ctx, err)
 		}
 	}
 	j.Current = Progress{}
 	return nil
+}
+
+// lockLost turns the error of a run whose Lease was lost (the API server
+// unreachable for longer than the Lease allows) into a pause: nothing
+// more was changed, and apply resumes from the journal.
+func (s *Session) lockLost(ctx context.Context, err error) error {
+	cause := context.Cause(ctx)
+	if ctx.Err() == nil || !errors.Is(cause, kube.ErrLockLost) {
+		return err
+	}
+	return &PausedError{Step: s.Journal.Current.Step, Wave: s.Journal.Current.Wave,
+		Reason: fmt.Sprintf("the API server could not be reached for longer than the lease allows (%v); nothing more was changed", cause)}
 }
 
 func (r *Runner) lock(ctx context.Context) (*kube.Held, error) {
@@ -447,7 +462,7 @@ func (r *Runner) Rollback(ctx context.Context, to string) (err error) {
 	s.Journal = j
 	stop := -1
 	if to != "" {
-		stop = slices.IndexFunc(r.Steps, func(st Step) bool { return st.ID == to })
+		stop = slices.IndexFunc(r.Steps, func(st Step) bool { return SameStep(st.ID, to) })
 		if stop < 0 {
 			ids := make([]string, len(r.Steps))
 			for i, st := range r.Steps {
@@ -508,7 +523,7 @@ func (r *Runner) Rollback(ctx context.Context, to string) (err error) {
 		}
 		if err := st.Down(ctx, s); err != nil {
 			s.emit(Event{Kind: EventStepFailed, Step: st.ID, Message: err.Error()})
-			return fmt.Errorf("%s down: %w", st.ID, err)
+			return s.lockLost(ctx, fmt.Errorf("%s down: %w", st.ID, err))
 		}
 		if !s.Options.DryRun {
 			rec = j.Step(st.ID)

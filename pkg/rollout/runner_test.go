@@ -336,6 +336,24 @@ func TestApplyRefusesDrift(t *testing.T) {
 	}
 }
 
+// A node of a planned group that no wave lists (the group replaced its
+// instances since the plan, as after a rollback) would be removed undrained
+// by the scale to zero: apply refuses the plan (#19 rung 2).
+func TestApplyRefusesReplacedNodes(t *testing.T) {
+	sc := newScenario(t)
+	if _, err := sc.kube.CoreV1().Nodes().Create(context.Background(), legacyNode("a-9", "ng-a", "us-east-1a", "i-0000000000000009a"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := sc.runner(nil).Apply(context.Background())
+	var drift *rollout.DriftError
+	if !errors.As(err, &drift) || !strings.Contains(err.Error(), "node a-9 of group ng-a is in no wave of the plan") {
+		t.Fatalf("Apply = %v, want DriftError naming node a-9", err)
+	}
+	if len(sc.asg.calls) != 0 {
+		t.Errorf("a refused apply made AWS calls: %v", sc.asg.calls)
+	}
+}
+
 func TestApplyBlockedByLease(t *testing.T) {
 	sc := newScenario(t)
 	ctx := context.Background()
@@ -397,7 +415,7 @@ func TestResumeAfterInterrupt(t *testing.T) {
 		t.Fatalf("interrupted Apply = %v, want context.Canceled", err)
 	}
 	j, _ := rollout.Status(context.Background(), sc.kube, "karpenter-migrate", "dev")
-	if j.State != rollout.StateInterrupted || j.Current.Step != "09_drain_waves" || j.Current.Wave != 1 {
+	if j.State != rollout.StateInterrupted || j.Current.Step != "10_drain_waves" || j.Current.Wave != 1 {
 		t.Fatalf("journal after interrupt: state %q current %+v", j.State, j.Current)
 	}
 	// The lease was released on the way out, so a resume starts at once.
@@ -424,7 +442,7 @@ func TestRollbackFailureIsJournalled(t *testing.T) {
 	}
 	r = sc.runner(nil)
 	for i := range r.Steps {
-		if r.Steps[i].ID == "08_cluster_autoscaler" {
+		if r.Steps[i].ID == "09_cluster_autoscaler" {
 			r.Steps[i].Down = func(context.Context, *rollout.Session) error { return errors.New("scale refused") }
 		}
 	}

@@ -1,12 +1,14 @@
 package rollout
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
@@ -27,13 +29,21 @@ var SteadyStateReference = time.Date(2000, time.January, 1, 0, 0, 0, 0, time.UTC
 // with the fleet the waves leave behind (pkg/engine/disruption.Settle on
 // the predicted nodes and the environment's NodePools, their disruption
 // policy, consolidateAfter and budgets): the fleet right after the last
-// wave, the fleet it settles into and the commands on the way.
+// wave, the fleet it settles into and the commands on the way. Both fleets
+// are every node the migrated cluster runs: the Karpenter nodes and the
+// nodes kept for the Karpenter controller (Kept), which consolidation
+// leaves alone. So AfterMigration's $/h is the plan's Cost.AfterPerHour,
+// and AfterConsolidation's is the one figure the plan, the wizard and the
+// demo show after consolidation.
 type SteadyState struct {
-	// AfterMigration is the predicted Karpenter fleet right after the last
-	// wave (every wave's PredictedNodes).
+	// AfterMigration is the fleet right after the last wave (every wave's
+	// PredictedNodes, and Kept).
 	AfterMigration disruption.Fleet `json:"afterMigration"`
 	// AfterConsolidation is the fleet once no disruption method acts.
 	AfterConsolidation disruption.Fleet `json:"afterConsolidation"`
+	// Kept are the legacy nodes kept for the Karpenter controller,
+	// included in both fleets; nil when no group is kept.
+	Kept *disruption.Fleet `json:"kept,omitempty"`
 	// Commands are the disruptions Karpenter is expected to start, in order.
 	Commands []ExpectedCommand `json:"commands,omitempty"`
 	// SavingsPerHour is AfterMigration's $/h minus AfterConsolidation's.
@@ -116,6 +126,45 @@ func steadyState(pr *predictor, pdbs []inventory.PDB, beforePass func(pass, node
 		}
 	}
 	return out, nil
+}
+
+// addKept adds the controller's kept nodes to both fleets (and as Kept).
+func (s *SteadyState) addKept(kept []disruption.TypeCount) {
+	if len(kept) == 0 {
+		return
+	}
+	k := &disruption.Fleet{}
+	for _, tc := range kept {
+		k.Nodes += tc.Nodes
+		k.PricePerHour += tc.PricePerHour
+		k.Types = mergeTypes(k.Types, tc)
+	}
+	for _, f := range []*disruption.Fleet{&s.AfterMigration, &s.AfterConsolidation} {
+		f.Nodes += k.Nodes
+		f.PricePerHour += k.PricePerHour
+		for _, tc := range k.Types {
+			f.Types = mergeTypes(f.Types, tc)
+		}
+		*f = roundFleet(*f)
+	}
+	s.Kept = ptr.To(roundFleet(*k))
+}
+
+// mergeTypes adds tc to the type counts, kept in Settle's order (instance
+// type, then capacity type).
+func mergeTypes(types []disruption.TypeCount, tc disruption.TypeCount) []disruption.TypeCount {
+	for i := range types {
+		if types[i].InstanceType == tc.InstanceType && types[i].CapacityType == tc.CapacityType {
+			types[i].Nodes += tc.Nodes
+			types[i].PricePerHour += tc.PricePerHour
+			return types
+		}
+	}
+	types = append(types, tc)
+	slices.SortFunc(types, func(a, b disruption.TypeCount) int {
+		return cmp.Or(cmp.Compare(a.InstanceType, b.InstanceType), cmp.Compare(a.CapacityType, b.CapacityType))
+	})
+	return types
 }
 
 // settleInput is the cluster after the last wave: the predicted nodes,

@@ -2,8 +2,8 @@ package tui
 
 import (
 	"context"
-	"time"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -12,8 +12,8 @@ import (
 )
 
 // Backend is everything the wizard does to a cluster and an account. Ops
-// implements it with the package functions the plain commands call
-// (discover, generate, iam, rollout); model tests substitute a fake. Every
+// implements it with the actions the plain commands run (pkg/action);
+// model tests substitute a fake. Every
 // method may block: the wizard calls them from tea.Cmds, never from Update.
 type Backend interface {
 	// Connect builds the clients for c and checks them live (the API
@@ -76,15 +76,7 @@ type GenerateChoice struct {
 }
 
 // FilePreview is one file of a previewed tree.
-type FilePreview struct {
-	Path string
-	// Action is what writing would do: created, updated, unchanged or kept
-	// (a file the user edited is kept).
-	Action generate.FileAction
-	// Diff is a unified diff against the file on disk (the whole file as
-	// added lines when it is new).
-	Diff string
-}
+type FilePreview = action.FilePreview
 
 // GenerateResult is a preview or a write.
 type GenerateResult struct {
@@ -164,21 +156,7 @@ type Update struct {
 }
 
 // WorkloadView is one workload's pods during the rollout.
-type WorkloadView struct {
-	Name    string
-	Ready   int
-	Pending int
-}
+type WorkloadView = action.WorkloadView
 
 // ClusterView is the cluster as the rollout screen shows it.
-type ClusterView struct {
-	Time           time.Time
-	LegacyNodes    int
-	KarpenterNodes int
-	CostPerHour    float64
-	// Workloads with pods on the cluster, by name.
-	Workloads []WorkloadView
-	// PodWorkload maps namespace/name of each pod to its workload, so
-	// evictions (which name pods) are counted per workload.
-	PodWorkload map[string]string
-}
+type ClusterView = action.ClusterView

@@ -9,6 +9,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 )
 
 // doneScreen sums the migration up and prints the commands that repeat it
@@ -39,7 +41,7 @@ func summary(s *state, width int) string {
 		fmt.Fprintf(&b, "Nodes %d → %d (%d legacy left) · $/h %.3f → %.3f · %d pods evicted\n",
 			len(s.inv.Nodes), rs.view.LegacyNodes+rs.view.KarpenterNodes, rs.view.LegacyNodes, s.discoveredCost, rs.view.CostPerHour, rs.evictedTotal)
 	}
-	b.WriteString(lipgloss.NewStyle().Width(width).Render(fmt.Sprintf("Files in %s: %s, %s/, %s, %s, %s", s.opts.OutDir, SnapshotFile, TreeDir, IAMJournalFile(s.conn.Cluster), ConfigFile(s.conn.Environment), PlanFile)) + "\n\n")
+	b.WriteString(lipgloss.NewStyle().Width(width).Render(fmt.Sprintf("Files in %s: %s, %s/, %s, %s, %s", s.opts.OutDir, SnapshotFile, TreeDir, action.IAMJournalFile(s.conn.Cluster), ConfigFile(s.conn.Environment), PlanFile)) + "\n\n")
 	b.WriteString(st.key.Render("Repeat it from CI") + " (next environment: its own --cluster, --env, config):\n")
 	for _, c := range commands(s) {
 		b.WriteString(st.dim.Render(shellWrap(c, width)) + "\n")
@@ -86,7 +88,7 @@ func commands(s *state) []string {
 		gen,
 	}
 	if s.iamDone {
-		cmds = append(cmds, fmt.Sprintf("karpenter-migrate iam apply --snapshot %s --journal %s --yes%s", rel(SnapshotFile), rel(IAMJournalFile(s.conn.Cluster)), global))
+		cmds = append(cmds, fmt.Sprintf("karpenter-migrate iam apply --snapshot %s --journal %s --yes%s", rel(SnapshotFile), rel(action.IAMJournalFile(s.conn.Cluster)), global))
 	}
 	return append(cmds,
 		fmt.Sprintf("karpenter-migrate plan --env %s --snapshot %s --dir %s --config %s -f %s%s", env, rel(SnapshotFile), tree, rel(ConfigFile(env)), plan, global),

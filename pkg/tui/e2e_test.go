@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/demo"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -163,7 +164,7 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 	}
 
 	// The same files the commands write.
-	for _, f := range []string{SnapshotFile, PlanFile, ConfigFile("prod"), IAMJournalFile("demo"), filepath.Join(TreeDir, "overlays", "prod", "kustomization.yaml")} {
+	for _, f := range []string{SnapshotFile, PlanFile, ConfigFile("prod"), action.IAMJournalFile("demo"), filepath.Join(TreeDir, "overlays", "prod", "kustomization.yaml")} {
 		if _, err := os.Stat(filepath.Join(e.ops.OutDir, f)); err != nil {
 			t.Errorf("missing %s: %v", f, err)
 		}
@@ -195,7 +196,7 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range pods.Items {
-		if workloadOf(&p) == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if action.WorkloadOf(&p) == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		if !karpenter[p.Spec.NodeName] {
@@ -238,8 +239,8 @@ func TestQuitMidRolloutLeavesAJournalApplyResumes(t *testing.T) {
 	if err != nil || j == nil {
 		t.Fatalf("journal: %v %v", j, err)
 	}
-	if j.State != rollout.StateInterrupted || j.Current.Step != "09_drain_waves" {
-		t.Fatalf("journal %s at %+v, want interrupted in 09_drain_waves", j.State, j.Current)
+	if j.State != rollout.StateInterrupted || j.Current.Step != "10_drain_waves" {
+		t.Fatalf("journal %s at %+v, want interrupted in 10_drain_waves", j.State, j.Current)
 	}
 	done := map[string]bool{}
 	for _, s := range j.Steps {

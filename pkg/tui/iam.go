@@ -11,6 +11,7 @@ import (
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 )
 
@@ -225,7 +226,7 @@ func (m *iamScreen) view(width, _ int) string {
 	case m.confirm:
 		b.WriteString(st.warn.Render(fmt.Sprintf("Apply %d change(s) to the account of cluster %s? [y/N]", p.Changes(), p.Cluster)) + "\n")
 	case m.s.iamDone:
-		fmt.Fprintf(&b, "%s applied %d change(s); journal %s\n", st.ok.Render("✓"), len(m.applied), IAMJournalFile(p.Cluster))
+		fmt.Fprintf(&b, "%s applied %d change(s); journal %s\n", st.ok.Render("✓"), len(m.applied), action.IAMJournalFile(p.Cluster))
 	case p != nil && p.Changes() == 0:
 		b.WriteString(st.ok.Render("✓ nothing to change") + "\n")
 	case p != nil:

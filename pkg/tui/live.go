@@ -7,10 +7,9 @@ import (
 	"sort"
 	"strings"
 
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 )
 
@@ -27,19 +26,11 @@ func LiveDialer(kubeconfig, endpointURL string) Dialer {
 		if err != nil {
 			return nil, fmt.Errorf("kubeconfig context %q: %w", c.Context, err)
 		}
-		kc, err := kubernetes.NewForConfig(rc)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes client: %w", err)
-		}
-		dc, err := dynamic.NewForConfig(rc)
-		if err != nil {
-			return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
-		}
-		cfg, err := kmaws.LoadConfig(ctx, kmaws.Options{Region: c.Region, Profile: c.Profile, EndpointURL: endpointURL})
+		cfg, err := action.ForLive(ctx, action.Live{REST: rc, AWS: &kmaws.Options{Region: c.Region, Profile: c.Profile, EndpointURL: endpointURL}})
 		if err != nil {
 			return nil, err
 		}
-		return &Clients{Kube: kc, Dynamic: dc, AWS: cfg}, nil
+		return &Clients{Config: cfg}, nil
 	}
 }
 

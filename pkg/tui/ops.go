@@ -7,48 +7,31 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
-	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/eks"
-	"github.com/pmezard/go-difflib/difflib"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/clock"
 	"sigs.k8s.io/yaml"
 
-	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
-	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
-// Clients are one connection's collaborators.
+// Clients are one connection's collaborators: the actions' configuration
+// (clients, clock, poll interval, pod concurrency) and how the connection
+// settles.
 type Clients struct {
-	Kube    kubernetes.Interface
-	Dynamic dynamic.Interface
-	AWS     awssdk.Config
-	// Clock is the runner's clock; nil is real time. A clock that also
-	// implements Advancer moves the cluster itself (the sandbox's), and
-	// the cluster is sampled each time it advances.
-	Clock clock.WithTicker
-	// PollInterval is how often the runner's waits poll (default 2s).
-	PollInterval time.Duration
-	// PodConcurrency bounds how many of a drained node's pods are evicted
-	// at once (kube.DrainOptions.PodConcurrency; 0: all at once).
-	PodConcurrency int
+	// Config's Clock, when it also implements Advancer, moves the cluster
+	// itself (the sandbox's), and the cluster is sampled each time it
+	// advances.
+	Config *action.Configuration
 	// Settle, when set, waits after a completed apply for the cluster's
 	// steady state (the sandbox: its cloud catches up and Karpenter's
 	// consolidation settles, as the demo's last step does), so the last
@@ -68,10 +51,10 @@ type Advancer interface {
 // Dialer builds the clients of a connection.
 type Dialer func(ctx context.Context, c Connection) (*Clients, error)
 
-// Ops is the Backend of the real commands: it calls discover.Run,
-// generate.Run, iam.BuildPlan/Apply, rollout.MakePlan and rollout.Runner
-// with the clients Dial returns, and writes the files the commands write
-// into OutDir.
+// Ops is the Backend of the real commands: it runs pkg/action's actions
+// (discover, readiness, generate, IAM, plan, apply, rollback) on the
+// clients Dial returns, and writes the files the commands write into
+// OutDir.
 type Ops struct {
 	Dial Dialer
 	// OutDir receives snapshot.json, karpenter/ (the tree), the IAM journal,
@@ -88,13 +71,7 @@ type Ops struct {
 	conn Connection
 	c    *Clients
 	cat  *catalog.Catalog
-	iam  *iamState
-}
-
-type iamState struct {
-	desired *iam.Desired
-	clients iam.Clients
-	cluster string
+	iam  *action.IAM
 }
 
 // File names Ops writes under OutDir.
@@ -103,11 +80,6 @@ const (
 	TreeDir      = "karpenter"
 	PlanFile     = "plan.yaml"
 )
-
-// IAMJournalFile is the IAM journal `iam apply` writes by default.
-func IAMJournalFile(cluster string) string {
-	return "karpenter-migrate-iam-" + cluster + ".journal.json"
-}
 
 // ConfigFile is the environment config the wizard writes for CI.
 func ConfigFile(env string) string { return env + ".yaml" }
@@ -123,13 +95,6 @@ func (o *Ops) clients() (*Clients, Connection, error) {
 	return o.c, o.conn, nil
 }
 
-func (o *Ops) now() time.Time {
-	if c, _, err := o.clients(); err == nil && c.Clock != nil {
-		return c.Clock.Now()
-	}
-	return time.Now()
-}
-
 // Connect implements Backend.
 func (o *Ops) Connect(ctx context.Context, c Connection) (ConnectInfo, error) {
 	if c.Cluster == "" {
@@ -142,24 +107,18 @@ func (o *Ops) Connect(ctx context.Context, c Connection) (ConnectInfo, error) {
 	if err != nil {
 		return ConnectInfo{}, err
 	}
-	var info ConnectInfo
-	v, err := cl.Kube.Discovery().ServerVersion()
+	r, err := cl.Config.Ping(ctx, c.Cluster)
+	info := ConnectInfo{Server: r.Server, Cluster: r.Cluster}
 	if err != nil {
-		return info, fmt.Errorf("context %q: the API server did not answer: %w", c.Context, err)
+		return info, fmt.Errorf("context %q, profile %q: %w", c.Context, c.Profile, err)
 	}
-	info.Server = "Kubernetes " + v.GitVersion
-	out, err := eks.NewFromConfig(cl.AWS).DescribeCluster(ctx, &eks.DescribeClusterInput{Name: awssdk.String(c.Cluster)})
-	if err != nil {
-		return info, fmt.Errorf("EKS cluster %s in %s (profile %q): %w", c.Cluster, cl.AWS.Region, c.Profile, err)
-	}
-	info.Cluster = fmt.Sprintf("EKS %s %s, %s", c.Cluster, awssdk.ToString(out.Cluster.Version), cl.AWS.Region)
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return info, fmt.Errorf("create output directory %s: %w", o.OutDir, err)
 	}
 	cat := o.Catalog
 	if cat == nil {
 		cat = catalog.Default()
-		if r := cl.AWS.Region; r != "" && r != cat.Region() {
+		if r := cl.Config.AWS.Region; r != "" && r != cat.Region() {
 			if cat, err = catalog.New(catalog.Options{Region: r}); err != nil {
 				return info, fmt.Errorf("instance-type catalogue for region %s: %w", r, err)
 			}
@@ -184,161 +143,92 @@ func (o *Ops) Discover(ctx context.Context, progress func(string)) (*inventory.I
 	return inv, nil
 }
 
-// Readiness implements Backend: the readiness action over the connected
-// region's catalogue.
+// Readiness implements Backend: the readiness action, as the command runs
+// it.
 func (o *Ops) Readiness(inv *inventory.Inventory) readiness.Report {
-	o.mu.Lock()
-	cat := o.cat
-	o.mu.Unlock()
-	return (&action.Readiness{Catalog: cat}).Run(inv).Report
+	return (&action.Readiness{}).Run(inv).Report
 }
 
-func (o *Ops) generateOptions(c GenerateChoice) generate.Options {
-	opts := generate.DefaultOptions()
-	opts.Strategy, opts.Flexibility, opts.Namespace = c.Strategy, c.Flexibility, o.Namespace
-	return opts
+func (o *Ops) generate(c GenerateChoice) *action.Generate {
+	a := &action.Generate{Options: generate.DefaultOptions(), Tree: generate.TreeOptions{Dir: o.path(TreeDir), Envs: c.Envs}}
+	a.Options.Strategy, a.Options.Flexibility, a.Options.Namespace = c.Strategy, c.Flexibility, o.Namespace
+	return a
 }
 
-// Generate implements Backend. A write is generate.Run, as the command
-// does; a preview writes the tree into a temporary directory and compares
-// it file by file with the one on disk.
+// Generate implements Backend: the generate action writes the tree, as the
+// command does, or previews it against the one on disk.
 func (o *Ops) Generate(ctx context.Context, inv *inventory.Inventory, c GenerateChoice, write bool) (*GenerateResult, error) {
-	dir := o.path(TreeDir)
-	tree := generate.TreeOptions{Dir: dir, Envs: c.Envs}
+	a := o.generate(c)
+	res := &GenerateResult{Dir: a.Tree.Dir}
+	var warnings []generate.Finding
 	if write {
-		rep, err := generate.Run(ctx, inv, o.generateOptions(c), tree)
+		rep, err := a.Run(ctx, inv)
 		if err != nil {
 			return nil, err
 		}
-		res := &GenerateResult{Dir: dir, Pools: rep.Pools, Written: rep.Tree}
+		res.Pools, res.Written, warnings = rep.Pools, rep.Tree, append(rep.Warnings, rep.Tree.Warnings...)
 		for _, f := range rep.Tree.Files {
 			res.Files = append(res.Files, FilePreview{Path: f.Path, Action: f.Action})
 		}
-		for _, w := range append(rep.Warnings, rep.Tree.Warnings...) {
-			res.Warnings = append(res.Warnings, fmt.Sprint(w))
-		}
-		return res, nil
-	}
-	gen, err := generate.Generate(inv, o.generateOptions(c))
-	if err != nil {
-		return nil, err
-	}
-	tmp, err := os.MkdirTemp("", "karpenter-migrate-preview-")
-	if err != nil {
-		return nil, fmt.Errorf("preview directory: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	tree.Dir = tmp
-	rep, err := generate.Write(ctx, gen, tree)
-	if err != nil {
-		return nil, err
-	}
-	res := &GenerateResult{Dir: dir, Pools: gen.Pools}
-	for _, f := range rep.Files {
-		fp, err := previewFile(tmp, dir, f.Path)
+	} else {
+		pre, err := a.Preview(ctx, inv)
 		if err != nil {
 			return nil, err
 		}
-		res.Files = append(res.Files, fp)
+		res.Pools, res.Files, warnings = pre.Pools, pre.Files, pre.Warnings
 	}
-	for _, w := range append(gen.Warnings, rep.Warnings...) {
+	for _, w := range warnings {
 		res.Warnings = append(res.Warnings, fmt.Sprint(w))
 	}
 	return res, nil
 }
 
-// previewFile compares the file rel of the new tree with the one on disk.
-func previewFile(newRoot, oldRoot, rel string) (FilePreview, error) {
-	fp := FilePreview{Path: rel}
-	next, err := os.ReadFile(filepath.Join(newRoot, filepath.FromSlash(rel)))
-	if err != nil {
-		return fp, fmt.Errorf("preview %s: %w", rel, err)
-	}
-	prev, err := os.ReadFile(filepath.Join(oldRoot, filepath.FromSlash(rel)))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		fp.Action = generate.FileCreated
-	case err != nil:
-		return fp, fmt.Errorf("read %s: %w", filepath.Join(oldRoot, rel), err)
-	case string(prev) == string(next):
-		fp.Action = generate.FileUnchanged
-		return fp, nil
-	case generate.Edited(prev):
-		fp.Action = generate.FileKept
-	default:
-		fp.Action = generate.FileUpdated
-	}
-	fp.Diff, err = difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(string(prev)), B: difflib.SplitLines(string(next)),
-		FromFile: "a/" + rel, ToFile: "b/" + rel, Context: 3,
-	})
-	if err != nil {
-		return fp, fmt.Errorf("diff %s: %w", rel, err)
-	}
-	return fp, nil
-}
-
-// IAMPlan implements Backend as `iam plan --snapshot` does.
+// IAMPlan implements Backend as `iam plan --snapshot` does, with the
+// journal in OutDir.
 func (o *Ops) IAMPlan(ctx context.Context, inv *inventory.Inventory, c IAMChoice) (*iam.Plan, error) {
 	cl, _, err := o.clients()
 	if err != nil {
 		return nil, err
 	}
-	target, err := iam.TargetFromInventory(inv)
+	a, err := o.config(cl).IAM(inv, iam.Options{Identity: c.Identity, CreateOIDCProvider: c.CreateOIDCProvider}, "")
 	if err != nil {
 		return nil, err
 	}
-	desired, err := iam.Build(target, iam.Options{Identity: c.Identity, CreateOIDCProvider: c.CreateOIDCProvider})
-	if err != nil {
-		return nil, err
-	}
-	st := &iamState{desired: desired, clients: o.config(cl).IAMClients(desired), cluster: target.Cluster}
-	plan, err := iam.BuildPlan(ctx, desired, st.clients, iam.PlanOptions{})
+	a.Journal = o.path(a.Journal)
+	plan, err := a.Plan(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	o.mu.Lock()
-	o.iam = st
+	o.iam = a
 	o.mu.Unlock()
 	return plan, nil
 }
 
-// config is the action configuration of the connected clients.
+// config is the action configuration of the connected clients, with the
+// wizard's namespace, output directory and operator.
 func (o *Ops) config(cl *Clients) *action.Configuration {
-	o.mu.Lock()
-	cat := o.cat
-	o.mu.Unlock()
+	c := *cl.Config
 	operator := o.Operator
 	if operator == "" {
 		operator = os.Getenv("USER")
 	}
 	host, _ := os.Hostname()
-	return &action.Configuration{
-		Kube: cl.Kube, Dynamic: cl.Dynamic, AWS: cl.AWS, Clock: cl.Clock, Catalog: cat,
-		Namespace: o.Namespace, OutDir: o.OutDir, PollInterval: cl.PollInterval, PodConcurrency: cl.PodConcurrency,
-		Operator: operator, Identity: fmt.Sprintf("%s@%s wizard pid %d", operator, host, os.Getpid()),
-	}
+	c.Namespace, c.OutDir = o.Namespace, o.OutDir
+	c.Operator, c.Identity = operator, fmt.Sprintf("%s@%s wizard pid %d", operator, host, os.Getpid())
+	return &c
 }
 
-// IAMApply implements Backend as `iam apply --yes` does, with the journal
-// in OutDir.
+// IAMApply implements Backend as `iam apply --yes` does.
 func (o *Ops) IAMApply(ctx context.Context, p *iam.Plan, onStep func(iam.Item)) error {
 	o.mu.Lock()
-	st := o.iam
+	a := o.iam
 	o.mu.Unlock()
-	if st == nil {
+	if a == nil {
 		return errors.New("no IAM plan to apply")
 	}
-	path := o.path(IAMJournalFile(st.cluster))
-	j, err := iam.ReadJournal(path, st.cluster)
-	if err != nil {
-		return err
-	}
-	_, err = iam.Apply(ctx, p, st.clients, iam.ApplyOptions{
-		Journal: j, Save: func(j *iam.Journal) error { return j.WriteFile(path) }, OnStep: onStep, Now: o.now,
-	})
-	if err != nil {
-		return fmt.Errorf("%w; the journal %s lists what was done: run `karpenter-migrate iam apply --journal %s` to finish", err, path, path)
+	if _, err := a.Apply(ctx, p, onStep); err != nil {
+		return fmt.Errorf("%w; the journal %s lists what was done: run `karpenter-migrate iam apply --journal %s` to finish", err, a.Journal, a.Journal)
 	}
 	return nil
 }
@@ -355,10 +245,10 @@ func EnvConfig(conn Connection, c PlanChoice) config.Config {
 	return cfg
 }
 
-// Plan implements Backend: rollout.MakePlan on the discovered inventory and
+// Plan implements Backend: the plan action on the discovered inventory and
 // the written tree, as `plan --snapshot --dir --config` does.
 func (o *Ops) Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) (*PlanResult, error) {
-	_, conn, err := o.clients()
+	cl, conn, err := o.clients()
 	if err != nil {
 		return nil, err
 	}
@@ -374,32 +264,34 @@ func (o *Ops) Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) 
 	if err := atomicfile.WriteFile(cfgPath, b, 0o644); err != nil {
 		return nil, fmt.Errorf("write %s: %w", cfgPath, err)
 	}
-	p, err := rollout.MakePlan(ctx, rollout.PlanRequest{
-		Environment: c.Environment, Config: cfg, Steps: migrations.Planned(),
-		Inventory: func(context.Context) (*inventory.Inventory, error) { return inv, nil },
-		Dir:       o.path(TreeDir), IAM: &rollout.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, Identity: string(c.IAM.Identity), CreateOIDCProvider: c.IAM.CreateOIDCProvider},
-		Catalog: o.cat, Now: o.now(),
+	planPath := o.path(PlanFile)
+	p, err := o.config(cl).Plan(ctx, action.Plan{
+		Environment: c.Environment, Config: cfg, Inventory: action.Inventory(inv), Dir: o.path(TreeDir), File: planPath,
+		IAM: &rollout.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, Identity: string(c.IAM.Identity), CreateOIDCProvider: c.IAM.CreateOIDCProvider},
 	})
 	if err != nil {
 		return nil, err
 	}
-	planPath := o.path(PlanFile)
-	if err := p.WriteFile(planPath); err != nil {
-		return nil, err
-	}
 	res := &PlanResult{Plan: p, PlanFile: planPath, ConfigFile: cfgPath}
 	res.Before, res.AfterMigration = fleets(inv, p)
-	// After consolidation is the plan's steady state (disruption.Settle),
+	// After the waves and after consolidation are the plan's steady state
+	// (every node the cluster runs, the controller's kept ones included),
 	// the forecast plan and the demo show.
 	res.AfterConsolidation, res.ConsolidatedCostPerHour = res.AfterMigration, p.Cost.AfterPerHour
-	if ss := p.SteadyState; ss != nil && len(ss.Commands) > 0 {
-		counts := map[FleetLine]int{}
-		for _, t := range ss.AfterConsolidation.Types {
-			counts[FleetLine{InstanceType: t.InstanceType, CapacityType: t.CapacityType}] += t.Nodes
-		}
-		res.AfterConsolidation, res.ConsolidatedCostPerHour, res.Repacked = fleetLines(counts), ss.AfterConsolidation.PricePerHour, true
+	if ss := p.SteadyState; ss != nil {
+		res.AfterMigration, res.AfterConsolidation = typeLines(ss.AfterMigration), typeLines(ss.AfterConsolidation)
+		res.ConsolidatedCostPerHour, res.Repacked = ss.AfterConsolidation.PricePerHour, len(ss.Commands) > 0
 	}
 	return res, nil
+}
+
+// typeLines are a forecast fleet's nodes by instance and capacity type.
+func typeLines(f disruption.Fleet) []FleetLine {
+	counts := map[FleetLine]int{}
+	for _, t := range f.Types {
+		counts[FleetLine{InstanceType: t.InstanceType, CapacityType: t.CapacityType}] += t.Nodes
+	}
+	return fleetLines(counts)
 }
 
 // fleets are the legacy nodes the waves drain and the nodes they predict.
@@ -476,13 +368,14 @@ func (o *Ops) run(ctx context.Context, p *rollout.Plan, sink func(Update), fn fu
 		return err
 	}
 	cl, _, _ := o.clients()
+	clk := cl.Config.Clock
 	view := func() {
 		if v, err := o.View(ctx); err == nil {
 			sink(Update{View: v})
 		}
 	}
 	view()
-	if adv, ok := cl.Clock.(Advancer); ok {
+	if adv, ok := clk.(Advancer); ok {
 		// The cluster only moves when the runner waits (on several
 		// goroutines): look after a move, at most every 10s of its time,
 		// and stop the runner once the cluster cannot move any more.
@@ -496,7 +389,7 @@ func (o *Ops) run(ctx context.Context, p *rollout.Plan, sink func(Update), fn fu
 				return
 			}
 			mu.Lock()
-			now := cl.Clock.Now()
+			now := clk.Now()
 			due := now.Sub(last) >= 10*time.Second
 			if due {
 				last = now
@@ -537,100 +430,16 @@ func (o *Ops) run(ctx context.Context, p *rollout.Plan, sink func(Update), fn fu
 	return err
 }
 
-// View reads the nodes and pods for the rollout screen: legacy and
-// Karpenter nodes, what they cost now, and each workload's ready and
-// pending pods (DaemonSets left out).
+// View reads the nodes and pods for the rollout screen (the view action,
+// priced with the connected region's catalogue).
 func (o *Ops) View(ctx context.Context) (*ClusterView, error) {
 	cl, _, err := o.clients()
 	if err != nil {
 		return nil, err
 	}
-	nodes, err := cl.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	pods, err := cl.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list pods: %w", err)
-	}
-	v := &ClusterView{Time: o.now(), PodWorkload: map[string]string{}}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if n.Labels[apisv1.NodePoolLabelKey] != "" {
-			v.KarpenterNodes++
-		} else {
-			v.LegacyNodes++
-		}
-		price, _ := o.cat.Price(n.Labels[corev1.LabelInstanceTypeStable], capacityTypeOf(n), n.Labels[corev1.LabelTopologyZone])
-		v.CostPerHour += price
-	}
-	byName := map[string]*WorkloadView{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		name := workloadOf(p)
-		if name == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		v.PodWorkload[p.Namespace+"/"+p.Name] = name
-		w := byName[name]
-		if w == nil {
-			w = &WorkloadView{Name: name}
-			byName[name] = w
-		}
-		switch {
-		case podReady(p):
-			w.Ready++
-		case p.Status.Phase == corev1.PodPending:
-			w.Pending++
-		}
-	}
-	for _, w := range byName {
-		v.Workloads = append(v.Workloads, *w)
-	}
-	sort.Slice(v.Workloads, func(i, j int) bool { return v.Workloads[i].Name < v.Workloads[j].Name })
-	return v, nil
-}
-
-func capacityTypeOf(n *corev1.Node) string {
-	if ct := n.Labels[apisv1.CapacityTypeLabelKey]; ct != "" {
-		return ct
-	}
-	switch n.Labels["eks.amazonaws.com/capacityType"] {
-	case "SPOT":
-		return inventory.CapacitySpot
-	case "ON_DEMAND":
-		return inventory.CapacityOnDemand
-	}
-	return ""
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// workloadOf names the pod's workload as namespace/kind/name (a
-// ReplicaSet's Deployment by the ReplicaSet's name), "" for DaemonSet pods
-// and the tool's own placeholders.
-func workloadOf(p *corev1.Pod) string {
-	ref := metav1.GetControllerOf(p)
-	if p.Labels[kube.LabelComponent] == "placeholder" {
-		return ""
-	}
-	if ref == nil {
-		return p.Namespace + "/pod/" + p.Name
-	}
-	switch ref.Kind {
-	case "DaemonSet":
-		return ""
-	case "ReplicaSet":
-		if i := strings.LastIndex(ref.Name, "-"); i > 0 {
-			return p.Namespace + "/deployment/" + ref.Name[:i]
-		}
-	}
-	return p.Namespace + "/" + strings.ToLower(ref.Kind) + "/" + ref.Name
+	c := o.config(cl)
+	o.mu.Lock()
+	c.Catalog = o.cat
+	o.mu.Unlock()
+	return c.View(ctx)
 }

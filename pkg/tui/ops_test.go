@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -72,7 +73,7 @@ func TestRunOnAnAdvancingClock(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := &steppingClock{FakeClock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), failAt: tc.failAt}
-			o := &Ops{Namespace: "karpenter-migrate", OutDir: t.TempDir(), c: &Clients{Kube: fake.NewClientset(), Clock: clk, PollInterval: 5 * time.Second}}
+			o := &Ops{Namespace: "karpenter-migrate", OutDir: t.TempDir(), c: &Clients{Config: &action.Configuration{Kube: fake.NewClientset(), Clock: clk, PollInterval: 5 * time.Second}}}
 			var views int
 			sink := func(u Update) {
 				if u.View != nil {

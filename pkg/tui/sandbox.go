@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -91,5 +92,5 @@ func (s *Sandbox) Dial(ctx context.Context, c Connection) (*Clients, error) {
 		}
 		return nil
 	}
-	return &Clients{Kube: cl.Kube, Dynamic: cl.Dynamic, AWS: cl.AWS, Clock: cl.Clock, PollInterval: cl.PollInterval, PodConcurrency: 1, Settle: settle}, nil
+	return &Clients{Config: action.ForSandbox(cl, "", "", ""), Settle: settle}, nil
 }

@@ -332,15 +332,15 @@ func rolloutEvents() []Update {
 	}
 	return []Update{
 		view(5, 0, 4, 0),
-		ev(rollout.Event{Time: at(0), Kind: rollout.EventRunStarted, Total: 11, Message: "apply plan 0123456789ab to prod"}),
-		ev(rollout.Event{Time: at(1), Kind: rollout.EventStepSkipped, Step: "01_preflight", Done: 1, Total: 11, Message: "nothing blocks"}),
-		ev(rollout.Event{Time: at(2), Kind: rollout.EventStepStarted, Step: "09_drain_waves", Done: 8, Total: 11, Message: "drain the waves"}),
-		ev(rollout.Event{Time: at(3), Kind: rollout.EventWavePhase, Step: "09_drain_waves", Wave: 1, Waves: 2, Phase: rollout.PhaseCordon}),
-		ev(rollout.Event{Time: at(4), Kind: rollout.EventWavePhase, Step: "09_drain_waves", Wave: 1, Waves: 2, Phase: rollout.PhaseDrain}),
-		ev(rollout.Event{Time: at(5), Kind: rollout.EventEviction, Step: "09_drain_waves", Wave: 1, Pod: "api/web-1", Node: "n1", Message: "evicted"}),
-		ev(rollout.Event{Time: at(6), Kind: rollout.EventEviction, Step: "09_drain_waves", Wave: 1, Pod: "api/web-2", Node: "n1", Message: "evicted"}),
-		ev(rollout.Event{Time: at(7), Kind: rollout.EventPDBWait, Step: "09_drain_waves", Wave: 1, Pod: "cache/redis-0", Node: "n2", PDB: "cache/redis"}),
-		ev(rollout.Event{Time: at(8), Kind: rollout.EventWaiting, Step: "09_drain_waves", Wave: 1, Message: "pods Ready", Done: 2, Total: 3}),
+		ev(rollout.Event{Time: at(0), Kind: rollout.EventRunStarted, Total: 12, Message: "apply plan 0123456789ab to prod"}),
+		ev(rollout.Event{Time: at(1), Kind: rollout.EventStepSkipped, Step: "01_preflight", Done: 1, Total: 12, Message: "nothing blocks"}),
+		ev(rollout.Event{Time: at(2), Kind: rollout.EventStepStarted, Step: "10_drain_waves", Done: 9, Total: 12, Message: "drain the waves"}),
+		ev(rollout.Event{Time: at(3), Kind: rollout.EventWavePhase, Step: "10_drain_waves", Wave: 1, Waves: 2, Phase: rollout.PhaseCordon}),
+		ev(rollout.Event{Time: at(4), Kind: rollout.EventWavePhase, Step: "10_drain_waves", Wave: 1, Waves: 2, Phase: rollout.PhaseDrain}),
+		ev(rollout.Event{Time: at(5), Kind: rollout.EventEviction, Step: "10_drain_waves", Wave: 1, Pod: "api/web-1", Node: "n1", Message: "evicted"}),
+		ev(rollout.Event{Time: at(6), Kind: rollout.EventEviction, Step: "10_drain_waves", Wave: 1, Pod: "api/web-2", Node: "n1", Message: "evicted"}),
+		ev(rollout.Event{Time: at(7), Kind: rollout.EventPDBWait, Step: "10_drain_waves", Wave: 1, Pod: "cache/redis-0", Node: "n2", PDB: "cache/redis"}),
+		ev(rollout.Event{Time: at(8), Kind: rollout.EventWaiting, Step: "10_drain_waves", Wave: 1, Message: "pods Ready", Done: 2, Total: 3}),
 		view(5, 2, 2, 2),
 	}
 }
@@ -401,7 +401,7 @@ func TestRolloutRollback(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			be := &fakeBackend{applyEvents: rolloutEvents(), block: tc.running, applyErr: &rollout.PausedError{Step: "09_drain_waves", Wave: 1, Reason: "gate: 2 pods pending"}}
+			be := &fakeBackend{applyEvents: rolloutEvents(), block: tc.running, applyErr: &rollout.PausedError{Step: "10_drain_waves", Wave: 1, Reason: "gate: 2 pods pending"}}
 			d := walk(t, be, "Rollout")
 			want := "waits on PDB"
 			if !tc.running {

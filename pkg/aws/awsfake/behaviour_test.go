@@ -138,6 +138,21 @@ func TestThrottlingIsRetried(t *testing.T) {
 	}
 }
 
+// TestThrottleRatio: a ratio throttles that share of the calls, evenly
+// (0.5: every other one), which the retryer absorbs call by call.
+func TestThrottleRatio(t *testing.T) {
+	ctx := context.Background()
+	srv, c := clientsMode(t, awssdk.RetryModeStandard, nil, awsfake.WithFault("autoscaling", "*", awsfake.Fault{ThrottleRatio: 0.5}))
+	for i := range 10 {
+		if _, err := c.AutoScaling.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{}); err != nil {
+			t.Fatalf("call %d at 50%% throttling: %v", i, err)
+		}
+	}
+	if got := srv.Calls("autoscaling", "DescribeAutoScalingGroups"); got != 20 {
+		t.Errorf("%d requests for 10 calls at 50%% throttling, want 20 (each throttled once)", got)
+	}
+}
+
 func TestAccessDeniedNamesTheAction(t *testing.T) {
 	ctx := context.Background()
 	srv, c := clients(t, nil)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -138,6 +139,11 @@ type Fault struct {
 	// Throttle fails the next Throttle calls with the service's throttling
 	// error (RequestLimitExceeded, Throttling or ThrottlingException).
 	Throttle int
+	// ThrottleRatio fails that fraction of calls (0 to 1) with the
+	// throttling error, spread evenly and deterministically: 0.5 fails
+	// every other call, 1 every call (a throttling storm).
+	ThrottleRatio float64
+	throttleSeen  int
 	// Deny fails every call with the service's access-denied error
 	// (UnauthorizedOperation, AccessDenied or AccessDeniedException).
 	Deny bool
@@ -338,6 +344,15 @@ func (s *Server) applyFault(key string, p protocol, service, action string) *Err
 		f.Throttle--
 		s.faults[key] = f
 		return throttled(p)
+	case f.ThrottleRatio > 0:
+		// Call n is throttled when the count of throttled calls due
+		// by n (ceil(n*ratio)) grows with it: the first call is.
+		f.throttleSeen++
+		s.faults[key] = f
+		n := float64(f.throttleSeen)
+		if math.Ceil(n*f.ThrottleRatio) > math.Ceil((n-1)*f.ThrottleRatio) {
+			return throttled(p)
+		}
 	case f.Err != nil:
 		e := f.Err
 		if f.ErrCount > 0 {

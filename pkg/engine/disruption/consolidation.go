@@ -84,7 +84,7 @@ func (st *state) cluster(karpenterOnly bool) *engine.Cluster {
 		return c
 	}
 	in := engine.Input{NodePools: st.in.NodePools, DaemonSets: st.in.DaemonSets, Catalog: st.in.Catalog,
-		Options: engine.Options{KarpenterOnly: karpenterOnly, MaxInstanceTypes: simMaxInstanceTypes}}
+		Options: engine.Options{KarpenterOnly: karpenterOnly, MaxInstanceTypes: simMaxInstanceTypes, SkipLowerBounds: true}}
 	in.ExistingNodes = make([]engine.ExistingNode, len(st.nodes))
 	for i, n := range st.nodes {
 		en := n.in.ExistingNode

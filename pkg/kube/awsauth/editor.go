@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 )
@@ -24,7 +25,8 @@ const (
 	BackupLabel = "karpenter-migrate.io/aws-auth-backup"
 )
 
-// ErrConflict is returned when aws-auth changed between read and write.
+// ErrConflict is returned when aws-auth kept changing between read and
+// write (Ensure and Remove retry it a few times first).
 var ErrConflict = errors.New("aws-auth was changed by someone else since it was read; nothing was written, run again")
 
 // Editor reads and edits aws-auth in a live cluster. Every write is
@@ -71,9 +73,21 @@ func (ed *Editor) Lookup(ctx context.Context, e MapRole) (Status, error) {
 	return Lookup(cm.Data[KeyMapRoles], e)
 }
 
+// onConflict runs edit again, from a fresh read, while another writer
+// changed aws-auth between its read and its write (client-go's
+// RetryOnConflict backoff): their change is kept and ours made on top.
+func onConflict(edit func() error) error {
+	return retry.OnError(retry.DefaultBackoff, func(err error) bool { return errors.Is(err, ErrConflict) }, edit)
+}
+
 // Ensure adds e to mapRoles unless its role is already mapped. aws-auth is
-// created when the cluster has none.
+// created when the cluster has none. A concurrent write is read again and
+// the merge retried.
 func (ed *Editor) Ensure(ctx context.Context, e MapRole) error {
+	return onConflict(func() error { return ed.ensure(ctx, e) })
+}
+
+func (ed *Editor) ensure(ctx context.Context, e MapRole) error {
 	cm, err := ed.get(ctx)
 	if err != nil {
 		return err
@@ -104,8 +118,17 @@ func (ed *Editor) Ensure(ctx context.Context, e MapRole) error {
 }
 
 // Remove deletes the entry Ensure added and reports whether there was one.
-// Entries not written by this tool are kept.
-func (ed *Editor) Remove(ctx context.Context, e MapRole) (bool, error) {
+// Entries not written by this tool are kept. A concurrent write is read
+// again and the removal retried.
+func (ed *Editor) Remove(ctx context.Context, e MapRole) (removed bool, err error) {
+	err = onConflict(func() error {
+		removed, err = ed.remove(ctx, e)
+		return err
+	})
+	return removed, err
+}
+
+func (ed *Editor) remove(ctx context.Context, e MapRole) (bool, error) {
 	cm, err := ed.get(ctx)
 	if err != nil || cm == nil {
 		return false, err

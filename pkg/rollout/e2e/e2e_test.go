@@ -271,8 +271,8 @@ func TestRolloutEndToEnd(t *testing.T) {
 		t.Fatalf("journal after SIGKILL: %v, %v", j, err)
 	}
 	t.Logf("killed at %s wave %d phase %s (state %s)", j.Current.Step, j.Current.Wave, j.Current.Phase, j.State)
-	if j.Current.Step != "09_drain_waves" || j.State != rollout.StateRunning {
-		t.Errorf("journal after SIGKILL: step %s state %s, want 09_drain_waves running", j.Current.Step, j.State)
+	if j.Current.Step != "10_drain_waves" || j.State != rollout.StateRunning {
+		t.Errorf("journal after SIGKILL: step %s state %s, want 10_drain_waves running", j.Current.Step, j.State)
 	}
 
 	// The dead run's Lease still holds: a second apply is refused.

@@ -125,12 +125,16 @@ func writeInstanceTypes(t testing.TB, dir string) string {
 
 // newWorld starts the control plane with Karpenter, the AWS fake seeded
 // with the groups (nodes per group), and the hook that mirrors ASG
-// instances as kwok nodes.
-func newWorld(t testing.TB, groups []legacyGroup, nodesPerGroup int) *world {
+// instances as kwok nodes. opts adjust the control plane's options.
+func newWorld(t testing.TB, groups []legacyGroup, nodesPerGroup int, opts ...func(*testenv.Options)) *world {
 	t.Helper()
 	dir := t.TempDir()
 	w := &world{t: t, dir: dir, groups: groups}
-	w.env = testenv.Start(t, testenv.Options{Karpenter: true, InstanceTypesFile: writeInstanceTypes(t, dir)}) // skips with KM_SKIP_E2E=1
+	o := testenv.Options{Karpenter: true, InstanceTypesFile: writeInstanceTypes(t, dir)}
+	for _, f := range opts {
+		f(&o)
+	}
+	w.env = testenv.Start(t, o) // skips with KM_SKIP_E2E=1
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)

@@ -65,7 +65,7 @@ func TestApplyInterrupted(t *testing.T) {
 	t.Logf("interrupted apply:\n%s", out)
 	for _, want := range []string{
 		"Ctrl-C: stopping apply: the evictions in flight finish and the journal is written",
-		"apply of e2e interrupted (Ctrl-C) at step 09_drain_waves wave 1 of 1",
+		"apply of e2e interrupted (Ctrl-C) at step 10_drain_waves wave 1 of 1",
 		"the journal (ConfigMap karpenter-migrate/karpenter-migrate-e2e) records where it stopped",
 		"resume: karpenter-migrate apply --plan plan.yaml --dir " + tree + " --yes",
 		"see where it is: karpenter-migrate status --env e2e",
@@ -79,11 +79,11 @@ func TestApplyInterrupted(t *testing.T) {
 	if err != nil || j == nil {
 		t.Fatalf("journal: %v, %v", j, err)
 	}
-	if j.State != rollout.StateInterrupted || j.Current.Step != "09_drain_waves" || j.Current.Wave != 1 {
-		t.Errorf("journal: state %s at %+v, want interrupted at 09_drain_waves wave 1", j.State, j.Current)
+	if j.State != rollout.StateInterrupted || j.Current.Step != "10_drain_waves" || j.Current.Wave != 1 {
+		t.Errorf("journal: state %s at %+v, want interrupted at 10_drain_waves wave 1", j.State, j.Current)
 	}
-	if st := j.Step("09_drain_waves"); st == nil || st.State != rollout.StateInterrupted {
-		t.Errorf("step 09_drain_waves recorded as %+v, want interrupted", st)
+	if st := j.Step("10_drain_waves"); st == nil || st.State != rollout.StateInterrupted {
+		t.Errorf("step 10_drain_waves recorded as %+v, want interrupted", st)
 	}
 	lease, err := c.CoordinationV1().Leases("karpenter-migrate").Get(ctx, rollout.JournalName("e2e"), metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {

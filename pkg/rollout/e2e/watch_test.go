@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -9,9 +10,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 )
 
 // budget is a PDB's selector and the healthy pods it requires.
@@ -37,10 +39,14 @@ type podWatch struct {
 	pending time.Duration        // longest time a pod waited for a node
 	// deleted counts, per namespace, the pods deleted that are not a
 	// DaemonSet's: each is a move (an eviction or a surge restart).
-	deleted  map[string]int
+	deleted map[string]int
+	// violations counts the moments a budget's healthy pods fell below
+	// its minimum (each drop from at or above it).
+	violations int
+	// violated says when and by which pod each violation began.
+	violated []string
 	stopped  chan struct{}
 	cancel   context.CancelFunc
-	watchErr error
 }
 
 func healthy(p *corev1.Pod) bool {
@@ -55,59 +61,47 @@ func healthy(p *corev1.Pod) bool {
 	return false
 }
 
-// watchPods starts watching namespace ns ("" for all). It returns once
-// the initial list is counted.
+// watchPods starts watching namespace ns ("" for all) through an
+// informer, which lists again and carries on when the API server drops
+// the watch or cannot resume it (restarted or paused: the chaos ladder).
+// It returns once the initial list is counted.
 func watchPods(ctx context.Context, c kubernetes.Interface, ns string, budgets []budget) (*podWatch, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &podWatch{budgets: budgets, healthy: map[string]bool{}, counts: map[string]int{}, lowest: map[string]int{}, since: map[string]time.Time{}, deleted: map[string]int{}, stopped: make(chan struct{}), cancel: cancel}
-	list, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
+	on := func(obj any, deleted bool) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if p, ok := obj.(*corev1.Pod); ok {
+			w.mu.Lock()
+			w.observe(p, deleted)
+			w.mu.Unlock()
+		}
+	}
+	_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: cache.NewListWatchFromClient(c.CoreV1().RESTClient(), "pods", ns, fields.Everything()),
+		ObjectType:    &corev1.Pod{},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { on(obj, false) },
+			UpdateFunc: func(_, obj any) { on(obj, false) },
+			DeleteFunc: func(obj any) { on(obj, true) },
+		},
+	})
+	go func() {
+		defer close(w.stopped)
+		ctrl.Run(ctx.Done())
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), ctrl.HasSynced) {
 		cancel()
-		return nil, err
+		return nil, fmt.Errorf("pod informer did not sync: %w", ctx.Err())
 	}
-	for i := range list.Items {
-		w.observe(&list.Items[i], false)
-	}
+	w.mu.Lock()
 	for _, b := range budgets {
 		w.lowest[b.name] = w.counts[b.name]
 	}
-	wi, err := c.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	go func() {
-		defer close(w.stopped)
-		defer wi.Stop()
-		for ev := range wi.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				if ev.Type == watch.Error && ctx.Err() == nil {
-					w.mu.Lock()
-					w.watchErr = errFromEvent(ev)
-					w.mu.Unlock()
-					return
-				}
-				continue
-			}
-			w.mu.Lock()
-			w.observe(p, ev.Type == watch.Deleted)
-			w.mu.Unlock()
-		}
-	}()
+	w.mu.Unlock()
 	return w, nil
 }
-
-func errFromEvent(ev watch.Event) error {
-	if s, ok := ev.Object.(*metav1.Status); ok {
-		return &statusError{s.Message}
-	}
-	return &statusError{"watch error"}
-}
-
-type statusError struct{ msg string }
-
-func (e *statusError) Error() string { return e.msg }
 
 // observe applies one pod event: a pod turning healthy or not moves the
 // counts of the budgets selecting it, and their lowest.
@@ -131,6 +125,11 @@ func (w *podWatch) observe(p *corev1.Pod, deleted bool) {
 				w.counts[b.name]++
 			} else {
 				w.counts[b.name]--
+				if _, counting := w.lowest[b.name]; counting && w.counts[b.name] == b.min-1 {
+					w.violations++
+					w.violated = append(w.violated, fmt.Sprintf("%s %s below %d: %s on %s (deleted %t, phase %s)",
+						time.Now().Format("15:04:05.000"), b.name, b.min, key, p.Spec.NodeName, deleted, p.Status.Phase))
+				}
 			}
 			if l, ok := w.lowest[b.name]; ok {
 				w.lowest[b.name] = min(l, w.counts[b.name])
@@ -164,7 +163,21 @@ func (w *podWatch) stop() (map[string]int, time.Duration, error) {
 	for k, v := range w.lowest {
 		out[k] = v
 	}
-	return out, w.pending, w.watchErr
+	return out, w.pending, nil
+}
+
+// violationCount is how many times a budget fell below its minimum.
+func (w *podWatch) violationCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.violations
+}
+
+// violationLog says when each violation began and which pod caused it.
+func (w *podWatch) violationLog() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.violated)
 }
 
 // deletions is the count of pods of namespace ns, not a DaemonSet's,
@@ -213,6 +226,9 @@ func TestPodWatchCounts(t *testing.T) {
 	}
 	if w.lowest["web"] != 1 || w.lowest["db"] != 0 {
 		t.Errorf("lowest %v, want web 1 db 0", w.lowest)
+	}
+	if n := w.violationCount(); n != 1 {
+		t.Errorf("%d violations, want 1 (db below its minimum of 1 once)", n)
 	}
 	// Two pods deleted (moves); a DaemonSet's deleted pod is not one.
 	agent := pod("agent-1", "agent", true)

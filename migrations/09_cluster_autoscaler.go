@@ -8,7 +8,7 @@ import (
 
 func init() {
 	register(rollout.Step{
-		ID:          "08_cluster_autoscaler",
+		ID:          "09_cluster_autoscaler",
 		Purpose:     "scale Cluster Autoscaler to zero replicas (replicas recorded)",
 		Destructive: true,
 		Check: func(ctx context.Context, s *rollout.Session) (bool, string, error) {

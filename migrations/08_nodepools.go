@@ -8,7 +8,7 @@ import (
 
 func init() {
 	register(rollout.Step{
-		ID:      "07_nodepools",
+		ID:      "08_nodepools",
 		Purpose: "server-side apply the environment's NodePools and node classes (the built overlay)",
 		Check: func(ctx context.Context, s *rollout.Session) (bool, string, error) {
 			if s.Overlay == nil {

@@ -8,11 +8,11 @@ import (
 
 func init() {
 	register(rollout.Step{
-		ID:          "10_scale_node_groups",
+		ID:          "11_scale_node_groups",
 		Purpose:     "scale the legacy node groups to zero and the Karpenter controller's kept group to its fixed size without Cluster Autoscaler tags (sizes, processes and tags recorded), resume the processes suspended for the drain",
 		Destructive: true,
 		Check: func(ctx context.Context, s *rollout.Session) (bool, string, error) {
-			if s.Journal.Step("09_drain_waves") == nil {
+			if s.Journal.Step("10_drain_waves") == nil {
 				return false, "", nil
 			}
 			return s.GroupsScaled(ctx)

@@ -8,7 +8,7 @@ import (
 
 func init() {
 	register(rollout.Step{
-		ID:      "11_consolidation_check",
+		ID:      "12_consolidation_check",
 		Purpose: "final check: no workload left on legacy nodes, nothing pending, every workload ready and PDB satisfied",
 		Up:      func(ctx context.Context, s *rollout.Session) error { return s.FinalCheck(ctx) },
 		Down:    func(context.Context, *rollout.Session) error { return nil },

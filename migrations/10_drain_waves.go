@@ -8,7 +8,7 @@ import (
 
 func init() {
 	register(rollout.Step{
-		ID:          "09_drain_waves",
+		ID:          "10_drain_waves",
 		Purpose:     "reserve the Karpenter controller's kept nodes (CriticalAddonsOnly) and steer evicted pods off the other legacy nodes (PreferNoSchedule), taints recorded; per wave: pre-provision Karpenter capacity, cordon, drain PDB-safe, gate, remove the instances from their groups",
 		Destructive: true,
 		Check: func(_ context.Context, s *rollout.Session) (bool, string, error) {
@@ -17,7 +17,7 @@ func init() {
 		},
 		Up: func(ctx context.Context, s *rollout.Session) error { return s.RunWaves(ctx) },
 		// Down brings the legacy nodes back: restore the groups' recorded
-		// sizes, processes, tags and config taints (again, if 10's Down
+		// sizes, processes, tags and config taints (again, if 11's Down
 		// did), uncordon, remove the taints it added, wait Ready.
 		Down: func(ctx context.Context, s *rollout.Session) error {
 			if err := s.RestoreGroups(ctx); err != nil {

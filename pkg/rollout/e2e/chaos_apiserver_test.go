@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
+)
+
+// apiFault is done to the control plane when apply prints a line
+// containing trigger.
+type apiFault struct {
+	name    string
+	trigger string
+	do      func(ctx context.Context) error
+	took    time.Duration
+}
+
+// TestChaosAPIServer is rungs 3 and 4 of the chaos ladder: while apply runs
+// with its default 60s Lease, kube-apiserver is restarted (stopped, then
+// started on the same etcd) as wave 1 evicts its first pod, frozen
+// (SIGSTOP) for 15s as wave 1 cleans up, and frozen for 60s as wave 2
+// evicts its first pod. The run rides out the restart and the short
+// outage (requests that could not connect are sent again; the Lease is
+// renewed again once the API server answers) and pauses on the long one
+// (exit 4, naming the API server and the Lease: it was unreachable for
+// more than two thirds of the Lease, when another run could soon take
+// over), then apply resumes and completes: no PDB below its minimum, each
+// pod moved once. kube-controller-manager's node monitor grace period is
+// raised to 2m so that kwok's nodes are not marked NotReady by the outage
+// itself.
+func TestChaosAPIServer(t *testing.T) {
+	chaosOnly(t)
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
+	defer cancel()
+	c := newChaosWorld(ctx, t, func(o *testenv.Options) {
+		o.ControllerManagerArgs = append(o.ControllerManagerArgs, "--node-monitor-grace-period=2m")
+	})
+	watch, err := watchPods(ctx, c.env.Client, "", c.budgets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toMove := podsToMove(ctx, t, c.world, appNS)
+	pause := func(d time.Duration) func(context.Context) error {
+		return func(context.Context) error {
+			if err := c.env.PauseAPIServer(); err != nil {
+				return err
+			}
+			time.Sleep(d)
+			return c.env.ResumeAPIServer()
+		}
+	}
+	faults := []*apiFault{
+		{name: "rung 3: kube-apiserver restarted mid-drain", trigger: "09_drain_waves wave 1: evicted ", do: c.env.RestartAPIServer},
+		{name: "rung 4a: kube-apiserver unreachable 15s", trigger: "09_drain_waves wave 1/2: cleanup", do: pause(15 * time.Second)},
+		{name: "rung 4b: kube-apiserver unreachable 60s", trigger: "09_drain_waves wave 2: evicted ", do: pause(60 * time.Second)},
+	}
+	apply := slices.DeleteFunc(slices.Clone(c.apply), func(a string) bool { return a == "--lease-duration" || a == chaosLease.String() })
+	out, code := c.runWithFaults(ctx, t, apply, faults)
+	t.Logf("apply under API server faults (exit %d):\n%s", code, out)
+	for _, f := range faults {
+		if f.took == 0 {
+			t.Errorf("%s: apply never printed %q", f.name, f.trigger)
+		}
+	}
+	if code != 4 || !strings.Contains(out, "the API server could not be reached for longer than the lease allows") || !strings.Contains(out, "paused at 09_drain_waves wave 2") {
+		t.Errorf("apply through a 60s outage of the API server: exit %d; want 4, paused at 09_drain_waves wave 2 naming the API server and the lease", code)
+	}
+	// Paused in wave 2: the restart and the short outage in wave 1 were
+	// ridden out. The lost Lease was released once the API server
+	// answered, so apply resumes at once.
+	c.mustRun(ctx, apply...)
+	violations := c.stopWatch(t, watch)
+	if err := c.settleNodes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkMigrated(ctx, t, c.world)
+	moves := watch.deletions(appNS)
+	if moves > toMove+toMove/20 || moves < toMove {
+		t.Errorf("%d moves for %d pods to move; want each pod moved once (no second eviction storm)", moves, toMove)
+	}
+	for _, f := range faults {
+		t.Logf("CHAOS %s: took %s", f.name, f.took.Round(100*time.Millisecond))
+	}
+	t.Logf("CHAOS rungs 3-4: apply rode out the restart and the 15s outage, paused (exit 4) on the 60s one, resumed and completed; PDB violations %d; %d moves for %d pods; %s",
+		violations, moves, toMove, time.Since(began).Round(time.Second))
+}
+
+// runWithFaults runs the binary to its end, doing each fault in turn (in
+// the background, the output still read) when its trigger is printed. It
+// returns the output and the exit code.
+func (c *chaosWorld) runWithFaults(ctx context.Context, t *testing.T, args []string, faults []*apiFault) (string, int) {
+	t.Helper()
+	cmd := c.command(ctx, args...)
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(pr)
+		next, busy := 0, make(chan struct{}, 1)
+		busy <- struct{}{}
+		for sc.Scan() {
+			line := sc.Text()
+			out.WriteString(line + "\n")
+			if next >= len(faults) || !strings.Contains(line, faults[next].trigger) {
+				continue
+			}
+			select {
+			case <-busy: // the previous fault is over
+			default:
+				continue
+			}
+			f := faults[next]
+			next++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				start := time.Now()
+				if err := f.do(ctx); err != nil {
+					t.Errorf("%s: %v", f.name, err)
+				}
+				f.took = time.Since(start)
+				busy <- struct{}{}
+			}()
+		}
+	}()
+	err := cmd.Wait()
+	pw.Close()
+	wg.Wait()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return out.String(), exit.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return out.String(), 0
+}
