@@ -10,7 +10,7 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 PKGS        := ./...
 
-.PHONY: all build test lint fmt-check vet staticcheck shellcheck unit moto moto-check fuzz bench bench-karpenter controlplane e2e chaos demo
+.PHONY: all build test lint fmt-check vet staticcheck shellcheck unit moto moto-check fuzz bench bench-karpenter controlplane e2e chaos demo demo-real
 
 all: build
 
@@ -20,6 +20,11 @@ build:
 ## demo: a full migration of the embedded sandbox cluster, in seconds (ARGS="--rollback" etc.).
 demo:
 	$(GO) run ./cmd/karpenter-migrate demo $(ARGS)
+
+## demo-real: the same demo on a real control plane with the real Karpenter (kwok provider):
+## builds the control-plane binaries first, into the cache the tests use, when missing.
+demo-real: controlplane
+	$(GO) run ./cmd/karpenter-migrate demo --control-plane $(ARGS)
 
 ## test: everything CI runs — format, vet, staticcheck, then the race-enabled suite
 ## (which includes the control-plane tests, so the binaries are built first, and

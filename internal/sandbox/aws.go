@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"sort"
@@ -178,7 +179,7 @@ func (s *Sandbox) account(inv inventory.Inventory) *awsfake.Account {
 		for _, z := range s.zones() {
 			a.EC2.SpotPrices = append(a.EC2.SpotPrices, ec2types.SpotPrice{InstanceType: ec2types.InstanceType(t), AvailabilityZone: awssdk.String(z),
 				ProductDescription: ec2types.RIProductDescription("Linux/UNIX"), Timestamp: awssdk.Time(s.Now().Add(-10 * 60e9)),
-				SpotPrice: awssdk.String(strconv.FormatFloat(s.cat.Price(t, z, inventory.CapacitySpot), 'f', 4, 64))})
+				SpotPrice: awssdk.String(strconv.FormatFloat(s.price(t, z, inventory.CapacitySpot), 'f', 4, 64))})
 		}
 	}
 	return a
@@ -319,4 +320,24 @@ func nodeadmUserData(c inventory.Cluster, g *inventory.NodeGroup) string {
 	}
 	b.WriteString("\n--BOUNDARY--\n")
 	return b.String()
+}
+
+// AccountCopy is a deep copy of the AWS fake's account as it is now (after
+// Load: the seeded groups, instances, subnets, prices), to seed another
+// fake with the same account — the demo on a real control plane.
+func (s *Sandbox) AccountCopy() (*awsfake.Account, error) {
+	if s.aws == nil {
+		return nil, fmt.Errorf("the sandbox has no account yet: call Load first")
+	}
+	var b []byte
+	var err error
+	s.aws.Account(func(a *awsfake.Account) { b, err = json.Marshal(a) })
+	if err != nil {
+		return nil, fmt.Errorf("copy the sandbox's account: %w", err)
+	}
+	var out awsfake.Account
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("copy the sandbox's account: %w", err)
+	}
+	return &out, nil
 }

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -333,8 +334,8 @@ func (s *Sandbox) register(ctx context.Context, in *Instance) error {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl},
 		Spec:       corev1.NodeSpec{ProviderID: in.ProviderID(), Taints: taints},
 		Status: corev1.NodeStatus{
-			Capacity:    it.Capacity(),
-			Allocatable: it.Allocatable(),
+			Capacity:    it.Capacity(catalog.Kubelet{}),
+			Allocatable: allocatable(it),
 			Conditions: []corev1.NodeCondition{{
 				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 				LastTransitionTime: metav1.NewTime(s.Now()), LastHeartbeatTime: metav1.NewTime(s.Now()),

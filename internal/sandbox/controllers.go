@@ -139,7 +139,7 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 			if !ownedBy(p, ds.UID) {
 				continue
 			}
-			if n := nodes[p.Spec.NodeName]; n == nil || labelsAndTaintsFit(p, n, nil) != nil || have[p.Spec.NodeName] {
+			if n := nodes[p.Spec.NodeName]; n == nil || !daemonPodMayStay(p, n) || have[p.Spec.NodeName] {
 				if err := s.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 					return fmt.Errorf("delete DaemonSet pod %s/%s: %w", p.Namespace, p.Name, err)
 				}

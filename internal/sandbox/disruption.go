@@ -696,7 +696,7 @@ func (s *Sandbox) disruptionInput(ctx context.Context) (disruption.Input, error)
 		dn := disruption.Node{ExistingNode: engine.ExistingNode{Node: rec, Pods: byNode[n.Name]}, Deleting: deleting[n.Name],
 			LastPodEventTime: s.dis.lastPodEvent[n.Name]}
 		if inst := instByNode[n.Name]; inst != nil {
-			dn.Price = s.cat.Price(inst.InstanceType, inst.Zone, inst.CapacityType)
+			dn.Price = s.price(inst.InstanceType, inst.Zone, inst.CapacityType)
 			if inst.NodeClaim != "" {
 				dn.Nominated = nominated[inst.NodeClaim]
 				if v, ok := claims[inst.NodeClaim][apisv1.DoNotDisruptAnnotationKey]; ok {
@@ -750,8 +750,8 @@ func (s *Sandbox) inFlightNode(ctx context.Context, inst *Instance) (disruption.
 	return disruption.Node{ExistingNode: engine.ExistingNode{InFlight: true, Node: inventory.Node{
 		Name: inst.NodeClaim, ProviderID: inst.ProviderID(), InstanceID: inst.ID, InstanceType: inst.InstanceType, Zone: inst.Zone,
 		CapacityType: inst.CapacityType, NodePool: inst.NodePool, Labels: lbl, Taints: append([]corev1.Taint(nil), pool.Spec.Template.Spec.Taints...),
-		Capacity: it.Capacity(), Allocatable: it.Allocatable(), CreatedAt: metav1.NewTime(inst.LaunchedAt),
-	}}, Price: s.cat.Price(inst.InstanceType, inst.Zone, inst.CapacityType)}, true
+		Capacity: it.Capacity(catalog.Kubelet{}), Allocatable: allocatable(it), CreatedAt: metav1.NewTime(inst.LaunchedAt),
+	}}, Price: s.price(inst.InstanceType, inst.Zone, inst.CapacityType)}, true
 }
 
 // nodeInventory is a node as the inventory records it.

@@ -194,7 +194,7 @@ func TestStandInConsolidation(t *testing.T) {
 			if st.Consolidations != len(tt.wantCommands) || st.ConsolidationEvictions != tt.wantEvictions || st.PDBViolations != 0 {
 				t.Errorf("stats %+v; want %d consolidations, %d evictions, no PDB violation", st, len(tt.wantCommands), tt.wantEvictions)
 			}
-			if want := float64(len(before)-len(after)) * s.Catalog().Price("m5.xlarge", "us-east-1a", inventory.CapacityOnDemand); !near(st.ConsolidationSavings, want) {
+			if want := float64(len(before)-len(after)) * s.price("m5.xlarge", "us-east-1a", inventory.CapacityOnDemand); !near(st.ConsolidationSavings, want) {
 				t.Errorf("saved $%.4f/h, want $%.4f/h (the removed nodes)", st.ConsolidationSavings, want)
 			}
 		})
@@ -253,7 +253,7 @@ func TestStandInReplaceLaunchesFirst(t *testing.T) {
 	if replacementReady.IsZero() || evicted.IsZero() || evicted.Before(replacementReady) {
 		t.Errorf("replacement Ready at %s, old node's pod gone at %s; want Ready first", replacementReady, evicted)
 	}
-	oldPrice := s.Catalog().Price("m5.4xlarge", "us-east-1a", inventory.CapacityOnDemand)
+	oldPrice := s.price("m5.4xlarge", "us-east-1a", inventory.CapacityOnDemand)
 	if c.Replacement.Price >= oldPrice || !near(c.Savings, oldPrice-c.Replacement.Price) || !near(s.Stats().ConsolidationSavings, c.Savings) {
 		t.Errorf("replacement %s at $%.4f/h for $%.4f/h, saving %.4f (stats %.4f)", c.Replacement.InstanceType, c.Replacement.Price, oldPrice, c.Savings, s.Stats().ConsolidationSavings)
 	}

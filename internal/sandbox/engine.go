@@ -47,7 +47,7 @@ func (s *Sandbox) Provision(req ProvisionRequest) ProvisionResult {
 			continue
 		}
 		c := Claim{NodePool: nc.NodePool, Offering: Offering{InstanceType: nc.InstanceType, Zone: nc.Zone, CapacityType: nc.CapacityType,
-			Price: s.cat.Price(nc.InstanceType, nc.Zone, nc.CapacityType)}}
+			Price: s.price(nc.InstanceType, nc.Zone, nc.CapacityType)}}
 		for _, p := range nc.Pods {
 			c.Pods = append(c.Pods, p.String())
 		}

@@ -57,6 +57,21 @@ func labelsAndTaintsFit(pod *corev1.Pod, node *corev1.Node, volumes []*corev1.No
 	return nil
 }
 
+// daemonPodMayStay is the DaemonSet controller's test for a pod already on
+// a node: the node still matches its nodeSelector and affinity and has no
+// NoExecute taint it does not tolerate. An untolerated NoSchedule taint
+// (karpenter.sh/disrupted, a reservation) only stops new pods, as in
+// Kubernetes' daemon controller (NodeShouldRunDaemonPod).
+func daemonPodMayStay(pod *corev1.Pod, node *corev1.Node) bool {
+	if _, bad := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoExecute
+	}, false); bad {
+		return false
+	}
+	ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node)
+	return err == nil && ok
+}
+
 func tolerates(tols []corev1.Toleration, taint corev1.Taint) bool {
 	return corev1helpers.TolerationsTolerateTaint(klog.Background(), tols, &taint, false)
 }

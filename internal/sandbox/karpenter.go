@@ -16,7 +16,9 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
 // Offering is one instance type in one zone at one capacity type.
@@ -109,7 +111,7 @@ func sortPools(pools []apisv1.NodePool) {
 }
 
 // offeringLabels are the well-known labels a node of this offering carries.
-func offeringLabels(it InstanceType, zone, capacityType string) map[string]string {
+func offeringLabels(it *catalog.InstanceType, zone, capacityType string) map[string]string {
 	l := map[string]string{
 		corev1.LabelInstanceTypeStable:   it.Name,
 		corev1.LabelTopologyZone:         zone,
@@ -135,7 +137,7 @@ func offeringLabels(it InstanceType, zone, capacityType string) map[string]strin
 
 // offeringNode is the node a pool would launch for an offering, for
 // matching pods' selectors and tolerations against it.
-func offeringNode(pool *apisv1.NodePool, it InstanceType, off Offering, region string) *corev1.Node {
+func offeringNode(pool *apisv1.NodePool, it *catalog.InstanceType, off Offering, region string) *corev1.Node {
 	lbl := map[string]string{}
 	for k, v := range pool.Spec.Template.ObjectMeta.Labels {
 		lbl[k] = v
@@ -153,7 +155,7 @@ func offeringNode(pool *apisv1.NodePool, it InstanceType, off Offering, region s
 }
 
 // poolOfferings lists what a NodePool's requirements allow, sorted by price.
-func (c *Catalog) poolOfferings(pool *apisv1.NodePool, zones []string, region string) []Offering {
+func (s *Sandbox) poolOfferings(pool *apisv1.NodePool, zones []string, region string) []Offering {
 	sel := requirementsSelector(pool.Spec.Template.Spec.Requirements)
 	// Narrow by instance type and family first: building a node for each of
 	// the catalogue's types and zones is the slow part.
@@ -174,13 +176,13 @@ func (c *Catalog) poolOfferings(pool *apisv1.NodePool, zones []string, region st
 	}
 	names, families := allowed(corev1.LabelInstanceTypeStable), allowed(apisv1.LabelInstanceFamily)
 	var out []Offering
-	for _, it := range c.types {
+	for _, it := range s.cat.Types() {
 		if (names != nil && !names[it.Name]) || (families != nil && !families[it.Family]) {
 			continue
 		}
 		for _, z := range zones {
 			for _, ct := range []string{inventory.CapacitySpot, inventory.CapacityOnDemand} {
-				off := Offering{InstanceType: it.Name, Zone: z, CapacityType: ct, Price: c.Price(it.Name, z, ct)}
+				off := Offering{InstanceType: it.Name, Zone: z, CapacityType: ct, Price: s.price(it.Name, z, ct)}
 				if sel != nil && !sel.Match(offeringNode(pool, it, off, region)) {
 					continue
 				}
@@ -222,7 +224,7 @@ func (s *Sandbox) listNodePools(ctx context.Context) ([]apisv1.NodePool, error) 
 	}
 	var out []apisv1.NodePool
 	for i := range list.Items {
-		np, err := decodeNodePool(&list.Items[i])
+		np, err := rollout.DecodeNodePool(&list.Items[i])
 		if err != nil {
 			return nil, err
 		}
@@ -240,19 +242,7 @@ func (s *Sandbox) getNodePool(ctx context.Context, name string) (*apisv1.NodePoo
 	if err != nil {
 		return nil, fmt.Errorf("get NodePool %s: %w", name, err)
 	}
-	return decodeNodePool(u)
-}
-
-func decodeNodePool(u *unstructured.Unstructured) (*apisv1.NodePool, error) {
-	b, err := json.Marshal(u.Object)
-	if err != nil {
-		return nil, fmt.Errorf("NodePool %s: %w", u.GetName(), err)
-	}
-	var np apisv1.NodePool
-	if err := json.Unmarshal(b, &np); err != nil {
-		return nil, fmt.Errorf("NodePool %s: decode spec: %w", u.GetName(), err)
-	}
-	return &np, nil
+	return rollout.DecodeNodePool(u)
 }
 
 // NewNodeClaim builds the NodeClaim object for a claim; creating it (by the
@@ -317,7 +307,7 @@ func (s *Sandbox) reconcileNodeClaims(ctx context.Context) error {
 		}
 		claimPool := *pool
 		claimPool.Spec.Template.Spec.Requirements = append(append([]apisv1.NodeSelectorRequirementWithMinValues(nil), pool.Spec.Template.Spec.Requirements...), reqs...)
-		offs := s.cat.poolOfferings(&claimPool, s.zones(), s.cloud.Cluster.Region)
+		offs := s.poolOfferings(&claimPool, s.zones(), s.cloud.Cluster.Region)
 		if len(offs) == 0 {
 			return fmt.Errorf("NodeClaim %s: no instance type in the sandbox catalog satisfies its requirements and NodePool %s's", u.GetName(), poolName)
 		}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -135,10 +136,10 @@ func (s *Sandbox) loadNodes(ctx context.Context, inv inventory.Inventory) error 
 		in.NodeName = n.Name
 		capacity, alloc := n.Capacity, n.Allocatable
 		if len(capacity) == 0 {
-			capacity = it.Capacity()
+			capacity = it.Capacity(catalog.Kubelet{})
 		}
 		if len(alloc) == 0 {
-			alloc = it.Allocatable()
+			alloc = allocatable(it)
 		}
 		status := corev1.ConditionFalse
 		if n.Ready {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -98,29 +99,29 @@ func TestProvision(t *testing.T) {
 }
 
 func TestCatalogPrices(t *testing.T) {
-	cat, err := DefaultCatalog()
+	s, err := New(Options{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"m5.large", "m5.xlarge", "m6i.4xlarge", "c5.2xlarge", "g4dn.xlarge", "r6i.large", "m7g.xlarge"} {
-		it, ok := cat.Get(name)
+		it, ok := s.Catalog().Get(name)
 		if !ok {
 			t.Fatalf("%s is not in the catalog", name)
 		}
-		od := cat.Price(it.Name, "us-east-1a", inventory.CapacityOnDemand)
-		spot := cat.Price(it.Name, "us-east-1a", inventory.CapacitySpot)
+		od := s.price(it.Name, "us-east-1a", inventory.CapacityOnDemand)
+		spot := s.price(it.Name, "us-east-1a", inventory.CapacitySpot)
 		if od <= 0 || spot <= 0 || spot >= od {
 			t.Errorf("%s: on-demand %v, spot %v; want 0 < spot < on-demand", it.Name, od, spot)
 		}
-		if spot != cat.Price(it.Name, "us-east-1a", inventory.CapacitySpot) {
+		if spot != s.price(it.Name, "us-east-1a", inventory.CapacitySpot) {
 			t.Errorf("%s: spot price not deterministic", it.Name)
 		}
-		alloc, capacity := it.Allocatable(), it.Capacity()
+		alloc, capacity := allocatable(it), it.Capacity(catalog.Kubelet{})
 		if alloc.Cpu().Cmp(*capacity.Cpu()) >= 0 || alloc.Memory().Cmp(*capacity.Memory()) >= 0 || alloc.Memory().Sign() <= 0 {
 			t.Errorf("%s: allocatable %v not below capacity %v", it.Name, alloc, capacity)
 		}
 	}
-	if cat.Price("nope.large", "us-east-1a", inventory.CapacityOnDemand) != 0 {
+	if s.price("nope.large", "us-east-1a", inventory.CapacityOnDemand) != 0 {
 		t.Error("unknown type has a price")
 	}
 }

@@ -42,6 +42,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 )
 
 // Karpenter resources served by the sandbox's dynamic client.
@@ -75,8 +76,10 @@ type Options struct {
 	// PackNodes scores nodes MostAllocated (bin-packing) instead of
 	// kube-scheduler's default LeastAllocated (spreading).
 	PackNodes bool
-	// Catalog is the cloud's instance types (default DefaultCatalog).
-	Catalog *Catalog
+	// Catalog is the cloud's instance types and prices (default
+	// catalog.Default(): every type of pkg/catalog's embedded catalogue, so
+	// any snapshot's node groups can be replayed).
+	Catalog *catalog.Catalog
 	// DeferKarpenter keeps the Karpenter stand-in (NodeClaims,
 	// provisioning, consolidation) stopped until the runbook's Karpenter
 	// step installs it through Clients.Karpenter, as the demo shows;
@@ -104,11 +107,7 @@ func (o *Options) defaults() error {
 		o.Fitter = SimpleFitter{}
 	}
 	if o.Catalog == nil {
-		c, err := DefaultCatalog()
-		if err != nil {
-			return err
-		}
-		o.Catalog = c
+		o.Catalog = catalog.Default()
 	}
 	return nil
 }
@@ -124,7 +123,7 @@ type Sandbox struct {
 	// the fake holds its lock while a reactor runs.
 	tracker k8stesting.ObjectTracker
 	dyn     *dynamicfake.FakeDynamicClient
-	cat     *Catalog
+	cat     *catalog.Catalog
 	rng     *rand.Rand
 	// aws is the wire-level AWS fake on loopback; awsCfg points SDK clients at it.
 	aws    *awsfake.Server
@@ -223,7 +222,7 @@ func (s *Sandbox) Clock() *clocktesting.FakeClock { return s.clock }
 func (s *Sandbox) Now() time.Time { return s.clock.Now() }
 
 // Catalog is the cloud's instance types and prices.
-func (s *Sandbox) Catalog() *Catalog { return s.cat }
+func (s *Sandbox) Catalog() *catalog.Catalog { return s.cat }
 
 // Cloud is the simulated AWS account.
 func (s *Sandbox) Cloud() *Cloud { return s.cloud }

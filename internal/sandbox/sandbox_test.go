@@ -390,3 +390,53 @@ func TestSeedMakesRunsReproducible(t *testing.T) {
 		t.Errorf("demo account has %d pods, want about 300", got)
 	}
 }
+
+// TestDaemonSetPodsStayOnNoScheduleTaints: as Kubernetes' DaemonSet
+// controller does, a DaemonSet pod that does not tolerate a NoSchedule
+// taint added to its node (karpenter.sh/disrupted, the rollout's
+// CriticalAddonsOnly reservation) keeps running there; a NoExecute taint
+// it does not tolerate removes it; and a node tainted NoSchedule from the
+// start gets no new pod.
+func TestDaemonSetPodsStayOnNoScheduleTaints(t *testing.T) {
+	ctx := context.Background()
+	s := load(t, smallInventory(1, nil, func(inv *inventory.Inventory) {
+		inv.DaemonSets = []inventory.DaemonSet{{Namespace: "kube-system", Name: "agent", Requests: requests("10m", "20Mi")}}
+	}))
+	agentNodes := func() []string {
+		var out []string
+		for _, p := range pods(t, s, "kube-system") {
+			if strings.HasPrefix(p.Name, "agent-") && p.DeletionTimestamp == nil {
+				out = append(out, p.Spec.NodeName)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
+	before := agentNodes()
+	if len(before) != 2 {
+		t.Fatalf("agent pods on %v, want one on each of the 2 nodes", before)
+	}
+	taint := func(node string, tn corev1.Taint) {
+		t.Helper()
+		n, err := s.Kube().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Spec.Taints = append(n.Spec.Taints, tn)
+		if _, err := s.Kube().CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Step(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	taint(before[0], corev1.Taint{Key: apisv1.DisruptedTaintKey, Effect: corev1.TaintEffectNoSchedule})
+	taint(before[1], corev1.Taint{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	if got := agentNodes(); !equalStrings(got, before) {
+		t.Errorf("after NoSchedule taints the agent pods are on %v, want them kept on %v", got, before)
+	}
+	taint(before[0], corev1.Taint{Key: "node.kubernetes.io/out-of-service", Effect: corev1.TaintEffectNoExecute})
+	if got := agentNodes(); !equalStrings(got, before[1:]) {
+		t.Errorf("after a NoExecute taint on %s the agent pods are on %v, want only %v", before[0], got, before[1:])
+	}
+}

@@ -144,3 +144,12 @@ func findBinaries(root string, names ...string) (string, error) {
 	}
 	return dir, nil
 }
+
+// Stages returns the default kwok stages file (scripts/controlplane/stages.yaml).
+func Stages() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, controlPlaneDir, "stages.yaml"), nil
+}

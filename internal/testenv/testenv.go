@@ -59,6 +59,9 @@ type Options struct {
 	ControllerManagerArgs []string
 	SchedulerArgs         []string
 	KwokArgs              []string
+	// KwokStages replaces scripts/controlplane/stages.yaml, the stages kwok
+	// moves nodes and pods through.
+	KwokStages string
 }
 
 // Env is a running control plane and clients for it.
@@ -169,6 +172,15 @@ func (s *Shared) Run(m *testing.M) int {
 	}
 	return code
 }
+
+// Launch starts a control plane in dir outside a test (the demo on real
+// parts); Stop stops it. Start and Shared are the tests' entry points.
+func Launch(ctx context.Context, dir string, opts Options) (*Env, error) {
+	return start(ctx, dir, opts)
+}
+
+// Stop stops every component Launch started.
+func (e *Env) Stop() { e.stop() }
 
 // skipIfRequested skips t when the environment asks to skip control-plane
 // tests. Nothing else skips them: missing binaries fail the test.
@@ -327,9 +339,13 @@ func start(ctx context.Context, dir string, opts Options) (*Env, error) {
 	if _, err := run(binScheduler, append(slices.Clone(componentArgs), opts.SchedulerArgs...)); err != nil {
 		return fail(err)
 	}
+	stages := opts.KwokStages
+	if stages == "" {
+		stages = filepath.Join(root, controlPlaneDir, "stages.yaml")
+	}
 	if _, err := run(binKwok, append([]string{
 		"--kubeconfig", env.Kubeconfig,
-		"--config", filepath.Join(root, controlPlaneDir, "stages.yaml"),
+		"--config", stages,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector", KwokAnnotation + "=fake",
 		"--node-lease-duration-seconds", "40",

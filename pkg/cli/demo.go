@@ -13,11 +13,13 @@ import (
 )
 
 type demoOptions struct {
-	g        *GlobalOptions
-	seed     uint64
-	out      string
-	snapshot string
-	rollback bool
+	g            *GlobalOptions
+	seed         uint64
+	out          string
+	snapshot     string
+	rollback     bool
+	controlPlane bool
+	env          string
 }
 
 func newDemoCmd(g *GlobalOptions) *cobra.Command {
@@ -33,7 +35,16 @@ snapshot, the generated kustomize tree, the IAM plan and the plan into --out.
 With --snapshot it replays a cluster captured by "discover --snapshot", so you can
 rehearse your own migration; with --rollback it continues with a full rollback and
 checks every recorded node-group size comes back. Ctrl-C stops it at the step it is in
-(exit code 130); the sandbox is in memory, so nothing outside it changes.`,
+(exit code 130); the sandbox is in memory, so nothing outside it changes.
+
+With --control-plane the same account and cluster run on real parts instead: etcd,
+kube-apiserver, kube-scheduler, kube-controller-manager and kwok nodes, with the real
+Karpenter v1.14.1 (its kwok provider) launching and consolidating nodes from the same
+catalogue and prices, and the AWS fake on loopback. It needs the binaries "make
+demo-real" builds (once, into ~/.cache/karpenter-migrate), takes minutes of wall time
+rather than seconds, and applies the dev overlay by default (consolidateAfter 30s; prod
+waits 15 minutes and disrupts nothing in business hours). The summary is the same, and
+says which engine launched the nodes.`,
 		Example: `  # The whole migration of the seeded demo account
   karpenter-migrate demo
 
@@ -41,7 +52,10 @@ checks every recorded node-group size comes back. Ctrl-C stops it at the step it
   karpenter-migrate demo --seed 7 --out ./demo-out -o json
 
   # Rehearse your own cluster, then its rollback
-  karpenter-migrate demo --snapshot snapshot.json --rollback`,
+  karpenter-migrate demo --snapshot snapshot.json --rollback
+
+  # The same migration on a real control plane and the real Karpenter (make demo-real)
+  karpenter-migrate demo --control-plane --rollback -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -50,12 +64,14 @@ checks every recorded node-group size comes back. Ctrl-C stops it at the step it
 	f.StringVar(&o.out, "out", "", "directory for the outputs (default: a new temporary directory, printed)")
 	f.StringVar(&o.snapshot, "snapshot", "", "replay this snapshot (written by discover --snapshot) instead of the demo account")
 	f.BoolVar(&o.rollback, "rollback", false, "after the migration, roll it back and check the recorded sizes come back")
+	f.BoolVar(&o.controlPlane, "control-plane", false, "run on a real control plane with the real Karpenter (kwok provider) instead of the sandbox; needs `make demo-real`")
+	f.StringVar(&o.env, "env", "", "the overlay to generate, plan and apply: dev, staging or prod (default prod; dev with --control-plane)")
 	return cmd
 }
 
 func (o *demoOptions) run(cmd *cobra.Command) error {
 	io := o.g.IO
-	opts := demo.Options{Seed: o.seed, OutDir: o.out, Rollback: o.rollback}
+	opts := demo.Options{Seed: o.seed, OutDir: o.out, Rollback: o.rollback, ControlPlane: o.controlPlane, Environment: o.env}
 	if o.snapshot != "" {
 		snap, err := inventory.ReadSnapshotFile(o.snapshot)
 		if err != nil {
@@ -124,8 +140,16 @@ func (o *demoOptions) interrupted(in *interruption, sum *demo.Summary, outDir st
 	if o.rollback {
 		again = append(again, "--rollback")
 	}
-	msg := fmt.Sprintf("demo interrupted (%s) %s: its cluster and AWS account live in memory, so nothing outside them changed and there is nothing to resume or roll back; "+
+	lives := "its cluster and AWS account live in memory"
+	if o.controlPlane {
+		again = append(again, "--control-plane")
+		lives = "its control plane and AWS fake were local and are stopped"
+	}
+	if o.env != "" {
+		again = append(again, "--env", o.env)
+	}
+	msg := fmt.Sprintf("demo interrupted (%s) %s: %s, so nothing outside them changed and there is nothing to resume or roll back; "+
 		"what it wrote so far is in %s (summary.json lists the steps). Run it again: %s",
-		by, where, outDir, strings.Join(again, " "))
+		by, where, lives, outDir, strings.Join(again, " "))
 	return interruptedError(msg, err)
 }

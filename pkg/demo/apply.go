@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
@@ -20,21 +19,13 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
 // Namespace is the tool's namespace in the sandbox: the runner's journal,
 // lock and placeholder pods live there.
 const Namespace = "karpenter-migrate"
-
-// Simulated-time budgets.
-const (
-	tick          = sandbox.PollInterval
-	settleTimeout = 30 * time.Minute
-	// consolidationTimeout bounds how long Karpenter may take to settle
-	// the fleet after the waves (several rounds of consolidateAfter).
-	consolidationTimeout = 4 * time.Hour
-)
 
 // JournalFile is the copy of the runner's journal the demo writes after
 // apply and rollback (what `status -o json` shows).
@@ -67,7 +58,6 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	evictions, consolidation := r.sb.Stats().Evictions, r.sb.Stats().ConsolidationEvictions
 	err = cmp.Or(rr.Apply(ctx), obs.err)
 	if werr := r.writeJournal(ctx); werr != nil && err == nil {
 		err = werr
@@ -75,12 +65,11 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", r.runError(ctx, err)
 	}
-	// Moves are counted by the cluster (evictions its API allowed, but
-	// those of Karpenter's own consolidation) plus the pods of the
-	// Deployments the runner restarted; a pod evicted onto a node of a
+	// Moves are the runner's evictions the API allowed plus the pods of
+	// the Deployments the runner restarted; a pod evicted onto a node of a
 	// later wave moves again.
-	st := r.sb.Stats()
-	evicted := st.Evictions - evictions - (st.ConsolidationEvictions - consolidation)
+	evicted := obs.evicted
+	r.sum.Evictions = evicted
 	r.sum.PodsMoved = evicted + obs.restarted
 	after, err := r.podsOnLegacyNodes(ctx)
 	if err != nil {
@@ -114,7 +103,7 @@ func (r *runner) runError(ctx context.Context, err error) error {
 // writeJournal copies the runner's journal from the sandbox cluster into
 // the output directory.
 func (r *runner) writeJournal(ctx context.Context) error {
-	j, err := r.cfg.Status(ctx, Env)
+	j, err := r.cfg.Status(ctx, r.opts.Environment)
 	if err != nil {
 		return fmt.Errorf("read the runner's journal: %w", err)
 	}
@@ -122,10 +111,32 @@ func (r *runner) writeJournal(ctx context.Context) error {
 	return writeJSON(filepath.Join(r.opts.OutDir, JournalFile), j)
 }
 
+// podsOnKarpenterNodes counts the active pods, not DaemonSets', on nodes
+// a NodePool launched.
+func (r *runner) podsOnKarpenterNodes(ctx context.Context) (int, error) {
+	legacy, err := r.podsOnLegacyNodes(ctx)
+	if err != nil {
+		return 0, err
+	}
+	pods, err := r.cfg.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("list pods: %w", err)
+	}
+	n := 0
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if _, ok := legacy[p.Namespace+"/"+p.Name]; ok || p.Spec.NodeName == "" || isDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		n++
+	}
+	return n, nil
+}
+
 // podsOnLegacyNodes maps the pods on a node no NodePool launched, neither a
 // DaemonSet's nor finished, to their node.
 func (r *runner) podsOnLegacyNodes(ctx context.Context) (map[string]string, error) {
-	nodes, err := r.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -135,7 +146,7 @@ func (r *runner) podsOnLegacyNodes(ctx context.Context) (map[string]string, erro
 			legacy[n.Name] = true
 		}
 	}
-	pods, err := r.clients.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := r.cfg.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
@@ -166,8 +177,8 @@ type observer struct {
 	waves  map[int]*waveProgress
 	wave   *waveProgress
 	// restarted counts the pods of the Deployments the runner moved by a
-	// surge restart.
-	restarted int
+	// surge restart, evicted the evictions it made.
+	restarted, evicted int
 	// err is a failure to read what a step did (the controller's placement).
 	err error
 }
@@ -193,6 +204,7 @@ func (o *observer) observe(e rollout.Event) {
 		if e.Message != "evicted" {
 			return
 		}
+		o.evicted++
 		if w := o.wave; w != nil {
 			w.evicted++
 			r.emit(w.id, StatusRunning, fmt.Sprintf("%d/%d pods evicted", w.evicted, w.total), float64(w.evicted)/float64(max(w.total, 1)))
@@ -248,7 +260,7 @@ func (o *observer) replicas(dep string) int {
 	if !ok {
 		return 0
 	}
-	d, err := o.r.clients.Kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	d, err := o.r.cfg.Kube.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		return 0
 	}
@@ -267,7 +279,10 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	evictions, consolidation := r.sb.Stats().Evictions, r.sb.Stats().ConsolidationEvictions
+	onKarpenter, err := r.podsOnKarpenterNodes(ctx)
+	if err != nil {
+		return "", err
+	}
 	err = rr.Rollback(ctx, "")
 	if werr := r.writeJournal(ctx); werr != nil && err == nil {
 		err = werr
@@ -275,7 +290,7 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", r.runError(ctx, err)
 	}
-	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
+	if err := r.env.Settle(ctx); err != nil {
 		return "", fmt.Errorf("after rollback: %w", err)
 	}
 	deleted, err := r.iamDown(ctx)
@@ -286,8 +301,7 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	st := r.sb.Stats()
-	rb.PodsMoved = st.Evictions - evictions - (st.ConsolidationEvictions - consolidation) + obs.restarted
+	rb.PodsMoved = onKarpenter
 	r.sum.Rollback = rb
 	if !rb.Restored {
 		return "", fmt.Errorf("rollback incomplete: %s", strings.Join(rb.Problems, "; "))
@@ -303,7 +317,7 @@ func (r *runner) verifyRollback(ctx context.Context) (*RollbackSummary, error) {
 		rb.Restored = false
 		rb.Problems = append(rb.Problems, fmt.Sprintf(format, a...))
 	}
-	nodes, err := r.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -323,7 +337,15 @@ func (r *runner) verifyRollback(ctx context.Context) (*RollbackSummary, error) {
 		}
 	}
 	readyIn := map[string]int{}
-	for _, in := range r.sb.Cloud().Instances() {
+	instances, err := r.env.Instances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := r.env.Groups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range instances {
 		if in.Group != "" && readyBy[in.NodeName] {
 			readyIn[in.Group]++
 		}
@@ -333,11 +355,12 @@ func (r *runner) verifyRollback(ctx context.Context) (*RollbackSummary, error) {
 		fail("the journal recorded no node group")
 	}
 	for _, want := range rec.NodeGroups {
-		g, ok := r.sb.Cloud().Group(want.Name)
-		if !ok {
+		i := slices.IndexFunc(groups, func(g inventory.NodeGroup) bool { return g.Name == want.Name })
+		if i < 0 {
 			fail("node group %s is gone", want.Name)
 			continue
 		}
+		g := groups[i]
 		gs := GroupSize{Name: g.Name, Recorded: want.Desired, RecordedMin: want.Min, RecordedMax: want.Max,
 			Desired: g.DesiredSize, InstanceCount: len(g.Instances), ReadyNodes: readyIn[g.Name]}
 		rb.Groups = append(rb.Groups, gs)
@@ -348,7 +371,7 @@ func (r *runner) verifyRollback(ctx context.Context) (*RollbackSummary, error) {
 			fail("node group %s has %d Ready nodes, want %d", g.Name, readyIn[g.Name], want.Desired)
 		}
 		if len(want.Tags) > 0 {
-			out, err := autoscaling.NewFromConfig(r.clients.AWS).DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{want.ASGName}})
+			out, err := autoscaling.NewFromConfig(r.cfg.AWS).DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{want.ASGName}})
 			if err != nil || len(out.AutoScalingGroups) != 1 {
 				return nil, fmt.Errorf("describe ASG %s: %v", want.ASGName, err)
 			}
@@ -373,7 +396,7 @@ func (r *runner) verifyRollback(ctx context.Context) (*RollbackSummary, error) {
 			fail("Cluster Autoscaler has %d replicas, recorded %d", got, ca.Replicas)
 		}
 	}
-	pods, err := r.clients.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := r.cfg.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
@@ -386,14 +409,16 @@ func (r *runner) verifyRollback(ctx context.Context) (*RollbackSummary, error) {
 			fail("pod %s/%s is not on a node-group node", p.Namespace, p.Name)
 		}
 	}
-	pl, err := r.clients.Dynamic.Resource(sandbox.NodePoolGVR).List(ctx, metav1.ListOptions{})
+	pl, err := r.cfg.Dynamic.Resource(sandbox.NodePoolGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list NodePools: %w", err)
 	}
 	if len(pl.Items) > 0 {
 		fail("%d NodePools remain", len(pl.Items))
 	}
-	rb.NodesAfter, rb.NodesAfterByType, rb.CostPerHour = r.fleet()
+	if rb.NodesAfter, rb.NodesAfterByType, rb.CostPerHour, err = r.fleet(ctx); err != nil {
+		return nil, err
+	}
 	return rb, nil
 }
 
@@ -404,7 +429,7 @@ func (r *runner) caReplicas(ctx context.Context) (int32, error) {
 	if ca == nil {
 		return 0, nil
 	}
-	d, err := r.clients.Kube.AppsV1().Deployments(ca.Namespace).Get(ctx, ca.Name, metav1.GetOptions{})
+	d, err := r.cfg.Kube.AppsV1().Deployments(ca.Namespace).Get(ctx, ca.Name, metav1.GetOptions{})
 	if err != nil {
 		return 0, fmt.Errorf("read Cluster Autoscaler deployment %s/%s: %w", ca.Namespace, ca.Name, err)
 	}

@@ -1,7 +1,9 @@
 // Package demo runs a whole Cluster Autoscaler → Karpenter migration
-// against the embedded sandbox (internal/sandbox): discover, readiness,
-// generate, IAM plan/apply, plan, apply in PDB-safe waves, and optionally a
-// full rollback, reporting progress as events and ending with a Summary.
+// against the embedded sandbox (internal/sandbox), or the same account and
+// cluster on a real control plane with the real Karpenter's kwok provider
+// (ControlPlane): discover, readiness, generate, IAM plan/apply, plan, apply
+// in PDB-safe waves, and optionally a full rollback, reporting progress as
+// events and ending with a Summary.
 package demo
 
 import (
@@ -9,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
@@ -38,6 +42,14 @@ type Options struct {
 	Events func(Event)
 	// Now is the wall clock, for the time-taken figure (default time.Now).
 	Now func() time.Time
+	// Environment is the overlay generated, planned and applied (default
+	// Env, prod; ControlPlane's default DevEnv).
+	Environment string
+	// ControlPlane runs on real parts instead of the sandbox: etcd,
+	// kube-apiserver, scheduler, controller-manager and kwok from `make
+	// controlplane`, the real Karpenter's kwok provider given the sandbox's
+	// catalogue, and the AWS fake seeded with the same account.
+	ControlPlane bool
 }
 
 // Step statuses.
@@ -71,6 +83,10 @@ type Summary struct {
 	Cluster string `json:"cluster"`
 	Seed    uint64 `json:"seed"`
 	OutDir  string `json:"outDir"`
+	// Engine is what launched the Karpenter nodes: EngineSandbox or
+	// EngineControlPlane; Environment the overlay applied.
+	Engine      string `json:"engine"`
+	Environment string `json:"environment"`
 
 	NodesBefore       int            `json:"nodesBefore"`
 	NodesAfter        int            `json:"nodesAfter"`
@@ -90,12 +106,15 @@ type Summary struct {
 	PodsMoved   int     `json:"podsMoved"`
 	PodsToMove  int     `json:"podsToMove"`
 	MovesPerPod float64 `json:"movesPerPod"`
+	// Evictions are the evictions apply made (the API allowed them).
+	Evictions int `json:"evictions"`
 	// Sandbox are the simulation's own counters (evictions, 429s,
-	// launches, preemptions, engine fallbacks).
+	// launches, preemptions, engine fallbacks); zero on a control plane.
 	Sandbox sandbox.Stats `json:"sandbox"`
 	// PDBViolations counts PodDisruptionBudgets going from satisfied to
 	// fewer healthy pods than they require, as the demo watched them on
-	// every tick (independently of the runner); the details say which.
+	// every tick of the sandbox or every poll of a control plane
+	// (independently of the runner); the details say which.
 	PDBViolations       int      `json:"pdbViolations"`
 	PDBViolationDetails []string `json:"pdbViolationDetails,omitempty"`
 	PDBRejections       int      `json:"pdbRejections"`
@@ -159,9 +178,12 @@ type RollbackSummary struct {
 	NodesAfter       int            `json:"nodesAfter"`
 	NodesAfterByType map[string]int `json:"nodesAfterByType"`
 	CostPerHour      float64        `json:"costPerHour"`
-	PodsMoved        int            `json:"podsMoved"`
-	KarpenterNodes   int            `json:"karpenterNodes"`
-	Problems         []string       `json:"problems,omitempty"`
+	// PodsMoved counts the pods on Karpenter's nodes as rollback started:
+	// it verifies every one ends on a node-group node (whoever drained
+	// them: the runner, or Karpenter removing its nodes).
+	PodsMoved      int      `json:"podsMoved"`
+	KarpenterNodes int      `json:"karpenterNodes"`
+	Problems       []string `json:"problems,omitempty"`
 }
 
 // GroupSize is a node group's recorded and current size.
@@ -178,17 +200,18 @@ type GroupSize struct {
 // runner carries one run's state between steps.
 type runner struct {
 	opts Options
-	sb   *sandbox.Sandbox
-	// clients reach the sandbox as a real cluster and account would be
-	// reached; every step after loading it uses them.
-	clients *sandbox.Clients
-	// cfg is the actions' configuration on those clients.
+	env  environment
+	// cfg is the actions' configuration on the environment's clients: they
+	// reach it as a real cluster and account would be reached; every step
+	// after loading it uses them.
 	cfg    *action.Configuration
 	runCtx context.Context
 	cancel context.CancelFunc
 	sum    *Summary
-	inv    inventory.Inventory
-	plan   *rollout.Plan
+	// cluster is the name of the cluster loaded.
+	cluster string
+	inv     inventory.Inventory
+	plan    *rollout.Plan
 	// journal is the runner's journal after apply (then rollback).
 	journal *rollout.Journal
 	pdbs    *pdbWatcher
@@ -209,22 +232,37 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	if opts.Events == nil {
 		opts.Events = func(Event) {}
 	}
+	if opts.Environment == "" {
+		opts.Environment = Env
+		if opts.ControlPlane {
+			opts.Environment = DevEnv
+		}
+	}
+	if !slices.Contains([]string{"dev", "staging", "prod"}, opts.Environment) {
+		return nil, fmt.Errorf("demo: environment %q: want dev, staging or prod (the overlays generate writes)", opts.Environment)
+	}
 	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("demo: create output directory: %w", err)
 	}
 	wallStart := opts.Now()
-	sb, err := sandbox.New(sandbox.Options{Seed: opts.Seed, DeferKarpenter: true})
-	if err != nil {
-		return nil, fmt.Errorf("demo: %w", err)
+	var env environment
+	if opts.ControlPlane {
+		env = newControlPlane(opts.Seed)
+	} else {
+		sb, err := newSandboxEnv(opts.Seed)
+		if err != nil {
+			return nil, fmt.Errorf("demo: %w", err)
+		}
+		env = sb
 	}
-	defer sb.Close()
-	r := &runner{opts: opts, sb: sb, sum: &Summary{Seed: opts.Seed, OutDir: opts.OutDir}, pdbs: &pdbWatcher{kube: sb.Kube()}}
+	defer env.Close()
+	r := &runner{opts: opts, env: env, sum: &Summary{Seed: opts.Seed, OutDir: opts.OutDir, Engine: env.Engine(), Environment: opts.Environment}, pdbs: &pdbWatcher{}}
 	defer func() {
 		if r.cancel != nil {
 			r.cancel()
 		}
 	}()
-	simStart := sb.Now()
+	simStart := env.Now()
 	steps := []struct {
 		id string
 		fn func(context.Context) (string, error)
@@ -238,6 +276,15 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		{"plan", r.stepPlan},
 		{"apply", r.stepApply},
 		{"final-state", r.stepFinal},
+	}
+	if opts.ControlPlane {
+		// The runbook's step 07 installs Karpenter in the sandbox; on the
+		// control plane the demo installs the controller itself (see
+		// stepKarpenter), after generate wrote its values.
+		steps = slices.Insert(steps, 4, struct {
+			id string
+			fn func(context.Context) (string, error)
+		}{"karpenter", r.stepKarpenter})
 	}
 	if opts.Rollback {
 		steps = append(steps, struct {
@@ -266,12 +313,12 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		r.emit(st.id, StatusDone, detail, 1)
 		r.sum.Steps = append(r.sum.Steps, StepResult{ID: st.id, Status: StatusDone, Detail: detail})
 	}
-	st := sb.Stats()
+	st := env.Stats()
 	r.sum.Sandbox = st
 	r.sum.PDBViolations, r.sum.PDBViolationDetails = r.pdbs.count, r.pdbs.violations
 	r.sum.PDBRejections = st.Rejected
 	r.sum.MaxPendingSeconds = st.MaxPending.Seconds()
-	r.sum.SimulatedSeconds = sb.Now().Sub(simStart).Seconds()
+	r.sum.SimulatedSeconds = env.Now().Sub(simStart).Seconds()
 	r.sum.WallSeconds = opts.Now().Sub(wallStart).Seconds()
 	if err := writeJSON(filepath.Join(opts.OutDir, "summary.json"), r.sum); err != nil && runErr == nil {
 		runErr = err
@@ -280,7 +327,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 }
 
 func (r *runner) emit(step, status, msg string, progress float64) {
-	r.opts.Events(Event{SimTime: r.sb.Now(), Step: step, Status: status, Message: msg, Progress: progress})
+	r.opts.Events(Event{SimTime: r.env.Now(), Step: step, Status: status, Message: msg, Progress: progress})
 }
 
 func (r *runner) stepSandbox(ctx context.Context) (string, error) {
@@ -290,47 +337,50 @@ func (r *runner) stepSandbox(ctx context.Context) (string, error) {
 		inv = r.opts.Snapshot.Inventory
 		what = "snapshot of " + inv.Cluster.Name
 	}
-	if err := r.sb.Load(ctx, inv); err != nil {
+	// From here on, every step reaches the environment through its
+	// clients, and runs under a context that its failure cancels.
+	r.cluster = inv.Cluster.Name
+	var err error
+	if r.cfg, r.runCtx, r.cancel, err = r.env.Load(ctx, inv, Namespace, r.opts.OutDir); err != nil {
 		return "", err
 	}
-	r.sb.StartTracking()
-	// From here on, every step reaches the sandbox through its clients, and
-	// runs under a context that a failure of the simulation cancels.
-	r.clients, r.runCtx, r.cancel = r.sb.Clients(ctx)
-	r.cfg = action.ForSandbox(r.clients, Namespace, r.opts.OutDir, "demo")
-	// PDB violations are measured here, on every tick of the whole run,
-	// not taken from what the runner reports.
-	r.sb.OnTick(r.pdbs.observe)
+	// PDB violations are measured here, on every tick (or poll) of the
+	// whole run, not taken from what the runner reports.
+	r.env.Watch(r.pdbs.observe)
 	nodes, pods, err := r.counts(ctx)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("%s: %d node groups, %d nodes, %d pods", what, len(r.sb.Cloud().Groups()), nodes, pods), nil
+	return fmt.Sprintf("%s: %d node groups, %d nodes, %d pods (%s)", what, len(inv.NodeGroups), nodes, pods, r.env.Engine()), nil
 }
 
 func (r *runner) counts(ctx context.Context) (nodes, pods int, err error) {
-	nl, err := r.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nl, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, 0, fmt.Errorf("list nodes: %w", err)
 	}
-	pl, err := r.clients.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pl, err := r.cfg.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return 0, 0, fmt.Errorf("list pods: %w", err)
 	}
 	return len(nl.Items), len(pl.Items), nil
 }
 
-// fleet returns nodes by instance type and the fleet's cost per hour.
-func (r *runner) fleet() (int, map[string]int, float64) {
+// fleet returns nodes by instance type and the fleet's cost per hour, at
+// the catalogue's prices (the ones both environments launch with).
+func (r *runner) fleet(ctx context.Context) (int, map[string]int, float64, error) {
+	instances, err := r.env.Instances(ctx)
+	if err != nil {
+		return 0, nil, 0, err
+	}
 	byType := map[string]int{}
 	cost := 0.0
-	n := 0
-	for _, in := range r.sb.Cloud().Instances() {
-		n++
+	for _, in := range instances {
 		byType[in.InstanceType]++
-		cost += r.sb.Catalog().Price(in.InstanceType, in.Zone, in.CapacityType)
+		p, _ := catalog.Default().Price(in.InstanceType, in.CapacityType, in.Zone)
+		cost += p
 	}
-	return n, byType, round4(cost)
+	return len(instances), byType, round4(cost), nil
 }
 
 func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
@@ -342,28 +392,34 @@ func round4(f float64) float64 { return float64(int64(f*10000+0.5)) / 10000 }
 func (r *runner) stepFinal(ctx context.Context) (string, error) {
 	// The fleet right after the waves: the instances the last wave
 	// terminated gone, every pod Ready.
-	if err := r.sb.Settle(ctx, settleTimeout); err != nil {
+	if err := r.env.Settle(ctx); err != nil {
 		return "", fmt.Errorf("after the waves: %w", err)
 	}
 	cs := &ConsolidationSummary{}
-	cs.NodesAfterMigration, cs.NodesAfterMigrationByType, cs.CostPerHourAfterMigration = r.fleet()
-	start := r.sb.Now()
-	if err := r.sb.SettleConsolidation(ctx, consolidationTimeout); err != nil {
+	var err error
+	if cs.NodesAfterMigration, cs.NodesAfterMigrationByType, cs.CostPerHourAfterMigration, err = r.fleet(ctx); err != nil {
+		return "", err
+	}
+	start := r.env.Now()
+	if err := r.env.SettleConsolidation(ctx); err != nil {
 		return "", fmt.Errorf("consolidation: %w", err)
 	}
-	cs.SettleSeconds = r.sb.Now().Sub(start).Seconds()
-	st := r.sb.Stats()
+	cs.SettleSeconds = r.env.Now().Sub(start).Seconds()
+	st := r.env.Stats()
 	cs.Commands, cs.SavingsPerHour, cs.PodsMoved = st.Consolidations, round4(st.ConsolidationSavings), st.ConsolidationEvictions
 	cs.Skipped = st.ConsolidationsInvalid + st.ConsolidationsAborted
-	cs.Log = r.sb.Consolidations()
+	cs.Log = r.env.Consolidations()
 	r.sum.Consolidation = cs
-	n, byType, cost := r.fleet()
+	n, byType, cost, err := r.fleet(ctx)
+	if err != nil {
+		return "", err
+	}
 	r.sum.NodesAfter, r.sum.NodesAfterByType, r.sum.CostPerHourAfter = n, byType, cost
-	pods, err := r.clients.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := r.cfg.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", fmt.Errorf("list pods: %w", err)
 	}
-	nodes, err := r.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", fmt.Errorf("list nodes: %w", err)
 	}
@@ -385,7 +441,11 @@ func (r *runner) stepFinal(ctx context.Context) (string, error) {
 	}
 	r.sum.LegacyPodsLeft = left
 	r.sum.GroupsScaled = true
-	for _, g := range r.sb.Cloud().Groups() {
+	groups, err := r.env.Groups(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, g := range groups {
 		if want := keptSize(r.plan, g.Name); g.DesiredSize != want || len(g.Instances) != int(want) {
 			r.sum.GroupsScaled = false
 		}

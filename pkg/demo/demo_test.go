@@ -196,7 +196,7 @@ func TestRunNeedsOutDir(t *testing.T) {
 
 func TestWriteTableGolden(t *testing.T) {
 	sum := &Summary{
-		Cluster: "demo", Seed: 1, OutDir: "/tmp/out", NodesBefore: 3, NodesAfter: 1,
+		Cluster: "demo", Seed: 1, OutDir: "/tmp/out", Engine: EngineSandbox, Environment: Env, NodesBefore: 3, NodesAfter: 1,
 		NodesBeforeByType: map[string]int{"m5.large": 3}, NodesAfterByType: map[string]int{"m5.xlarge": 1},
 		CostPerHourBefore: 0.288, CostPerHourAfter: 0.0712, PlannedCostPerHour: 0.0712, PodsMoved: 12, PDBRejections: 4,
 		PodsToMove: 10, MovesPerPod: 1.2,

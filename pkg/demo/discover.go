@@ -14,12 +14,15 @@ import (
 
 func (r *runner) stepDiscover(ctx context.Context) (string, error) {
 	path := filepath.Join(r.opts.OutDir, "snapshot.json")
-	inv, err := r.cfg.Discover(ctx, action.Discover{Cluster: r.sb.Cloud().Cluster.Name, Snapshot: path})
+	inv, err := r.cfg.Discover(ctx, action.Discover{Cluster: r.cluster, Snapshot: path})
 	if err != nil {
 		return "", err
 	}
 	r.inv = *inv
-	n, byType, cost := r.fleet()
+	n, byType, cost, err := r.fleet(ctx)
+	if err != nil {
+		return "", err
+	}
 	r.sum.Cluster = inv.Cluster.Name
 	r.sum.NodesBefore, r.sum.NodesBeforeByType, r.sum.CostPerHourBefore = n, byType, cost
 	return fmt.Sprintf("%d node groups, %d nodes, %d pods, %d PDBs ($%.4f/h) → %s", len(inv.NodeGroups), len(inv.Nodes), len(inv.Pods), len(inv.PDBs), cost, path), nil

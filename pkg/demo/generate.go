@@ -12,21 +12,31 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
-// Env is the environment the demo generates overlays for and applies.
-const Env = "prod"
+// Env is the environment the demo generates overlays for and applies by
+// default; DevEnv is the control plane's default (see Options.Environment).
+const (
+	Env    = "prod"
+	DevEnv = "dev"
+)
 
 // stepGenerate runs the generate action as the generate command does
-// (defaults, overlays dev, staging and prod) and builds the prod overlay
-// with kustomize, as apply does: those objects are what the demo applies.
+// (defaults, overlays dev, staging and prod), adapts the tree to the
+// environment, and builds the run's overlay with kustomize, as apply does:
+// those objects are what the demo applies.
 func (r *runner) stepGenerate(ctx context.Context) (string, error) {
 	dir := filepath.Join(r.opts.OutDir, "karpenter")
-	rep, err := (&action.Generate{Options: generate.DefaultOptions(), Tree: generate.TreeOptions{Dir: dir, Envs: []string{"dev", "staging", Env}}}).Run(ctx, &r.inv)
+	rep, err := (&action.Generate{Options: generate.DefaultOptions(), Tree: generate.TreeOptions{Dir: dir, Envs: []string{"dev", "staging", "prod"}}}).Run(ctx, &r.inv)
 	if err != nil {
 		return "", fmt.Errorf("generate: %w", err)
 	}
-	objs, err := rollout.OverlayDir{Dir: dir, Env: Env}.Objects(ctx)
+	env := r.opts.Environment
+	adapted, err := r.env.PrepareTree(dir, env)
 	if err != nil {
-		return "", fmt.Errorf("build overlay %s: %w", Env, err)
+		return "", err
+	}
+	objs, err := rollout.OverlayDir{Dir: dir, Env: env}.Objects(ctx)
+	if err != nil {
+		return "", err
 	}
 	var names []string
 	for _, o := range objs {
@@ -35,8 +45,12 @@ func (r *runner) stepGenerate(ctx context.Context) (string, error) {
 		}
 	}
 	if len(names) == 0 {
-		return "", fmt.Errorf("overlay %s built no NodePool", Env)
+		return "", fmt.Errorf("overlay %s built no NodePool", env)
 	}
-	return fmt.Sprintf("%d NodePools (%s), %d objects in overlay %s, %d files in %s, %d warnings",
-		len(names), strings.Join(names, ", "), len(objs), Env, len(rep.Tree.Files), dir, len(rep.Warnings)), nil
+	detail := fmt.Sprintf("%d NodePools (%s), %d objects in overlay %s, %d files in %s, %d warnings",
+		len(names), strings.Join(names, ", "), len(objs), env, len(rep.Tree.Files), dir, len(rep.Warnings))
+	if adapted != "" {
+		detail += "; " + adapted
+	}
+	return detail, nil
 }

@@ -4,14 +4,18 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -29,6 +33,45 @@ type ControllerSummary struct {
 	Before    []string `json:"before"`
 	After     []string `json:"after"`
 }
+
+// stepKarpenter, on the control plane, installs the Karpenter controller
+// itself, as the chart would from
+// the Helm values generate wrote (helm upgrade --install karpenter ... -f
+// karpenter/helm/karpenter-values.yaml): its Deployment, pinned as the
+// values say, and its PDB; and waits for its replicas to run. The real
+// Karpenter runs beside that control plane (testenv) and no chart can be
+// pulled offline, so the plan leaves step 07 out there.
+func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
+	values, err := generate.ReadHelmValues(filepath.Join(r.opts.OutDir, "karpenter"))
+	if err != nil {
+		return "", err
+	}
+	dep, pdb, err := generate.ControllerObjects(values, ControllerNamespace, "public.ecr.aws/karpenter/controller:"+iam.DefaultKarpenterVersion)
+	if err != nil {
+		return "", err
+	}
+	if dep.Spec.Template.Spec.PriorityClassName == "system-cluster-critical" {
+		dep.Spec.Template.Spec.Priority = ptr.To(systemClusterCritical)
+	}
+	if _, err := r.cfg.Kube.AppsV1().Deployments(ControllerNamespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("install the Karpenter controller: %w", err)
+	}
+	if _, err := r.cfg.Kube.PolicyV1().PodDisruptionBudgets(ControllerNamespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("install the Karpenter controller's PDB: %w", err)
+	}
+	if err := r.env.Settle(ctx); err != nil {
+		return "", fmt.Errorf("the Karpenter controller: %w", err)
+	}
+	if err := r.controllerInstalled(ctx); err != nil {
+		return "", err
+	}
+	where := r.sum.Controller.Before
+	return fmt.Sprintf("%d replicas running on %s", len(where), strings.Join(where, ", ")), nil
+}
+
+// systemClusterCritical is the value of the system-cluster-critical
+// PriorityClass, set on the Deployment's pods as admission would.
+const systemClusterCritical = int32(2000000000)
 
 // karpenterStep is the runbook step that installs Karpenter: in the
 // sandbox it starts the Karpenter stand-in and creates the controller's
@@ -49,11 +92,11 @@ func (r *runner) controllerInstalled(ctx context.Context) error {
 // controllerPlacement is "node (group)" for each running replica of the
 // controller, sorted.
 func (r *runner) controllerPlacement(ctx context.Context) ([]string, error) {
-	pods, err := r.clients.Kube.CoreV1().Pods(ControllerNamespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(generate.ControllerLabels).String()})
+	pods, err := r.cfg.Kube.CoreV1().Pods(ControllerNamespace).List(ctx, metav1.ListOptions{LabelSelector: labels.SelectorFromSet(generate.ControllerLabels).String()})
 	if err != nil {
 		return nil, fmt.Errorf("list the Karpenter controller's pods: %w", err)
 	}
-	nodes, err := r.clients.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}

@@ -11,27 +11,26 @@ import (
 )
 
 // pdbWatcher counts PodDisruptionBudget violations on its own: after every
-// tick of the simulation it counts each budget's healthy pods (Ready, not
+// tick of the sandbox, or poll of a control plane, it counts each budget's healthy pods (Ready, not
 // terminating, selected by the budget) and compares them with the healthy
 // pods the budget requires (its status.desiredHealthy, as the cluster's
 // disruption controller computes it). A violation is a budget going from
 // satisfied to short. It trusts nothing the runner says.
 type pdbWatcher struct {
-	kube       kubernetes.Interface
 	short      map[string]bool
 	count      int
 	violations []string
 }
 
-func (w *pdbWatcher) observe(ctx context.Context) error {
-	pdbs, err := w.kube.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
+func (w *pdbWatcher) observe(ctx context.Context, kube kubernetes.Interface) error {
+	pdbs, err := kube.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("PDB watcher: list PodDisruptionBudgets: %w", err)
 	}
 	if len(pdbs.Items) == 0 {
 		return nil
 	}
-	pods, err := w.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	pods, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("PDB watcher: list pods: %w", err)
 	}
@@ -46,8 +45,10 @@ func (w *pdbWatcher) observe(ctx context.Context) error {
 			return fmt.Errorf("PDB watcher: PodDisruptionBudget %s spec.selector: %w", key, err)
 		}
 		healthy := healthyPods(pods.Items, pdb.Namespace, sel)
+		// A budget first seen short (its pods still starting, as when the
+		// Karpenter controller is installed) was never satisfied.
 		short := pdb.Status.ExpectedPods > 0 && healthy < pdb.Status.DesiredHealthy
-		if short && !w.short[key] {
+		if was, seen := w.short[key]; short && seen && !was {
 			w.count++
 			w.violations = append(w.violations, fmt.Sprintf("%s: %d healthy pods, %d required", key, healthy, pdb.Status.DesiredHealthy))
 		}

@@ -29,8 +29,12 @@ func (r *runner) stepPlan(ctx context.Context) (string, error) {
 	}
 	path := filepath.Join(r.opts.OutDir, "plan.yaml")
 	p, err := r.cfg.Plan(ctx, action.Plan{
-		Environment: Env, Config: cfg, Inventory: action.Inventory(&inv), Dir: filepath.Join(r.opts.OutDir, "karpenter"), File: path,
-		IAM: &rollout.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, CreateOIDCProvider: true},
+		Environment: r.opts.Environment, Config: cfg, Inventory: action.Inventory(&inv), Dir: filepath.Join(r.opts.OutDir, "karpenter"), File: path,
+		// On the control plane the real Karpenter runs beside the cluster
+		// (testenv) and the demo installs its controller's Deployment
+		// itself (stepKarpenter): no chart to install offline.
+		SkipKarpenter: r.opts.ControlPlane,
+		IAM:           &rollout.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, CreateOIDCProvider: true},
 	})
 	if err != nil {
 		return "", err
@@ -48,7 +52,7 @@ func (r *runner) stepPlan(ctx context.Context) (string, error) {
 		len(p.Steps), len(p.Waves), p.Budget.WaveSize, predicted, p.Cost.BeforePerHour, p.Cost.AfterPerHour, path), nil
 }
 
-// ConfigFile is the environment config the demo plans with.
+// ConfigFile is the environment config the demo plans with by default.
 const ConfigFile = Env + ".yaml"
 
 // PlanConfig is the environment config the demo plans a cluster with
@@ -56,17 +60,19 @@ const ConfigFile = Env + ".yaml"
 // defaults, draining one node at a time so the run is reproducible, and
 // moving the demo's pods that ask not to be evicted or keep emptyDir data,
 // as `apply --force-evict` and rollout.allowEmptyDir would.
-func PlanConfig(c inventory.Cluster) config.Config {
-	cfg := config.Default(Env)
+func PlanConfig(c inventory.Cluster) config.Config { return planConfig(c, Env) }
+
+func planConfig(c inventory.Cluster, env string) config.Config {
+	cfg := config.Default(env)
 	cfg.Cluster, cfg.Region = c.Name, c.Region
 	cfg.Rollout.Concurrency = 1
 	cfg.Rollout.ForceEvict, cfg.Rollout.AllowEmptyDir = true, true
 	return cfg
 }
 
-// envConfig writes PlanConfig for the demo's cluster as prod.yaml.
+// envConfig writes the plan's config for the demo's cluster as <env>.yaml.
 func (r *runner) envConfig() (config.Config, error) {
-	cfg := PlanConfig(r.inv.Cluster)
+	cfg := planConfig(r.inv.Cluster, r.opts.Environment)
 	b, err := yaml.Marshal(cfg)
 	if err != nil {
 		return cfg, fmt.Errorf("render the environment config: %w", err)
@@ -74,7 +80,7 @@ func (r *runner) envConfig() (config.Config, error) {
 	if _, err := config.Parse(b); err != nil {
 		return cfg, fmt.Errorf("environment config: %w", err)
 	}
-	path := filepath.Join(r.opts.OutDir, ConfigFile)
+	path := filepath.Join(r.opts.OutDir, r.opts.Environment+".yaml")
 	if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
 		return cfg, fmt.Errorf("write %s: %w", path, err)
 	}

@@ -171,7 +171,11 @@ func (m *tuiModel) View() string {
 // WriteTable renders the summary for people.
 func WriteTable(w io.Writer, s *Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "\nMigration of cluster %s (seed %d): %.1fs wall, %s simulated\n\n", s.Cluster, s.Seed, s.WallSeconds, fmtSeconds(s.SimulatedSeconds))
+	fmt.Fprintf(tw, "\nMigration of cluster %s (seed %d): %.1fs wall, %s simulated\n", s.Cluster, s.Seed, s.WallSeconds, fmtSeconds(s.SimulatedSeconds))
+	if s.Engine != "" {
+		fmt.Fprintf(tw, "Karpenter's nodes launched by the %s; overlay %s\n", s.Engine, s.Environment)
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "\tBEFORE\tAFTER")
 	fmt.Fprintf(tw, "nodes\t%d\t%d\n", s.NodesBefore, s.NodesAfter)
 	fmt.Fprintf(tw, "$/hour\t%.4f\t%.4f\t(plan predicted %.4f)\n", s.CostPerHourBefore, s.CostPerHourAfter, s.PlannedCostPerHour)

@@ -13,7 +13,7 @@ import (
 // stepReadiness runs the readiness action over the discovered inventory, as
 // the readiness command does.
 func (r *runner) stepReadiness(_ context.Context) (string, error) {
-	cfg := config.Default(Env)
+	cfg := config.Default(r.opts.Environment)
 	rep := (&action.Readiness{Config: &cfg}).Run(&r.inv).Report
 	if err := writeJSON(filepath.Join(r.opts.OutDir, "readiness.json"), rep); err != nil {
 		return "", err

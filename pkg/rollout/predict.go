@@ -66,17 +66,27 @@ func PoolsFromObjects(objs []*unstructured.Unstructured) (Pools, error) {
 			}
 			classes[nc.Name] = &nc
 		case gvk.Group == apiv1.Group && gvk.Kind == apiv1.NodePoolKind:
-			var np apiv1.NodePool
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &np); err != nil {
-				return Pools{}, fmt.Errorf("NodePool %s: %w", o.GetName(), err)
+			np, err := DecodeNodePool(o)
+			if err != nil {
+				return Pools{}, err
 			}
-			nps = append(nps, &np)
+			nps = append(nps, np)
 		}
 	}
 	if len(nps) == 0 {
 		return Pools{}, errors.New("the overlay has no NodePool; run generate for this environment")
 	}
 	return newPools(nps, classes), nil
+}
+
+// DecodeNodePool reads a NodePool from an object of a built overlay or of
+// the cluster.
+func DecodeNodePool(u *unstructured.Unstructured) (*apiv1.NodePool, error) {
+	var np apiv1.NodePool
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &np); err != nil {
+		return nil, fmt.Errorf("NodePool %s: %w", u.GetName(), err)
+	}
+	return &np, nil
 }
 
 // PoolsFromGenerate uses pkg/generate's result directly (no tree on disk).

@@ -145,10 +145,6 @@ spec:
   nodeRegistrationDelay: 1s
 `
 
-// kwokOverhead is what Karpenter's kwok provider reserves on every type
-// (kube-reserved 100m CPU and 10Mi); its allocatable is resources − this.
-var kwokOverhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("10Mi")}
-
 // subsetCatalog is the catalogue restricted to families × sizes.
 func subsetCatalog(t *testing.T) *catalog.Catalog {
 	t.Helper()
@@ -166,48 +162,6 @@ func subsetCatalog(t *testing.T) *catalog.Catalog {
 		t.Fatal(err)
 	}
 	return cat
-}
-
-// kwokInstanceTypes converts the catalogue to the kwok provider's
-// INSTANCE_TYPES_FILE_PATH format so that Karpenter sees what the engine
-// sees: resources are the AWS allocatable (Karpenter's AWS formulas, AL2023
-// defaults) plus the kwok provider's fixed overhead, every offering has the
-// catalogue's zone, capacity type and price, and the instance's well-known
-// karpenter.k8s.aws/* labels ride on every offering's requirements.
-func kwokInstanceTypes(t *testing.T, cat *catalog.Catalog) []testenv.KwokInstanceType {
-	t.Helper()
-	var out []testenv.KwokInstanceType
-	for _, it := range cat.Types() {
-		alloc, err := it.Allocatable(catalog.Kubelet{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		res := map[string]string{}
-		for name, q := range alloc {
-			if o, ok := kwokOverhead[name]; ok {
-				q.Add(o)
-			}
-			res[string(name)] = q.String()
-		}
-		var labels []testenv.KwokRequirement
-		for _, k := range slices.Sorted(maps.Keys(it.Labels)) {
-			switch k {
-			case catalog.LabelInstanceType, catalog.LabelArch, catalog.LabelOS:
-				continue // the provider sets these from name, architecture and operatingSystems
-			}
-			labels = append(labels, testenv.KwokRequirement{Key: k, Operator: "In", Values: []string{it.Labels[k]}})
-		}
-		kt := testenv.KwokInstanceType{Name: it.Name, Architecture: it.Arch, OperatingSystems: []string{"linux"}, Resources: res}
-		for _, o := range it.Offerings {
-			reqs := append([]testenv.KwokRequirement{
-				{Key: catalog.LabelCapacityType, Operator: "In", Values: []string{o.CapacityType}},
-				{Key: catalog.LabelZone, Operator: "In", Values: []string{o.Zone}},
-			}, labels...)
-			kt.Offerings = append(kt.Offerings, testenv.KwokOffering{Price: o.Price, Available: true, Requirements: reqs})
-		}
-		out = append(out, kt)
-	}
-	return out
 }
 
 // pods builds a scenario's workload as Kubernetes pods and as the engine's
@@ -319,7 +273,11 @@ var nodeClaims = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1
 func TestFidelity(t *testing.T) {
 	cat := subsetCatalog(t)
 	typesFile := filepath.Join(t.TempDir(), "instance-types.json")
-	if err := testenv.WriteInstanceTypes(typesFile, kwokInstanceTypes(t, cat)); err != nil {
+	kwokTypes, err := testenv.KwokTypes(cat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.WriteInstanceTypes(typesFile, kwokTypes); err != nil {
 		t.Fatal(err)
 	}
 	pools := make([]apiv1.NodePool, len(scenarios))
@@ -360,7 +318,7 @@ func TestFidelity(t *testing.T) {
 		t.Fatalf("create pods: %v", err)
 	}
 	var bound []corev1.Pod
-	err := env.WaitFor(ctx, fmt.Sprintf("all %d pods bound", len(all)), func(ctx context.Context) (bool, error) {
+	err = env.WaitFor(ctx, fmt.Sprintf("all %d pods bound", len(all)), func(ctx context.Context) (bool, error) {
 		list, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
