@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/kubectl/pkg/util/podutils"
 )
 
 var (
@@ -196,7 +197,7 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 	readyOf := func(ps []*corev1.Pod) int32 {
 		var n int32
 		for _, p := range ps {
-			if podReady(p) {
+			if podutils.IsPodReady(p) {
 				n++
 			}
 		}
@@ -469,8 +470,8 @@ func (s *Sandbox) deleteSurplus(ctx context.Context, ps []*corev1.Pod, want int)
 		if (a.Spec.NodeName == "") != (b.Spec.NodeName == "") {
 			return a.Spec.NodeName == ""
 		}
-		if podReady(a) != podReady(b) {
-			return !podReady(a)
+		if podutils.IsPodReady(a) != podutils.IsPodReady(b) {
+			return !podutils.IsPodReady(a)
 		}
 		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
 			return b.CreationTimestamp.Before(&a.CreationTimestamp)
@@ -509,7 +510,7 @@ func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
 			delete(s.boundAt, p.UID)
 			continue
 		}
-		if podReady(p) || !nodeReady(n) {
+		if podutils.IsPodReady(p) || !nodeReady(n) {
 			continue
 		}
 		bound, ok := s.boundAt[p.UID]

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
@@ -186,7 +187,7 @@ func TestStandInConsolidation(t *testing.T) {
 				t.Errorf("%d web pods, want %d", total, tt.replicas)
 			}
 			for _, p := range pods(t, s, "app") {
-				if !podReady(&p) {
+				if !podutils.IsPodReady(&p) {
 					t.Errorf("pod %s not Ready after consolidation", p.Name)
 				}
 			}
@@ -258,8 +259,8 @@ func TestStandInReplaceLaunchesFirst(t *testing.T) {
 		t.Errorf("replacement %s at $%.4f/h for $%.4f/h, saving %.4f (stats %.4f)", c.Replacement.InstanceType, c.Replacement.Price, oldPrice, c.Savings, s.Stats().ConsolidationSavings)
 	}
 	for _, p := range pods(t, s, "app") {
-		if p.Spec.NodeName != c.Replacement.Name || !podReady(&p) {
-			t.Errorf("pod %s on %q (Ready %t), want Ready on the replacement", p.Name, p.Spec.NodeName, podReady(&p))
+		if p.Spec.NodeName != c.Replacement.Name || !podutils.IsPodReady(&p) {
+			t.Errorf("pod %s on %q (Ready %t), want Ready on the replacement", p.Name, p.Spec.NodeName, podutils.IsPodReady(&p))
 		}
 	}
 }

@@ -85,15 +85,6 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // PodRequests is the scheduler's effective request: the larger of the sum
 // of containers and the largest init container, plus overhead, and one pod.
 func PodRequests(p *corev1.Pod) corev1.ResourceList {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/kubectl/pkg/util/podutils"
 )
 
 var (
@@ -167,7 +168,7 @@ func (s *Sandbox) evictionReactor(action k8stesting.Action) (bool, runtime.Objec
 		if err != nil {
 			return true, nil, err
 		}
-		unhealthyOK := !podReady(pod) && st.CurrentHealthy >= st.DesiredHealthy
+		unhealthyOK := !podutils.IsPodReady(pod) && st.CurrentHealthy >= st.DesiredHealthy
 		if st.DisruptionsAllowed <= 0 && !unhealthyOK {
 			s.stats.Rejected++
 			return true, nil, tooManyRequests(pdbs[0].Name, st)
@@ -231,7 +232,7 @@ func (s *Sandbox) pdbStatus(pdb *policyv1.PodDisruptionBudget) (policyv1.PodDisr
 			continue
 		}
 		podCount++
-		if podReady(p) {
+		if podutils.IsPodReady(p) {
 			healthy++
 		}
 		if ref := metav1.GetControllerOf(p); ref != nil {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/kubectl/pkg/util/podutils"
 )
 
 // TestClientsServeTheRunner exercises, through Clients, what the rollout
@@ -116,7 +117,7 @@ func TestClientsServeTheRunner(t *testing.T) {
 			switch {
 			case p.Labels["role"] == "placeholder":
 				placeholders++
-			case podReady(&p):
+			case podutils.IsPodReady(&p):
 				ready++
 			}
 		}
@@ -162,7 +163,7 @@ func TestClientsServeTheRunner(t *testing.T) {
 			ready, all := 0, 0
 			for _, p := range pods(t, s, "app") {
 				all++
-				if podReady(&p) {
+				if podutils.IsPodReady(&p) {
 					ready++
 				}
 			}

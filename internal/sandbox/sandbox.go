@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/kubectl/pkg/util/podutils"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
@@ -325,7 +326,7 @@ func (s *Sandbox) busy(ctx context.Context) (bool, string, error) {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		if !podReady(p) {
+		if !podutils.IsPodReady(p) {
 			return true, fmt.Sprintf("pod %s/%s is not Ready", p.Namespace, p.Name), nil
 		}
 	}

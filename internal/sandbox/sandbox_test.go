@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/kubectl/pkg/drain"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 
@@ -149,7 +150,7 @@ func TestReplicaSetRecreatesEvictedPod(t *testing.T) {
 		if p.Name == victim.Name || p.UID == victim.UID {
 			t.Errorf("evicted pod %s came back with the same name or UID", p.Name)
 		}
-		if p.Spec.NodeName == "" || !podReady(&p) {
+		if p.Spec.NodeName == "" || !podutils.IsPodReady(&p) {
 			t.Errorf("pod %s is not bound and Ready", p.Name)
 		}
 		if ref := metav1.GetControllerOf(&p); ref == nil || ref.Kind != "ReplicaSet" {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/kubectl/pkg/util/podutils"
 
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
@@ -110,7 +111,7 @@ func (c *Configuration) View(ctx context.Context) (*ClusterView, error) {
 			byName[name] = w
 		}
 		switch {
-		case podReady(p):
+		case podutils.IsPodReady(p):
 			w.Ready++
 		case p.Status.Phase == corev1.PodPending:
 			w.Pending++
@@ -134,15 +135,6 @@ func capacityTypeOf(n *corev1.Node) string {
 		return inventory.CapacityOnDemand
 	}
 	return ""
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // WorkloadOf names the pod's workload as namespace/kind/name (a
