@@ -23,6 +23,7 @@
 #   DRY_RUN=1     apply --dry-run: print what would change, change nothing
 #   FAIL_ON       readiness threshold: blocker (default) or warning
 #   SKIP_IAM=1    plan without the IAM steps (02..06): IAM is managed elsewhere
+#   SKIP_KARPENTER=1  plan without step 07: Karpenter is installed elsewhere (GitOps)
 #   NAMESPACE     the tool's namespace for journal and lock (default karpenter-migrate)
 #   LOG_FORMAT    text (default) or json: one JSON object per line on stderr for
 #                 each step of this script and each run/step/wave/eviction/gate event
@@ -77,6 +78,7 @@ PHASE=${PHASE:-all}
 DRY_RUN=${DRY_RUN:-0}
 FAIL_ON=${FAIL_ON:-blocker}
 SKIP_IAM=${SKIP_IAM:-0}
+SKIP_KARPENTER=${SKIP_KARPENTER:-0}
 CLUSTER=${CLUSTER:-}
 AWS_REGION=${AWS_REGION:-}
 AWS_PROFILE=${AWS_PROFILE:-}
@@ -104,6 +106,7 @@ case $PHASE in all | plan | apply) ;; *) fail "$EXIT_USAGE" "PHASE=$PHASE: want 
 case $DRY_RUN in 0 | 1) ;; *) fail "$EXIT_USAGE" "DRY_RUN=$DRY_RUN: want 0 or 1" ;; esac
 case $FAIL_ON in blocker | warning) ;; *) fail "$EXIT_USAGE" "FAIL_ON=$FAIL_ON: want blocker or warning" ;; esac
 case $SKIP_IAM in 0) skip_iam= ;; 1) skip_iam=--skip-iam ;; *) fail "$EXIT_USAGE" "SKIP_IAM=$SKIP_IAM: want 0 or 1" ;; esac
+case $SKIP_KARPENTER in 0) skip_karpenter= ;; 1) skip_karpenter=--skip-karpenter ;; *) fail "$EXIT_USAGE" "SKIP_KARPENTER=$SKIP_KARPENTER: want 0 or 1" ;; esac
 command -v "$KM_BIN" >/dev/null 2>&1 || fail "$EXIT_USAGE" "KM_BIN=$KM_BIN: not found; install karpenter-migrate or point KM_BIN at it"
 
 if [ -n "${CONFIG:-}" ]; then
@@ -156,7 +159,7 @@ if [ "$PHASE" != apply ]; then
 	step discover "" discover ${CLUSTER:+--cluster "$CLUSTER"} ${CONFIG:+--config "$CONFIG"} --snapshot "$SNAPSHOT" -o json >"$WORK_DIR/discover.json"
 	step readiness "$EXIT_READINESS" readiness --snapshot "$SNAPSHOT" --fail-on "$FAIL_ON" ${CONFIG:+--config "$CONFIG"}
 	step generate "" generate --snapshot "$SNAPSHOT" --out "$TREE_DIR" --envs "$ENV" ${CONFIG:+--config "$CONFIG"}
-	step plan "" plan --env "$ENV" --snapshot "$SNAPSHOT" --dir "$TREE_DIR" -f "$PLAN_FILE" ${CONFIG:+--config "$CONFIG"} $skip_iam
+	step plan "" plan --env "$ENV" --snapshot "$SNAPSHOT" --dir "$TREE_DIR" -f "$PLAN_FILE" ${CONFIG:+--config "$CONFIG"} $skip_iam $skip_karpenter
 	if [ "$PHASE" = plan ]; then
 		say "plan written to $PLAN_FILE and overlay $TREE_DIR/overlays/$ENV: review them (the plan's controller section says which group is kept for the Karpenter controller), then run with PHASE=apply"
 		exit 0

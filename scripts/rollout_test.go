@@ -261,6 +261,9 @@ func script(t *testing.T, dir, name string, env []string, args ...string) result
 	empty := filepath.Join(t.TempDir(), "none")
 	cmd.Env = append(os.Environ(), "KM_BIN="+binary(t), "AWS_ACCESS_KEY_ID=AKIDTEST", "AWS_SECRET_ACCESS_KEY=secret",
 		"AWS_CONFIG_FILE="+empty, "AWS_SHARED_CREDENTIALS_FILE="+empty, "AWS_EC2_METADATA_DISABLED=true", "AWS_REGION=", "AWS_PROFILE=")
+	// No Karpenter runs on this control plane and no chart can be pulled:
+	// the plans leave step 07 out (pkg/helm tests it).
+	cmd.Env = append(cmd.Env, "SKIP_KARPENTER=1")
 	cmd.Env = append(cmd.Env, env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
