@@ -81,8 +81,6 @@ type Options struct {
 
 // Tag keys discover reads.
 const (
-	TagCAEnabled        = "k8s.io/cluster-autoscaler/enabled"
-	TagCAPrefix         = "k8s.io/cluster-autoscaler/"
 	TagCANodeTemplate   = "k8s.io/cluster-autoscaler/node-template/"
 	TagEKSClusterName   = "eks:cluster-name"
 	TagEKSNodegroupName = "eks:nodegroup-name"
@@ -167,8 +165,8 @@ func (d *run) managed(g astypes.AutoScalingGroup) bool {
 	if tags[TagEKSClusterName] == d.opts.ClusterName {
 		return true
 	}
-	_, enabled := tags[TagCAEnabled]
-	_, mine := tags[TagCAPrefix+d.opts.ClusterName]
+	_, enabled := tags[inventory.TagCAEnabled]
+	_, mine := tags[inventory.TagCAPrefix+d.opts.ClusterName]
 	return enabled && mine
 }
 
@@ -177,7 +175,7 @@ func (d *run) asgs(ctx context.Context) error {
 	p := autoscaling.NewDescribeAutoScalingGroupsPaginator(d.src.AutoScaling, &autoscaling.DescribeAutoScalingGroupsInput{
 		MaxRecords: ptr(int32(100)),
 		Filters: []astypes.Filter{{Name: ptr("tag-key"), Values: []string{
-			TagCAPrefix + d.opts.ClusterName, TagEKSClusterName, TagKubernetesOwned + d.opts.ClusterName,
+			inventory.TagCAPrefix + d.opts.ClusterName, TagEKSClusterName, TagKubernetesOwned + d.opts.ClusterName,
 		}}},
 	})
 	for p.HasMorePages() {

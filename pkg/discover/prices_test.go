@@ -30,7 +30,7 @@ func euAccount(now time.Time) *awsfake.Account {
 		Arn: awssdk.String("arn:aws:eks:eu-west-1:123456789012:cluster/shop")}}}
 	g := astypes.AutoScalingGroup{AutoScalingGroupName: awssdk.String("web"), MinSize: awssdk.Int32(1), MaxSize: awssdk.Int32(4), DesiredCapacity: awssdk.Int32(2),
 		AvailabilityZones: []string{"eu-west-1a", "eu-west-1b"},
-		Tags:              []astypes.TagDescription{{Key: awssdk.String(discover.TagCAEnabled), Value: awssdk.String("true")}, {Key: awssdk.String(discover.TagCAPrefix + "shop"), Value: awssdk.String("owned")}}}
+		Tags:              []astypes.TagDescription{{Key: awssdk.String(inventory.TagCAEnabled), Value: awssdk.String("true")}, {Key: awssdk.String(inventory.TagCAPrefix + "shop"), Value: awssdk.String("owned")}}}
 	for i, z := range []string{"eu-west-1a", "eu-west-1b"} {
 		g.Instances = append(g.Instances, astypes.Instance{InstanceId: awssdk.String([]string{"i-0a", "i-0b"}[i]), InstanceType: awssdk.String("m5.large"),
 			AvailabilityZone: awssdk.String(z), LifecycleState: astypes.LifecycleStateInService})

@@ -262,6 +262,20 @@ func NodeGroupOf(labels map[string]string) string {
 	return ""
 }
 
+// Cluster Autoscaler's auto-discovery tags: a group carrying both is one it
+// scales for the cluster. discover reads them; the rollout records and
+// restores them on the group kept for the Karpenter controller.
+const (
+	TagCAEnabled = "k8s.io/cluster-autoscaler/enabled"
+	TagCAPrefix  = "k8s.io/cluster-autoscaler/"
+)
+
+// CAAutoDiscoveryTags are the tag keys Cluster Autoscaler discovers a
+// group of cluster by.
+func CAAutoDiscoveryTags(cluster string) []string {
+	return []string{TagCAEnabled, TagCAPrefix + cluster}
+}
+
 // Owner kinds of a pod's top-level controller.
 const (
 	OwnerDeployment  = "Deployment"

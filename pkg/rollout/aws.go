@@ -236,7 +236,7 @@ func (s *Session) GroupsScaled(ctx context.Context) (bool, string, error) {
 				return false, fmt.Sprintf("ASG %s is at min/max/desired %d/%d/%d, want %d for the Karpenter controller", g.ASGName, mn, mx, d, size), nil
 			}
 			for _, t := range asg.Tags {
-				if slices.Contains(caTagKeys(s.Plan.Cluster), ptr.Deref(t.Key, "")) {
+				if slices.Contains(inventory.CAAutoDiscoveryTags(s.Plan.Cluster), ptr.Deref(t.Key, "")) {
 					return false, fmt.Sprintf("ASG %s still has the Cluster Autoscaler tag %s", g.ASGName, ptr.Deref(t.Key, "")), nil
 				}
 			}

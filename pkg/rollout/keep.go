@@ -45,16 +45,11 @@ func (s *Session) keptGroup() string {
 	return ""
 }
 
-// caTagKeys are the tags Cluster Autoscaler discovers a group by.
-func caTagKeys(cluster string) []string {
-	return []string{"k8s.io/cluster-autoscaler/enabled", "k8s.io/cluster-autoscaler/" + cluster}
-}
-
 // recordKeptGroup records the kept group's Cluster Autoscaler tags and, for
 // a managed group, its config taints, before anything changes them.
 func (s *Session) recordKeptGroup(ctx context.Context, asg *astypes.AutoScalingGroup, rec *GroupRecord) error {
 	for _, t := range asg.Tags {
-		if k := ptr.Deref(t.Key, ""); slices.Contains(caTagKeys(s.Plan.Cluster), k) {
+		if k := ptr.Deref(t.Key, ""); slices.Contains(inventory.CAAutoDiscoveryTags(s.Plan.Cluster), k) {
 			rec.Tags = append(rec.Tags, GroupTag{Key: k, Value: ptr.Deref(t.Value, ""), PropagateAtLaunch: ptr.Deref(t.PropagateAtLaunch, false)})
 		}
 	}
