@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -26,4 +28,39 @@ func (c *Configuration) KarpenterStatus(ctx context.Context, p *rollout.Plan) (*
 	}
 	s := &rollout.Session{Kube: c.Kube, Dynamic: c.Dynamic, Plan: p, Journal: j, Karpenter: c.KarpenterInstaller}
 	return s.KarpenterState(ctx)
+}
+
+// KarpenterCheck asks what the Karpenter step would do before a plan is
+// made (the wizard's Karpenter screen): the release plan would record for
+// the inventory, the config and the generated tree, read as its Check reads it.
+type KarpenterCheck struct {
+	Environment string
+	Config      config.Config
+	Inventory   *inventory.Inventory
+	// Dir is the tree generate wrote: its Helm values are the release's.
+	Dir                 string
+	ControllerNodeGroup string
+	// KarpenterChart and KarpenterVersion are plan's --karpenter-chart
+	// and --karpenter-version (empty: the official chart at the default).
+	KarpenterChart, KarpenterVersion string
+}
+
+// KarpenterCheck returns the release the plan would install and
+// KarpenterStatus of it. It changes nothing.
+func (c *Configuration) KarpenterCheck(ctx context.Context, k KarpenterCheck) (*rollout.PlanKarpenter, *rollout.KarpenterState, error) {
+	if k.Inventory == nil {
+		return nil, nil, errors.New("karpenter check: no inventory (discover first)")
+	}
+	rel, err := rollout.KarpenterRelease(k.Inventory, rollout.PlanRequest{
+		Environment: k.Environment, Config: k.Config, Dir: k.Dir, ControllerNodeGroup: k.ControllerNodeGroup,
+		KarpenterChart: k.KarpenterChart, KarpenterVersion: k.KarpenterVersion,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := c.KarpenterStatus(ctx, &rollout.Plan{Environment: k.Environment, Cluster: k.Inventory.Cluster.Name, Karpenter: rel})
+	if err != nil {
+		return nil, nil, err
+	}
+	return rel, st, nil
 }
