@@ -28,6 +28,9 @@ type Options struct {
 	Namespace string
 	// Sandbox says the backend is the embedded sandbox (shown in the header).
 	Sandbox bool
+	// KarpenterChart is the chart step 07 installs (the backend's), for
+	// the commands shown; empty: the official chart.
+	KarpenterChart string
 	// Color false renders plain text (NO_COLOR, TERM=dumb, --no-color).
 	Color bool
 	// Width and Height are the initial size until the terminal reports
