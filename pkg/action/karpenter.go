@@ -4,8 +4,11 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/helm"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -63,4 +66,20 @@ func (c *Configuration) KarpenterCheck(ctx context.Context, k KarpenterCheck) (*
 		return nil, nil, err
 	}
 	return rel, st, nil
+}
+
+// KarpenterRelease is what the in-cluster Job's RBAC needs of the plan's
+// Karpenter release (nil when the plan installs none): its namespace and
+// the kinds its chart renders, rendered as `helm template` does, without
+// a cluster (a chart in a registry is pulled).
+func KarpenterRelease(ctx context.Context, p *rollout.Plan) (*generate.KarpenterRelease, error) {
+	k := p.Karpenter
+	if k == nil {
+		return nil, nil
+	}
+	manifest, err := (&helm.Client{}).Render(ctx, *k)
+	if err != nil {
+		return nil, fmt.Errorf("the Job's permissions for the Karpenter release follow what its chart renders: %w", err)
+	}
+	return &generate.KarpenterRelease{Namespace: k.Namespace, Kinds: generate.ChartKinds(manifest)}, nil
 }
