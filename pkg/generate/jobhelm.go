@@ -30,12 +30,12 @@ type ChartKind struct {
 // clusterScoped are the cluster-scoped kinds a chart may render; any other
 // kind is taken as namespaced (Helm puts it in the release's namespace).
 var clusterScoped = map[schema.GroupKind]bool{
-	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:              true,
-	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:                      true,
-	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:               true,
+	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:               true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:                       true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:                true,
 	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}: true,
 	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}:   true,
-	{Group: "scheduling.k8s.io", Kind: "PriorityClass"}:                            true,
+	{Group: "scheduling.k8s.io", Kind: "PriorityClass"}:                             true,
 	{Group: "", Kind: "Namespace"}:                                                  true,
 	{Group: "storage.k8s.io", Kind: "StorageClass"}:                                 true,
 	{Group: "apiregistration.k8s.io", Kind: "APIService"}:                           true,
