@@ -88,6 +88,9 @@ func runGenerateJob(ctx context.Context, g *GlobalOptions, o *generateOptions) e
 	if opts.Karpenter, err = action.KarpenterRelease(ctx, p); err != nil {
 		return fmt.Errorf("generate --job: %w", err)
 	}
+	if k := opts.Karpenter; k != nil && k.Namespace == "kube-system" {
+		fmt.Fprintf(g.IO.ErrOut, "note: the Karpenter release is in kube-system, so the Job may read its Secrets (Helm lists its release Secrets by label); set controller.namespace (e.g. karpenter) in the environment's config and plan again to keep them out of reach\n")
+	}
 	b, err := generate.Job(opts)
 	if err != nil {
 		return fmt.Errorf("generate --job: %w", err)
