@@ -17,7 +17,8 @@ import (
 )
 
 // discoverScreen reads AWS and the cluster showing each stage as the
-// discover command does (progress.Steps), then lists the node groups to include or exclude.
+// discover command does (progress.Steps), then lists the node groups to
+// include or exclude.
 type discoverScreen struct {
 	s      *state
 	steps  *progress.Steps
