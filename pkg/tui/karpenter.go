@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui/progress"
 )
 
 // karpenterScreen shows what the runbook's Karpenter step will do with the
@@ -44,7 +45,7 @@ type karpenterCheckedMsg struct {
 
 func newKarpenter(s *state) screen {
 	s.skipKarpenter = false
-	return &karpenterScreen{s: s, spin: spinner.New(spinner.WithSpinner(spinner.Dot)), vp: viewport.New(80, 10)}
+	return &karpenterScreen{s: s, spin: progress.NewSpinner(), vp: viewport.New(80, 10)}
 }
 
 func (m *karpenterScreen) title() string { return "Karpenter" }
