@@ -24,6 +24,8 @@
 #   FAIL_ON       readiness threshold: blocker (default) or warning
 #   SKIP_IAM=1    plan without the IAM steps (02..06): IAM is managed elsewhere
 #   SKIP_KARPENTER=1  plan without step 07: Karpenter is installed elsewhere (GitOps)
+#   KARPENTER_CHART   chart step 07 installs: a local chart directory or tarball, or a
+#                 URL (plan --karpenter-chart; default: the official OCI chart)
 #   NAMESPACE     the tool's namespace for journal and lock (default karpenter-migrate)
 #   LOG_FORMAT    text (default) or json: one JSON object per line on stderr for
 #                 each step of this script and each run/step/wave/eviction/gate event
@@ -79,6 +81,7 @@ DRY_RUN=${DRY_RUN:-0}
 FAIL_ON=${FAIL_ON:-blocker}
 SKIP_IAM=${SKIP_IAM:-0}
 SKIP_KARPENTER=${SKIP_KARPENTER:-0}
+KARPENTER_CHART=${KARPENTER_CHART:-}
 CLUSTER=${CLUSTER:-}
 AWS_REGION=${AWS_REGION:-}
 AWS_PROFILE=${AWS_PROFILE:-}
@@ -159,7 +162,7 @@ if [ "$PHASE" != apply ]; then
 	step discover "" discover ${CLUSTER:+--cluster "$CLUSTER"} ${CONFIG:+--config "$CONFIG"} --snapshot "$SNAPSHOT" -o json >"$WORK_DIR/discover.json"
 	step readiness "$EXIT_READINESS" readiness --snapshot "$SNAPSHOT" --fail-on "$FAIL_ON" ${CONFIG:+--config "$CONFIG"}
 	step generate "" generate --snapshot "$SNAPSHOT" --out "$TREE_DIR" --envs "$ENV" ${CONFIG:+--config "$CONFIG"}
-	step plan "" plan --env "$ENV" --snapshot "$SNAPSHOT" --dir "$TREE_DIR" -f "$PLAN_FILE" ${CONFIG:+--config "$CONFIG"} $skip_iam $skip_karpenter
+	step plan "" plan --env "$ENV" --snapshot "$SNAPSHOT" --dir "$TREE_DIR" -f "$PLAN_FILE" ${CONFIG:+--config "$CONFIG"} $skip_iam $skip_karpenter ${KARPENTER_CHART:+--karpenter-chart "$KARPENTER_CHART"}
 	if [ "$PHASE" = plan ]; then
 		say "plan written to $PLAN_FILE and overlay $TREE_DIR/overlays/$ENV: review them (the plan's controller section says which group is kept for the Karpenter controller), then run with PHASE=apply"
 		exit 0

@@ -35,8 +35,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/helm"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -165,6 +167,10 @@ gates:
   nodeReadyTimeout: 30s
   podPendingTimeout: 30s
   pdbWaitTimeout: 4s
+controller:
+  # A namespace of its own: the Job may then read Helm's release Secrets
+  # there, and none of kube-system's.
+  namespace: karpenter
 `, env, w.cluster, region)
 	envFile := fmt.Sprintf("KUBECONFIG=%s\nENDPOINT_URL=%s\n", w.kube.Kubeconfig, w.aws.URL())
 	writeFile(t, filepath.Join(w.repo, "migrations", env+".yaml"), cfg)
@@ -261,9 +267,9 @@ func script(t *testing.T, dir, name string, env []string, args ...string) result
 	empty := filepath.Join(t.TempDir(), "none")
 	cmd.Env = append(os.Environ(), "KM_BIN="+binary(t), "AWS_ACCESS_KEY_ID=AKIDTEST", "AWS_SECRET_ACCESS_KEY=secret",
 		"AWS_CONFIG_FILE="+empty, "AWS_SHARED_CREDENTIALS_FILE="+empty, "AWS_EC2_METADATA_DISABLED=true", "AWS_REGION=", "AWS_PROFILE=")
-	// No Karpenter runs on this control plane and no chart can be pulled:
-	// the plans leave step 07 out (pkg/helm tests it).
-	cmd.Env = append(cmd.Env, "SKIP_KARPENTER=1")
+	// No registry can be reached: step 07 installs the local test chart
+	// (the official chart's values layout) with Helm.
+	cmd.Env = append(cmd.Env, "KARPENTER_CHART="+filepath.Join(root, "testdata", "charts", "karpenter"))
 	cmd.Env = append(cmd.Env, env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -479,7 +485,30 @@ func TestScriptedRollout(t *testing.T) {
 					}
 				}
 			}
+			// ... and Helm's, for the Karpenter release step 07 installs.
+			p, err := rollout.ReadPlanFile(plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel, err := action.KarpenterRelease(ctx, p)
+			if err != nil || rel == nil || rel.Namespace != "karpenter" {
+				t.Fatalf("the plan's Karpenter release for the Job: %+v %v", rel, err)
+			}
+			for _, r := range generate.KarpenterRules(*rel) {
+				for _, verb := range r.Verbs {
+					a := authorizationv1.ResourceAttributes{Verb: verb, Group: r.Group, Resource: r.Resource, Namespace: rel.Namespace}
+					if r.Scope == generate.ScopeKarpenterCluster {
+						a.Namespace = ""
+					}
+					if !allowed(a) {
+						t.Errorf("%s may not %s %s/%s in %q (%s)", sa, verb, r.Group, r.Resource, a.Namespace, r.Why)
+					}
+				}
+			}
 			for _, a := range []authorizationv1.ResourceAttributes{
+				{Verb: "get", Resource: "secrets", Namespace: appNS},
+				{Verb: "delete", Group: "apps", Resource: "deployments", Namespace: appNS},
+				{Verb: "delete", Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
 				{Verb: "delete", Resource: "nodes"},
 				{Verb: "get", Resource: "secrets", Namespace: "kube-system"},
 				{Verb: "update", Resource: "configmaps", Namespace: "kube-system", Name: "coredns"},
@@ -498,6 +527,10 @@ func TestScriptedRollout(t *testing.T) {
 			checkJSONEvents(t, r.stderr)
 			if j := dev.journal(t); j == nil || j.State != rollout.StateCompleted {
 				t.Fatalf("dev journal: %+v", j)
+			}
+			// Step 07 installed Karpenter with Helm, as the Job's ServiceAccount.
+			if r, err := (&helm.Client{REST: dev.kube.Config}).Release(ctx, "karpenter", "karpenter"); err != nil || r == nil || r.Status != rollout.ReleaseDeployed {
+				t.Errorf("Karpenter release after the Job's run: %+v %v, want deployed", r, err)
 			}
 			// The only group is where generate pins the Karpenter controller:
 			// kept at its size (2), reserved, without Cluster Autoscaler tags.

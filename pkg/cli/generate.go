@@ -101,7 +101,7 @@ inventory changes nothing. Groups that cannot be mapped are reported and skipped
 
 func runGenerate(cmd *cobra.Command, g *GlobalOptions, o *generateOptions) error {
 	if o.job.enabled {
-		return runGenerateJob(g, o)
+		return runGenerateJob(cmd.Context(), g, o)
 	}
 	cfg, err := generateConfig(cmd, o, o.config)
 	if err != nil {

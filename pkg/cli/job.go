@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
@@ -47,7 +49,7 @@ func defaultImage() string {
 	return "ghcr.io/karpenter-migrate/karpenter-migrate:" + v
 }
 
-func runGenerateJob(g *GlobalOptions, o *generateOptions) error {
+func runGenerateJob(ctx context.Context, g *GlobalOptions, o *generateOptions) error {
 	f := &o.job
 	if f.plan == "" {
 		return errors.New("--job needs --plan FILE: the Job applies a plan someone reviewed (write one with `karpenter-migrate plan`)")
@@ -82,6 +84,12 @@ func runGenerateJob(g *GlobalOptions, o *generateOptions) error {
 	}
 	if ca := p.ClusterAutoscaler; ca != nil {
 		opts.ClusterAutoscaler = &generate.NamespacedName{Namespace: ca.Namespace, Name: ca.Name}
+	}
+	if opts.Karpenter, err = action.KarpenterRelease(ctx, p); err != nil {
+		return fmt.Errorf("generate --job: %w", err)
+	}
+	if k := opts.Karpenter; k != nil && k.Namespace == "kube-system" {
+		fmt.Fprintf(g.IO.ErrOut, "note: the Karpenter release is in kube-system, so the Job may read its Secrets (Helm lists its release Secrets by label); set controller.namespace (e.g. karpenter) in the environment's config and plan again to keep them out of reach\n")
 	}
 	b, err := generate.Job(opts)
 	if err != nil {

@@ -114,6 +114,22 @@ func planFile(t *testing.T) string {
 	return path
 }
 
+// planWithKarpenter is planFile's plan with step 07 installing chart.
+func planWithKarpenter(t *testing.T, chart string) string {
+	t.Helper()
+	p, err := rollout.BuildPlan(&inventory.Inventory{Cluster: inventory.Cluster{Name: "shop", Region: "eu-west-1"}},
+		rollout.PlanOptions{Environment: "dev", Config: config.Default("dev"), Now: time.Unix(0, 0),
+			Karpenter: &rollout.PlanKarpenter{Chart: chart, Version: "1.14.1"}, Controller: rollout.ControllerOptions{Values: map[string]any{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "plan.yaml")
+	if err := p.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func TestApplyInCluster(t *testing.T) {
 	plan := planFile(t)
 	notInPod := errors.New("unable to load in-cluster configuration, KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be defined")
@@ -271,5 +287,40 @@ func TestGenerateJobCommand(t *testing.T) {
 	}
 	if strings.Contains(string(b), "cluster-autoscaler") {
 		t.Error("a plan without Cluster Autoscaler got a Role for it")
+	}
+	if strings.Contains(string(b), "-karpenter") {
+		t.Error("a plan without step 07 got permissions for a Karpenter release")
+	}
+
+	// With step 07, the Job may manage the release: what its chart renders.
+	chart, err := filepath.Abs(filepath.Join("..", "..", "testdata", "charts", "karpenter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan = planWithKarpenter(t, chart)
+	_, errOut, err := runCLI(t, "generate", "--job", "--plan", plan, "--out", tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err = os.ReadFile(filepath.Join(tree, "jobs", "dev.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"name: karpenter-migrate-dev-karpenter\n  namespace: kube-system", "- customresourcedefinitions", "- deployments", "- poddisruptionbudgets", "- serviceaccounts", "- secrets"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("job manifest for a plan with step 07 lacks %q", want)
+		}
+	}
+	if !strings.Contains(errOut, "the Karpenter release is in kube-system, so the Job may read its Secrets") {
+		t.Errorf("no note about kube-system's Secrets: %q", errOut)
+	}
+	// A chart that cannot be rendered: the Job's permissions cannot be
+	// derived, and nothing is written.
+	plan = planWithKarpenter(t, "oci://127.0.0.1:1/karpenter/karpenter")
+	other := filepath.Join(t.TempDir(), "job.yaml")
+	if _, _, err := runCLI(t, "generate", "--job", "--plan", plan, "--out", tree, "--job-file", other); err == nil || !strings.Contains(err.Error(), "the Job's permissions for the Karpenter release follow what its chart renders") {
+		t.Errorf("--job with a chart that cannot be pulled: %v", err)
+	}
+	if _, err := os.Stat(other); err == nil {
+		t.Error("a Job manifest was written without the Karpenter release's permissions")
 	}
 }

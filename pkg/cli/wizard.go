@@ -18,6 +18,8 @@ type wizardOptions struct {
 	out      string
 	cluster  string
 	env      string
+	// karpenterChart is --karpenter-chart, as plan takes it.
+	karpenterChart string
 }
 
 func newWizardCmd(g *GlobalOptions) *cobra.Command {
@@ -28,7 +30,8 @@ func newWizardCmd(g *GlobalOptions) *cobra.Command {
 		Long: `wizard walks through the migration of one cluster: connect (context, AWS profile and region,
 environment), discover (node groups to include), readiness (blockers resolved or
 acknowledged), generate (strategy, flexibility, environments; a diff preview), IAM (plan,
-confirm apply), plan (waves, fleet and $/h before and after; wave size and concurrency),
+confirm apply), Karpenter (what step 07 will do: install it with Helm, or an installation
+found, agreeing or naming each field that contradicts the plan), plan (waves, fleet and $/h before and after; wave size and concurrency),
 rollout (live, with pause, resume and rollback) and a summary with the commands that
 repeat it from CI.
 
@@ -56,6 +59,7 @@ and records the same journal in the cluster, so you can stop it and continue wit
 	f.StringVar(&o.out, "out", "", "directory for the files (default: the current directory; with --sandbox a new temporary one)")
 	f.StringVar(&o.cluster, "cluster", "", "EKS cluster name (default: from an EKS kubeconfig context)")
 	f.StringVar(&o.env, "env", "", "environment name (dev, staging, prod, ...)")
+	f.StringVar(&o.karpenterChart, "karpenter-chart", "", "chart the Karpenter step installs, as plan --karpenter-chart (default: the official chart)")
 	return cmd
 }
 
@@ -74,8 +78,8 @@ func runWizard(cmd *cobra.Command, g *GlobalOptions, o *wizardOptions) error {
 or watch the whole migration non-interactively with: karpenter-migrate demo`)
 	}
 	ctx := cmd.Context()
-	opts := tui.Options{OutDir: o.out, Namespace: g.Namespace, Sandbox: o.sandbox, Color: io.ColorEnabled()}
-	ops := &tui.Ops{Namespace: g.Namespace}
+	opts := tui.Options{OutDir: o.out, Namespace: g.Namespace, Sandbox: o.sandbox, Color: io.ColorEnabled(), KarpenterChart: o.karpenterChart}
+	ops := &tui.Ops{Namespace: g.Namespace, KarpenterChart: o.karpenterChart}
 	if o.sandbox {
 		var inv *inventory.Inventory
 		if o.snapshot != "" {

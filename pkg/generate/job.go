@@ -58,6 +58,10 @@ type JobOptions struct {
 	// ClusterAutoscaler, when the plan scales it, scopes the scale
 	// permission to that one Deployment.
 	ClusterAutoscaler *NamespacedName
+	// Karpenter, when the plan installs Karpenter (step 07), is its Helm
+	// release: the Job gets the permissions Helm needs for it
+	// (KarpenterRules).
+	Karpenter *KarpenterRelease
 	// BackoffLimit is how often Kubernetes retries a failed pod; a retry
 	// resumes from the journal once the dead run's Lease expires.
 	BackoffLimit int32
@@ -172,6 +176,9 @@ func Job(o JobOptions) ([]byte, error) {
 	}
 
 	rules := RunbookRules()
+	if o.Karpenter != nil {
+		rules = append(rules, KarpenterRules(*o.Karpenter)...)
+	}
 	policy := func(scope string, names ...string) []rbacv1.PolicyRule {
 		var out []rbacv1.PolicyRule
 		for _, r := range rules {
@@ -208,6 +215,22 @@ func Job(o JobOptions) ([]byte, error) {
 			&rbacv1.Role{TypeMeta: rbacType("Role"), ObjectMeta: meta(sa+"-cluster-autoscaler", ca.Namespace), Rules: policy(ScopeClusterAutoscaler, ca.Name)},
 			&rbacv1.RoleBinding{TypeMeta: rbacType("RoleBinding"), ObjectMeta: meta(sa+"-cluster-autoscaler", ca.Namespace), Subjects: subject, RoleRef: roleRef("Role", sa+"-cluster-autoscaler")},
 		)
+	}
+	if k := o.Karpenter; k != nil {
+		if k.Namespace != o.Namespace && k.Namespace != "kube-system" {
+			// The Role below lives there; step 07 would create it anyway.
+			objs = append(objs, &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: k.Namespace}})
+		}
+		objs = append(objs,
+			&rbacv1.Role{TypeMeta: rbacType("Role"), ObjectMeta: meta(sa+"-karpenter", k.Namespace), Rules: policy(ScopeKarpenterNamespace)},
+			&rbacv1.RoleBinding{TypeMeta: rbacType("RoleBinding"), ObjectMeta: meta(sa+"-karpenter", k.Namespace), Subjects: subject, RoleRef: roleRef("Role", sa+"-karpenter")},
+		)
+		if cluster := policy(ScopeKarpenterCluster); len(cluster) > 0 {
+			objs = append(objs,
+				&rbacv1.ClusterRole{TypeMeta: rbacType("ClusterRole"), ObjectMeta: meta(sa+"-karpenter", ""), Rules: cluster},
+				&rbacv1.ClusterRoleBinding{TypeMeta: rbacType("ClusterRoleBinding"), ObjectMeta: meta(sa+"-karpenter", ""), Subjects: subject, RoleRef: roleRef("ClusterRole", sa+"-karpenter")},
+			)
+		}
 	}
 	objs = append(objs, cm, o.job(name, sa, labels, items))
 

@@ -18,7 +18,7 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/cli"
-	"helm.sh/helm/v4/pkg/kube"
+	helmkube "helm.sh/helm/v4/pkg/kube"
 	"helm.sh/helm/v4/pkg/registry"
 	releasei "helm.sh/helm/v4/pkg/release"
 	releasev1 "helm.sh/helm/v4/pkg/release/v1"
@@ -28,11 +28,13 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -123,14 +125,19 @@ func (c *Client) Install(ctx context.Context, k rollout.PlanKarpenter) (*rollout
 	}
 	var rel releasei.Releaser
 	if existing == nil {
+		// Not Helm's --create-namespace: it server-side applies the
+		// namespace with a label of its own, even kube-system.
+		if err := c.ensureNamespace(ctx, k.Namespace); err != nil {
+			return nil, err
+		}
 		in := helmaction.NewInstall(cfg)
-		in.ReleaseName, in.Namespace, in.CreateNamespace = k.Release, k.Namespace, true
-		in.RollbackOnFailure, in.WaitStrategy, in.Timeout, in.ServerSideApply = true, kube.StatusWatcherStrategy, c.timeout(), true
+		in.ReleaseName, in.Namespace = k.Release, k.Namespace
+		in.RollbackOnFailure, in.WaitStrategy, in.Timeout, in.ServerSideApply = true, helmkube.StatusWatcherStrategy, c.timeout(), true
 		rel, err = in.RunWithContext(ctx, ch, k.Values)
 	} else {
 		up := helmaction.NewUpgrade(cfg)
 		up.Namespace, up.RollbackOnFailure, up.CleanupOnFail = k.Namespace, true, true
-		up.WaitStrategy, up.Timeout, up.ServerSideApply = kube.StatusWatcherStrategy, c.timeout(), "auto"
+		up.WaitStrategy, up.Timeout, up.ServerSideApply = helmkube.StatusWatcherStrategy, c.timeout(), "auto"
 		rel, err = up.RunWithContext(ctx, k.Release, ch, k.Values)
 	}
 	if err != nil {
@@ -147,12 +154,28 @@ func (c *Client) Install(ctx context.Context, k rollout.PlanKarpenter) (*rollout
 	return release(r), nil
 }
 
-// Render returns the manifests Install would apply, CRDs included, as
-// `helm template` renders them (nothing is sent to the cluster).
-func (c *Client) Render(ctx context.Context, k rollout.PlanKarpenter) (string, error) {
-	cfg, err := c.config(k.Namespace)
+// ensureNamespace creates the release's namespace when it is missing.
+func (c *Client) ensureNamespace(ctx context.Context, namespace string) error {
+	cs, err := kubernetes.NewForConfig(c.REST)
 	if err != nil {
-		return "", err
+		return fmt.Errorf("helm: %w", err)
+	}
+	if err := kube.EnsureNamespace(ctx, cs, namespace); err != nil {
+		return explain(fmt.Errorf("namespace %s of the Karpenter release: %w", namespace, err), namespace)
+	}
+	return nil
+}
+
+// Render returns the manifests Install would apply, CRDs included, as
+// `helm template` renders them (nothing is sent to the cluster; without a
+// connection, REST nil, against Helm's default capabilities).
+func (c *Client) Render(ctx context.Context, k rollout.PlanKarpenter) (string, error) {
+	cfg := helmaction.NewConfiguration(helmaction.ConfigurationSetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)).Handler()))
+	if c.REST != nil {
+		var err error
+		if cfg, err = c.config(k.Namespace); err != nil {
+			return "", err
+		}
 	}
 	ch, err := c.chart(cfg, k)
 	if err != nil {
@@ -179,7 +202,7 @@ func (c *Client) Uninstall(ctx context.Context, namespace, name string) error {
 		return err
 	}
 	un := helmaction.NewUninstall(cfg)
-	un.WaitStrategy, un.Timeout, un.IgnoreNotFound = kube.StatusWatcherStrategy, c.timeout(), true
+	un.WaitStrategy, un.Timeout, un.IgnoreNotFound = helmkube.StatusWatcherStrategy, c.timeout(), true
 	if _, err := un.Run(name); err != nil {
 		return explain(fmt.Errorf("helm uninstall %s -n %s: %w", name, namespace, err), namespace)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -311,8 +312,12 @@ func TestKarpenterBadInput(t *testing.T) {
 			}
 		}
 		k.Release, k.Namespace = "karpenter", ns
-		if _, err := c.Install(ctx, k); err == nil || !strings.Contains(err.Error(), "is failed") {
-			t.Errorf("install over a failed release: %v, want refused", err)
+		if _, err := c.Install(ctx, k); err == nil || !strings.Contains(err.Error(), "is failed") || !strings.Contains(err.Error(), "helm history karpenter -n "+ns) {
+			t.Errorf("install over a failed release: %v, want refused naming helm history", err)
+		}
+		// Refused before anything is sent: the failed revision is as it was.
+		if rel, err := c.Release(ctx, ns, "karpenter"); err != nil || rel == nil || rel.Revision != 1 || rel.Status != rollout.ReleaseFailed {
+			t.Errorf("the failed release after the refusal: %+v %v, want revision 1, failed", rel, err)
 		}
 	})
 
@@ -391,4 +396,21 @@ func checkStep(ctx context.Context, r *rollout.Runner) (bool, string, error) {
 		return false, "", err
 	}
 	return done, why, cerr
+}
+
+// TestRenderWithoutCluster: generate --job renders the chart with no
+// connection, as `helm template --include-crds` does, to derive the Job's
+// permissions from the kinds it renders.
+func TestRenderWithoutCluster(t *testing.T) {
+	k := rollout.PlanKarpenter{Release: "karpenter", Namespace: "karpenter", Chart: testChart(t, "1.14.1"), Version: "1.14.1", Values: values("test")}
+	manifest, err := (&helm.Client{}).Render(t.Context(), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rollout.ManifestObjects(manifest)
+	for _, want := range []string{"CustomResourceDefinition nodepools.karpenter.sh", "Deployment karpenter/karpenter", "ServiceAccount karpenter/karpenter", "PodDisruptionBudget karpenter/karpenter"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("rendered %v, want %s", got, want)
+		}
+	}
 }

@@ -130,17 +130,9 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 	if req.Dir == "" {
 		findings = append(findings, Finding{Severity: "info", Message: "NodePools predicted from generate's defaults for this config; apply needs --dir with the tree `karpenter-migrate generate` writes"})
 	}
-	var karpenter *PlanKarpenter
-	switch {
-	case req.SkipKarpenter:
-	case ctrl.Values == nil:
-		findings = append(findings, Finding{Severity: "warning", Object: "Karpenter", Message: "the tree has no " + generate.HelmValues + ": the Karpenter step will not install Karpenter; run `karpenter-migrate generate` again to write them"})
-	default:
-		version := req.KarpenterVersion
-		if version == "" && req.IAM != nil {
-			version = req.IAM.KarpenterVersion
-		}
-		karpenter = &PlanKarpenter{Chart: req.KarpenterChart, Version: cmp.Or(version, iam.DefaultKarpenterVersion)}
+	karpenter, why := req.karpenter(ctrl)
+	if why != "" {
+		findings = append(findings, Finding{Severity: "warning", Object: "Karpenter", Message: why})
 	}
 	return BuildPlan(inv, PlanOptions{
 		Environment: req.Environment, Config: req.Config, Steps: req.Steps, Pools: &pools, PoolForGroup: req.PoolForGroup,
@@ -155,6 +147,57 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 			return nil
 		},
 	})
+}
+
+// karpenter is the release the Karpenter step installs, without its
+// namespace and values (BuildPlan's), or nil: left out on request, or, with
+// why, because the tree has no Helm values.
+func (req PlanRequest) karpenter(ctrl ControllerOptions) (k *PlanKarpenter, why string) {
+	switch {
+	case req.SkipKarpenter:
+		return nil, ""
+	case ctrl.Values == nil:
+		return nil, "the tree has no " + generate.HelmValues + ": the Karpenter step will not install Karpenter; run `karpenter-migrate generate` again to write them"
+	}
+	version := req.KarpenterVersion
+	if version == "" && req.IAM != nil {
+		version = req.IAM.KarpenterVersion
+	}
+	return &PlanKarpenter{Chart: req.KarpenterChart, Version: cmp.Or(version, iam.DefaultKarpenterVersion)}, ""
+}
+
+// KarpenterRelease is the Helm release MakePlan would record for req on
+// inv (nil with SkipKarpenter), without planning the waves: the chart and
+// version, the controller's namespace and the Helm values in req.Dir. The
+// wizard's Karpenter screen shows what the step will do before the plan.
+func KarpenterRelease(inv *inventory.Inventory, req PlanRequest) (*PlanKarpenter, error) {
+	if req.SkipKarpenter {
+		return nil, nil
+	}
+	if req.Dir == "" {
+		return nil, errors.New("the Karpenter release is read from the generated tree's Helm values: give the tree (generate writes it)")
+	}
+	ctrl := ControllerOptions{NodeGroup: req.ControllerNodeGroup, ValuesFrom: filepath.Join(filepath.Base(req.Dir), generate.HelmValues)}
+	values, err := generate.ReadHelmValues(req.Dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	ctrl.Values = values
+	k, why := req.karpenter(ctrl)
+	if k == nil {
+		return nil, errors.New(why)
+	}
+	cp, err := decideController(inv, req.Config, ctrl)
+	if err != nil {
+		return nil, fmt.Errorf("plan where the Karpenter controller lives: %w", err)
+	}
+	return k.at(cp.home, ctrl), nil
+}
+
+// at is k installed in the controller's namespace with ctrl's values.
+func (k *PlanKarpenter) at(home *ControllerHome, ctrl ControllerOptions) *PlanKarpenter {
+	return &PlanKarpenter{Release: cmp.Or(k.Release, "karpenter"), Namespace: home.Namespace, Chart: cmp.Or(k.Chart, KarpenterChartOCI),
+		Version: k.Version, Values: ctrl.Values, ValuesFrom: ctrl.ValuesFrom}
 }
 
 func objects(objs []string) string {

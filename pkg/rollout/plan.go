@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -323,8 +322,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	}
 	p.Controller = cp.home
 	if k := o.Karpenter; k != nil {
-		p.Karpenter = &PlanKarpenter{Release: cmp.Or(k.Release, "karpenter"), Namespace: cp.home.Namespace, Chart: cmp.Or(k.Chart, KarpenterChartOCI),
-			Version: k.Version, Values: o.Controller.Values, ValuesFrom: o.Controller.ValuesFrom}
+		p.Karpenter = k.at(cp.home, o.Controller)
 	}
 
 	podsByNode := map[string][]inventory.Pod{}

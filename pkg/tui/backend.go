@@ -33,6 +33,9 @@ type Backend interface {
 	IAMPlan(ctx context.Context, inv *inventory.Inventory, c IAMChoice) (*iam.Plan, error)
 	// IAMApply applies the plan, journalled as `iam apply` does.
 	IAMApply(ctx context.Context, p *iam.Plan, onStep func(iam.Item)) error
+	// Karpenter reads what the runbook's Karpenter step would do with the
+	// release the plan would record for c (action.KarpenterCheck).
+	Karpenter(ctx context.Context, inv *inventory.Inventory, c PlanChoice) (*KarpenterResult, error)
 	// Plan plans the rollout (rollout.MakePlan) and writes plan.yaml and
 	// the environment's config.
 	Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) (*PlanResult, error)
@@ -114,6 +117,9 @@ type PlanChoice struct {
 	ForceEvict    bool
 	// Acknowledged are readiness finding IDs the user accepted.
 	Acknowledged []string
+	// SkipKarpenter leaves installing Karpenter to the user: the plan has
+	// no step 07 (plan --skip-karpenter).
+	SkipKarpenter bool
 }
 
 // RunChoice are the options of a run the user chose on the plan screen.

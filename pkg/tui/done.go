@@ -90,8 +90,15 @@ func commands(s *state) []string {
 	if s.iamDone {
 		cmds = append(cmds, fmt.Sprintf("karpenter-migrate iam apply --snapshot %s --journal %s --yes%s", rel(SnapshotFile), rel(action.IAMJournalFile(s.conn.Cluster)), global))
 	}
+	karpenter := ""
+	switch {
+	case s.skipKarpenter:
+		karpenter = " --skip-karpenter"
+	case s.opts.KarpenterChart != "":
+		karpenter = " --karpenter-chart " + s.opts.KarpenterChart
+	}
 	return append(cmds,
-		fmt.Sprintf("karpenter-migrate plan --env %s --snapshot %s --dir %s --config %s -f %s%s", env, rel(SnapshotFile), tree, rel(ConfigFile(env)), plan, global),
+		fmt.Sprintf("karpenter-migrate plan --env %s --snapshot %s --dir %s --config %s -f %s%s%s", env, rel(SnapshotFile), tree, rel(ConfigFile(env)), plan, karpenter, global),
 		fmt.Sprintf("karpenter-migrate apply --plan %s --dir %s --yes%s%s", plan, tree, ackFlag(s), global),
 	)
 }

@@ -104,6 +104,9 @@ func (e *e2e) toRollout() {
 	e.keys("y")
 	e.see("journal karpenter-migrate-iam-demo", 60*time.Second)
 	e.keys("c")
+	// Karpenter: not installed yet, step 07 will install it.
+	e.see("Karpenter is not installed", 30*time.Second)
+	e.keys("c")
 	e.see("after consolidation", 60*time.Second)
 	e.keys("e")
 	e.see("emptyDir data loss on", 60*time.Second)
@@ -180,6 +183,18 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 	if j.State != rollout.StateCompleted {
 		t.Errorf("journal state %s: %s", j.State, j.Message)
 	}
+	plan, err := rollout.ReadPlanFile(filepath.Join(e.ops.OutDir, PlanFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Step 07 installed Karpenter: the release is this tool's, as planned.
+	cl, _, err := e.ops.clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := cl.Config.KarpenterStatus(ctx, plan); err != nil || st.Verdict() != "installed" {
+		t.Errorf("Karpenter after the rollout: %+v %v, want this tool's release as planned", st, err)
+	}
 	// Let the simulated cloud catch up with the scaled-in groups, then:
 	// every workload pod on a Karpenter node but the controller's own
 	// replicas, which keep their home on the kept group (step 07 installed
@@ -211,10 +226,6 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 		}
 	}
 	// Every group at zero but the one the plan keeps for the Karpenter controller.
-	plan, err := rollout.ReadPlanFile(filepath.Join(e.ops.OutDir, PlanFile))
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, g := range e.sb.SB.Cloud().Groups() {
 		want := int32(0)
 		if h := plan.Controller; h.Kept && g.Name == h.NodeGroup {

@@ -194,8 +194,12 @@ type fakeBackend struct {
 	iamChoices []IAMChoice
 	iamApplied int
 	planned    []PlanChoice
-	runs       []string
-	runChoice  []RunChoice
+	// karpenterState is what the Karpenter check finds (nil: nothing
+	// installed); karpenterChecks are the choices it was asked with.
+	karpenterState  *rollout.KarpenterState
+	karpenterChecks []PlanChoice
+	runs            []string
+	runChoice       []RunChoice
 	// applyEvents are sent by Apply, which then returns applyErr, or
 	// blocks until cancelled when block is set.
 	applyEvents []Update
@@ -304,6 +308,18 @@ func (f *fakeBackend) IAMApply(_ context.Context, p *iam.Plan, onStep func(iam.I
 		}
 	}
 	return nil
+}
+
+func (f *fakeBackend) Karpenter(_ context.Context, _ *inventory.Inventory, c PlanChoice) (*KarpenterResult, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.karpenterChecks = append(f.karpenterChecks, c)
+	st := f.karpenterState
+	if st == nil {
+		st = &rollout.KarpenterState{}
+	}
+	return &KarpenterResult{State: st, Release: &rollout.PlanKarpenter{Release: "karpenter", Namespace: "kube-system", Chart: rollout.KarpenterChartOCI, Version: "1.14.1",
+		ValuesFrom: "karpenter/helm/karpenter-values.yaml", Values: map[string]any{"settings": map[string]any{"clusterName": "demo", "interruptionQueue": "demo"}, "replicas": 2}}}, nil
 }
 
 func (f *fakeBackend) Plan(_ context.Context, _ *inventory.Inventory, c PlanChoice) (*PlanResult, error) {

@@ -65,6 +65,9 @@ type Ops struct {
 	Operator string
 	// Catalog prices instance types; nil picks the region's.
 	Catalog *catalog.Catalog
+	// KarpenterChart is the chart the Karpenter step installs (plan
+	// --karpenter-chart); empty: the official chart.
+	KarpenterChart string
 
 	mu   sync.Mutex
 	conn Connection
@@ -244,6 +247,23 @@ func EnvConfig(conn Connection, c PlanChoice) config.Config {
 	return cfg
 }
 
+// Karpenter implements Backend: the Karpenter step's Check of the release
+// the plan would record (action.KarpenterCheck), as apply will run it.
+func (o *Ops) Karpenter(ctx context.Context, inv *inventory.Inventory, c PlanChoice) (*KarpenterResult, error) {
+	cl, conn, err := o.clients()
+	if err != nil {
+		return nil, err
+	}
+	rel, st, err := o.config(cl).KarpenterCheck(ctx, action.KarpenterCheck{
+		Environment: c.Environment, Config: EnvConfig(conn, c), Inventory: inv, Dir: o.path(TreeDir),
+		KarpenterChart: o.KarpenterChart, KarpenterVersion: iam.DefaultKarpenterVersion,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &KarpenterResult{Release: rel, State: st}, nil
+}
+
 // Plan implements Backend: the plan action on the discovered inventory and
 // the written tree, as `plan --snapshot --dir --config` does.
 func (o *Ops) Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) (*PlanResult, error) {
@@ -266,7 +286,8 @@ func (o *Ops) Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) 
 	planPath := o.path(PlanFile)
 	p, err := o.config(cl).Plan(ctx, action.Plan{
 		Environment: c.Environment, Config: cfg, Inventory: action.Inventory(inv), Dir: o.path(TreeDir), File: planPath,
-		IAM: &rollout.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, Identity: string(c.IAM.Identity), CreateOIDCProvider: c.IAM.CreateOIDCProvider},
+		IAM:            &rollout.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, Identity: string(c.IAM.Identity), CreateOIDCProvider: c.IAM.CreateOIDCProvider},
+		KarpenterChart: o.KarpenterChart, SkipKarpenter: c.SkipKarpenter,
 	})
 	if err != nil {
 		return nil, err

@@ -40,6 +40,13 @@ type plannedMsg struct {
 }
 
 func newPlan(s *state) screen {
+	s.choice = planChoice(s)
+	return &planScreen{s: s, spin: progress.NewSpinner()}
+}
+
+// planChoice is the plan's starting choice: the config's defaults and
+// what the earlier screens decided.
+func planChoice(s *state) PlanChoice {
 	def := config.Default(s.conn.Environment)
 	var exclude, acked []string
 	for name, ex := range s.exclude {
@@ -54,11 +61,10 @@ func newPlan(s *state) screen {
 	}
 	sort.Strings(exclude)
 	sort.Strings(acked)
-	s.choice = PlanChoice{
+	return PlanChoice{
 		Environment: s.conn.Environment, WaveSize: def.Rollout.WaveSize, Concurrency: max(1, def.Rollout.Concurrency),
-		Generate: s.gen, IAM: s.iamOpts, Exclude: exclude, Acknowledged: acked,
+		Generate: s.gen, IAM: s.iamOpts, Exclude: exclude, Acknowledged: acked, SkipKarpenter: s.skipKarpenter,
 	}
-	return &planScreen{s: s, spin: progress.NewSpinner()}
 }
 
 func (p *planScreen) title() string { return "Plan" }

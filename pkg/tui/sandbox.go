@@ -29,7 +29,8 @@ type Sandbox struct {
 // NewSandbox builds the sandbox and loads inv into it (nil: the demo
 // account). Close it when done.
 func NewSandbox(ctx context.Context, seed uint64, inv *inventory.Inventory) (*Sandbox, error) {
-	sb, err := sandbox.New(sandbox.Options{Seed: seed})
+	// Karpenter appears when the rollout's step 07 installs it, as in the demo.
+	sb, err := sandbox.New(sandbox.Options{Seed: seed, DeferKarpenter: true})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}

@@ -27,6 +27,7 @@ func walk(t *testing.T, be *fakeBackend, stop string) *driver {
 		{"Readiness", nil, ""},
 		{"Generate", []string{"enter", "wait:files:", "w", "wait:Wrote", "enter"}, ""},
 		{"IAM", []string{"o", "wait:create OIDC provider", "a", "wait:[y/N]", "y", "wait:applied", "c"}, "to change"},
+		{"Karpenter", []string{"c"}, "Helm release"},
 		{"Plan", []string{"e", "wait:emptyDir data loss on", "enter", "wait:[y/N]", "y"}, "Plan 0123"},
 		{"Rollout", nil, ""},
 	}
@@ -251,7 +252,76 @@ func TestIAMScreen(t *testing.T) {
 		t.Fatalf("applied %d times", be.iamApplied)
 	}
 	d.press("c")
-	d.waitFor("plan", func() bool { return d.screen() == "Plan" })
+	d.waitFor("karpenter", func() bool { return d.screen() == "Karpenter" })
+}
+
+// TestKarpenterScreen: the Karpenter step's verdict before the plan —
+// install (values viewable), a foreign installation contradicting the plan
+// (each field listed, no way on but fixing it or skipping), fixed and
+// checked again (left alone), an upgrade of our release (the values diff),
+// and skip, which plans without the step.
+func TestKarpenterScreen(t *testing.T) {
+	t.Parallel()
+	t.Run("install", func(t *testing.T) {
+		be := &fakeBackend{}
+		d := walk(t, be, "Karpenter")
+		d.golden("karpenter")
+		d.press("v")
+		if v := d.m.View(); !strings.Contains(v, "clusterName: demo") || !strings.Contains(v, "interruptionQueue: demo") {
+			t.Errorf("v did not show the planned values:\n%s", v)
+		}
+		d.press("esc", "c")
+		d.waitFor("plan", func() bool { return d.screen() == "Plan" })
+		d.waitFor("a plan", func() bool { _, n := be.calls(); return n > 0 })
+		if c := be.planned[0]; c.SkipKarpenter || c.Environment != "prod" {
+			t.Errorf("planned with %+v, want step 07 in the plan", c)
+		}
+	})
+	t.Run("mismatch, fixed", func(t *testing.T) {
+		be := &fakeBackend{karpenterState: &rollout.KarpenterState{Foreign: true, Source: "Deployment kube-system/karpenter, not a Helm release named karpenter in kube-system",
+			Mismatches: []string{
+				`settings.clusterName: Deployment kube-system/karpenter runs for cluster "old", the plan is for "demo"`,
+				"affinity: Deployment kube-system/karpenter may run on nodes it manages: add required node affinity karpenter.sh/nodepool DoesNotExist",
+			}}}
+		d := walk(t, be, "Karpenter")
+		d.waitFor("the mismatch", d.viewHas("contradicts the plan"))
+		d.golden("karpenter_mismatch")
+		d.press("c")
+		if d.screen() != "Karpenter" {
+			t.Fatalf("c continued past a contradicting installation to %s", d.screen())
+		}
+		be.mu.Lock()
+		be.karpenterState = &rollout.KarpenterState{Foreign: true, Source: "Deployment kube-system/karpenter"}
+		checks := len(be.karpenterChecks)
+		be.mu.Unlock()
+		d.press("r")
+		d.waitFor("the recheck", d.viewHas("agrees with the plan"))
+		if len(be.karpenterChecks) != checks+1 {
+			t.Errorf("r checked %d times, want once", len(be.karpenterChecks)-checks)
+		}
+		d.press("c")
+		d.waitFor("plan", func() bool { return d.screen() == "Plan" })
+	})
+	t.Run("upgrade", func(t *testing.T) {
+		be := &fakeBackend{karpenterState: &rollout.KarpenterState{Release: &rollout.Release{Name: "karpenter", Namespace: "kube-system", Chart: "karpenter", Version: "1.13.0", Revision: 3, Status: rollout.ReleaseDeployed,
+			Values: map[string]any{"settings": map[string]any{"clusterName": "demo"}, "replicas": 2}}}}
+		d := walk(t, be, "Karpenter")
+		d.waitFor("the upgrade", d.viewHas("chart karpenter 1.13.0, revision 3"))
+		d.press("v")
+		if v := d.m.View(); !strings.Contains(v, "+  interruptionQueue: demo") {
+			t.Errorf("v did not show the values diff against the release:\n%s", v)
+		}
+	})
+	t.Run("skip", func(t *testing.T) {
+		be := &fakeBackend{karpenterState: &rollout.KarpenterState{Problem: "Helm release kube-system/karpenter is failed (revision 2): see `helm history karpenter -n kube-system`"}}
+		d := walk(t, be, "Karpenter")
+		d.waitFor("the problem", d.viewHas("is failed"))
+		d.press("s")
+		d.waitFor("plan", func() bool { _, n := be.calls(); return d.screen() == "Plan" && n > 0 })
+		if !be.planned[0].SkipKarpenter {
+			t.Errorf("s planned with %+v, want SkipKarpenter", be.planned[0])
+		}
+	})
 }
 
 func TestPlanScreen(t *testing.T) {

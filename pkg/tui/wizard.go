@@ -28,6 +28,9 @@ type Options struct {
 	Namespace string
 	// Sandbox says the backend is the embedded sandbox (shown in the header).
 	Sandbox bool
+	// KarpenterChart is the chart step 07 installs (the backend's), for
+	// the commands shown; empty: the official chart.
+	KarpenterChart string
 	// Color false renders plain text (NO_COLOR, TERM=dumb, --no-color).
 	Color bool
 	// Width and Height are the initial size until the terminal reports
@@ -78,11 +81,15 @@ type state struct {
 	iamPlan        *iam.Plan
 	iamOpts        IAMChoice
 	iamDone        bool
-	choice         PlanChoice
-	run            RunChoice
-	plan           *PlanResult
-	outcome        Outcome
-	runStats       rolloutStats
+	// karpenter is what the Karpenter step will find; skipKarpenter
+	// leaves installing Karpenter to the user (plan --skip-karpenter).
+	karpenter     *KarpenterResult
+	skipKarpenter bool
+	choice        PlanChoice
+	run           RunChoice
+	plan          *PlanResult
+	outcome       Outcome
+	runStats      rolloutStats
 }
 
 // screen is one stage of the wizard. Screens mutate themselves in update
@@ -139,7 +146,7 @@ func New(ctx context.Context, opts Options) *Model {
 	m := &Model{
 		s: s,
 		screens: []func(*state) screen{
-			newConnect, newDiscover, newReadiness, newGenerate, newIAM, newPlan, newRollout, newDone,
+			newConnect, newDiscover, newReadiness, newGenerate, newIAM, newKarpenter, newPlan, newRollout, newDone,
 		},
 		help:   newHelp(opts.Width),
 		width:  opts.Width,

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
+	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -178,13 +180,25 @@ func podsToMove(ctx context.Context, t testing.TB, w *world, ns string) int {
 	return count
 }
 
-// checkControllerPlan asserts the plan's decision: the live Deployment's
-// required scheduling pins the controller to the managed group, kept at 2.
-func checkControllerPlan(t *testing.T, p *rollout.Plan) {
+// checkControllerPlan asserts the plan's decision: the controller pinned to
+// the managed group (by the live Deployment's required scheduling, or by
+// the values step 07 installs), kept at 2.
+func checkControllerPlan(t *testing.T, p *rollout.Plan, source string) {
 	t.Helper()
 	h := p.Controller
-	if h == nil || h.Source != rollout.ControllerFromDeployment || h.NodeGroup != "ng-managed" || !h.Kept || h.Size != 2 || h.Replicas != 2 ||
+	if h == nil || h.Source != source || h.NodeGroup != "ng-managed" || !h.Kept || h.Size != 2 || h.Replicas != 2 ||
 		h.Reserve == nil || *h.Reserve != generate.ReservedTaint {
-		t.Errorf("controller home %+v; want ng-managed from the live Deployment, kept at 2 with %s", h, generate.ReservedTaint.ToString())
+		t.Errorf("controller home %+v; want ng-managed (%s), kept at 2 with %s", h, source, generate.ReservedTaint.ToString())
 	}
+}
+
+// testChart is the local Karpenter test chart (the official chart's
+// values layout) that step 07 installs here: no registry is reachable.
+func testChart(t testing.TB) string {
+	t.Helper()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "testdata", "charts", "karpenter")
 }

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,6 +24,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/helm"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -198,14 +200,16 @@ var scenarioGroups = []legacyGroup{
 	{name: "ng-self", asg: "ng-self", min: 1, max: 5, suspended: []string{"AZRebalance"}},
 }
 
-// TestRolloutEndToEnd: the Karpenter controller installed from the Helm
-// values generate wrote (pinned to the managed group), plan live, apply
-// killed with SIGKILL in a drain, a concurrent apply refused by the Lease,
-// the resumed apply completing with every workload pod on Karpenter nodes,
-// the controller still running on its kept group (at 2, reserved, without
-// Cluster Autoscaler tags) and no PDB ever below its minimum, then a
-// rollback that restores the recorded sizes, processes, replicas, tags and
-// taints.
+// TestRolloutEndToEnd: on a cluster without Karpenter, plan live with the
+// local test chart (--karpenter-chart), apply — step 07 installs the
+// controller with Helm from the values generate wrote (pinned to the
+// managed group) — killed with SIGKILL in a drain, a concurrent apply
+// refused by the Lease, the resumed apply completing with every workload
+// pod on Karpenter nodes, the controller's Helm release deployed and its
+// pods running on their kept group (at 2, reserved, without Cluster
+// Autoscaler tags) and no PDB ever below its minimum, then a rollback that
+// restores the recorded sizes, processes, replicas, tags and taints and
+// uninstalls the release.
 func TestRolloutEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the end-to-end rollout takes minutes")
@@ -216,23 +220,31 @@ func TestRolloutEndToEnd(t *testing.T) {
 	seedWorkloads(ctx, t, w)
 	before := w.asgs()
 	tree, cfg := w.prepare(ctx)
-	installController(ctx, t, w, tree)
-	placedBefore, _ := controllerPlacement(ctx, t, w)
 	rowsBefore := groupRows(ctx, t, w)
 
-	// Plan from a live discovery, with the IAM steps.
-	out := w.mustRun(ctx, "plan", "--env", "e2e", "--cluster", clusterName, "--dir", tree, "--config", cfg, "--identity", "pod-identity", "-f", "plan.yaml", "-o", "json")
+	// Plan from a live discovery, with the IAM steps and step 07 from the
+	// local test chart.
+	out := w.mustRun(ctx, "plan", "--env", "e2e", "--cluster", clusterName, "--dir", tree, "--config", cfg, "--identity", "pod-identity",
+		"--karpenter-chart", testChart(t), "-f", "plan.yaml", "-o", "json")
 	var plan rollout.Plan
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
 		t.Fatalf("plan -o json: %v\n%s", err, out)
 	}
 	checkPlan(t, &plan)
-	checkControllerPlan(t, &plan)
+	checkControllerPlan(t, &plan, rollout.ControllerFromValues)
+	if k := plan.Karpenter; k == nil || k.Namespace != controllerNS || k.Release != "karpenter" || k.Chart != testChart(t) {
+		t.Fatalf("plan's Karpenter release %+v, want karpenter in %s from the test chart", k, controllerNS)
+	}
+	helmc := &helm.Client{REST: w.env.Config}
+	if rel, err := helmc.Release(ctx, controllerNS, "karpenter"); err != nil || rel != nil {
+		t.Fatalf("a Karpenter release before apply: %+v %v", rel, err)
+	}
 
 	budgets := []budget{
 		{name: "web", selector: labels.SelectorFromSet(labelsOf("web")), min: 3},
 		{name: "solo", selector: labels.SelectorFromSet(labelsOf("solo")), min: 1},
-		{name: "karpenter", selector: controllerSelector, min: 1},
+		// Installed by step 07: counted once it has its first replica.
+		{name: "karpenter", selector: controllerSelector, min: 1, appears: true},
 	}
 	watch, err := watchPods(ctx, w.env.Client, "", budgets)
 	if err != nil {
@@ -301,6 +313,10 @@ func TestRolloutEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkMigrated(ctx, t, w)
+	rel, err := helmc.Release(ctx, controllerNS, "karpenter")
+	if err != nil || rel == nil || rel.Status != rollout.ReleaseDeployed || rel.Chart != "karpenter" || rel.Version != plan.Karpenter.Version {
+		t.Errorf("Helm release after apply: %+v %v; want karpenter %s deployed", rel, err, plan.Karpenter.Version)
+	}
 	placedAfter, on := controllerPlacement(ctx, t, w)
 	rowsAfter := groupRows(ctx, t, w)
 	if len(placedAfter) != 2 || len(on) != 2 {
@@ -315,7 +331,7 @@ func TestRolloutEndToEnd(t *testing.T) {
 	// was moved by it (evicted, or replaced by a surge restart).
 	moves := watch.deletions(appNS)
 	perPod := float64(moves) / float64(toMove)
-	t.Logf("Karpenter controller before apply: %v; after: %v", placedBefore, placedAfter)
+	t.Logf("Karpenter controller after apply (Helm release revision %d): %v", rel.Revision, placedAfter)
 	t.Logf("apply: %d moves for %d pods to move (%.3f per pod moved)", moves, toMove, perPod)
 	if perPod > 1.05 || moves < toMove {
 		t.Errorf("%d moves for %d pods (%.3f per pod); want each pod moved once, at most 1.05 per pod", moves, toMove, perPod)
@@ -347,6 +363,13 @@ func TestRolloutEndToEnd(t *testing.T) {
 	j, err = rollout.Status(ctx, w.env.Client, "karpenter-migrate", "e2e")
 	if err != nil || j.State != rollout.StateRolledBack {
 		t.Errorf("journal after rollback: %+v, %v", j, err)
+	}
+	// Karpenter was installed by the rollout: rollback uninstalled it.
+	if rel, err := helmc.Release(ctx, controllerNS, "karpenter"); err != nil || rel != nil {
+		t.Errorf("Helm release after rollback: %+v %v; want it uninstalled", rel, err)
+	}
+	if _, err := w.env.Client.AppsV1().Deployments(controllerNS).Get(ctx, "karpenter", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("controller Deployment after rollback: %v; want it gone with the release", err)
 	}
 }
 

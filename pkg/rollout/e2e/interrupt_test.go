@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/helm"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -45,9 +46,10 @@ func TestApplyInterrupted(t *testing.T) {
 	}
 	before := w.asgs()
 	tree, cfg := w.prepare(ctx)
-	// No Karpenter runs here and no chart can be pulled: the plan leaves
-	// step 07 out (pkg/helm tests it), as the test did before #21.
-	w.mustRun(ctx, "plan", "--env", "e2e", "--cluster", clusterName, "--dir", tree, "--config", cfg, "--skip-iam", "--skip-karpenter", "-f", "plan.yaml")
+	// Karpenter installed by someone else, from plain manifests that agree
+	// with the plan: step 07 leaves it alone, and so does rollback.
+	installController(ctx, t, w, tree)
+	w.mustRun(ctx, "plan", "--env", "e2e", "--cluster", clusterName, "--dir", tree, "--config", cfg, "--skip-iam", "--karpenter-chart", testChart(t), "-f", "plan.yaml")
 
 	run := w.start(ctx, ": evicted ", "apply", "--plan", "plan.yaml", "--dir", tree, "--yes", "--poll-interval", "500ms", "--ack-blockers")
 	select {
@@ -87,6 +89,9 @@ func TestApplyInterrupted(t *testing.T) {
 	if st := j.Step("10_drain_waves"); st == nil || st.State != rollout.StateInterrupted {
 		t.Errorf("step 10_drain_waves recorded as %+v, want interrupted", st)
 	}
+	if st := j.Step("07_karpenter"); st == nil || !strings.Contains(st.Message, "someone else") {
+		t.Errorf("step 07 recorded as %+v, want the foreign installation left alone", st)
+	}
 	lease, err := c.CoordinationV1().Leases("karpenter-migrate").Get(ctx, rollout.JournalName("e2e"), metav1.GetOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
@@ -120,6 +125,12 @@ func TestApplyInterrupted(t *testing.T) {
 		if _, karpenter := n.Labels["karpenter.sh/nodepool"]; !karpenter && n.Spec.Unschedulable {
 			t.Errorf("legacy node %s is still cordoned after rollback", n.Name)
 		}
+	}
+	if d, err := c.AppsV1().Deployments(controllerNS).Get(ctx, "karpenter", metav1.GetOptions{}); err != nil || d.DeletionTimestamp != nil {
+		t.Errorf("the foreign controller Deployment after rollback: %v; want it left alone", err)
+	}
+	if rel, err := (&helm.Client{REST: w.env.Config}).Release(ctx, controllerNS, "karpenter"); err != nil || rel != nil {
+		t.Errorf("a Helm release after apply and rollback over a foreign Karpenter: %+v %v; want none", rel, err)
 	}
 }
 

@@ -21,6 +21,9 @@ type budget struct {
 	name     string
 	selector labels.Selector
 	min      int
+	// appears marks pods the run itself creates (the controller step 07
+	// installs): their budget counts from when it first has its minimum.
+	appears bool
 }
 
 // podWatch follows every pod of a namespace through a watch and keeps, per
@@ -97,7 +100,9 @@ func watchPods(ctx context.Context, c kubernetes.Interface, ns string, budgets [
 	}
 	w.mu.Lock()
 	for _, b := range budgets {
-		w.lowest[b.name] = w.counts[b.name]
+		if !b.appears || w.counts[b.name] >= b.min {
+			w.lowest[b.name] = w.counts[b.name]
+		}
 	}
 	w.mu.Unlock()
 	return w, nil
@@ -123,6 +128,9 @@ func (w *podWatch) observe(p *corev1.Pod, deleted bool) {
 			}
 			if now {
 				w.counts[b.name]++
+				if _, counting := w.lowest[b.name]; !counting && w.counts[b.name] >= b.min {
+					w.lowest[b.name] = w.counts[b.name]
+				}
 			} else {
 				w.counts[b.name]--
 				if _, counting := w.lowest[b.name]; counting && w.counts[b.name] == b.min-1 {
@@ -205,7 +213,9 @@ func TestPodWatchCounts(t *testing.T) {
 	w.observe(pod("web-2", "web", true), false)
 	w.observe(pod("db-1", "db", true), false)
 	for _, b := range budgets {
-		w.lowest[b.name] = w.counts[b.name]
+		if !b.appears || w.counts[b.name] >= b.min {
+			w.lowest[b.name] = w.counts[b.name]
+		}
 	}
 	steps := []struct {
 		pod     *corev1.Pod

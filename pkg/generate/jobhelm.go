@@ -1,0 +1,108 @@
+package generate
+
+import (
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+)
+
+// KarpenterRelease is the Helm release the runbook's Karpenter step
+// installs, as the in-cluster Job's RBAC needs it: where it lives and the
+// kinds its chart renders.
+type KarpenterRelease struct {
+	Namespace string
+	// Kinds are the kinds of the objects the chart renders, CRDs included
+	// (ChartKinds of the rendered manifest).
+	Kinds []ChartKind
+}
+
+// ChartKind is one kind a chart renders, with the resource RBAC names.
+type ChartKind struct {
+	Group, Kind, Resource string
+	// Namespaced is false for cluster-scoped kinds (ClusterRole, CRDs, ...).
+	Namespaced bool
+}
+
+// clusterScoped are the cluster-scoped kinds a chart may render; any other
+// kind is taken as namespaced (Helm puts it in the release's namespace).
+var clusterScoped = map[schema.GroupKind]bool{
+	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}:               true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:                       true,
+	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}:                true,
+	{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}: true,
+	{Group: "admissionregistration.k8s.io", Kind: "MutatingWebhookConfiguration"}:   true,
+	{Group: "scheduling.k8s.io", Kind: "PriorityClass"}:                             true,
+	{Group: "", Kind: "Namespace"}:                                                  true,
+	{Group: "storage.k8s.io", Kind: "StorageClass"}:                                 true,
+	{Group: "apiregistration.k8s.io", Kind: "APIService"}:                           true,
+}
+
+// ChartKinds are the distinct kinds of a rendered manifest (`helm
+// template` output), in the order they first appear.
+func ChartKinds(manifest string) []ChartKind {
+	var out []ChartKind
+	for _, doc := range strings.Split(manifest, "\n---") {
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil || tm.Kind == "" {
+			continue
+		}
+		gvk := schema.FromAPIVersionAndKind(tm.APIVersion, tm.Kind)
+		plural, _ := meta.UnsafeGuessKindToResource(gvk)
+		k := ChartKind{Group: gvk.Group, Kind: gvk.Kind, Resource: plural.Resource, Namespaced: !clusterScoped[gvk.GroupKind()]}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Scopes of the Karpenter release's rules.
+const (
+	// ScopeKarpenterNamespace is the release's namespace.
+	ScopeKarpenterNamespace = "karpenter-namespace"
+	// ScopeKarpenterCluster is cluster-wide, for the chart's
+	// cluster-scoped kinds.
+	ScopeKarpenterCluster = "karpenter-cluster"
+)
+
+// KarpenterRules are the permissions Helm needs to install, upgrade, wait
+// for and uninstall the release, and nothing else: its release Secrets,
+// the kinds the chart renders, and what Helm's wait reads.
+func KarpenterRules(r KarpenterRelease) []RunbookRule {
+	manage := []string{"get", "list", "watch", "create", "patch", "update", "delete"}
+	out := []RunbookRule{
+		{ScopeKarpenterNamespace, "", "secrets", []string{"get", "list", "create", "update", "delete"}, "Helm's release storage (Secrets sh.helm.release.v1.<release>.v<revision>); Helm finds them by label, so list reads every Secret of the namespace: give Karpenter a namespace of its own (controller.namespace) to keep that small"},
+	}
+	for _, k := range r.Kinds {
+		switch {
+		case k.Group == "apiextensions.k8s.io" && k.Kind == "CustomResourceDefinition":
+			out = append(out, RunbookRule{ScopeKarpenterCluster, k.Group, k.Resource, []string{"get", "list", "watch", "create", "patch"},
+				"the chart's CRDs: Helm server-side applies them on install and waits until they are established; it never updates or deletes them"})
+		case k.Group == "rbac.authorization.k8s.io":
+			// Kubernetes lets a subject create a role granting more than it
+			// holds, or bind one, only with escalate and bind on roles.
+			verbs := manage
+			if k.Kind == "ClusterRole" || k.Kind == "Role" {
+				verbs = append(slices.Clone(manage), "bind", "escalate")
+			}
+			out = append(out, RunbookRule{scopeOf(k), k.Group, k.Resource, verbs, "the chart's " + k.Kind + ": Helm applies, waits for and uninstalls it (escalate and bind: the controller's roles grant what the Job does not hold)"})
+		default:
+			out = append(out, RunbookRule{scopeOf(k), k.Group, k.Resource, manage, "the chart's " + k.Kind + ": Helm server-side applies it, waits for it (watch) and uninstalls it"})
+		}
+		if k.Group == "apps" && k.Kind == "Deployment" {
+			out = append(out, RunbookRule{ScopeKarpenterNamespace, "apps", "replicasets", []string{"list", "watch"}, "Helm's wait reads a Deployment's ReplicaSets (and their pods, which the runbook lists anyway) to tell it is ready"})
+		}
+	}
+	return out
+}
+
+func scopeOf(k ChartKind) string {
+	if k.Namespaced {
+		return ScopeKarpenterNamespace
+	}
+	return ScopeKarpenterCluster
+}
