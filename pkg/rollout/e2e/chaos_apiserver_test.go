@@ -82,7 +82,11 @@ func TestChaosAPIServer(t *testing.T) {
 	// Paused in wave 2: the restart and the short outage in wave 1 were
 	// ridden out. The lost Lease was released once the API server
 	// answered, so apply resumes at once.
-	c.mustRun(ctx, apply...)
+	resumed, errOut, rc := c.run(ctx, apply...)
+	t.Logf("apply resumed (exit %d):\n%s%s", rc, resumed, errOut)
+	if rc != 0 {
+		t.Fatalf("resumed apply: exit %d, want 0", rc)
+	}
 	violations := c.stopWatch(t, watch)
 	if err := c.settleNodes(ctx); err != nil {
 		t.Fatal(err)
