@@ -22,9 +22,10 @@ type apiFault struct {
 	trigger string
 	do      func(ctx context.Context) error
 	// triggered is when the trigger was printed; late how long the
-	// fault then waited for the one before it; took how long it lasted.
-	triggered  time.Time
-	late, took time.Duration
+	// fault then waited for the one before it; took how long it lasted,
+	// until ended (the API server answering again).
+	triggered, ended time.Time
+	late, took       time.Duration
 }
 
 // TestChaosAPIServer is rungs 3 and 4 of the chaos ladder: while apply runs
@@ -97,7 +98,7 @@ func TestChaosAPIServer(t *testing.T) {
 		t.Errorf("%d moves for %d pods to move; want each pod moved once (no second eviction storm)", moves, toMove)
 	}
 	for _, f := range faults {
-		t.Logf("CHAOS %s: started %s after its trigger, took %s", f.name, f.late.Round(100*time.Millisecond), f.took.Round(100*time.Millisecond))
+		t.Logf("CHAOS %s: started %s after its trigger, took %s, over at %s", f.name, f.late.Round(100*time.Millisecond), f.took.Round(100*time.Millisecond), f.ended.Format("15:04:05.000"))
 	}
 	t.Logf("CHAOS rungs 3-4 API server restarted, unreachable 15s, unreachable 60s: first apply exit %d, resumed by one apply and completed; PDB violations %d; %d moves for %d pods; the PDB watcher listed again at %v; %s",
 		code, violations, moves, toMove, watch.relistLog(), time.Since(began).Round(time.Second))
@@ -128,7 +129,8 @@ func (c *chaosWorld) runWithFaults(ctx context.Context, t *testing.T, args []str
 			if err := f.do(ctx); err != nil {
 				t.Errorf("%s: %v", f.name, err)
 			}
-			f.took = time.Since(start)
+			f.ended = time.Now()
+			f.took = f.ended.Sub(start)
 		}
 	}()
 	go func() {
