@@ -388,6 +388,27 @@ func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod, pd
 			// context.Canceled even when the drain's timeout ended it.
 			return fmt.Errorf("evict %s: cut short (%v): %w", name, err, context.Cause(ctx))
 		}
+		if unanswered(err) {
+			// The API server failed the request or it got no answer (it
+			// is restarting: the eviction handler's own update of the
+			// budget refused, or the connection lost). Send it again
+			// unless the pod went meanwhile: an eviction of a pod
+			// already terminating only deletes it again, but one of a
+			// pod replaced under its name would move the replacement.
+			if gone, gerr := d.goneOrReplaced(ctx, pod); gerr == nil && gone {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("evict %s: waiting to ask again after %v (attempt %d): %w", name, err, attempt, context.Cause(ctx))
+			case <-d.Clock.After(delay):
+			}
+			if delay *= 2; d.Options.RetryMax > 0 && delay > d.Options.RetryMax {
+				delay = d.Options.RetryMax
+			}
+			attempt++
+			continue
+		}
 		if !apierrors.IsTooManyRequests(err) {
 			return fmt.Errorf("evict %s: %w", name, err)
 		}
@@ -424,6 +445,32 @@ func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod, pd
 	}
 	d.emit(DrainEvent{Type: DrainEvicted, Node: nodeName, Pod: name})
 	return nil
+}
+
+// unanswered reports an eviction the API server did not decide: it
+// failed inside (500: the handler could not update the budget, as while
+// it shuts down), was unavailable or timed out (503, 504), or no answer
+// came (the connection refused, or lost under the request: outage.go). A
+// refusal (429) or any other status is an answer.
+func unanswered(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return unsent(err) || lost(err)
+	}
+	return apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
+}
+
+// goneOrReplaced reports whether pod no longer exists under its name
+// with its UID.
+func (d *Drainer) goneOrReplaced(ctx context.Context, pod corev1.Pod) (bool, error) {
+	p, err := d.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return p.UID != pod.UID, nil
 }
 
 // waitGone waits until pod is deleted (or replaced under its name). With a

@@ -8,7 +8,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
@@ -53,5 +57,66 @@ func TestDrainTimeoutInFlight(t *testing.T) {
 	_, err := d.Drain(context.Background(), "n1")
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
+	}
+}
+
+// TestDrainAsksAgainWhenUnanswered: an eviction the API server did not
+// decide — a 500 from its eviction handler, which could not update the
+// budget while kube-apiserver shut down ("Put .../poddisruptionbudgets/
+// web/status: connect: connection refused", #19 rung 3), or a connection
+// lost under the request — is sent again rather than failing the drain;
+// and not sent again once the pod is gone or replaced under its name.
+func TestDrainAsksAgainWhenUnanswered(t *testing.T) {
+	restarting := apierrors.NewInternalError(errors.New(`Put "https://127.0.0.1:38027/apis/policy/v1/namespaces/app/poddisruptionbudgets/web/status": dial tcp 127.0.0.1:38027: connect: connection refused`))
+	lostConn := &url.Error{Op: "Post", URL: "https://127.0.0.1:6443/api/v1/namespaces/app/pods/a/eviction", Err: errors.New("http2: client connection lost")}
+	tests := map[string]struct {
+		first error
+		// replace, when set, deletes the pod and creates one of the same
+		// name and another UID before the first answer.
+		replace   bool
+		wantCalls int32
+	}{
+		"500 while the API server shuts down":   {first: restarting, wantCalls: 2},
+		"connection lost under the request":     {first: lostConn, wantCalls: 2},
+		"pod replaced under its name meanwhile": {first: restarting, replace: true, wantCalls: 1},
+	}
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			cs := fake.NewClientset(testPod("a", "n1"))
+			var calls atomic.Int32
+			cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.GetSubresource() != "eviction" {
+					return false, nil, nil
+				}
+				if calls.Add(1) == 1 {
+					if tt.replace {
+						if err := cs.Tracker().Delete(pods, "app", "a"); err != nil {
+							return true, nil, err
+						}
+						if err := cs.Tracker().Add(testPod("a", "n2", func(p *corev1.Pod) { p.UID = "uid-a-2" })); err != nil {
+							return true, nil, err
+						}
+					}
+					return true, nil, tt.first
+				}
+				return true, nil, cs.Tracker().Delete(pods, "app", "a")
+			})
+			o := fastDrain()
+			o.Timeout = 5 * time.Second
+			d := &Drainer{Client: cs, Clock: clock.RealClock{}, Options: o}
+			res, err := d.Drain(context.Background(), "n1")
+			if err != nil {
+				t.Fatalf("Drain: %v; want the eviction asked again", err)
+			}
+			if len(res.Evicted) != 1 || calls.Load() != tt.wantCalls {
+				t.Errorf("evicted %v with %d eviction requests; want [app/a] with %d", res.Evicted, calls.Load(), tt.wantCalls)
+			}
+			if tt.replace {
+				if _, err := cs.CoreV1().Pods("app").Get(context.Background(), "a", metav1.GetOptions{}); err != nil {
+					t.Errorf("the replacement app/a: %v; want it left alone", err)
+				}
+			}
+		})
 	}
 }

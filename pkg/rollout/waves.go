@@ -485,14 +485,19 @@ func surges(d *appsv1.Deployment) bool {
 	return ru.MaxSurge.String() != "0" && ru.MaxSurge.String() != "0%"
 }
 
-// blockingBudget names a PDB selecting p that allows no disruption now.
+// blockingBudget names a PDB selecting p that allows no disruption now
+// and would allow none with every pod it expects healthy (one replica,
+// minAvailable 1). A budget at 0 only while one of its pods is being
+// replaced (an eviction still in flight when a paused or killed run
+// resumes) is not one: the drain waits for it, where a restart would move
+// every pod of the Deployment again beside the eviction in flight.
 func (s *Session) blockingBudget(ctx context.Context, p *corev1.Pod) (string, error) {
 	list, err := s.Kube.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", err
 	}
 	for _, pdb := range list.Items {
-		if pdbSelects(&pdb, p) && pdb.Status.DisruptionsAllowed == 0 {
+		if pdbSelects(&pdb, p) && pdb.Status.DisruptionsAllowed == 0 && pdb.Status.ExpectedPods <= pdb.Status.DesiredHealthy {
 			return pdb.Namespace + "/" + pdb.Name, nil
 		}
 	}

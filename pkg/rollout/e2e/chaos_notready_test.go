@@ -50,9 +50,10 @@ func TestChaosNodeNeverReady(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	drain := stepID(t, c.plan, "drain_waves")
 	_, errOut, code := c.run(ctx, c.apply...)
-	if code != 4 || !strings.Contains(errOut, "paused at 09_drain_waves wave 1") || !strings.Contains(errOut, "Karpenter did not bring up capacity") {
-		t.Errorf("apply with claims that never register: exit %d\n%s\nwant 4, paused at 09_drain_waves wave 1 naming the capacity", code, errOut)
+	if code != 4 || !strings.Contains(errOut, "paused at "+drain+" wave 1") || !strings.Contains(errOut, "Karpenter did not bring up capacity") {
+		t.Errorf("apply with claims that never register: exit %d\n%s\nwant 4, paused at %s wave 1 naming the capacity", code, errOut, drain)
 	}
 	nodes, err := c.env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "!karpenter.sh/nodepool"})
 	if err != nil {

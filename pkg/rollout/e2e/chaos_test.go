@@ -73,19 +73,30 @@ type killPoint struct {
 // object applied of several, every wave phase entered, placeholders
 // created and not yet running, one node cordoned of two, the first
 // eviction done with others in flight, the gate evaluated, one instance
-// terminated of two, one group scaled of two.
-func ladderPoints(p *rollout.Plan) []killPoint {
+// terminated of two, one group scaled of two. Steps are known by name,
+// not number (the runbook is renumbered when a step is added); a step
+// named here that the plan lacks fails t rather than silently dropping
+// its points.
+func ladderPoints(t testing.TB, p *rollout.Plan) []killPoint {
+	t.Helper()
 	var pts []killPoint
 	add := func(name, at string, nth int) { pts = append(pts, killPoint{name, at, nth}) }
+	inside := map[string]bool{"node_role": false, "nodepools": false, "drain_waves": false, "scale_node_groups": false}
 	for _, st := range p.Steps {
 		id := st.ID
 		add("before "+id, "^StepStarted "+id+" ", 1)
-		switch id {
-		case "03_node_role":
+		name := ""
+		for n := range inside {
+			if rollout.SameStep(id, n) {
+				name, inside[n] = n, true
+			}
+		}
+		switch name {
+		case "node_role":
 			add("inside "+id+": one IAM object created", "^Change "+id+" ", 1)
-		case "07_nodepools":
+		case "nodepools":
 			add("inside "+id+": one object applied", "^Change "+id+" w0 +apply ", 2)
-		case "09_drain_waves":
+		case "drain_waves":
 			for _, w := range p.Waves {
 				movable := slices.IndexFunc(w.Nodes, func(n rollout.WaveNode) bool { return !n.Keep }) >= 0
 				twoMovable := len(slices.DeleteFunc(slices.Clone(w.Nodes), func(n rollout.WaveNode) bool { return n.Keep })) >= 2
@@ -115,12 +126,39 @@ func ladderPoints(p *rollout.Plan) []killPoint {
 					add(name("done"), wave(rollout.PhaseDone), 1)
 				}
 			}
-		case "10_scale_node_groups":
+		case "scale_node_groups":
 			add("inside "+id+": one group scaled", "^Change "+id+" ", 2)
 		}
 		add("after "+id, "^Step(Finished|Skipped) "+id+" ", 1)
 	}
+	for n, met := range inside {
+		if !met {
+			t.Fatalf("the plan has no step %q: the ladder's points inside it would be lost (steps %v)", n, stepIDs(p))
+		}
+	}
 	return pts
+}
+
+// stepIDs lists the plan's step IDs.
+func stepIDs(p *rollout.Plan) []string {
+	var ids []string
+	for _, st := range p.Steps {
+		ids = append(ids, st.ID)
+	}
+	return ids
+}
+
+// stepID is the ID the plan gives the step called name ("drain_waves"),
+// whatever its number.
+func stepID(t testing.TB, p *rollout.Plan, name string) string {
+	t.Helper()
+	for _, st := range p.Steps {
+		if rollout.SameStep(st.ID, name) {
+			return st.ID
+		}
+	}
+	t.Fatalf("the plan has no step %q (steps %v)", name, stepIDs(p))
+	return ""
 }
 
 // chaosOnly skips a rung that only `make chaos` runs (CHAOS_SHARD set):
@@ -344,7 +382,7 @@ func TestChaosKillResume(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Minute)
 	defer cancel()
 	c := newChaosWorld(ctx, t)
-	pts := chaosShard(t, ladderPoints(c.plan), 3)
+	pts := chaosShard(t, ladderPoints(t, c.plan), 3)
 	watch, err := watchPods(ctx, c.env.Client, "", c.budgets)
 	if err != nil {
 		t.Fatal(err)
@@ -462,7 +500,7 @@ func TestChaosKillRollback(t *testing.T) {
 	defer cancel()
 	c := newChaosWorld(ctx, t)
 	before := c.state(ctx, t)
-	pts := chaosShard(t, ladderPoints(c.plan), 2)
+	pts := chaosShard(t, ladderPoints(t, c.plan), 2)
 	watch, err := watchPods(ctx, c.env.Client, "", c.budgets)
 	if err != nil {
 		t.Fatal(err)
