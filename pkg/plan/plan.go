@@ -1,4 +1,10 @@
-package rollout
+// Package plan makes the rollout plan of one environment, purely: the
+// waves of legacy nodes, the Karpenter nodes pkg/engine predicts for each,
+// the fleet consolidation settles into, where the Karpenter controller
+// lives, the IAM and Helm release the runbook creates, the findings and the
+// hash; and the plan file (plan.yaml) with its validation. It holds no
+// client: MakePlan is given the inventory, and pkg/rollout runs the plan.
+package plan
 
 import (
 	"bytes"
@@ -396,7 +402,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		if g.Name == cp.home.NodeGroup {
 			kept = cp.keep(nodesByGroup[g.Name], podsByNode)
 		}
-		for _, chunk := range chunk(zoneBalanced(nodesByGroup[g.Name]), p.Budget.WaveSize) {
+		for _, chunk := range chunk(ZoneBalanced(nodesByGroup[g.Name]), p.Budget.WaveSize) {
 			w := Wave{Index: len(p.Waves) + 1, NodePools: poolsOf[g.Name]}
 			var pods []inventory.Pod
 			for _, n := range chunk {
@@ -530,9 +536,9 @@ func InstanceIDFromProviderID(pid string) string {
 	return id
 }
 
-// zoneBalanced orders nodes so consecutive ones alternate zones: each wave
+// ZoneBalanced orders nodes so consecutive ones alternate zones: each wave
 // then takes capacity from every zone evenly, never a whole zone at once.
-func zoneBalanced(nodes []inventory.Node) []inventory.Node {
+func ZoneBalanced(nodes []inventory.Node) []inventory.Node {
 	byZone := map[string][]inventory.Node{}
 	var zones []string
 	for _, n := range nodes {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 type kubeClient = kubernetes.Interface
@@ -65,7 +66,7 @@ func (s *Session) recordGroups(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		rec := GroupRecord{GroupState: GroupState{
+		rec := GroupRecord{GroupState: plan.GroupState{
 			Name: g.Name, Kind: g.Kind, ASGName: g.ASGName,
 			Min: ptr.Deref(asg.MinSize, 0), Max: ptr.Deref(asg.MaxSize, 0), Desired: ptr.Deref(asg.DesiredCapacity, 0),
 		}}

@@ -1,12 +1,10 @@
 package rollout
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 
@@ -17,12 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
 
@@ -38,42 +35,6 @@ type Infra interface {
 // Overlay yields the objects of the environment's built kustomize overlay.
 type Overlay interface {
 	Objects(ctx context.Context) ([]*unstructured.Unstructured, error)
-}
-
-// OverlayDir builds DIR/overlays/ENV with pkg/generate.
-type OverlayDir struct{ Dir, Env string }
-
-// Objects builds the overlay and decodes its objects.
-func (o OverlayDir) Objects(context.Context) ([]*unstructured.Unstructured, error) {
-	b, err := generate.BuildOverlay(o.Dir, o.Env)
-	if err != nil {
-		return nil, err
-	}
-	return DecodeObjects(b)
-}
-
-// StaticOverlay is a fixed list of objects (tests, the sandbox).
-type StaticOverlay []*unstructured.Unstructured
-
-// Objects returns the list.
-func (o StaticOverlay) Objects(context.Context) ([]*unstructured.Unstructured, error) { return o, nil }
-
-// DecodeObjects decodes a multi-document YAML stream.
-func DecodeObjects(b []byte) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-	var out []*unstructured.Unstructured
-	for i := 0; ; i++ {
-		var m map[string]any
-		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
-			return out, nil
-		} else if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i+1, err)
-		}
-		if len(m) == 0 {
-			continue
-		}
-		out = append(out, &unstructured.Unstructured{Object: m})
-	}
 }
 
 // DetectDrift compares the planned node groups with the ASGs now: a group
@@ -146,7 +107,7 @@ func (s *Session) ScaleClusterAutoscaler(ctx context.Context, replicas int32) er
 		return fmt.Errorf("read Cluster Autoscaler scale %s/%s: %w", ca.Namespace, ca.Name, err)
 	}
 	if s.Journal.Recorded.ClusterAutoscaler == nil && !s.Options.DryRun {
-		s.Journal.Recorded.ClusterAutoscaler = &CARef{Namespace: ca.Namespace, Name: ca.Name, Replicas: scale.Spec.Replicas}
+		s.Journal.Recorded.ClusterAutoscaler = &plan.CARef{Namespace: ca.Namespace, Name: ca.Name, Replicas: scale.Spec.Replicas}
 		if err := s.save(ctx); err != nil {
 			return err
 		}

@@ -17,31 +17,8 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
-
-// KarpenterChartOCI is the official Karpenter chart, installed at the
-// plan's pinned version unless plan --karpenter-chart names another.
-const KarpenterChartOCI = "oci://public.ecr.aws/karpenter/karpenter"
-
-// PlanKarpenter is the Helm release of Karpenter the runbook's Karpenter
-// step installs (helm upgrade --install): the chart, its version and the
-// values, read from the Helm values generate wrote when the plan was made.
-type PlanKarpenter struct {
-	Release   string `json:"release"`
-	Namespace string `json:"namespace"`
-	// Chart is an OCI reference, a chart repository URL of a tarball, or a
-	// local chart directory or tarball (air-gapped clusters, tests).
-	Chart   string `json:"chart"`
-	Version string `json:"version"`
-	// Values are the chart values; ValuesFrom names their file.
-	Values     map[string]any `json:"values"`
-	ValuesFrom string         `json:"valuesFrom,omitempty"`
-}
-
-// String names the release and chart in one line.
-func (k *PlanKarpenter) String() string {
-	return fmt.Sprintf("release %s/%s: chart %s version %s", k.Namespace, k.Release, k.Chart, k.Version)
-}
 
 // Release is an installed Helm release, as the Karpenter step reads it.
 type Release struct {
@@ -71,9 +48,9 @@ type KarpenterInstaller interface {
 	// Install upgrades or installs the release atomically (a failure
 	// rolls back: nothing is left half-installed) and waits for the
 	// controller to be Ready.
-	Install(ctx context.Context, k PlanKarpenter) (*Release, error)
+	Install(ctx context.Context, k plan.PlanKarpenter) (*Release, error)
 	// Render returns the manifests Install would apply, without applying them.
-	Render(ctx context.Context, k PlanKarpenter) (string, error)
+	Render(ctx context.Context, k plan.PlanKarpenter) (string, error)
 	// Uninstall removes the release and waits for its objects to go.
 	Uninstall(ctx context.Context, namespace, name string) error
 }

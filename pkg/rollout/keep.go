@@ -25,6 +25,7 @@ import (
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // SteerTaint is put on every legacy node the waves will drain, at the
@@ -239,7 +240,7 @@ func (s *Session) keptNodes(ctx context.Context) (map[string]bool, error) {
 		}
 	}
 	var chosen []string
-	for _, n := range slices.Concat(zoneBalanced(first), zoneBalanced(planned), zoneBalanced(rest)) {
+	for _, n := range slices.Concat(plan.ZoneBalanced(first), plan.ZoneBalanced(planned), plan.ZoneBalanced(rest)) {
 		if len(chosen) < int(s.Plan.Controller.Size) {
 			chosen = append(chosen, n.Name)
 			kept[n.Name] = true
@@ -334,7 +335,7 @@ func (s *Session) stays(ctx context.Context, kept map[string]bool) (func(*corev1
 	}
 	reserve := s.Plan.Controller.Reserve
 	return func(p *corev1.Pod) bool {
-		return kept[p.Spec.NodeName] && (isController(p) || tolerates(p.Spec.Tolerations, reserve))
+		return kept[p.Spec.NodeName] && (isController(p) || plan.Tolerates(p.Spec.Tolerations, reserve))
 	}, nil
 }
 
@@ -417,7 +418,7 @@ func (s *Session) listNodes(ctx context.Context) ([]corev1.Node, map[string]stri
 					return nil, nil, err
 				}
 			}
-			g = member[InstanceIDFromProviderID(n.Spec.ProviderID)]
+			g = member[plan.InstanceIDFromProviderID(n.Spec.ProviderID)]
 		}
 		if g != "" {
 			groupOf[n.Name] = g

@@ -1,8 +1,8 @@
-// Package rollout runs the migrations/ runbook for one environment: it
-// plans waves of legacy nodes, applies the steps in order with a journal
-// and a Lease in the cluster, moves pods in PDB-safe waves behind
-// pre-provisioned Karpenter capacity, resumes after interruption and rolls
-// back with each step's Down.
+// Package rollout runs the migrations/ runbook for one environment on a
+// plan (pkg/plan): it applies the steps in order with a journal and a
+// Lease in the cluster, moves pods in PDB-safe waves behind pre-provisioned
+// Karpenter capacity, resumes after interruption and rolls back with each
+// step's Down.
 //
 // Every collaborator is a value (clients, AWS interfaces, clock), so the
 // sandbox runs the same runner against an in-memory cluster under
@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // Step is one runbook entry (see migrations/). Check says whether its work
@@ -79,7 +80,7 @@ type Session struct {
 	Clock clock.WithTicker
 	// Namespace is the tool's namespace (journal, lease, placeholders).
 	Namespace string
-	Plan      *Plan
+	Plan      *plan.Plan
 	Journal   *Journal
 	Options   Options
 	// Infra runs the IAM steps (IAMInfra over pkg/iam); nil skips them
@@ -102,7 +103,7 @@ type Runner struct {
 	Steps []Step
 	// Replan, when set, is called when the cluster drifted from the plan
 	// (apply --replan) and returns a fresh plan to apply instead.
-	Replan func(ctx context.Context) (*Plan, error)
+	Replan func(ctx context.Context) (*plan.Plan, error)
 	// Drift returns the material differences between the plan and the
 	// cluster; nil uses DetectDrift.
 	Drift func(ctx context.Context, s *Session) ([]string, error)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // Wave phases, in order; the journal records the phase a wave reached so a
@@ -113,14 +114,14 @@ func (s *Session) WavesDone() (bool, string) {
 	return true, fmt.Sprintf("all %d waves done", len(s.Plan.Waves))
 }
 
-func (s *Session) setPhase(ctx context.Context, w Wave, rec *WaveRecord, phase string) error {
+func (s *Session) setPhase(ctx context.Context, w plan.Wave, rec *WaveRecord, phase string) error {
 	rec.Phase = phase
 	s.Journal.Current.Wave, s.Journal.Current.Phase, s.Journal.Current.WaitingFor = w.Index, phase, ""
 	s.emit(Event{Kind: EventWavePhase, Step: s.Journal.Current.Step, Wave: w.Index, Waves: len(s.Plan.Waves), Phase: phase, Total: len(w.Nodes)})
 	return s.save(ctx)
 }
 
-func (s *Session) runWave(ctx context.Context, w Wave, kept map[string]bool) error {
+func (s *Session) runWave(ctx context.Context, w plan.Wave, kept map[string]bool) error {
 	rec := s.Journal.Wave(w.Index)
 	if s.Options.DryRun {
 		rec = &WaveRecord{Index: w.Index}
@@ -207,7 +208,7 @@ func placeholderSelector(env string, wave int) string {
 
 // preProvision creates the wave's placeholder pods and waits until they
 // all run on Ready nodes; a timeout pauses the rollout.
-func (s *Session) preProvision(ctx context.Context, w Wave) error {
+func (s *Session) preProvision(ctx context.Context, w plan.Wave) error {
 	if !s.Plan.Budget.PreProvision || len(w.PreProvision) == 0 {
 		return nil
 	}
@@ -249,7 +250,7 @@ func (s *Session) preProvision(ctx context.Context, w Wave) error {
 	return err
 }
 
-func (s *Session) placeholderPod(name string, wave int, ph Placeholder) *corev1.Pod {
+func (s *Session) placeholderPod(name string, wave int, ph plan.Placeholder) *corev1.Pod {
 	req := corev1.ResourceList{}
 	if q, err := resource.ParseQuantity(ph.CPU); err == nil {
 		req[corev1.ResourceCPU] = q
@@ -337,7 +338,7 @@ func (s *Session) ownerOf(ctx context.Context, p *corev1.Pod, rsCache map[string
 // drainWave evicts the wave's pods, moving PDB-blocked Deployment pods by
 // surge restart when the plan allows it. On the kept nodes the
 // controller's pods and those tolerating the reservation stay.
-func (s *Session) drainWave(ctx context.Context, w Wave, rec *WaveRecord, kept map[string]bool) error {
+func (s *Session) drainWave(ctx context.Context, w plan.Wave, rec *WaveRecord, kept map[string]bool) error {
 	opts := s.drainOptions()
 	var err error
 	if opts.Stay, err = s.stays(ctx, kept); err != nil {
@@ -529,7 +530,7 @@ func (s *Session) surgeRestart(ctx context.Context, wave int, dep *appsv1.Deploy
 // gate waits until the moved workloads are back to their desired ready
 // replicas and no PDB is below its minimum; a pod pending longer than the
 // gate allows pauses the rollout at once.
-func (s *Session) gate(ctx context.Context, w Wave) error {
+func (s *Session) gate(ctx context.Context, w plan.Wave) error {
 	if s.Options.DryRun {
 		return nil
 	}
@@ -614,7 +615,7 @@ func (s *Session) EvaluateGate(ctx context.Context) (GateResult, error) {
 
 // scaleIn removes the wave's drained instances from their groups (not the
 // kept nodes).
-func (s *Session) scaleIn(ctx context.Context, w Wave, rec *WaveRecord, kept map[string]bool) error {
+func (s *Session) scaleIn(ctx context.Context, w plan.Wave, rec *WaveRecord, kept map[string]bool) error {
 	for _, n := range w.Nodes {
 		if kept[n.Name] {
 			continue
@@ -622,7 +623,7 @@ func (s *Session) scaleIn(ctx context.Context, w Wave, rec *WaveRecord, kept map
 		id := n.InstanceID
 		if id == "" {
 			if node, err := s.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
-				id = InstanceIDFromProviderID(node.Spec.ProviderID)
+				id = plan.InstanceIDFromProviderID(node.Spec.ProviderID)
 			}
 		}
 		if id == "" {

@@ -7,6 +7,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -39,8 +40,8 @@ type Backend interface {
 	// Apply runs the plan as `apply --yes` does; Rollback as `rollback`.
 	// Both report runner events and cluster views to sink until they
 	// return, and return the runner's error.
-	Apply(ctx context.Context, p *rollout.Plan, c RunChoice, sink func(Update)) error
-	Rollback(ctx context.Context, p *rollout.Plan, sink func(Update)) error
+	Apply(ctx context.Context, p *plan.Plan, c RunChoice, sink func(Update)) error
+	Rollback(ctx context.Context, p *plan.Plan, sink func(Update)) error
 }
 
 // Connection is what the connect screen asks for.
@@ -132,7 +133,7 @@ type FleetLine struct {
 
 // PlanResult is a written plan with the fleet it predicts.
 type PlanResult struct {
-	Plan       *rollout.Plan
+	Plan       *plan.Plan
 	PlanFile   string
 	ConfigFile string
 	// AfterMigration is the union of the waves' predicted nodes;

@@ -22,6 +22,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/demo"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -211,7 +212,7 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 		}
 	}
 	// Every group at zero but the one the plan keeps for the Karpenter controller.
-	plan, err := rollout.ReadPlanFile(filepath.Join(e.ops.OutDir, PlanFile))
+	plan, err := plan.ReadPlanFile(filepath.Join(e.ops.OutDir, PlanFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestQuitMidRolloutLeavesAJournalApplyResumes(t *testing.T) {
 
 	// What `apply --plan plan.yaml --dir karpenter --yes` does: read the
 	// plan file the wizard wrote and run the runbook with the same runner.
-	plan, err := rollout.ReadPlanFile(filepath.Join(e.ops.OutDir, PlanFile))
+	plan, err := plan.ReadPlanFile(filepath.Join(e.ops.OutDir, PlanFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -312,7 +313,7 @@ func (f *fakeBackend) Plan(_ context.Context, _ *inventory.Inventory, c PlanChoi
 	f.planned = append(f.planned, c)
 	p := testPlan()
 	if !c.AllowEmptyDir {
-		p.Findings = append(p.Findings, rollout.Finding{Severity: "blocker", Object: "Pod workers/w-1", Message: "uses emptyDir scratch"})
+		p.Findings = append(p.Findings, plan.Finding{Severity: "blocker", Object: "Pod workers/w-1", Message: "uses emptyDir scratch"})
 	}
 	return &PlanResult{
 		Plan: p, PlanFile: "/out/plan.yaml", ConfigFile: "/out/prod.yaml",
@@ -323,23 +324,23 @@ func (f *fakeBackend) Plan(_ context.Context, _ *inventory.Inventory, c PlanChoi
 	}, nil
 }
 
-func testPlan() *rollout.Plan {
-	return &rollout.Plan{
+func testPlan() *plan.Plan {
+	return &plan.Plan{
 		Hash: "sha256:0123456789abcdef0123", Environment: "prod", Cluster: "demo",
-		Budget: rollout.Budget{WaveSize: 3, Concurrency: 1, PreProvision: true},
-		Waves: []rollout.Wave{
-			{Index: 1, Nodes: []rollout.WaveNode{{Name: "n1"}, {Name: "n2"}, {Name: "n3"}}, NodePools: []string{"apps"}, Pods: 12,
-				PredictedNodes: []rollout.PredictedNode{{NodePool: "apps"}, {NodePool: "apps"}}, PreProvision: []rollout.Placeholder{{}}},
-			{Index: 2, Nodes: []rollout.WaveNode{{Name: "n4"}, {Name: "n5"}}, NodePools: []string{"system"}, Pods: 7,
-				PredictedNodes: []rollout.PredictedNode{{NodePool: "system"}}},
+		Budget: plan.Budget{WaveSize: 3, Concurrency: 1, PreProvision: true},
+		Waves: []plan.Wave{
+			{Index: 1, Nodes: []plan.WaveNode{{Name: "n1"}, {Name: "n2"}, {Name: "n3"}}, NodePools: []string{"apps"}, Pods: 12,
+				PredictedNodes: []plan.PredictedNode{{NodePool: "apps"}, {NodePool: "apps"}}, PreProvision: []plan.Placeholder{{}}},
+			{Index: 2, Nodes: []plan.WaveNode{{Name: "n4"}, {Name: "n5"}}, NodePools: []string{"system"}, Pods: 7,
+				PredictedNodes: []plan.PredictedNode{{NodePool: "system"}}},
 		},
-		Cost: rollout.Cost{BeforePerHour: 0.9, AfterPerHour: 0.4, Complete: true},
-		Controller: &rollout.ControllerHome{Source: rollout.ControllerFromValues, NodeGroup: "system", Kept: true, Size: 2,
+		Cost: plan.Cost{BeforePerHour: 0.9, AfterPerHour: 0.4, Complete: true},
+		Controller: &plan.ControllerHome{Source: plan.ControllerFromValues, NodeGroup: "system", Kept: true, Size: 2,
 			Reserve: &corev1.Taint{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 	}
 }
 
-func (f *fakeBackend) Apply(ctx context.Context, _ *rollout.Plan, c RunChoice, sink func(Update)) error {
+func (f *fakeBackend) Apply(ctx context.Context, _ *plan.Plan, c RunChoice, sink func(Update)) error {
 	f.mu.Lock()
 	f.runs = append(f.runs, "apply")
 	f.runChoice = append(f.runChoice, c)
@@ -356,7 +357,7 @@ func (f *fakeBackend) Apply(ctx context.Context, _ *rollout.Plan, c RunChoice, s
 	return err
 }
 
-func (f *fakeBackend) Rollback(_ context.Context, _ *rollout.Plan, sink func(Update)) error {
+func (f *fakeBackend) Rollback(_ context.Context, _ *plan.Plan, sink func(Update)) error {
 	f.mu.Lock()
 	f.runs = append(f.runs, "rollback")
 	f.mu.Unlock()

@@ -35,6 +35,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -74,7 +75,7 @@ type killPoint struct {
 // created and not yet running, one node cordoned of two, the first
 // eviction done with others in flight, the gate evaluated, one instance
 // terminated of two, one group scaled of two.
-func ladderPoints(p *rollout.Plan) []killPoint {
+func ladderPoints(p *plan.Plan) []killPoint {
 	var pts []killPoint
 	add := func(name, at string, nth int) { pts = append(pts, killPoint{name, at, nth}) }
 	for _, st := range p.Steps {
@@ -87,8 +88,8 @@ func ladderPoints(p *rollout.Plan) []killPoint {
 			add("inside "+id+": one object applied", "^Change "+id+" w0 +apply ", 2)
 		case "09_drain_waves":
 			for _, w := range p.Waves {
-				movable := slices.IndexFunc(w.Nodes, func(n rollout.WaveNode) bool { return !n.Keep }) >= 0
-				twoMovable := len(slices.DeleteFunc(slices.Clone(w.Nodes), func(n rollout.WaveNode) bool { return n.Keep })) >= 2
+				movable := slices.IndexFunc(w.Nodes, func(n plan.WaveNode) bool { return !n.Keep }) >= 0
+				twoMovable := len(slices.DeleteFunc(slices.Clone(w.Nodes), func(n plan.WaveNode) bool { return n.Keep })) >= 2
 				wave := func(phase string) string { return fmt.Sprintf("^WavePhase %s w%d %s ", id, w.Index, phase) }
 				in := func(kind, rest string) string { return fmt.Sprintf("^%s %s w%d %s", kind, id, w.Index, rest) }
 				name := func(what string) string { return fmt.Sprintf("wave %d %s", w.Index, what) }
@@ -265,7 +266,7 @@ func lostEntries(before, after map[string]string) []string {
 // controller installed, a plan with the IAM steps, and the PDB watcher.
 type chaosWorld struct {
 	*world
-	plan     *rollout.Plan
+	plan     *plan.Plan
 	planArgs []string
 	tree     string
 	apply    []string
@@ -296,7 +297,7 @@ func newChaosWorld(ctx context.Context, t *testing.T, opts ...func(*testenv.Opti
 func (c *chaosWorld) replan(ctx context.Context) {
 	c.t.Helper()
 	out := c.mustRun(ctx, c.planArgs...)
-	var plan rollout.Plan
+	var plan plan.Plan
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
 		c.t.Fatalf("plan -o json: %v\n%s", err, out)
 	}

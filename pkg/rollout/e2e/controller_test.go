@@ -16,7 +16,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // controllerNS is where the scenario installs the Karpenter controller.
@@ -180,10 +180,10 @@ func podsToMove(ctx context.Context, t testing.TB, w *world, ns string) int {
 
 // checkControllerPlan asserts the plan's decision: the live Deployment's
 // required scheduling pins the controller to the managed group, kept at 2.
-func checkControllerPlan(t *testing.T, p *rollout.Plan) {
+func checkControllerPlan(t *testing.T, p *plan.Plan) {
 	t.Helper()
 	h := p.Controller
-	if h == nil || h.Source != rollout.ControllerFromDeployment || h.NodeGroup != "ng-managed" || !h.Kept || h.Size != 2 || h.Replicas != 2 ||
+	if h == nil || h.Source != plan.ControllerFromDeployment || h.NodeGroup != "ng-managed" || !h.Kept || h.Size != 2 || h.Replicas != 2 ||
 		h.Reserve == nil || *h.Reserve != generate.ReservedTaint {
 		t.Errorf("controller home %+v; want ng-managed from the live Deployment, kept at 2 with %s", h, generate.ReservedTaint.ToString())
 	}

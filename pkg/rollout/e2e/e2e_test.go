@@ -23,6 +23,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -235,7 +236,7 @@ func TestRolloutEndToEnd(t *testing.T) {
 
 	// Plan from a live discovery, with the IAM steps.
 	out := w.mustRun(ctx, "plan", "--env", "e2e", "--cluster", clusterName, "--dir", tree, "--config", cfg, "--identity", "pod-identity", "-f", "plan.yaml", "-o", "json")
-	var plan rollout.Plan
+	var plan plan.Plan
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
 		t.Fatalf("plan -o json: %v\n%s", err, out)
 	}
@@ -364,7 +365,7 @@ func TestRolloutEndToEnd(t *testing.T) {
 }
 
 // checkPlan asserts what the plan must say about the scenario.
-func checkPlan(t *testing.T, p *rollout.Plan) {
+func checkPlan(t *testing.T, p *plan.Plan) {
 	t.Helper()
 	if len(p.NodeGroups) != 2 || p.ClusterAutoscaler == nil || p.ClusterAutoscaler.Replicas != 1 {
 		t.Errorf("plan groups %+v, Cluster Autoscaler %+v; want two groups and CA at 1", p.NodeGroups, p.ClusterAutoscaler)
