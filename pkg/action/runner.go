@@ -95,3 +95,6 @@ func (c *Configuration) Rollback(ctx context.Context, p *plan.Plan, o Run) error
 	}
 	return r.Rollback(ctx, "")
 }
+
+// StepIDs names the runbook's steps in order, for flag help and errors.
+func StepIDs() string { return migrations.IDs() }
