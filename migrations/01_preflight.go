@@ -11,7 +11,7 @@ func init() {
 		ID:      "01_preflight",
 		Purpose: "cluster reachable, Karpenter CRDs installed (unless step 07 installs Karpenter), its controller kept off its own nodes, plan blockers resolved or acknowledged",
 		// No Check: preflight always runs.
-		Up:   func(ctx context.Context, s *rollout.Session) error { return s.Preflight(ctx) },
+		Up:   func(ctx context.Context, s *rollout.Session) error { return run{s}.Preflight(ctx) },
 		Down: func(context.Context, *rollout.Session) error { return nil },
 	})
 }

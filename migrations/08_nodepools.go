@@ -14,10 +14,10 @@ func init() {
 			if s.Overlay == nil {
 				return true, "not run: no overlay given (pass --dir with the generated tree)", nil
 			}
-			return s.OverlayApplied(ctx)
+			return run{s}.OverlayApplied(ctx)
 		},
-		Up: func(ctx context.Context, s *rollout.Session) error { return s.ApplyOverlay(ctx) },
+		Up: func(ctx context.Context, s *rollout.Session) error { return run{s}.ApplyOverlay(ctx) },
 		// Down keeps the NodePools until their nodes are drained.
-		Down: func(ctx context.Context, s *rollout.Session) error { return s.RemoveOverlay(ctx) },
+		Down: func(ctx context.Context, s *rollout.Session) error { return run{s}.RemoveOverlay(ctx) },
 	})
 }

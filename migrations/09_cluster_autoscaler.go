@@ -12,9 +12,9 @@ func init() {
 		Purpose:     "scale Cluster Autoscaler to zero replicas (replicas recorded)",
 		Destructive: true,
 		Check: func(ctx context.Context, s *rollout.Session) (bool, string, error) {
-			return s.ClusterAutoscalerAt(ctx, 0)
+			return run{s}.ClusterAutoscalerAt(ctx, 0)
 		},
-		Up:   func(ctx context.Context, s *rollout.Session) error { return s.ScaleClusterAutoscaler(ctx, 0) },
-		Down: func(ctx context.Context, s *rollout.Session) error { return s.RestoreClusterAutoscaler(ctx) },
+		Up:   func(ctx context.Context, s *rollout.Session) error { return run{s}.ScaleClusterAutoscaler(ctx, 0) },
+		Down: func(ctx context.Context, s *rollout.Session) error { return run{s}.RestoreClusterAutoscaler(ctx) },
 	})
 }

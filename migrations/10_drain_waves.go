@@ -12,18 +12,19 @@ func init() {
 		Purpose:     "reserve the Karpenter controller's kept nodes (CriticalAddonsOnly) and steer evicted pods off the other legacy nodes (PreferNoSchedule), taints recorded; per wave: pre-provision Karpenter capacity, cordon, drain PDB-safe, gate, remove the instances from their groups",
 		Destructive: true,
 		Check: func(_ context.Context, s *rollout.Session) (bool, string, error) {
-			done, why := s.WavesDone()
+			done, why := run{s}.WavesDone()
 			return done, why, nil
 		},
-		Up: func(ctx context.Context, s *rollout.Session) error { return s.RunWaves(ctx) },
+		Up: func(ctx context.Context, s *rollout.Session) error { return run{s}.RunWaves(ctx) },
 		// Down brings the legacy nodes back: restore the groups' recorded
 		// sizes, processes, tags and config taints (again, if 11's Down
 		// did), uncordon, remove the taints it added, wait Ready.
 		Down: func(ctx context.Context, s *rollout.Session) error {
-			if err := s.RestoreGroups(ctx); err != nil {
+			r := run{s}
+			if err := r.RestoreGroups(ctx); err != nil {
 				return err
 			}
-			return s.RestoreLegacyNodes(ctx)
+			return r.RestoreLegacyNodes(ctx)
 		},
 	})
 }

@@ -1,4 +1,4 @@
-package rollout
+package migrations
 
 import (
 	"cmp"
@@ -15,86 +15,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
-
-// Infra runs the AWS-side runbook groups (pkg/iam): discovery-tags,
-// node-role, controller-role, interruption-queue, node-access.
-type Infra interface {
-	Check(ctx context.Context, group string) (done bool, why string, err error)
-	Up(ctx context.Context, group string) error
-	// Down removes what the tool created for every group.
-	Down(ctx context.Context) error
-}
-
-// Overlay yields the objects of the environment's built kustomize overlay.
-type Overlay interface {
-	Objects(ctx context.Context) ([]*unstructured.Unstructured, error)
-}
-
-// DetectDrift compares the planned node groups with the ASGs now: a group
-// gone, resized, or a legacy node in a group the plan does not know.
-func DetectDrift(ctx context.Context, s *Session) ([]string, error) {
-	var changes []string
-	known := map[string]bool{}
-	for _, g := range s.Plan.NodeGroups {
-		known[g.Name] = true
-		if s.ASG == nil {
-			continue
-		}
-		asg, err := s.describeGroup(ctx, g.ASGName)
-		if err != nil {
-			if strings.Contains(err.Error(), "not found") {
-				changes = append(changes, fmt.Sprintf("node group %s (ASG %s) was removed", g.Name, g.ASGName))
-				continue
-			}
-			return nil, err
-		}
-		mn, mx, d := ptr.Deref(asg.MinSize, 0), ptr.Deref(asg.MaxSize, 0), ptr.Deref(asg.DesiredCapacity, 0)
-		if mn != g.Min || mx != g.Max || d != g.Desired {
-			changes = append(changes, fmt.Sprintf("node group %s sizes changed from min/max/desired %d/%d/%d to %d/%d/%d", g.Name, g.Min, g.Max, g.Desired, mn, mx, d))
-		}
-	}
-	nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	// A node of a planned group that no wave lists would never be drained
-	// and would go with its group's scale to zero: its group replaced its
-	// instances since the plan (a rollback, a node refresh).
-	planned := map[string]bool{}
-	for _, w := range s.Plan.Waves {
-		for _, n := range w.Nodes {
-			planned[n.Name] = true
-		}
-	}
-	added := map[string]bool{}
-	for _, n := range nodes.Items {
-		g := NodeGroupOf(&n)
-		switch {
-		case g != "" && !known[g] && !added[g]:
-			added[g] = true
-			changes = append(changes, fmt.Sprintf("node group %s was added (node %s)", g, n.Name))
-		case known[g] && len(planned) > 0 && !planned[n.Name]:
-			changes = append(changes, fmt.Sprintf("node %s of group %s is in no wave of the plan (the group replaced its nodes since)", n.Name, g))
-		}
-	}
-	slices.Sort(changes)
-	return changes, nil
-}
-
-// NodeGroupOf returns the legacy node group a node's labels name, or ""
-// (inventory.NodeGroupOf: Karpenter's nodes are never legacy).
-func NodeGroupOf(n *corev1.Node) string { return inventory.NodeGroupOf(n.Labels) }
 
 // ScaleClusterAutoscaler records Cluster Autoscaler's replicas (once) and
 // scales it to replicas.
-func (s *Session) ScaleClusterAutoscaler(ctx context.Context, replicas int32) error {
+func (s run) ScaleClusterAutoscaler(ctx context.Context, replicas int32) error {
 	ca := s.Plan.ClusterAutoscaler
 	if ca == nil {
 		return nil
@@ -108,18 +38,18 @@ func (s *Session) ScaleClusterAutoscaler(ctx context.Context, replicas int32) er
 	}
 	if s.Journal.Recorded.ClusterAutoscaler == nil && !s.Options.DryRun {
 		s.Journal.Recorded.ClusterAutoscaler = &plan.CARef{Namespace: ca.Namespace, Name: ca.Name, Replicas: scale.Spec.Replicas}
-		if err := s.save(ctx); err != nil {
+		if err := s.Save(ctx); err != nil {
 			return err
 		}
 	}
 	return s.setCAReplicas(ctx, ca.Namespace, ca.Name, scale.Spec.Replicas, replicas)
 }
 
-func (s *Session) setCAReplicas(ctx context.Context, ns, name string, from, to int32) error {
+func (s run) setCAReplicas(ctx context.Context, ns, name string, from, to int32) error {
 	if from == to {
 		return nil
 	}
-	s.change("scale Deployment %s/%s replicas %d -> %d", ns, name, from, to)
+	s.Change("scale Deployment %s/%s replicas %d -> %d", ns, name, from, to)
 	if s.Options.DryRun {
 		return nil
 	}
@@ -133,7 +63,7 @@ func (s *Session) setCAReplicas(ctx context.Context, ns, name string, from, to i
 }
 
 // ClusterAutoscalerAt reports whether Cluster Autoscaler runs replicas.
-func (s *Session) ClusterAutoscalerAt(ctx context.Context, replicas int32) (bool, string, error) {
+func (s run) ClusterAutoscalerAt(ctx context.Context, replicas int32) (bool, string, error) {
 	ca := s.Plan.ClusterAutoscaler
 	if ca == nil {
 		return true, "the plan has no Cluster Autoscaler", nil
@@ -149,7 +79,7 @@ func (s *Session) ClusterAutoscalerAt(ctx context.Context, replicas int32) (bool
 }
 
 // RestoreClusterAutoscaler scales Cluster Autoscaler back to its recorded replicas.
-func (s *Session) RestoreClusterAutoscaler(ctx context.Context) error {
+func (s run) RestoreClusterAutoscaler(ctx context.Context) error {
 	rec := s.Journal.Recorded.ClusterAutoscaler
 	if rec == nil {
 		return nil
@@ -161,13 +91,13 @@ func (s *Session) RestoreClusterAutoscaler(ctx context.Context) error {
 	return s.setCAReplicas(ctx, rec.Namespace, rec.Name, scale.Spec.Replicas, rec.Replicas)
 }
 
-func (s *Session) applier() *kube.Applier {
+func (s run) applier() *kube.Applier {
 	return &kube.Applier{Dynamic: s.Dynamic, Mapper: s.Mapper, Environment: s.Plan.Environment, DryRun: s.Options.DryRun}
 }
 
 // ApplyOverlay server-side applies the environment's NodePools and node
 // classes and records what it applied.
-func (s *Session) ApplyOverlay(ctx context.Context) error {
+func (s run) ApplyOverlay(ctx context.Context) error {
 	objs, err := s.Overlay.Objects(ctx)
 	if err != nil {
 		return fmt.Errorf("build the environment's overlay: %w", err)
@@ -178,14 +108,14 @@ func (s *Session) ApplyOverlay(ctx context.Context) error {
 	})
 	a := s.applier()
 	for _, o := range objs {
-		s.change("apply %s %s", o.GetKind(), o.GetName())
+		s.Change("apply %s %s", o.GetKind(), o.GetName())
 		if _, err := a.Apply(ctx, o); err != nil {
 			return err
 		}
-		ref := ObjectRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), Namespace: o.GetNamespace()}
+		ref := rollout.ObjectRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), Namespace: o.GetNamespace()}
 		if !s.Options.DryRun && !slices.Contains(s.Journal.Recorded.Objects, ref) {
 			s.Journal.Recorded.Objects = append(s.Journal.Recorded.Objects, ref)
-			if err := s.save(ctx); err != nil {
+			if err := s.Save(ctx); err != nil {
 				return err
 			}
 		}
@@ -201,7 +131,7 @@ func boolInt(b bool) int {
 }
 
 // OverlayApplied reports whether every overlay object exists and is ours.
-func (s *Session) OverlayApplied(ctx context.Context) (bool, string, error) {
+func (s run) OverlayApplied(ctx context.Context) (bool, string, error) {
 	objs, err := s.Overlay.Objects(ctx)
 	if err != nil {
 		return false, "", fmt.Errorf("build the environment's overlay: %w", err)
@@ -235,7 +165,7 @@ func (s *Session) OverlayApplied(ctx context.Context) (bool, string, error) {
 // RemoveOverlay undoes ApplyOverlay: it stops our NodePools from
 // launching (limits cpu 0), drains their nodes (PDB-safe, pods go back to
 // the legacy nodes), then deletes the objects that carry our label.
-func (s *Session) RemoveOverlay(ctx context.Context) error {
+func (s run) RemoveOverlay(ctx context.Context) error {
 	var pools []string
 	for _, o := range s.Journal.Recorded.Objects {
 		if o.Kind == "NodePool" {
@@ -244,7 +174,7 @@ func (s *Session) RemoveOverlay(ctx context.Context) error {
 	}
 	np := s.Dynamic.Resource(kube.NodePoolGVK.GroupVersion().WithResource("nodepools"))
 	for _, p := range pools {
-		s.change("set NodePool %s limits.cpu=0 (no new nodes)", p)
+		s.Change("set NodePool %s limits.cpu=0 (no new nodes)", p)
 		if !s.Options.DryRun {
 			_, err := np.Patch(ctx, p, types.MergePatchType, []byte(`{"spec":{"limits":{"cpu":"0"}}}`), metav1.PatchOptions{FieldManager: kube.FieldManager})
 			if err != nil && !apierrors.IsNotFound(err) {
@@ -260,7 +190,7 @@ func (s *Session) RemoveOverlay(ctx context.Context) error {
 		var names []string
 		for _, n := range nodes.Items {
 			names = append(names, n.Name)
-			s.change("cordon and drain Karpenter node %s", n.Name)
+			s.Change("cordon and drain Karpenter node %s", n.Name)
 			if !s.Options.DryRun {
 				if err := kube.Cordon(ctx, s.Kube, n.Name, true); err != nil {
 					return err
@@ -268,7 +198,7 @@ func (s *Session) RemoveOverlay(ctx context.Context) error {
 			}
 		}
 		if !s.Options.DryRun && len(names) > 0 {
-			d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: s.drainOptions()}
+			d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: s.DrainOptions()}
 			// A pod whose PDB allows no disruption moves back by a surge
 			// restart, as in the waves.
 			if s.Plan.Budget.RestartBlocked {
@@ -282,28 +212,28 @@ func (s *Session) RemoveOverlay(ctx context.Context) error {
 			}
 			for _, r := range res {
 				if !r.Complete() {
-					return &PausedError{Step: s.Journal.Current.Step, Reason: fmt.Sprintf("node %s still has pods that may not be evicted: %v; NodePools are kept until their nodes are empty", r.Node, r.Skipped)}
+					return &rollout.PausedError{Step: s.Journal.Current.Step, Reason: fmt.Sprintf("node %s still has pods that may not be evicted: %v; NodePools are kept until their nodes are empty", r.Node, r.Skipped)}
 				}
 			}
 		}
 	}
 	a := s.applier()
 	refs := slices.Clone(s.Journal.Recorded.Objects)
-	slices.SortStableFunc(refs, func(x, y ObjectRef) int { return boolInt(x.Kind != "NodePool") - boolInt(y.Kind != "NodePool") })
+	slices.SortStableFunc(refs, func(x, y rollout.ObjectRef) int { return boolInt(x.Kind != "NodePool") - boolInt(y.Kind != "NodePool") })
 	for _, o := range refs {
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion(o.APIVersion)
 		u.SetKind(o.Kind)
 		u.SetName(o.Name)
 		u.SetNamespace(o.Namespace)
-		s.change("delete %s %s", o.Kind, o.Name)
+		s.Change("delete %s %s", o.Kind, o.Name)
 		if err := a.Delete(ctx, u); err != nil {
 			return err
 		}
 	}
 	if !s.Options.DryRun {
 		s.Journal.Recorded.Objects = nil
-		return s.save(ctx)
+		return s.Save(ctx)
 	}
 	return nil
 }
@@ -312,7 +242,7 @@ func (s *Session) RemoveOverlay(ctx context.Context) error {
 // removes the taints the rollout put on them, deletes leftover
 // placeholders and waits until each group has its recorded desired count
 // of Ready nodes.
-func (s *Session) RestoreLegacyNodes(ctx context.Context) error {
+func (s run) RestoreLegacyNodes(ctx context.Context) error {
 	if err := s.deletePlaceholders(ctx, 0); err != nil {
 		return err
 	}
@@ -322,7 +252,7 @@ func (s *Session) RestoreLegacyNodes(ctx context.Context) error {
 		want[g.Name] = int(g.Desired)
 		total += int(g.Desired)
 	}
-	err := s.poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
+	err := s.Poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
 		nodes, groupOf, err := s.listNodes(ctx)
 		if err != nil {
 			return false, err
@@ -336,7 +266,7 @@ func (s *Session) RestoreLegacyNodes(ctx context.Context) error {
 				continue
 			}
 			if node.Spec.Unschedulable {
-				s.change("uncordon node %s", node.Name)
+				s.Change("uncordon node %s", node.Name)
 				if !s.Options.DryRun {
 					if err := kube.Cordon(ctx, s.Kube, node.Name, false); err != nil {
 						return false, err
@@ -354,7 +284,7 @@ func (s *Session) RestoreLegacyNodes(ctx context.Context) error {
 		if s.Options.DryRun {
 			return true, nil
 		}
-		s.waiting(ctx, "legacy nodes Ready after restoring the groups' sizes", n, total)
+		s.Waiting(ctx, "legacy nodes Ready after restoring the groups' sizes", n, total)
 		for g, w := range want {
 			if ready[g] < w {
 				return false, nil
@@ -362,21 +292,21 @@ func (s *Session) RestoreLegacyNodes(ctx context.Context) error {
 		}
 		return true, nil
 	})
-	if errors.Is(err, errTimeout) {
-		return &PausedError{Step: s.Journal.Current.Step, Reason: fmt.Sprintf("legacy nodes not Ready within %s after restoring group sizes; check the ASGs' activity history", s.Plan.Budget.Gates.NodeReadyTimeout.Duration)}
+	if errors.Is(err, rollout.ErrTimeout) {
+		return &rollout.PausedError{Step: s.Journal.Current.Step, Reason: fmt.Sprintf("legacy nodes not Ready within %s after restoring group sizes; check the ASGs' activity history", s.Plan.Budget.Gates.NodeReadyTimeout.Duration)}
 	}
 	return err
 }
 
 // groupInstances maps the instances of the planned groups' ASGs to the
 // group's name.
-func (s *Session) groupInstances(ctx context.Context) (map[string]string, error) {
+func (s run) groupInstances(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
 	for _, g := range s.Plan.NodeGroups {
 		if g.ASGName == "" {
 			continue
 		}
-		asg, err := s.describeGroup(ctx, g.ASGName)
+		asg, err := s.DescribeGroup(ctx, g.ASGName)
 		if err != nil {
 			return nil, err
 		}
@@ -402,7 +332,7 @@ func nodeReady(n *corev1.Node) bool {
 // Karpenter's CRDs are installed (unless the run installs Karpenter), its controller cannot run on its own
 // nodes and can still run somewhere once the plan's groups are removed,
 // and the plan has no unacknowledged blockers.
-func (s *Session) Preflight(ctx context.Context) error {
+func (s run) Preflight(ctx context.Context) error {
 	var problems []string
 	if _, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return fmt.Errorf("cluster unreachable or nodes not listable: %w", err)
@@ -447,7 +377,7 @@ func (s *Session) Preflight(ctx context.Context) error {
 // nodes (readiness.ControllerHomeProblem): its required scheduling must
 // admit a node that stays once the plan's groups are removed. Not
 // acknowledgeable: apply refuses to start rather than strand Karpenter.
-func (s *Session) controllerHomeProblem(ctx context.Context) (string, error) {
+func (s run) controllerHomeProblem(ctx context.Context) (string, error) {
 	h := s.Plan.Controller
 	if h == nil {
 		return "", nil
@@ -499,7 +429,7 @@ func avoidsKarpenterNodes(a *corev1.Affinity) bool {
 // node (on the kept ones, only the controller's and critical add-ons),
 // the controller's pods on the kept nodes, nothing pending, and the gate
 // passing.
-func (s *Session) FinalCheck(ctx context.Context) error {
+func (s run) FinalCheck(ctx context.Context) error {
 	if s.Options.DryRun {
 		return nil
 	}
@@ -510,7 +440,7 @@ func (s *Session) FinalCheck(ctx context.Context) error {
 	legacy := map[string]bool{}
 	karpenter := 0
 	for _, n := range nodes.Items {
-		if NodeGroupOf(&n) != "" {
+		if rollout.NodeGroupOf(&n) != "" {
 			legacy[n.Name] = true
 		}
 		if n.Labels["karpenter.sh/nodepool"] != "" {
@@ -550,15 +480,15 @@ func (s *Session) FinalCheck(ctx context.Context) error {
 		return fmt.Errorf("pods still on legacy nodes: %s", strings.Join(left, ", "))
 	}
 	if len(misplaced) > 0 {
-		return &PausedError{Step: s.Journal.Current.Step, Reason: "Karpenter controller pods not on the nodes kept for it: " + strings.Join(misplaced, ", ")}
+		return &rollout.PausedError{Step: s.Journal.Current.Step, Reason: "Karpenter controller pods not on the nodes kept for it: " + strings.Join(misplaced, ", ")}
 	}
 	res, err := s.EvaluateGate(ctx)
 	if err != nil {
 		return err
 	}
-	s.emit(Event{Kind: EventGate, Step: s.Journal.Current.Step, Gate: &res, Message: fmt.Sprintf("%d Karpenter nodes; %s", karpenter, res.String())})
+	s.Emit(rollout.Event{Kind: rollout.EventGate, Step: s.Journal.Current.Step, Gate: &res, Message: fmt.Sprintf("%d Karpenter nodes; %s", karpenter, res.String())})
 	if !res.Passed {
-		return &PausedError{Step: s.Journal.Current.Step, Reason: "final check: " + res.String()}
+		return &rollout.PausedError{Step: s.Journal.Current.Step, Reason: "final check: " + res.String()}
 	}
 	return nil
 }

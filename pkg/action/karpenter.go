@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -14,7 +15,7 @@ import (
 // controller, the environment's journal): nothing installed, this tool's
 // release as planned or older, or an installation made by someone else,
 // agreeing with the plan or contradicting it. It changes nothing.
-func (c *Configuration) KarpenterStatus(ctx context.Context, p *plan.Plan) (*rollout.KarpenterState, error) {
+func (c *Configuration) KarpenterStatus(ctx context.Context, p *plan.Plan) (*migrations.KarpenterState, error) {
 	if c.Kube == nil || c.KarpenterInstaller == nil {
 		return nil, errors.New("karpenter status needs the cluster: no Kubernetes client")
 	}
@@ -26,5 +27,5 @@ func (c *Configuration) KarpenterStatus(ctx context.Context, p *plan.Plan) (*rol
 		return nil, err
 	}
 	s := &rollout.Session{Kube: c.Kube, Dynamic: c.Dynamic, Plan: p, Journal: j, Karpenter: c.KarpenterInstaller}
-	return s.KarpenterState(ctx)
+	return migrations.ReadKarpenter(ctx, s)
 }

@@ -151,7 +151,7 @@ func TestKarpenterStep(t *testing.T) {
 		t.Errorf("controller affinity %v, want the values' two terms", got)
 	}
 	j, err := rollout.Status(ctx, env.Client, ns, "ours")
-	var rec rollout.KarpenterRecord
+	var rec migrations.KarpenterRecord
 	if err != nil || json.Unmarshal(j.Recorded.Extra["karpenter"], &rec) != nil || !rec.Created || rec.Namespace != ns {
 		t.Fatalf("journal does not record that this tool created the release: %s %v", j.Recorded.Extra["karpenter"], err)
 	}

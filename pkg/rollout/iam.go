@@ -65,7 +65,7 @@ func (x *IAMInfra) Up(ctx context.Context, group string) error {
 	if x.s.Options.DryRun {
 		for _, it := range p.Items {
 			if it.Action != iam.ActionNoop {
-				x.s.change("%s %s %s %s", it.Action, it.Kind, it.Name, it.Reason)
+				x.s.Change("%s %s %s %s", it.Action, it.Kind, it.Name, it.Reason)
 			}
 		}
 		if b := p.Blocked(); len(b) > 0 {
@@ -88,9 +88,9 @@ func (x *IAMInfra) Up(ctx context.Context, group string) error {
 				x.s.Journal.Recorded.Extra = map[string]json.RawMessage{}
 			}
 			x.s.Journal.Recorded.Extra[iamJournalKey] = b
-			return x.s.save(ctx)
+			return x.s.Save(ctx)
 		},
-		OnStep: func(it iam.Item) { x.s.change("%s %s %s", it.Action, it.Kind, it.Name) },
+		OnStep: func(it iam.Item) { x.s.Change("%s %s %s", it.Action, it.Kind, it.Name) },
 	})
 	if err != nil {
 		return err
@@ -133,7 +133,7 @@ func (x *IAMInfra) recordAWSAuthBackup(ctx context.Context) error {
 	}
 	slices.Sort(names) // aws-auth-backup-<UTC stamp>-rv<N>
 	x.s.Journal.Recorded.AWSAuthBackup = ed.BackupNamespace + "/" + names[0]
-	return x.s.save(ctx)
+	return x.s.Save(ctx)
 }
 
 // Down deletes every object the tool created for the cluster; later calls
@@ -149,7 +149,7 @@ func (x *IAMInfra) Down(ctx context.Context) error {
 	items, err := iam.Down(ctx, x.Desired, j, x.Clients, iam.DownOptions{Backoff: x.Backoff, DryRun: x.s.Options.DryRun})
 	for _, it := range items {
 		if it.Action == iam.ActionDelete {
-			x.s.change("delete %s %s", it.Kind, it.Name)
+			x.s.Change("delete %s %s", it.Kind, it.Name)
 		}
 	}
 	if err != nil {

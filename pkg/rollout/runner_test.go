@@ -542,7 +542,7 @@ func TestKeptControllerGroup(t *testing.T) {
 	j, _ := rollout.Status(ctx, sc.kube, "karpenter-migrate", "dev")
 	steered := 0
 	for _, nt := range j.Recorded.Tainted {
-		if nt.Taint == rollout.SteerTaint {
+		if nt.Taint == migrations.SteerTaint {
 			steered++
 		}
 	}
