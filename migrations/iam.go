@@ -1,4 +1,4 @@
-package rollout
+package migrations
 
 import (
 	"context"
@@ -10,16 +10,8 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
-
-// SessionInfra is an Infra that works with the run's session: the runner
-// binds it before the first step, and it records what it creates in the
-// journal and honours Options.DryRun itself (so the runbook calls it in
-// dry runs too, to report what would change).
-type SessionInfra interface {
-	Infra
-	Bind(s *Session)
-}
 
 // iamJournalKey is where IAMInfra keeps pkg/iam's journal in Recorded.Extra.
 const iamJournalKey = "iam"
@@ -33,12 +25,12 @@ type IAMInfra struct {
 	Clients iam.Clients
 	Backoff iam.Backoff
 
-	s        *Session
+	s        *rollout.Session
 	downDone bool
 }
 
-// Bind implements SessionInfra.
-func (x *IAMInfra) Bind(s *Session) { x.s = s }
+// Bind implements rollout.SessionInfra.
+func (x *IAMInfra) Bind(s *rollout.Session) { x.s = s }
 
 func (x *IAMInfra) plan(ctx context.Context, group string) (*iam.Plan, error) {
 	return iam.BuildPlan(ctx, x.Desired, x.Clients, iam.PlanOptions{Only: []iam.Group{iam.Group(group)}, Backoff: x.Backoff})

@@ -71,7 +71,7 @@ func (c *Configuration) Runner(p *plan.Plan, o Run) (*rollout.Runner, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.Infra = &rollout.IAMInfra{Desired: d, Clients: c.IAMClients(d)}
+		r.Infra = &migrations.IAMInfra{Desired: d, Clients: c.IAMClients(d)}
 	}
 	return r, nil
 }

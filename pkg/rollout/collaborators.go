@@ -83,3 +83,12 @@ type Infra interface {
 type Overlay interface {
 	Objects(ctx context.Context) ([]*unstructured.Unstructured, error)
 }
+
+// SessionInfra is an Infra that works with the run's session: the runner
+// binds it before the first step, and it records what it creates in the
+// journal and honours Options.DryRun itself (so the runbook calls it in
+// dry runs too, to report what would change).
+type SessionInfra interface {
+	Infra
+	Bind(s *Session)
+}
