@@ -9,7 +9,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
-// Plan plans one environment's rollout (rollout.MakePlan over the runbook
+// Plan plans one environment's rollout (plan.MakePlan over the runbook
 // of migrations/) and writes plan.yaml.
 type Plan struct {
 	Environment string

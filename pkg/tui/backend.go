@@ -34,7 +34,7 @@ type Backend interface {
 	IAMPlan(ctx context.Context, inv *inventory.Inventory, c IAMChoice) (*iam.Plan, error)
 	// IAMApply applies the plan, journalled as `iam apply` does.
 	IAMApply(ctx context.Context, p *iam.Plan, onStep func(iam.Item)) error
-	// Plan plans the rollout (rollout.MakePlan) and writes plan.yaml and
+	// Plan plans the rollout (plan.MakePlan) and writes plan.yaml and
 	// the environment's config.
 	Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) (*PlanResult, error)
 	// Apply runs the plan as `apply --yes` does; Rollback as `rollback`.
