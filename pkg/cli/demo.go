@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/demo"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui/progress"
 )
 
 type demoOptions struct {
@@ -93,7 +95,14 @@ func (o *demoOptions) run(cmd *cobra.Command) error {
 	var err error
 	if table && io.IsStdoutTTY() {
 		fmt.Fprintf(io.Out, "Writing outputs to %s\n", opts.OutDir)
-		sum, err = demo.RunWithTUI(ctx, opts, io.In, io.Out)
+		err = progress.Show(ctx, io.In, io.Out, func(ctx context.Context, send func(progress.Event)) error {
+			opts.Events = func(e demo.Event) {
+				send(progress.Event{Step: e.Step, Status: progress.Status(e.Status), Message: e.Message, Progress: e.Progress})
+			}
+			var err error
+			sum, err = demo.Run(ctx, opts)
+			return err
+		})
 	} else {
 		progressTo := io.ErrOut
 		if table {
@@ -112,7 +121,7 @@ func (o *demoOptions) run(cmd *cobra.Command) error {
 			return perr
 		}
 	}
-	if err != nil && (in.signal() != nil || errors.Is(err, demo.ErrInterrupted)) {
+	if err != nil && (in.signal() != nil || errors.Is(err, progress.ErrInterrupted)) {
 		return o.interrupted(in, sum, opts.OutDir, err)
 	}
 	return err

@@ -99,13 +99,12 @@ func runDiscover(ctx context.Context, g *GlobalOptions, o *discoverOptions) erro
 	}
 	d := action.Discover{Cluster: o.cluster, IncludeUserData: o.includeUserData, Snapshot: o.snapshot}
 	d.Prices, d.PriceCache = livePrices(c.AWS, o.offline)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	prog := g.newProgress()
-	prog.cancelOnInterrupt(cancel)
-	d.Progress = prog.step
-	inv, err := c.Discover(ctx, d)
-	prog.finish(err)
+	var inv *inventory.Inventory
+	err = g.discovery().run(ctx, func(ctx context.Context, stage func(string)) error {
+		d.Progress = stage
+		inv, err = c.Discover(ctx, d)
+		return err
+	})
 	if err != nil {
 		return err
 	}

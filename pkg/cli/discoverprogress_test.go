@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,21 +19,29 @@ func TestDiscoverProgress(t *testing.T) {
 		not  []string
 	}{
 		{"plain lines", false, nil, []string{"reading EKS\n", "reading pods\n", "discovery took "}, []string{"✓", "\x1b["}},
-		{"spinner, success", true, nil, []string{"✓ read EKS", "✓ read pods", "discovery took "}, []string{"failed"}},
-		{"spinner, failure", true, errors.New("denied"), []string{"✓ read EKS", "✗ reading pods failed", "discovery took "}, []string{"✓ read pods"}},
+		{"steps display, success", true, nil, []string{"✓ EKS", "✓ pods", "discovery took "}, []string{"✗"}},
+		{"steps display, failure", true, errors.New("denied"), []string{"✓ EKS", "✗ pods", "discovery took "}, []string{"✓ pods"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			pr := newProgress(&out, tc.tty)
-			pr.cancelOnInterrupt(func() { t.Error("interrupted") })
-			pr.step("EKS")
-			pr.step("pods")
-			pr.finish(tc.err)
+			err := discovery{w: &out, tty: tc.tty}.run(context.Background(), func(_ context.Context, stage func(string)) error {
+				stage("EKS")
+				stage("pods")
+				return tc.err
+			})
+			if !errors.Is(err, tc.err) {
+				t.Errorf("err = %v, want %v", err, tc.err)
+			}
 			got := regexp.MustCompile(`\x1b\[[0-9;?]*[a-zA-Z]`).ReplaceAllString(out.String(), "")
 			if tc.tty && !strings.Contains(out.String(), "\x1b[") {
 				t.Errorf("no terminal control sequences on a TTY: %q", out.String())
 			}
-			rest := got
+			// The display's last frame is the one that stays on screen.
+			last := got
+			if i := strings.LastIndex(got, "EKS"); tc.tty && i >= 0 {
+				last = got[max(0, strings.LastIndex(got[:i], "\n")):]
+			}
+			rest := last
 			for _, w := range tc.want {
 				i := strings.Index(rest, w)
 				if i < 0 {
@@ -40,20 +50,28 @@ func TestDiscoverProgress(t *testing.T) {
 				rest = rest[i+len(w):]
 			}
 			for _, n := range tc.not {
-				if strings.Contains(out.String(), n) || strings.Contains(got, n) {
-					t.Errorf("output %q has %q", got, n)
+				if strings.Contains(last, n) {
+					t.Errorf("output %q has %q", last, n)
 				}
 			}
 		})
 	}
 }
 
-func TestStepsModelView(t *testing.T) {
-	m := newStepsModel()
-	m.Update(stepMsg("EKS"))
-	m.Update(stepMsg("pods"))
-	v := m.View()
-	if !strings.Contains(v, "✓ read EKS") || !strings.Contains(v, "reading pods…") || strings.Contains(v, "✓ read pods") {
-		t.Errorf("view while reading pods:\n%s", v)
+// TestDiscoverProgressInterrupted: Ctrl-C in the display stops the
+// discovery with exit code 130, as it would without the display.
+func TestDiscoverProgressInterrupted(t *testing.T) {
+	keys, press := io.Pipe()
+	defer press.Close()
+	d := discovery{w: io.Discard, tty: true, keys: keys}
+	err := d.run(context.Background(), func(ctx context.Context, stage func(string)) error {
+		stage("EKS")
+		go press.Write([]byte{0x03}) // Ctrl-C
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	var exit *ExitError
+	if !errors.As(err, &exit) || exit.Code != ExitInterrupted || !strings.Contains(err.Error(), "discovery interrupted (Ctrl-C)") {
+		t.Fatalf("err = %v, want exit %d saying the discovery was interrupted", err, ExitInterrupted)
 	}
 }

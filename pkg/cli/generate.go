@@ -164,10 +164,12 @@ func discoverLive(ctx context.Context, g *GlobalOptions, cluster, region string,
 	}
 	d := action.Discover{Cluster: cluster, IncludeUserData: includeUserData}
 	d.Prices, d.PriceCache = livePrices(c.AWS, offline)
-	prog := g.newProgress()
-	d.Progress = prog.step
-	inv, err := c.Discover(ctx, d)
-	prog.finish(err)
+	var inv *inventory.Inventory
+	err = g.discovery().run(ctx, func(ctx context.Context, stage func(string)) error {
+		d.Progress = stage
+		inv, err = c.Discover(ctx, d)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("discover cluster %s: %w", cluster, err)
 	}

@@ -139,7 +139,9 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 	if err != nil {
 		return err
 	}
-	c.AWSAuth = action.AWSAuthFromKubeconfig(g.RESTConfig, g.Namespace, o.backupDir)
+	if c.Kube == nil && c.AWSAuth == nil { // as ForLive gives it; an injected one is kept
+		c.AWSAuth = action.AWSAuthFromKubeconfig(g.RESTConfig, g.Namespace, o.backupDir)
+	}
 	if inv == nil {
 		if inv, err = c.Discover(ctx, action.Discover{Cluster: o.cluster}); err != nil {
 			return err

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,5 +85,62 @@ func TestDemoInterrupted(t *testing.T) {
 	}
 	if status["plan"] != demo.StatusDone || status["apply"] != demo.StatusFailed || status["final-state"] != demo.StatusSkipped {
 		t.Errorf("summary steps %v: want plan done, apply stopped, final-state skipped", status)
+	}
+}
+
+// keyOn is a terminal's output that presses key on its input the first
+// time what was drawn contains trigger, as a user would on seeing it.
+type keyOn struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	trigger string
+	press   func()
+}
+
+func (w *keyOn) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if w.press != nil && strings.Contains(w.buf.String(), w.trigger) {
+		go w.press()
+		w.press = nil
+	}
+	return n, err
+}
+
+// TestDemoInterruptedOnTheDisplay presses Ctrl-C in the demo's progress
+// display (pkg/tui/progress on a terminal) during the second wave: the demo
+// stops there, as with SIGINT, and says so with exit code 130.
+func TestDemoInterruptedOnTheDisplay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo to its second wave; skipped with -short")
+	}
+	dir := t.TempDir()
+	keys, in := io.Pipe()
+	defer in.Close()
+	out := &keyOn{trigger: "wave-2-", press: func() { _, _ = in.Write([]byte{0x03}) }}
+	var errOut bytes.Buffer
+	streams := &iostreams.IOStreams{In: keys, Out: out, ErrOut: &errOut}
+	streams.SetTTY(true)
+	cmd, g := newRoot(streams)
+	cmd.SetArgs([]string{"demo", "--seed", "1", "--out", dir})
+	code := g.exit(cmd.Execute())
+	if code != ExitInterrupted || !strings.Contains(errOut.String(), "demo interrupted (Ctrl-C) at step apply") {
+		t.Fatalf("exit %d, want %d naming the step:\n%s", code, ExitInterrupted, &errOut)
+	}
+	var sum demo.Summary
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	status := map[string]string{}
+	for _, st := range sum.Steps {
+		status[st.ID] = st.Status
+	}
+	if status["apply"] != demo.StatusFailed || status["final-state"] != demo.StatusSkipped {
+		t.Errorf("steps %v: want apply stopped and final-state skipped", status)
 	}
 }

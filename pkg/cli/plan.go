@@ -15,7 +15,6 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
@@ -290,15 +289,19 @@ func printSteadyState(w io.Writer, ss *plan.SteadyState) error {
 	}
 	rows := map[[2]string]*[2]side{}
 	var keys [][2]string
-	for i, f := range []disruption.Fleet{ss.AfterMigration, ss.AfterConsolidation} {
-		for _, tc := range f.Types {
-			k := [2]string{tc.InstanceType, tc.CapacityType}
-			if rows[k] == nil {
-				rows[k] = &[2]side{}
-				keys = append(keys, k)
-			}
-			rows[k][i] = side{tc.Nodes, tc.PricePerHour}
+	add := func(i int, instanceType, capacityType string, s side) {
+		k := [2]string{instanceType, capacityType}
+		if rows[k] == nil {
+			rows[k] = &[2]side{}
+			keys = append(keys, k)
 		}
+		rows[k][i] = s
+	}
+	for _, tc := range ss.AfterMigration.Types {
+		add(0, tc.InstanceType, tc.CapacityType, side{tc.Nodes, tc.PricePerHour})
+	}
+	for _, tc := range ss.AfterConsolidation.Types {
+		add(1, tc.InstanceType, tc.CapacityType, side{tc.Nodes, tc.PricePerHour})
 	}
 	slices.SortFunc(keys, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
 	for _, k := range keys {

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,36 +9,18 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/iostreams"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
-// runWith runs the CLI with the actions' configuration injected (cli/cli's
-// habit): the command is tested on its flags, options and printing, its
-// collaborators an in-memory clientset, with no cluster or AWS endpoint.
+// runWith runs the CLI with c injected (runInjected), checking the
+// command asked for a Kubernetes client.
 func runWith(t *testing.T, c *action.Configuration, args ...string) (string, string, int) {
 	t.Helper()
-	streams, _, out, errOut := iostreams.Test()
-	cmd, g := newRoot(streams)
-	var asked action.Live
-	g.Configure = func(_ context.Context, l action.Live) (*action.Configuration, error) {
-		asked = l
-		return c, nil
-	}
-	// A kubeconfig that names a cluster nobody serves: only the injected
-	// configuration is used.
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd.SetArgs(append([]string{"--kubeconfig", kc}, args...))
-	cmd.SetOut(out)
-	cmd.SetErr(errOut)
-	code := g.exit(cmd.Execute())
-	if asked.REST == nil {
+	res := runInjected(t, func(action.Live) (*action.Configuration, error) { return c, nil }, args...)
+	if res.asked == nil || res.asked.REST == nil {
 		t.Errorf("%v: the command asked for no Kubernetes client", args)
 	}
-	return out.String(), errOut.String(), code
+	return res.out, res.errOut, res.code
 }
 
 func TestStatusWithInjectedConfiguration(t *testing.T) {

@@ -1,22 +1,17 @@
 package demo
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
 	"text/tabwriter"
-
-	"github.com/charmbracelet/bubbles/progress"
-	"github.com/charmbracelet/bubbles/spinner"
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
 )
 
 // PlainProgress returns an event sink that writes one timestamped line per
-// step change (simulated time), and wave progress at each quarter.
+// step change (simulated time), and wave progress at each quarter: the
+// demo's progress off a terminal (on one, the CLI shows its Events with
+// pkg/tui/progress).
 func PlainProgress(w io.Writer) func(Event) {
 	var mu sync.Mutex
 	lastQuarter := map[string]int{}
@@ -33,139 +28,6 @@ func PlainProgress(w io.Writer) func(Event) {
 		line := fmt.Sprintf("%s  %-14s %-8s %s", e.SimTime.Format("15:04:05"), e.Step, e.Status, e.Message)
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
 	}
-}
-
-// ErrInterrupted is returned (wrapped) by RunWithTUI when the user pressed
-// Ctrl-C in the display: the demo stopped at the step it was in.
-var ErrInterrupted = errors.New("demo interrupted")
-
-// RunWithTUI runs the demo under a bubbletea program: one line per step with
-// a spinner while it runs and a progress bar for waves. Ctrl-C stops the
-// demo, and RunWithTUI returns once it has, with the summary so far.
-func RunWithTUI(ctx context.Context, opts Options, in io.Reader, out io.Writer) (*Summary, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	m := newTUIModel()
-	m.interrupt = func() { cancel(ErrInterrupted) }
-	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithContext(ctx))
-	var sum *Summary
-	var runErr error
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		inner := opts.Events
-		opts.Events = func(e Event) {
-			if inner != nil {
-				inner(e)
-			}
-			p.Send(eventMsg(e))
-		}
-		sum, runErr = Run(ctx, opts)
-		p.Send(doneMsg{})
-	}()
-	_, displayErr := p.Run()
-	// stopped is nil unless Ctrl-C or the caller stopped the demo; either
-	// way the demo does not outlive its display.
-	stopped := context.Cause(ctx)
-	cancel(errors.New("the progress display ended"))
-	<-finished
-	switch {
-	case errors.Is(stopped, ErrInterrupted) && runErr != nil:
-		return sum, fmt.Errorf("%w: %w", ErrInterrupted, runErr)
-	case displayErr != nil && stopped == nil:
-		return sum, fmt.Errorf("progress display: %w", displayErr)
-	}
-	return sum, runErr
-}
-
-type eventMsg Event
-type doneMsg struct{}
-
-type tuiStep struct {
-	id, status, msg string
-	progress        float64
-}
-
-type tuiModel struct {
-	// interrupt stops the demo (Ctrl-C).
-	interrupt func()
-	steps     []*tuiStep
-	index     map[string]*tuiStep
-	spinner   spinner.Model
-	bar       progress.Model
-	done      bool
-}
-
-var (
-	styleDone   = lipgloss.NewStyle().Foreground(lipgloss.Color("2"))
-	styleFailed = lipgloss.NewStyle().Foreground(lipgloss.Color("1"))
-	styleDim    = lipgloss.NewStyle().Foreground(lipgloss.Color("8"))
-)
-
-func newTUIModel() *tuiModel {
-	return &tuiModel{
-		index:   map[string]*tuiStep{},
-		spinner: spinner.New(spinner.WithSpinner(spinner.Dot)),
-		bar:     progress.New(progress.WithDefaultGradient(), progress.WithWidth(30), progress.WithoutPercentage()),
-	}
-}
-
-func (m *tuiModel) Init() tea.Cmd { return m.spinner.Tick }
-
-func (m *tuiModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
-	switch msg := msg.(type) {
-	case eventMsg:
-		st, ok := m.index[msg.Step]
-		if !ok {
-			st = &tuiStep{id: msg.Step}
-			m.index[msg.Step] = st
-			m.steps = append(m.steps, st)
-		}
-		st.status = msg.Status
-		if msg.Message != "" {
-			st.msg = msg.Message
-		}
-		if msg.Progress >= 0 {
-			st.progress = msg.Progress
-		}
-		return m, nil
-	case doneMsg:
-		m.done = true
-		return m, tea.Quit
-	case tea.KeyMsg:
-		if msg.String() == "ctrl+c" {
-			if m.interrupt != nil {
-				m.interrupt()
-			}
-			return m, tea.Quit
-		}
-	case spinner.TickMsg:
-		var cmd tea.Cmd
-		m.spinner, cmd = m.spinner.Update(msg)
-		return m, cmd
-	}
-	return m, nil
-}
-
-func (m *tuiModel) View() string {
-	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	for _, st := range m.steps {
-		mark := m.spinner.View()
-		switch st.status {
-		case StatusDone:
-			mark = styleDone.Render("✓")
-		case StatusFailed:
-			mark = styleFailed.Render("✗")
-		}
-		extra := styleDim.Render(st.msg)
-		if strings.HasPrefix(st.id, "wave-") || strings.HasPrefix(st.id, "rollback-") {
-			extra = m.bar.ViewAs(st.progress) + "  " + extra
-		}
-		fmt.Fprintf(tw, "%s %s\t%s\n", mark, st.id, extra)
-	}
-	_ = tw.Flush()
-	return b.String()
 }
 
 // WriteTable renders the summary for people.

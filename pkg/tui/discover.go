@@ -9,18 +9,21 @@ import (
 	"github.com/charmbracelet/bubbles/spinner"
 	"github.com/charmbracelet/bubbles/table"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui/progress"
 )
 
-// discoverScreen reads AWS and the cluster with a spinner naming each
-// stage, then lists the node groups to include or exclude.
+// discoverScreen reads AWS and the cluster showing each stage as the
+// discover command does (progress.Steps), then lists the node groups to
+// include or exclude.
 type discoverScreen struct {
 	s      *state
-	spin   spinner.Model
+	steps  *progress.Steps
+	stage  func(string)
 	ch     <-chan tea.Msg
-	stages []string
 	err    error
 	table  table.Model
 	size   tea.WindowSizeMsg
@@ -43,7 +46,8 @@ type discoveredMsg struct {
 }
 
 func newDiscover(s *state) screen {
-	return &discoverScreen{s: s, spin: spinner.New(spinner.WithSpinner(spinner.Dot))}
+	steps := progress.NewSteps()
+	return &discoverScreen{s: s, steps: steps, stage: progress.Stages(steps.Set)}
 }
 
 func (d *discoverScreen) title() string { return "Discover" }
@@ -55,7 +59,7 @@ func (d *discoverScreen) init() tea.Cmd {
 		return discoveredMsg{inv: inv, err: err}
 	})
 	d.ch = ch
-	return tea.Batch(d.spin.Tick, cmd)
+	return tea.Batch(d.steps.Init(), cmd)
 }
 
 func (d *discoverScreen) help() []key.Binding {
@@ -68,7 +72,7 @@ func (d *discoverScreen) help() []key.Binding {
 func (d *discoverScreen) update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case discoverStageMsg:
-		d.stages = append(d.stages, string(msg))
+		d.stage(string(msg))
 		return listen(d.ch)
 	case discoveredMsg:
 		if msg.err != nil {
@@ -93,9 +97,7 @@ func (d *discoverScreen) update(msg tea.Msg) tea.Cmd {
 		if d.s.inv != nil || d.err != nil {
 			return nil
 		}
-		var cmd tea.Cmd
-		d.spin, cmd = d.spin.Update(msg)
-		return cmd
+		return d.steps.Update(msg)
 	case tea.KeyMsg:
 		if d.s.inv == nil {
 			return nil
@@ -196,14 +198,8 @@ func (d *discoverScreen) view(width, _ int) string {
 		return b.String()
 	}
 	if d.s.inv == nil {
-		fmt.Fprintf(&b, "%s Reading AWS and the cluster…\n\n", d.spin.View())
-		for i, s := range d.stages {
-			mark := st.ok.Render("✓")
-			if i == len(d.stages)-1 {
-				mark = d.spin.View()
-			}
-			fmt.Fprintf(&b, "  %s %s\n", mark, s)
-		}
+		b.WriteString("Reading AWS and the cluster…\n\n")
+		b.WriteString(lipgloss.NewStyle().PaddingLeft(2).Render(d.steps.View()))
 		return b.String()
 	}
 	inv := d.s.inv

@@ -13,6 +13,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui/progress"
 )
 
 // generateScreen chooses the strategy, the instance-type flexibility and
@@ -61,7 +62,7 @@ func newGenerate(s *state) screen {
 	if s.conn.Environment == "dev" || s.conn.Environment == "staging" || s.conn.Environment == "prod" {
 		in.SetValue("dev,staging,prod")
 	}
-	return &generateScreen{s: s, envs: in, spin: spinner.New(spinner.WithSpinner(spinner.Dot)), vp: viewport.New(80, 10)}
+	return &generateScreen{s: s, envs: in, spin: progress.NewSpinner(), vp: viewport.New(80, 10)}
 }
 
 func (g *generateScreen) title() string { return "Generate" }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui/progress"
 )
 
 // iamScreen shows what Karpenter needs in the account (create, update or
@@ -45,7 +46,7 @@ type iamStepMsg iam.Item
 type iamAppliedMsg struct{ err error }
 
 func newIAM(s *state) screen {
-	return &iamScreen{s: s, spin: spinner.New(spinner.WithSpinner(spinner.Dot)), vp: viewport.New(80, 10)}
+	return &iamScreen{s: s, spin: progress.NewSpinner(), vp: viewport.New(80, 10)}
 }
 
 func (m *iamScreen) title() string { return "IAM" }

@@ -16,7 +16,6 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -280,19 +279,18 @@ func (o *Ops) Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) 
 	// the forecast plan and the demo show.
 	res.AfterConsolidation, res.ConsolidatedCostPerHour = res.AfterMigration, p.Cost.AfterPerHour
 	if ss := p.SteadyState; ss != nil {
-		res.AfterMigration, res.AfterConsolidation = typeLines(ss.AfterMigration), typeLines(ss.AfterConsolidation)
+		// The forecast fleets' nodes by instance and capacity type.
+		after, settled := map[FleetLine]int{}, map[FleetLine]int{}
+		for _, t := range ss.AfterMigration.Types {
+			after[FleetLine{InstanceType: t.InstanceType, CapacityType: t.CapacityType}] += t.Nodes
+		}
+		for _, t := range ss.AfterConsolidation.Types {
+			settled[FleetLine{InstanceType: t.InstanceType, CapacityType: t.CapacityType}] += t.Nodes
+		}
+		res.AfterMigration, res.AfterConsolidation = fleetLines(after), fleetLines(settled)
 		res.ConsolidatedCostPerHour, res.Repacked = ss.AfterConsolidation.PricePerHour, len(ss.Commands) > 0
 	}
 	return res, nil
-}
-
-// typeLines are a forecast fleet's nodes by instance and capacity type.
-func typeLines(f disruption.Fleet) []FleetLine {
-	counts := map[FleetLine]int{}
-	for _, t := range f.Types {
-		counts[FleetLine{InstanceType: t.InstanceType, CapacityType: t.CapacityType}] += t.Nodes
-	}
-	return fleetLines(counts)
 }
 
 // fleets are the legacy nodes the waves drain and the nodes they predict.

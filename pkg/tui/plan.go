@@ -12,6 +12,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui/progress"
 )
 
 // planScreen plans the rollout: the waves, the fleet after migration and
@@ -57,7 +58,7 @@ func newPlan(s *state) screen {
 		Environment: s.conn.Environment, WaveSize: def.Rollout.WaveSize, Concurrency: max(1, def.Rollout.Concurrency),
 		Generate: s.gen, IAM: s.iamOpts, Exclude: exclude, Acknowledged: acked,
 	}
-	return &planScreen{s: s, spin: spinner.New(spinner.WithSpinner(spinner.Dot))}
+	return &planScreen{s: s, spin: progress.NewSpinner()}
 }
 
 func (p *planScreen) title() string { return "Plan" }
@@ -91,11 +92,6 @@ var (
 	keyAckPlan  = key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "ack"))
 )
 
-var waveColumns = []table.Column{
-	{Title: "WAVE", Width: 4}, {Title: "NODES", Width: 5}, {Title: "PODS", Width: 4}, {Title: "NODEPOOLS", Width: 28},
-	{Title: "NEW NODES", Width: 9}, {Title: "WARM", Width: 4},
-}
-
 func (p *planScreen) update(msg tea.Msg) tea.Cmd {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
@@ -111,11 +107,7 @@ func (p *planScreen) update(msg tea.Msg) tea.Cmd {
 			return nil
 		}
 		p.s.plan, p.shown = msg.res, msg.choice
-		rows := make([]table.Row, len(msg.res.Plan.Waves))
-		for i, w := range msg.res.Plan.Waves {
-			rows[i] = table.Row{fmt.Sprint(w.Index), fmt.Sprint(len(w.Nodes)), fmt.Sprint(w.Pods), strings.Join(w.NodePools, ","), fmt.Sprint(len(w.PredictedNodes)), fmt.Sprint(len(w.PreProvision))}
-		}
-		p.table = table.New(table.WithColumns(waveColumns), table.WithRows(rows))
+		p.table = progress.Waves(msg.res.Plan)
 		p.resize()
 	case spinner.TickMsg:
 		if !p.busy {

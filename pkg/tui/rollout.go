@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
-	"github.com/charmbracelet/bubbles/progress"
+	bar "github.com/charmbracelet/bubbles/progress"
 	"github.com/charmbracelet/bubbles/spinner"
 	"github.com/charmbracelet/bubbles/table"
 	tea "github.com/charmbracelet/bubbletea"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui/progress"
 )
 
 // rolloutMode is what the rollout screen is doing.
@@ -66,7 +67,7 @@ type rolloutScreen struct {
 	thenBack  bool
 	thenQuit  bool
 	spin      spinner.Model
-	bar       progress.Model
+	bar       bar.Model
 	workloads table.Model
 	size      tea.WindowSizeMsg
 }
@@ -81,8 +82,7 @@ type runDoneMsg struct {
 func newRollout(s *state) screen {
 	s.runStats = rolloutStats{wavePhase: map[int]string{}, evicted: map[string]int{}, podWorkload: map[string]string{}}
 	r := &rolloutScreen{
-		s: s, spin: spinner.New(spinner.WithSpinner(spinner.Dot)),
-		bar:       progress.New(progress.WithWidth(30), progress.WithoutPercentage(), progress.WithSolidFill("12")),
+		s: s, spin: progress.NewSpinner(), bar: progress.NewBar(),
 		workloads: table.New(table.WithColumns(workloadColumns)),
 	}
 	return r
@@ -367,11 +367,7 @@ func (r *rolloutScreen) view(width, height int) string {
 	st := &s.runStats
 	sty := s.st
 	var b strings.Builder
-	pct := 0.0
-	if st.stepsTotal > 0 {
-		pct = float64(st.stepsDone) / float64(st.stepsTotal)
-	}
-	fmt.Fprintf(&b, "Step %-24s %s %d/%d\n", nonEmpty(st.step, "starting"), r.bar.ViewAs(pct), st.stepsDone, st.stepsTotal)
+	b.WriteString(progress.Counter(r.bar, nonEmpty(st.step, "starting"), st.stepsDone, st.stepsTotal) + "\n")
 	if st.wave > 0 {
 		fmt.Fprintf(&b, "Wave %d/%d · %s", st.wave, st.waves, st.phase)
 	} else {

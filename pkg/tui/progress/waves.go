@@ -1,0 +1,26 @@
+package progress
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/table"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+)
+
+// Waves is a plan's waves as a table: the legacy nodes each drains, its
+// pods, the NodePools that receive them, the nodes Karpenter is predicted
+// to launch and the placeholders pre-provisioned ahead of the drain.
+func Waves(p *rollout.Plan) table.Model {
+	rows := make([]table.Row, len(p.Waves))
+	for i, w := range p.Waves {
+		rows[i] = table.Row{fmt.Sprint(w.Index), fmt.Sprint(len(w.Nodes)), fmt.Sprint(w.Pods), strings.Join(w.NodePools, ","), fmt.Sprint(len(w.PredictedNodes)), fmt.Sprint(len(w.PreProvision))}
+	}
+	return table.New(table.WithColumns(waveColumns), table.WithRows(rows))
+}
+
+var waveColumns = []table.Column{
+	{Title: "WAVE", Width: 4}, {Title: "NODES", Width: 5}, {Title: "PODS", Width: 4}, {Title: "NODEPOOLS", Width: 28},
+	{Title: "NEW NODES", Width: 9}, {Title: "WARM", Width: 4},
+}
