@@ -21,7 +21,7 @@ var layers = []struct {
 	packages []string
 }{
 	{"main", []string{"cmd/karpenter-migrate"}},
-	{"front ends", []string{"pkg/cli", "pkg/tui", "pkg/demo", "internal/bigcluster", "pkg/rollout/e2e", "scripts"}},
+	{"front ends", []string{"pkg/cli", "pkg/tui", "pkg/tui/progress", "pkg/demo", "internal/bigcluster", "pkg/rollout/e2e", "scripts"}},
 	{"actions", []string{"pkg/action"}},
 	{"the runbook's steps and the runner's collaborators", []string{"migrations", "pkg/helm", "internal/sandbox"}},
 	{"the runner", []string{"pkg/rollout"}},
