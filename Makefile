@@ -71,7 +71,7 @@ moto: controlplane moto-check
 	$(GO) test -race -count=1 -run '^TestMoto' $(PKGS)
 
 ## controlplane: build etcd, Kubernetes, kwok and Karpenter for the end-to-end
-## tests into $(CACHE), only when missing (about 10 min from a clean cache).
+## tests into $(CACHE), only when missing (12 to 20 min from a clean cache).
 controlplane:
 	scripts/controlplane/build.sh
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
 // Karpenter's disruption timing, in simulated time.
@@ -189,7 +189,7 @@ func (s *Sandbox) consolidate(ctx context.Context) error {
 		return err
 	}
 	s.trackPodEvents(nodes, pods)
-	if err := s.progressCommands(ctx, nodes, pods); err != nil {
+	if err := s.progressCommands(ctx, nodes); err != nil {
 		return err
 	}
 	if s.validationDue() {
@@ -395,7 +395,7 @@ func (s *Sandbox) setDisruptedTaint(ctx context.Context, name string, on bool) e
 // replacement to be Ready, then every node is drained through the
 // Eviction API (a 429 is retried next tick) and, once no pod that must
 // move is left, its NodeClaim deleted and its instance terminated.
-func (s *Sandbox) progressCommands(ctx context.Context, nodes map[string]*corev1.Node, pods []*corev1.Pod) error {
+func (s *Sandbox) progressCommands(ctx context.Context, nodes map[string]*corev1.Node) error {
 	var still []*command
 	for _, c := range s.dis.running {
 		if c.rec.Status == CommandLaunching {
@@ -417,7 +417,7 @@ func (s *Sandbox) progressCommands(ctx context.Context, nodes map[string]*corev1
 			}
 			c.rec.Status = CommandDraining
 		}
-		done, err := s.drain(ctx, c, nodes, pods)
+		done, err := s.drain(ctx, c, nodes)
 		if err != nil {
 			return err
 		}
@@ -464,34 +464,25 @@ func (s *Sandbox) replacementReady(ctx context.Context, c *command, nodes map[st
 	return false, false
 }
 
-// drain evicts the pods of a command's nodes that must move and removes
-// each node that has none left. It reports whether every node is gone.
-func (s *Sandbox) drain(ctx context.Context, c *command, nodes map[string]*corev1.Node, pods []*corev1.Pod) (bool, error) {
-	on := map[string][]*corev1.Pod{}
-	for _, p := range pods {
-		if p.Spec.NodeName != "" && mustMove(p) {
-			on[p.Spec.NodeName] = append(on[p.Spec.NodeName], p)
-		}
-	}
+// drain evicts the pods of a command's nodes that must move, through
+// pkg/kube's drain one pass a tick (a 429 is asked again next tick), and
+// removes each node a pass finds drained. It reports whether every node
+// is gone.
+func (s *Sandbox) drain(ctx context.Context, c *command, nodes map[string]*corev1.Node) (bool, error) {
+	d := s.terminator()
 	done := true
 	for _, ref := range c.rec.Nodes {
 		if nodes[ref.Name] == nil {
 			continue
 		}
-		if left := on[ref.Name]; len(left) > 0 {
+		pass, err := d.EvictNow(ctx, ref.Name)
+		if err != nil {
+			return false, fmt.Errorf("drain node %s for %s: %w", ref.Name, c.rec.Method, err)
+		}
+		if !pass.Drained() {
 			done = false
-			for _, p := range left {
-				err := s.kube.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}})
-				switch {
-				case err == nil:
-					c.rec.Evictions++
-					s.stats.ConsolidationEvictions++
-				case apierrors.IsTooManyRequests(err), apierrors.IsNotFound(err):
-					// A PDB allows no disruption now: retried next tick.
-				default:
-					return false, fmt.Errorf("drain node %s for %s: evict pod %s/%s: %w", ref.Name, c.rec.Method, p.Namespace, p.Name, err)
-				}
-			}
+			c.rec.Evictions += len(pass.Evicted)
+			s.stats.ConsolidationEvictions += len(pass.Evicted)
 			continue
 		}
 		if err := s.removeNode(ctx, ref.Name); err != nil {
@@ -502,8 +493,18 @@ func (s *Sandbox) drain(ctx context.Context, c *command, nodes map[string]*corev
 	return done, nil
 }
 
-// mustMove reports whether a drain evicts the pod: active and not a
-// DaemonSet's (DaemonSet pods go with the node).
+// terminator is the drain of Karpenter's termination controller: every
+// pod but DaemonSet (and mirror) pods is evicted, including those asking
+// not to be and those without a controller, and no grace period is
+// overridden.
+func (s *Sandbox) terminator() *kube.Drainer {
+	o := kube.DefaultDrainOptions()
+	o.ForceEvict, o.DeleteEmptyDirData, o.EvictUnreplicated = true, true, true
+	return &kube.Drainer{Client: s.kube, Clock: s.clock, Options: o}
+}
+
+// mustMove reports whether a pod counts for its node's pod events: active
+// and not a DaemonSet's (DaemonSet pods go with the node).
 func mustMove(p *corev1.Pod) bool {
 	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && !isDaemonSetPod(p)
 }

@@ -82,7 +82,7 @@ func TestKwokNodeLabels(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			n, err := kwokNode(tt.spec)
+			n, err := KwokNode(tt.spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -105,7 +105,7 @@ func TestKwokNodeLabels(t *testing.T) {
 			}
 		})
 	}
-	if _, err := kwokNode(NodeSpec{Name: "x", CapacityType: "reserved"}); err == nil {
+	if _, err := KwokNode(NodeSpec{Name: "x", CapacityType: "reserved"}); err == nil {
 		t.Error("capacity type reserved accepted")
 	}
 }

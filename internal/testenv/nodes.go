@@ -49,7 +49,7 @@ type NodeSpec struct {
 // CreateKwokNode creates a node that kwok manages: it becomes Ready within a
 // second, and pods bound to it become Running. Wait with WaitForNodesReady.
 func (e *Env) CreateKwokNode(ctx context.Context, spec NodeSpec) (*corev1.Node, error) {
-	node, err := kwokNode(spec)
+	node, err := KwokNode(spec)
 	if err != nil {
 		return nil, err
 	}
@@ -60,8 +60,9 @@ func (e *Env) CreateKwokNode(ctx context.Context, spec NodeSpec) (*corev1.Node, 
 	return created, nil
 }
 
-// kwokNode builds the Node object for spec, applying the defaults.
-func kwokNode(spec NodeSpec) (*corev1.Node, error) {
+// KwokNode is the Node object CreateKwokNode creates for spec, with the
+// defaults applied.
+func KwokNode(spec NodeSpec) (*corev1.Node, error) {
 	if spec.Name == "" {
 		return nil, fmt.Errorf("kwok node: name is required")
 	}
@@ -114,11 +115,10 @@ func kwokNode(spec NodeSpec) (*corev1.Node, error) {
 		providerID = fmt.Sprintf("aws:///%s/i-%017x", zone, h.Sum64())
 	}
 
-	return &corev1.Node{
+	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        spec.Name,
-			Labels:      labels,
-			Annotations: map[string]string{KwokAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			Name:   spec.Name,
+			Labels: labels,
 		},
 		Spec: corev1.NodeSpec{ProviderID: providerID, Taints: spec.Taints},
 		Status: corev1.NodeStatus{
@@ -129,7 +129,9 @@ func kwokNode(spec NodeSpec) (*corev1.Node, error) {
 				OperatingSystem: "linux",
 			},
 		},
-	}, nil
+	}
+	MarkKwok(n)
+	return n, nil
 }
 
 func withDefault(v, def string) string {

@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
 	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
@@ -50,8 +49,6 @@ const (
 	// node disrupted, for it to count as settled: longer than a round of
 	// consolidateAfter (dev's 30s) plus validation.
 	cpQuiet = 75 * time.Second
-	// cpPoll is how often the node hook and the watchers run.
-	cpPoll = 250 * time.Millisecond
 )
 
 // controlPlane is the demo on real parts: the account and cluster the
@@ -73,17 +70,17 @@ type controlPlane struct {
 	model    map[string]*corev1.Node
 	capacity map[string]string
 
+	// hook plays EC2 and the kubelet for the node groups.
+	hook   *testenv.NodeHook
 	cancel context.CancelFunc
 	done   chan struct{}
 
 	mu       sync.Mutex
 	watchers []func(context.Context, kubernetes.Interface) error
-	// gone are legacy nodes the hook deleted, whose pods it deletes too.
-	gone map[string]bool
 }
 
 func newControlPlane(seed uint64) *controlPlane {
-	return &controlPlane{seed: seed, gone: map[string]bool{}}
+	return &controlPlane{seed: seed}
 }
 
 func (c *controlPlane) Engine() string { return EngineControlPlane }
@@ -162,6 +159,7 @@ func (c *controlPlane) Load(ctx context.Context, inv inventory.Inventory, namesp
 		return fail(fmt.Errorf("start the control plane: %w", err))
 	}
 	c.aws = awsfake.New(acct)
+	c.hook = &testenv.NodeHook{Client: c.env.Client, AWS: c.aws, Node: c.nodeOf}
 	if err := c.copyCluster(ctx, sb.Kube()); err != nil {
 		return fail(err)
 	}
@@ -450,8 +448,7 @@ func (p *priorityClasses) adapt(ctx context.Context, spec *corev1.PodSpec) error
 }
 
 // kwokNode is a copy of a sandbox node for kwok to run: the same name,
-// labels, taints, capacity and providerID, kwok's annotation, no status
-// but its resources.
+// labels, taints, capacity and providerID, no status but its resources.
 func kwokNode(n *corev1.Node) *corev1.Node {
 	out := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: maps.Clone(n.Labels), Annotations: maps.Clone(n.Annotations)},
@@ -459,11 +456,7 @@ func kwokNode(n *corev1.Node) *corev1.Node {
 		Status: corev1.NodeStatus{Capacity: n.Status.Capacity.DeepCopy(), Allocatable: n.Status.Allocatable.DeepCopy(),
 			NodeInfo: corev1.NodeSystemInfo{Architecture: n.Status.NodeInfo.Architecture, OperatingSystem: "linux"}},
 	}
-	if out.Annotations == nil {
-		out.Annotations = map[string]string{}
-	}
-	out.Annotations[testenv.KwokAnnotation] = "fake"
-	out.Annotations["node.alpha.kubernetes.io/ttl"] = "0"
+	testenv.MarkKwok(out)
 	return out
 }
 
@@ -486,7 +479,7 @@ func (c *controlPlane) groupOfNode(n *corev1.Node) string {
 // either cancels the run.
 func (c *controlPlane) loop(ctx context.Context, fail func(error)) {
 	defer close(c.done)
-	tick := time.NewTicker(cpPoll)
+	tick := time.NewTicker(testenv.NodeHookInterval)
 	defer tick.Stop()
 	for {
 		select {
@@ -494,7 +487,10 @@ func (c *controlPlane) loop(ctx context.Context, fail func(error)) {
 			return
 		case <-tick.C:
 		}
-		err := c.syncNodes(ctx)
+		err := c.hook.Sync(ctx)
+		if err == nil {
+			err = c.releaseKilledJobPods(ctx)
+		}
 		c.mu.Lock()
 		watchers := slices.Clone(c.watchers)
 		c.mu.Unlock()
@@ -510,88 +506,44 @@ func (c *controlPlane) loop(ctx context.Context, fail func(error)) {
 	}
 }
 
-// syncNodes plays EC2 and the kubelet for the node groups: every InService
-// instance of an ASG has a kwok node like its group's, and a legacy node
-// whose instance left its group is deleted with its pods.
-func (c *controlPlane) syncNodes(ctx context.Context) error {
-	type inst struct {
-		group, zone, typ string
-		taints           []corev1.Taint
+// nodeOf is the node of a node group's new instance: a copy of the
+// group's model node with the instance's name, zone and type, and the
+// taints EKS gives a managed group's nodes. Instances of other ASGs get
+// none.
+func (c *controlPlane) nodeOf(in testenv.ASGInstance) (*corev1.Node, error) {
+	grp := c.groupOf[in.ASG]
+	if grp == nil {
+		return nil, nil
 	}
-	want := map[string]inst{}
+	model := c.model[grp.Name]
+	if model == nil {
+		return nil, fmt.Errorf("no node of node group %s to model its node on", grp.Name)
+	}
+	var taints []corev1.Taint
 	c.aws.Account(func(a *awsfake.Account) {
-		managed := map[string][]corev1.Taint{}
 		for _, cl := range a.EKS.Clusters {
 			for _, ng := range cl.Nodegroups {
-				var ts []corev1.Taint
-				for _, t := range ng.Taints {
-					ts = append(ts, kmaws.KubeTaint(t))
+				if awssdk.ToString(ng.NodegroupName) != grp.Name {
+					continue
 				}
-				managed[awssdk.ToString(ng.NodegroupName)] = ts
-			}
-		}
-		for _, g := range a.AutoScaling.Groups {
-			grp := c.groupOf[awssdk.ToString(g.AutoScalingGroupName)]
-			if grp == nil {
-				continue
-			}
-			for _, in := range g.Instances {
-				if in.LifecycleState == astypes.LifecycleStateInService || in.LifecycleState == "" {
-					want[awssdk.ToString(in.InstanceId)] = inst{grp.Name, awssdk.ToString(in.AvailabilityZone), awssdk.ToString(in.InstanceType), managed[grp.Name]}
+				for _, t := range ng.Taints {
+					taints = append(taints, kmaws.KubeTaint(t))
 				}
 			}
 		}
 	})
-	nodes, err := c.env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "!" + apisv1.NodePoolLabelKey})
-	if err != nil {
-		return err
+	n := model.DeepCopy()
+	n.Name = fmt.Sprintf("%s-%s", grp.Name, strings.TrimPrefix(in.ID, "i-"))
+	n.Spec.ProviderID = "aws:///" + in.Zone + "/" + in.ID
+	n.Labels[corev1.LabelHostname], n.Labels[corev1.LabelTopologyZone] = n.Name, in.Zone
+	if in.InstanceType != "" {
+		n.Labels[corev1.LabelInstanceTypeStable] = in.InstanceType
 	}
-	have := map[string]bool{}
-	for _, n := range nodes.Items {
-		id := instanceID(n.Spec.ProviderID)
-		if _, ok := want[id]; ok {
-			have[id] = true
-			continue
-		}
-		if err := c.env.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		c.mu.Lock()
-		c.gone[n.Name] = true
-		c.mu.Unlock()
+	if taints != nil || model.Labels["eks.amazonaws.com/nodegroup"] != "" {
+		n.Spec.Taints = taints // EKS taints a managed group's nodes as its config says
 	}
-	if err := c.deletePodsOnGoneNodes(ctx); err != nil {
-		return err
-	}
-	if err := c.releaseKilledJobPods(ctx); err != nil {
-		return err
-	}
-	for id, in := range want {
-		if have[id] {
-			continue
-		}
-		model := c.model[in.group]
-		if model == nil {
-			return fmt.Errorf("instance %s of node group %s: no node of the group to model its node on", id, in.group)
-		}
-		n := model.DeepCopy()
-		n.Name = fmt.Sprintf("%s-%s", in.group, strings.TrimPrefix(id, "i-"))
-		n.Spec.ProviderID = "aws:///" + in.zone + "/" + id
-		n.Labels[corev1.LabelHostname], n.Labels[corev1.LabelTopologyZone] = n.Name, in.zone
-		if in.typ != "" {
-			n.Labels[corev1.LabelInstanceTypeStable] = in.typ
-		}
-		if in.taints != nil || model.Labels["eks.amazonaws.com/nodegroup"] != "" {
-			n.Spec.Taints = in.taints // EKS taints a managed group's nodes as its config says
-		}
-		if _, err := c.env.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create the node of instance %s: %w", id, err)
-		}
-	}
-	return nil
+	return n, nil
 }
-
-func instanceID(providerID string) string { return providerID[strings.LastIndex(providerID, "/")+1:] }
 
 // releaseKilledJobPods removes the Job controller's tracking finalizer
 // from the Job pods kwok killed (deleted, Failed): the controller does too,
@@ -609,26 +561,6 @@ func (c *controlPlane) releaseKilledJobPods(ctx context.Context) error {
 		p.Finalizers = slices.DeleteFunc(p.Finalizers, func(f string) bool { return f == batchv1.JobTrackingFinalizer })
 		if _, err := c.env.Client.CoreV1().Pods(p.Namespace).Update(ctx, &p, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("release Job pod %s/%s: %w", p.Namespace, p.Name, err)
-		}
-	}
-	return nil
-}
-
-// deletePodsOnGoneNodes deletes (grace 0) the pods bound to deleted legacy
-// nodes, as the pod garbage collector would.
-func (c *controlPlane) deletePodsOnGoneNodes(ctx context.Context) error {
-	c.mu.Lock()
-	names := slices.Sorted(maps.Keys(c.gone))
-	c.mu.Unlock()
-	for _, node := range names {
-		pods, err := c.env.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-		if err != nil {
-			return err
-		}
-		for _, p := range pods.Items {
-			if err := c.env.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil && !apierrors.IsNotFound(err) {
-				return err
-			}
 		}
 	}
 	return nil
@@ -761,12 +693,12 @@ func (c *controlPlane) Instances(ctx context.Context) ([]sandbox.Instance, error
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		if pool := n.Labels[apisv1.NodePoolLabelKey]; pool != "" {
-			out = append(out, sandbox.Instance{ID: instanceID(n.Spec.ProviderID), InstanceType: n.Labels[corev1.LabelInstanceTypeStable],
+			out = append(out, sandbox.Instance{ID: testenv.InstanceID(n.Spec.ProviderID), InstanceType: n.Labels[corev1.LabelInstanceTypeStable],
 				Zone: n.Labels[corev1.LabelTopologyZone], CapacityType: n.Labels[apisv1.CapacityTypeLabelKey], NodePool: pool, NodeName: n.Name})
 			continue
 		}
 		if testenv.NodeReady(n) {
-			byID[instanceID(n.Spec.ProviderID)] = n
+			byID[testenv.InstanceID(n.Spec.ProviderID)] = n
 		}
 	}
 	for _, g := range c.groups() {
@@ -816,47 +748,11 @@ func (c *controlPlane) groups() []inventory.NodeGroup {
 	return out
 }
 
-// kwokOverlay points the environment's NodePools at the kwok provider's
-// node class, so the real Karpenter launches exactly what generate wrote.
-const kwokNodeClass = `apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata:
-  name: default
-spec:
-  nodeRegistrationDelay: 1s
-`
-
-const kwokPatch = `- op: replace
-  path: /spec/template/spec/nodeClassRef
-  value: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
-`
-
-// PrepareTree adds to overlays/<env> a KWOKNodeClass and a patch pointing
-// every NodePool at it: the kwok provider launches nodes only for its own
-// node class.
+// PrepareTree points overlays/<env>'s NodePools at the kwok provider's
+// node class (testenv.PointNodePoolsAtKwok): the kwok provider launches
+// nodes only for its own.
 func (c *controlPlane) PrepareTree(dir, env string) (string, error) {
-	overlay := filepath.Join(dir, "overlays", env)
-	path := filepath.Join(overlay, "kustomization.yaml")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("point the NodePools at the kwok provider: %w", err)
-	}
-	var k map[string]any
-	if err := yaml.Unmarshal(b, &k); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	res, _ := k["resources"].([]any)
-	k["resources"] = append(res, "kwoknodeclass.yaml")
-	patches, _ := k["patches"].([]any)
-	k["patches"] = append(patches, map[string]any{"target": map[string]any{"kind": apisv1.NodePoolKind}, "patch": kwokPatch})
-	out, err := yaml.Marshal(k)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	if err := os.WriteFile(filepath.Join(overlay, "kwoknodeclass.yaml"), []byte(kwokNodeClass), 0o644); err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(path, out, 0o644); err != nil {
+	if err := testenv.PointNodePoolsAtKwok(filepath.Join(dir, "overlays", env)); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("overlay %s's NodePools point at the kwok provider's KWOKNodeClass default", env), nil

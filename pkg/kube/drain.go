@@ -30,6 +30,11 @@ type DrainOptions struct {
 	// DeleteEmptyDirData allows evicting pods with emptyDir volumes (their
 	// data is lost); without it such pods block the node.
 	DeleteEmptyDirData bool
+	// EvictUnreplicated evicts pods no controller owns, which nothing
+	// recreates (kubectl drain --force; Karpenter's termination evicts
+	// them too), and DaemonSet pods whose DaemonSet is gone; without it
+	// they are reported and left in place.
+	EvictUnreplicated bool
 	// GracePeriodSeconds overrides the pods' terminationGracePeriodSeconds
 	// when >= 0; -1 honours each pod's own.
 	GracePeriodSeconds int
@@ -140,6 +145,7 @@ func (d *Drainer) Pods(ctx context.Context, nodeName string) ([]corev1.Pod, []Sk
 		Client:              d.Client,
 		IgnoreAllDaemonSets: true,
 		DeleteEmptyDirData:  d.Options.DeleteEmptyDirData,
+		Force:               d.Options.EvictUnreplicated,
 		GracePeriodSeconds:  d.Options.GracePeriodSeconds,
 		Out:                 io.Discard,
 		ErrOut:              io.Discard,

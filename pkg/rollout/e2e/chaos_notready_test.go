@@ -10,6 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
 )
 
 // TestChaosNodeNeverReady is rung 8 of the chaos ladder: Karpenter's
@@ -26,9 +28,9 @@ func TestChaosNodeNeverReady(t *testing.T) {
 	w := newWorld(t, scenarioGroups, 2)
 	seedWorkloads(ctx, t, w)
 	tree, cfg := w.prepare(ctx)
-	stuck := strings.Replace(kwokNodeClass, "nodeRegistrationDelay: 1s", "nodeRegistrationDelay: 1h", 1)
+	stuck := strings.Replace(testenv.KWOKNodeClass, "nodeRegistrationDelay: 1s", "nodeRegistrationDelay: 1h", 1)
 	short := strings.Replace(migrationConfig, "nodeReadyTimeout: 4m", "nodeReadyTimeout: 30s", 1)
-	for path, body := range map[string]string{filepath.Join(tree, "overlays", "e2e", "kwoknodeclass.yaml"): stuck, cfg: short} {
+	for path, body := range map[string]string{filepath.Join(tree, "overlays", "e2e", testenv.KWOKNodeClassFile): stuck, cfg: short} {
 		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}

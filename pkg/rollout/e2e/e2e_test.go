@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
@@ -36,29 +37,14 @@ const existingMapRoles = `- rolearn: arn:aws:iam::111122223333:role/eks-node-gro
   - system:nodes
 `
 
-// kwokOverlay is the test-only overlay: the generated staging overlay with
-// every NodePool pointed at a KWOKNodeClass, so the real Karpenter (kwok
-// provider) provisions exactly what generate wrote.
+// kwokOverlay is the test-only overlay over the generated staging one;
+// prepare points its NodePools at the kwok provider's node class
+// (testenv.PointNodePoolsAtKwok), so the real Karpenter (kwok provider)
+// provisions exactly what generate wrote.
 const kwokOverlay = `apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
 - ../staging
-- kwoknodeclass.yaml
-patches:
-- target:
-    kind: NodePool
-  patch: |-
-    - op: replace
-      path: /spec/template/spec/nodeClassRef
-      value: {group: karpenter.kwok.sh, kind: KWOKNodeClass, name: default}
-`
-
-const kwokNodeClass = `apiVersion: karpenter.kwok.sh/v1alpha1
-kind: KWOKNodeClass
-metadata:
-  name: default
-spec:
-  nodeRegistrationDelay: 1s
 `
 
 // migrationConfig: waves of two nodes, two drained at once, short gates.
@@ -195,10 +181,11 @@ func (w *world) prepare(ctx context.Context) (tree, cfg string) {
 	if err := os.MkdirAll(overlay, 0o755); err != nil {
 		w.t.Fatal(err)
 	}
-	for name, body := range map[string]string{"kustomization.yaml": kwokOverlay, "kwoknodeclass.yaml": kwokNodeClass} {
-		if err := os.WriteFile(filepath.Join(overlay, name), []byte(body), 0o644); err != nil {
-			w.t.Fatal(err)
-		}
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kwokOverlay), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := testenv.PointNodePoolsAtKwok(overlay); err != nil {
+		w.t.Fatal(err)
 	}
 	cfg = filepath.Join(w.dir, "e2e.yaml")
 	if err := os.WriteFile(cfg, []byte(migrationConfig), 0o644); err != nil {

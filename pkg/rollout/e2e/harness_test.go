@@ -8,11 +8,11 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,8 +25,7 @@ import (
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
@@ -56,11 +55,8 @@ type world struct {
 	bin    string
 	dir    string
 	groups []legacyGroup
-
-	// gone are the legacy nodes the hook deleted: a DaemonSet controller
-	// whose cache still lists one may bind a new pod to it afterwards.
-	goneMu sync.Mutex
-	gone   map[string]bool
+	// hook keeps the legacy nodes in step with the ASGs' instances.
+	hook *testenv.NodeHook
 }
 
 // TestMain removes the binary buildBinary built.
@@ -198,23 +194,24 @@ func newWorld(t testing.TB, groups []legacyGroup, nodesPerGroup int, opts ...fun
 	acct.EKS.Clusters = []awsfake.EKSCluster{cl}
 	w.aws = awsfake.New(acct)
 	t.Cleanup(w.aws.Close)
+	w.hook = &testenv.NodeHook{Client: w.env.Client, AWS: w.aws, Node: w.nodeOf}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
-	if err := w.syncNodes(ctx); err != nil {
+	if err := w.hook.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(250 * time.Millisecond)
+		tick := time.NewTicker(testenv.NodeHookInterval)
 		defer tick.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-tick.C:
-				if err := w.syncNodes(ctx); err != nil && ctx.Err() == nil {
+				if err := w.hook.Sync(ctx); err != nil && ctx.Err() == nil {
 					t.Logf("node hook: %v", err)
 				}
 			}
@@ -228,98 +225,32 @@ func newWorld(t testing.TB, groups []legacyGroup, nodesPerGroup int, opts ...fun
 func (w *world) settleNodes(ctx context.Context) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if err := w.syncNodes(ctx); err != nil {
+		if err := w.hook.Sync(ctx); err != nil {
 			return err
 		}
-		stray, err := w.podsOnGoneNodes(ctx)
+		stray, err := w.hook.DeletePodsOnGoneNodes(ctx)
 		if err != nil || len(stray) == 0 {
 			return err
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("pods still bound to deleted nodes after 30s: %v", stray)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(testenv.NodeHookInterval)
 	}
 }
 
-// podsOnGoneNodes deletes (grace 0) the pods bound to deleted legacy nodes
-// and returns their names.
-func (w *world) podsOnGoneNodes(ctx context.Context) ([]string, error) {
-	w.goneMu.Lock()
-	names := slices.Sorted(maps.Keys(w.gone))
-	w.goneMu.Unlock()
-	var stray []string
-	for _, node := range names {
-		pods, err := w.env.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range pods.Items {
-			stray = append(stray, p.Namespace+"/"+p.Name)
-			if err := w.env.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil && !apierrors.IsNotFound(err) {
-				return nil, err
-			}
-		}
+// nodeOf is the kwok node of an instance of the scenario's groups,
+// labelled as its group's.
+func (w *world) nodeOf(in testenv.ASGInstance) (*corev1.Node, error) {
+	group, zone := w.groupOfASG(in.ASG), cmp.Or(in.Zone, zones[0])
+	spec := testenv.NodeSpec{Name: group + "-" + strings.TrimPrefix(in.ID, "i-"), Zone: zone, InstanceType: "m5.xlarge",
+		ProviderID: "aws:///" + zone + "/" + in.ID}
+	if w.managed(group) {
+		spec.NodeGroup = group
+	} else {
+		spec.Labels = map[string]string{"alpha.eksctl.io/nodegroup-name": group}
 	}
-	return stray, nil
-}
-
-// syncNodes is the hook watching the fake: every InService instance of an
-// ASG has a kwok node (created Ready, labelled as its group's), and a
-// legacy node whose instance left its group is deleted with its pods, as
-// EC2 termination and the node lifecycle controller would.
-func (w *world) syncNodes(ctx context.Context) error {
-	type inst struct{ group, zone string }
-	want := map[string]inst{}
-	w.aws.Account(func(a *awsfake.Account) {
-		for _, g := range a.AutoScaling.Groups {
-			for _, in := range g.Instances {
-				if in.LifecycleState == astypes.LifecycleStateInService || in.LifecycleState == "" {
-					want[ptr.Deref(in.InstanceId, "")] = inst{w.groupOfASG(ptr.Deref(g.AutoScalingGroupName, "")), ptr.Deref(in.AvailabilityZone, zones[0])}
-				}
-			}
-		}
-	})
-	nodes, err := w.env.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "!karpenter.sh/nodepool"})
-	if err != nil {
-		return err
-	}
-	have := map[string]bool{}
-	for _, n := range nodes.Items {
-		id := n.Spec.ProviderID[strings.LastIndex(n.Spec.ProviderID, "/")+1:]
-		if _, ok := want[id]; ok {
-			have[id] = true
-			continue
-		}
-		if err := w.env.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		w.goneMu.Lock()
-		if w.gone == nil {
-			w.gone = map[string]bool{}
-		}
-		w.gone[n.Name] = true
-		w.goneMu.Unlock()
-	}
-	if _, err := w.podsOnGoneNodes(ctx); err != nil {
-		return err
-	}
-	for id, in := range want {
-		if have[id] {
-			continue
-		}
-		spec := testenv.NodeSpec{Name: in.group + "-" + strings.TrimPrefix(id, "i-"), Zone: in.zone, InstanceType: "m5.xlarge",
-			ProviderID: "aws:///" + in.zone + "/" + id}
-		if w.managed(in.group) {
-			spec.NodeGroup = in.group
-		} else {
-			spec.Labels = map[string]string{"alpha.eksctl.io/nodegroup-name": in.group}
-		}
-		if _, err := w.env.CreateKwokNode(ctx, spec); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-	return nil
+	return testenv.KwokNode(spec)
 }
 
 func (w *world) groupOfASG(asg string) string {
