@@ -15,9 +15,9 @@ func init() {
 			if s.Journal.Step("10_drain_waves") == nil {
 				return false, "", nil
 			}
-			return s.GroupsScaled(ctx)
+			return run{s}.GroupsScaled(ctx)
 		},
-		Up:   func(ctx context.Context, s *rollout.Session) error { return s.ScaleGroups(ctx) },
-		Down: func(ctx context.Context, s *rollout.Session) error { return s.RestoreGroups(ctx) },
+		Up:   func(ctx context.Context, s *rollout.Session) error { return run{s}.ScaleGroups(ctx) },
+		Down: func(ctx context.Context, s *rollout.Session) error { return run{s}.RestoreGroups(ctx) },
 	})
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // infraStep builds an IAM/AWS step that delegates to Session.Infra
-// (rollout.IAMInfra over pkg/iam) for one runbook group. Without Infra the
+// (IAMInfra over pkg/iam) for one runbook group. Without Infra the
 // step records that it was not run. Down removes the tool's IAM objects
 // only with --remove-iam, once for all groups (pkg/iam's Down works on the
 // whole set). In a dry run only a rollout.SessionInfra is called: it

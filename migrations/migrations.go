@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -29,10 +30,10 @@ func register(s rollout.Step) {
 func All() []rollout.Step { return append([]rollout.Step(nil), registry...) }
 
 // Planned returns the steps as a plan lists them.
-func Planned() []rollout.PlannedStep {
-	out := make([]rollout.PlannedStep, len(registry))
+func Planned() []plan.PlannedStep {
+	out := make([]plan.PlannedStep, len(registry))
 	for i, s := range registry {
-		out[i] = rollout.PlannedStep{ID: s.ID, Purpose: s.Purpose, Destructive: s.Destructive}
+		out[i] = plan.PlannedStep{ID: s.ID, Purpose: s.Purpose, Destructive: s.Destructive}
 	}
 	return out
 }

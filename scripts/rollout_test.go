@@ -39,6 +39,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/helm"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -429,8 +430,8 @@ func TestScriptedRollout(t *testing.T) {
 		})
 		t.Run("in-cluster Job RBAC", func(t *testing.T) {
 			script(t, repo, "rollout.sh", []string{"PHASE=plan"}, "dev").expect(t, "PHASE=plan rollout.sh dev", exitDone)
-			plan := filepath.Join(repo, ".karpenter-migrate", "dev", "plan.yaml")
-			out, err := exec.CommandContext(ctx, binary(t), "generate", "--job", "--plan", plan, "--out", filepath.Join(repo, "karpenter"), "--config", filepath.Join(repo, "migrations", "dev.yaml"), "--role-arn", "arn:aws:iam::"+account+":role/km").CombinedOutput()
+			planFile := filepath.Join(repo, ".karpenter-migrate", "dev", "plan.yaml")
+			out, err := exec.CommandContext(ctx, binary(t), "generate", "--job", "--plan", planFile, "--out", filepath.Join(repo, "karpenter"), "--config", filepath.Join(repo, "migrations", "dev.yaml"), "--role-arn", "arn:aws:iam::"+account+":role/km").CombinedOutput()
 			if err != nil {
 				t.Fatalf("generate --job: %v\n%s", err, out)
 			}
@@ -486,7 +487,7 @@ func TestScriptedRollout(t *testing.T) {
 				}
 			}
 			// ... and Helm's, for the Karpenter release step 07 installs.
-			p, err := rollout.ReadPlanFile(plan)
+			p, err := plan.ReadPlanFile(planFile)
 			if err != nil {
 				t.Fatal(err)
 			}

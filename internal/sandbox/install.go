@@ -15,6 +15,7 @@ import (
 	k8sptr "k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -51,7 +52,7 @@ func (in *installer) Release(_ context.Context, namespace, name string) (*rollou
 	return &c, nil
 }
 
-func (in *installer) Install(ctx context.Context, k rollout.PlanKarpenter) (*rollout.Release, error) {
+func (in *installer) Install(ctx context.Context, k plan.PlanKarpenter) (*rollout.Release, error) {
 	dep, pdb, err := in.objects(k)
 	if err != nil {
 		return nil, err
@@ -100,7 +101,7 @@ func (in *installer) Install(ctx context.Context, k rollout.PlanKarpenter) (*rol
 	return &c, nil
 }
 
-func (in *installer) Render(_ context.Context, k rollout.PlanKarpenter) (string, error) {
+func (in *installer) Render(_ context.Context, k plan.PlanKarpenter) (string, error) {
 	dep, pdb, err := in.objects(k)
 	if err != nil {
 		return "", err
@@ -122,7 +123,7 @@ func (in *installer) Uninstall(ctx context.Context, namespace, name string) erro
 	return nil
 }
 
-func (in *installer) objects(k rollout.PlanKarpenter) (*appsv1.Deployment, *policyv1.PodDisruptionBudget, error) {
+func (in *installer) objects(k plan.PlanKarpenter) (*appsv1.Deployment, *policyv1.PodDisruptionBudget, error) {
 	dep, pdb, err := generate.ControllerObjects(k.Values, k.Namespace, "public.ecr.aws/karpenter/controller:"+k.Version)
 	if err != nil {
 		return nil, nil, err

@@ -18,7 +18,7 @@ import (
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // Offering is one instance type in one zone at one capacity type.
@@ -224,7 +224,7 @@ func (s *Sandbox) listNodePools(ctx context.Context) ([]apisv1.NodePool, error) 
 	}
 	var out []apisv1.NodePool
 	for i := range list.Items {
-		np, err := rollout.DecodeNodePool(&list.Items[i])
+		np, err := plan.DecodeNodePool(&list.Items[i])
 		if err != nil {
 			return nil, err
 		}
@@ -242,7 +242,7 @@ func (s *Sandbox) getNodePool(ctx context.Context, name string) (*apisv1.NodePoo
 	if err != nil {
 		return nil, fmt.Errorf("get NodePool %s: %w", name, err)
 	}
-	return rollout.DecodeNodePool(u)
+	return plan.DecodeNodePool(u)
 }
 
 // NewNodeClaim builds the NodeClaim object for a claim; creating it (by the

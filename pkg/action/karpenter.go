@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/helm"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -18,7 +20,7 @@ import (
 // controller, the environment's journal): nothing installed, this tool's
 // release as planned or older, or an installation made by someone else,
 // agreeing with the plan or contradicting it. It changes nothing.
-func (c *Configuration) KarpenterStatus(ctx context.Context, p *rollout.Plan) (*rollout.KarpenterState, error) {
+func (c *Configuration) KarpenterStatus(ctx context.Context, p *plan.Plan) (*migrations.KarpenterState, error) {
 	if c.Kube == nil || c.KarpenterInstaller == nil {
 		return nil, errors.New("karpenter status needs the cluster: no Kubernetes client")
 	}
@@ -30,7 +32,7 @@ func (c *Configuration) KarpenterStatus(ctx context.Context, p *rollout.Plan) (*
 		return nil, err
 	}
 	s := &rollout.Session{Kube: c.Kube, Dynamic: c.Dynamic, Plan: p, Journal: j, Karpenter: c.KarpenterInstaller}
-	return s.KarpenterState(ctx)
+	return migrations.ReadKarpenter(ctx, s)
 }
 
 // KarpenterCheck asks what the Karpenter step would do before a plan is
@@ -50,18 +52,18 @@ type KarpenterCheck struct {
 
 // KarpenterCheck returns the release the plan would install and
 // KarpenterStatus of it. It changes nothing.
-func (c *Configuration) KarpenterCheck(ctx context.Context, k KarpenterCheck) (*rollout.PlanKarpenter, *rollout.KarpenterState, error) {
+func (c *Configuration) KarpenterCheck(ctx context.Context, k KarpenterCheck) (*plan.PlanKarpenter, *migrations.KarpenterState, error) {
 	if k.Inventory == nil {
 		return nil, nil, errors.New("karpenter check: no inventory (discover first)")
 	}
-	rel, err := rollout.KarpenterRelease(k.Inventory, rollout.PlanRequest{
+	rel, err := plan.KarpenterRelease(k.Inventory, plan.PlanRequest{
 		Environment: k.Environment, Config: k.Config, Dir: k.Dir, ControllerNodeGroup: k.ControllerNodeGroup,
 		KarpenterChart: k.KarpenterChart, KarpenterVersion: k.KarpenterVersion,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := c.KarpenterStatus(ctx, &rollout.Plan{Environment: k.Environment, Cluster: k.Inventory.Cluster.Name, Karpenter: rel})
+	st, err := c.KarpenterStatus(ctx, &plan.Plan{Environment: k.Environment, Cluster: k.Inventory.Cluster.Name, Karpenter: rel})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -72,7 +74,7 @@ func (c *Configuration) KarpenterCheck(ctx context.Context, k KarpenterCheck) (*
 // Karpenter release (nil when the plan installs none): its namespace and
 // the kinds its chart renders, rendered as `helm template` does, without
 // a cluster (a chart in a registry is pulled).
-func KarpenterRelease(ctx context.Context, p *rollout.Plan) (*generate.KarpenterRelease, error) {
+func KarpenterRelease(ctx context.Context, p *plan.Plan) (*generate.KarpenterRelease, error) {
 	k := p.Karpenter
 	if k == nil {
 		return nil, nil

@@ -7,7 +7,7 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // TestKarpenterStatus reads, as the Karpenter step's Check does, a cluster
@@ -27,8 +27,8 @@ func TestKarpenterStatus(t *testing.T) {
 	clients, ctx, cancel := sb.Clients(ctx)
 	defer cancel()
 	c := action.ForSandbox(clients, "karpenter-migrate", "", "test")
-	plan := func(cluster string) *rollout.Plan {
-		return &rollout.Plan{Environment: "dev", Karpenter: &rollout.PlanKarpenter{Release: "karpenter", Namespace: "kube-system", Chart: rollout.KarpenterChartOCI, Version: "1.14.1",
+	plan := func(cluster string) *plan.Plan {
+		return &plan.Plan{Environment: "dev", Karpenter: &plan.PlanKarpenter{Release: "karpenter", Namespace: "kube-system", Chart: plan.KarpenterChartOCI, Version: "1.14.1",
 			Values: map[string]any{"settings": map[string]any{"clusterName": cluster, "interruptionQueue": cluster}}}}
 	}
 	st, err := c.KarpenterStatus(ctx, plan("demo"))

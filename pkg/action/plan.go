@@ -6,10 +6,10 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
-// Plan plans one environment's rollout (rollout.MakePlan over the runbook
+// Plan plans one environment's rollout (plan.MakePlan over the runbook
 // of migrations/) and writes plan.yaml.
 type Plan struct {
 	Environment string
@@ -21,9 +21,9 @@ type Plan struct {
 	PoolForGroup        map[string]string
 	ControllerNodeGroup string
 	// IAM plans the IAM steps with these options; nil leaves them out.
-	IAM *rollout.IAMOptions
+	IAM *plan.IAMOptions
 	// Progress is told each wave and forecast pass as it starts.
-	Progress func(rollout.PlanProgress)
+	Progress func(plan.PlanProgress)
 	// File, when set, is where the plan is written.
 	File string
 	// KarpenterChart and KarpenterVersion are the release step 07 installs
@@ -36,8 +36,8 @@ type Plan struct {
 // Plan runs p. The plan is priced with the configuration's catalogue when
 // one is set, else the inventory's recorded prices (catalog.ForInventory),
 // as every verb prices.
-func (c *Configuration) Plan(ctx context.Context, p Plan) (*rollout.Plan, error) {
-	pl, err := rollout.MakePlan(ctx, rollout.PlanRequest{
+func (c *Configuration) Plan(ctx context.Context, p Plan) (*plan.Plan, error) {
+	pl, err := plan.MakePlan(ctx, plan.PlanRequest{
 		Environment: p.Environment, Config: p.Config, Steps: migrations.Planned(), Inventory: p.Inventory, Dir: p.Dir,
 		PoolForGroup: p.PoolForGroup, ControllerNodeGroup: p.ControllerNodeGroup, IAM: p.IAM,
 		Catalog: c.Catalog, Now: c.now(), Progress: p.Progress,

@@ -7,8 +7,8 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
 // Readiness evaluates an inventory against the NodePools generate would
@@ -59,8 +59,8 @@ func (a *Readiness) Run(inv *inventory.Inventory) ReadinessResult {
 		}
 	}
 	var out ReadinessResult
-	ro := rollout.PoolsFromGenerate(res).ReadinessOptions(inv, cat)
-	if _, check, err := rollout.DecideController(inv, c, rollout.ControllerOptions{Values: res.HelmValues, ValuesFrom: "generate's Helm values"}); err != nil {
+	ro := plan.PoolsFromGenerate(res).ReadinessOptions(inv, cat)
+	if _, check, err := plan.DecideController(inv, c, plan.ControllerOptions{Values: res.HelmValues, ValuesFrom: "generate's Helm values"}); err != nil {
 		out.Notes = append(out.Notes, "where the Karpenter controller lives is not checked: "+err.Error())
 	} else {
 		ro.Controller = &check

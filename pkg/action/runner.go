@@ -9,6 +9,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/version"
 )
@@ -30,7 +31,7 @@ type Run struct {
 // Runner builds the rollout runner for p: the runbook of migrations/, the
 // overlay of Dir, the plan's IAM steps over pkg/iam. It is the one place a
 // Runner is built: apply, rollback, the wizard and the demo run the same.
-func (c *Configuration) Runner(p *rollout.Plan, o Run) (*rollout.Runner, error) {
+func (c *Configuration) Runner(p *plan.Plan, o Run) (*rollout.Runner, error) {
 	if c.Kube == nil {
 		return nil, fmt.Errorf("apply needs the cluster: no Kubernetes client")
 	}
@@ -61,7 +62,7 @@ func (c *Configuration) Runner(p *rollout.Plan, o Run) (*rollout.Runner, error) 
 		Steps: migrations.All(),
 	}
 	if o.Dir != "" {
-		r.Overlay = rollout.OverlayDir{Dir: o.Dir, Env: p.Environment}
+		r.Overlay = plan.OverlayDir{Dir: o.Dir, Env: p.Environment}
 	}
 	if p.IAM != nil {
 		// A plan whose IAM steps cannot run (PlanIAM.Error) is refused
@@ -70,14 +71,14 @@ func (c *Configuration) Runner(p *rollout.Plan, o Run) (*rollout.Runner, error) 
 		if err != nil {
 			return nil, err
 		}
-		r.Infra = &rollout.IAMInfra{Desired: d, Clients: c.IAMClients(d)}
+		r.Infra = &migrations.IAMInfra{Desired: d, Clients: c.IAMClients(d)}
 	}
 	return r, nil
 }
 
 // Apply runs p's runbook (rollout.Runner.Apply); replan, when set, plans
 // the cluster again if it drifted since p.
-func (c *Configuration) Apply(ctx context.Context, p *rollout.Plan, o Run, replan func(context.Context) (*rollout.Plan, error)) error {
+func (c *Configuration) Apply(ctx context.Context, p *plan.Plan, o Run, replan func(context.Context) (*plan.Plan, error)) error {
 	r, err := c.Runner(p, o)
 	if err != nil {
 		return err
@@ -87,10 +88,13 @@ func (c *Configuration) Apply(ctx context.Context, p *rollout.Plan, o Run, repla
 }
 
 // Rollback undoes every applied step, last first (IAM kept).
-func (c *Configuration) Rollback(ctx context.Context, p *rollout.Plan, o Run) error {
+func (c *Configuration) Rollback(ctx context.Context, p *plan.Plan, o Run) error {
 	r, err := c.Runner(p, o)
 	if err != nil {
 		return err
 	}
 	return r.Rollback(ctx, "")
 }
+
+// StepIDs names the runbook's steps in order, for flag help and errors.
+func StepIDs() string { return migrations.IDs() }

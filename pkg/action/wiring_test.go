@@ -16,7 +16,8 @@ import (
 // assembled. It reads every non-test Go file of the module and fails,
 // naming the file and line, where
 //   - any package but pkg/action (and the defining one) builds a rollout
-//     Runner or iam.Clients, or calls discover.Run;
+//     Runner or iam.Clients, or calls discover.Run or reads the runbook's
+//     registry (migrations.All, Planned);
 //   - a front end (the CLI, the wizard, the demo) calls a pipeline function
 //     the actions wrap (generate, IAM plan/apply/delete, plan, status,
 //     readiness, the engine, consolidation) instead of the action;
@@ -36,11 +37,15 @@ func TestOnlyActionsWire(t *testing.T) {
 		module + "pkg/rollout":  {"literal", []string{"Runner"}, nil},
 		module + "pkg/iam":      {"literal", []string{"Clients"}, nil},
 		module + "pkg/discover": {"call", []string{"Run"}, nil},
+		// The runbook's registry is handed to the runner and the planner
+		// here only (Runner.Steps, PlanRequest.Steps).
+		module + "migrations": {"call", []string{"All", "Planned"}, nil},
 	}
 	calls := map[string][]string{
 		module + "pkg/generate":          {"Run", "Generate", "Write"},
 		module + "pkg/iam":               {"Build", "BuildPlan", "Apply", "Down", "ReadJournal"},
-		module + "pkg/rollout":           {"MakePlan", "BuildPlan", "Status"},
+		module + "pkg/plan":              {"MakePlan", "BuildPlan"},
+		module + "pkg/rollout":           {"Status"},
 		module + "pkg/readiness":         {"Evaluate", "FromNodePools"},
 		module + "pkg/engine":            {"Solve"},
 		module + "pkg/engine/disruption": {"Decide", "Settle", "FromInventory", "Validate"},

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -95,7 +96,7 @@ func runRollout(ctx context.Context, g *GlobalOptions, f *runFlags, verb string,
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	p, err := rollout.ReadPlanFile(f.plan)
+	p, err := plan.ReadPlanFile(f.plan)
 	if err != nil {
 		return err
 	}
@@ -122,7 +123,7 @@ func runRollout(ctx context.Context, g *GlobalOptions, f *runFlags, verb string,
 	return err
 }
 
-func newRunner(ctx context.Context, g *GlobalOptions, f *runFlags, p *rollout.Plan) (*rollout.Runner, error) {
+func newRunner(ctx context.Context, g *GlobalOptions, f *runFlags, p *plan.Plan) (*rollout.Runner, error) {
 	rc, err := f.restConfig(g)
 	if err != nil {
 		return nil, err
@@ -149,8 +150,8 @@ func newRunner(ctx context.Context, g *GlobalOptions, f *runFlags, p *rollout.Pl
 
 // replanner discovers the plan's cluster again and plans it as plan would,
 // writing the new plan next to the old one so the user can read what ran.
-func replanner(g *GlobalOptions, f *runFlags, old *rollout.Plan) func(context.Context) (*rollout.Plan, error) {
-	return func(ctx context.Context) (*rollout.Plan, error) {
+func replanner(g *GlobalOptions, f *runFlags, old *plan.Plan) func(context.Context) (*plan.Plan, error) {
+	return func(ctx context.Context) (*plan.Plan, error) {
 		cfg, err := loadConfig(old.Environment, f.config)
 		if err != nil {
 			return nil, err

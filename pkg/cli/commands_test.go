@@ -16,6 +16,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iostreams"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -212,9 +213,9 @@ func TestCommandsOnTheSandbox(t *testing.T) {
 		t.Errorf("iam plan after apply: %d changes (%v)", ip.Changes(), err)
 	}
 
-	plan := path("plan.yaml")
-	res = run("plan", "--env", "prod", "--cluster", cluster, "--offline", "--dir", tree, "-f", plan, "--create-oidc-provider")
-	p, err := rollout.ReadPlanFile(plan)
+	planFile := path("plan.yaml")
+	res = run("plan", "--env", "prod", "--cluster", cluster, "--offline", "--dir", tree, "-f", planFile, "--create-oidc-provider")
+	p, err := plan.ReadPlanFile(planFile)
 	if err != nil {
 		t.Fatalf("plan --cluster wrote no plan: %v\n%s", err, res.out)
 	}
@@ -222,7 +223,7 @@ func TestCommandsOnTheSandbox(t *testing.T) {
 		t.Errorf("plan of %s with %d waves:\n%s", p.Cluster, len(p.Waves), res.out)
 	}
 
-	res = run("apply", "--plan", plan, "--dir", tree, "--dry-run", "--ack-blockers")
+	res = run("apply", "--plan", planFile, "--dir", tree, "--dry-run", "--ack-blockers")
 	if !strings.Contains(res.out+res.errOut, "dry run") {
 		t.Errorf("apply --dry-run does not say it is one:\n%s\n%s", res.out, res.errOut)
 	}
@@ -230,7 +231,7 @@ func TestCommandsOnTheSandbox(t *testing.T) {
 	if res.code != 1 || !strings.Contains(res.errOut, "no rollout journal for environment prod") {
 		t.Errorf("status after apply --dry-run: exit %d, %q; want no journal", res.code, res.errOut)
 	}
-	res = runInjected(t, configure, "rollback", "--plan", plan, "--dir", tree, "--dry-run")
+	res = runInjected(t, configure, "rollback", "--plan", planFile, "--dir", tree, "--dry-run")
 	if res.code != 1 || !strings.Contains(res.errOut, "nothing to roll back: no journal for environment prod") {
 		t.Errorf("rollback --dry-run before any apply: exit %d, %q", res.code, res.errOut)
 	}
@@ -243,7 +244,7 @@ func TestCommandsOnTheSandbox(t *testing.T) {
 	if err := store.Save(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	res = runInjected(t, configure, "rollback", "--plan", plan, "--dir", tree, "--dry-run")
+	res = runInjected(t, configure, "rollback", "--plan", planFile, "--dir", tree, "--dry-run")
 	down08, down01 := strings.Index(res.errOut, "[dry-run] StepStarted 08_nodepools: down"), strings.Index(res.errOut, "[dry-run] StepStarted 01_preflight: down")
 	if res.code != 0 || down08 < 0 || down01 < down08 {
 		t.Errorf("rollback --dry-run: exit %d; want 08_nodepools then 01_preflight undone, last first:\n%s\n%s", res.code, res.out, res.errOut)

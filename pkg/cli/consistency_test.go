@@ -20,8 +20,8 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui"
 )
 
@@ -159,7 +159,7 @@ func TestPlanIsOneAnswer(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("plan: %s", stderr)
 			}
-			var cli rollout.Plan
+			var cli plan.Plan
 			if err := json.Unmarshal([]byte(out), &cli); err != nil {
 				t.Fatalf("plan -o json: %v", err)
 			}
@@ -203,14 +203,14 @@ func TestPlanIsOneAnswer(t *testing.T) {
 			}
 
 			// The demo.
-			var dp *rollout.Plan
+			var dp *plan.Plan
 			if name == demoSeed1 {
 				out := t.TempDir()
 				sum, err := demo.Run(ctx, demo.Options{Seed: 1, OutDir: out})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if dp, err = rollout.ReadPlanFile(filepath.Join(out, "plan.yaml")); err != nil {
+				if dp, err = plan.ReadPlanFile(filepath.Join(out, "plan.yaml")); err != nil {
 					t.Fatal(err)
 				}
 				if after < 0 || sum.PlannedCostPerHour != after {
@@ -219,7 +219,7 @@ func TestPlanIsOneAnswer(t *testing.T) {
 			} else {
 				dp, err = (&action.Configuration{}).Plan(ctx, action.Plan{
 					Environment: demo.Env, Config: demo.PlanConfig(inv.Cluster), Inventory: action.Inventory(inv), Dir: tree,
-					IAM: &rollout.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, CreateOIDCProvider: true},
+					IAM: &plan.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, CreateOIDCProvider: true},
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -232,7 +232,7 @@ func TestPlanIsOneAnswer(t *testing.T) {
 
 // samePlan fails unless got has the CLI's hash, waves and steady state,
 // compared as the plan file says them (JSON).
-func samePlan(t *testing.T, who string, cli, got *rollout.Plan) {
+func samePlan(t *testing.T, who string, cli, got *plan.Plan) {
 	t.Helper()
 	if got.Hash != cli.Hash {
 		t.Errorf("%s's plan hashes to %s, the CLI's to %s", who, got.Hash, cli.Hash)

@@ -14,7 +14,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/version"
 )
 
@@ -61,7 +61,7 @@ func runGenerateJob(ctx context.Context, g *GlobalOptions, o *generateOptions) e
 	if err != nil {
 		return fmt.Errorf("--plan: %w", err)
 	}
-	p, err := rollout.ParsePlan(raw)
+	p, err := plan.ParsePlan(raw)
 	if err != nil {
 		return fmt.Errorf("--plan %s: %w", f.plan, err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 type planOptions struct {
@@ -41,7 +41,7 @@ type planOptions struct {
 // iamPlanFlags are the plan's choices for the IAM steps.
 type iamPlanFlags struct {
 	skip bool
-	opts rollout.IAMOptions
+	opts plan.IAMOptions
 }
 
 func (f *iamPlanFlags) bind(cmd *cobra.Command) {
@@ -53,7 +53,7 @@ func (f *iamPlanFlags) bind(cmd *cobra.Command) {
 	fl.BoolVar(&f.opts.Adopt, "adopt", false, "let the IAM steps take over matching objects not created by karpenter-migrate")
 }
 
-func (f *iamPlanFlags) options() (*rollout.IAMOptions, error) {
+func (f *iamPlanFlags) options() (*plan.IAMOptions, error) {
 	if f.skip {
 		return nil, nil
 	}
@@ -116,7 +116,7 @@ bounds the whole plan, discovery included.`,
 	f.StringVar(&o.config, "config", "", "environment migration config (default: built-in defaults for --env)")
 	f.StringVarP(&o.out, "file", "f", "plan.yaml", "where to write the plan")
 	f.BoolVar(&o.offline, "offline", false, "with --cluster, "+offlineUsage)
-	f.StringVar(&o.karpenterChart, "karpenter-chart", "", "chart the Karpenter step installs: a local chart directory or tarball, or a URL (default "+rollout.KarpenterChartOCI+" at --karpenter-version)")
+	f.StringVar(&o.karpenterChart, "karpenter-chart", "", "chart the Karpenter step installs: a local chart directory or tarball, or a URL (default "+plan.KarpenterChartOCI+" at --karpenter-version)")
 	f.BoolVar(&o.skipKarpenter, "skip-karpenter", false, "leave installing Karpenter to you: the Karpenter step does not run and preflight asks for its CRDs")
 	f.StringVar(&o.controllerGroup, "controller-nodegroup", "", "legacy node group kept for the Karpenter controller (default: controller.nodeGroup in --config, else where the installed controller or generate's Helm values pin it)")
 	f.StringToStringVar(&o.pools, "pool-for-group", nil, "NodePool replacing a node group, GROUP=POOL (default: the pools whose karpenter-migrate.io/node-groups annotation names it)")
@@ -249,9 +249,9 @@ var planProgressEvery = time.Second
 // plan has taken that long, which wave is being predicted or which pass of
 // the consolidation forecast runs: a plain line, or a PlanProgress event
 // with --log-format json.
-func (g *GlobalOptions) planProgress(start time.Time, every time.Duration) func(rollout.PlanProgress) {
+func (g *GlobalOptions) planProgress(start time.Time, every time.Duration) func(plan.PlanProgress) {
 	last := start
-	return func(pp rollout.PlanProgress) {
+	return func(pp plan.PlanProgress) {
 		now := time.Now()
 		if now.Sub(last) < every {
 			return
@@ -265,7 +265,7 @@ func (g *GlobalOptions) planProgress(start time.Time, every time.Duration) func(
 
 // printSteadyState prints the fleet right after the waves next to the one
 // Karpenter's consolidation settles into, and the commands on the way.
-func printSteadyState(w io.Writer, ss *rollout.SteadyState) error {
+func printSteadyState(w io.Writer, ss *plan.SteadyState) error {
 	if ss == nil {
 		return nil
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // planDir holds a three-node group whose pods each get their own m5.large
@@ -54,7 +54,7 @@ func TestPlanCommandJSON(t *testing.T) {
 	if err != nil {
 		t.Fatalf("plan: %v\n%s", err, errOut)
 	}
-	var p rollout.Plan
+	var p plan.Plan
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
@@ -71,7 +71,7 @@ func TestPlanCommandJSON(t *testing.T) {
 		t.Errorf("command %+v, $%v/h -> $%v/h; want the three replaced by a c5.xlarge for less", c, ss.AfterMigration.PricePerHour, ss.AfterConsolidation.PricePerHour)
 	}
 	// The plan file says the same, and its hash still verifies.
-	written, err := rollout.ReadPlanFile(file)
+	written, err := plan.ReadPlanFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestPlanProgress(t *testing.T) {
 	if err != nil {
 		t.Fatalf("plan: %v\n%s", err, errOut)
 	}
-	p, err := rollout.ReadPlanFile(file)
+	p, err := plan.ReadPlanFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,11 +157,11 @@ func TestPlanControllerNodeGroup(t *testing.T) {
 	if _, errOut, err := runCLI(t, args...); err != nil {
 		t.Fatalf("plan: %v\n%s", err, errOut)
 	}
-	p, err := rollout.ReadPlanFile(file)
+	p, err := plan.ReadPlanFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := p.Controller; h == nil || h.Source != rollout.ControllerFromFlag || h.NodeGroup != "web" || !h.Kept {
+	if h := p.Controller; h == nil || h.Source != plan.ControllerFromFlag || h.NodeGroup != "web" || !h.Kept {
 		t.Errorf("controller home %+v; want web, from the flag", h)
 	}
 	args, _ = planArgs(t, "--controller-nodegroup", "nope")

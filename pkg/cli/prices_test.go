@@ -14,7 +14,7 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // euWest1OnDemand are eu-west-1 Linux on-demand list prices (USD/h) of the
@@ -86,21 +86,21 @@ func inRegion(t *testing.T, region string, prices *inventory.Snapshot) string {
 	return dir
 }
 
-func planJSON(t *testing.T, dir string) (*rollout.Plan, string) {
+func planJSON(t *testing.T, dir string) (*plan.Plan, string) {
 	t.Helper()
 	out, errOut, err := runCLI(t, "plan", "--env", "prod", "--snapshot", filepath.Join(dir, "snapshot.json"), "--dir", filepath.Join(dir, "karpenter"), "--config", filepath.Join(planDir, "prod.yaml"),
 		"--skip-iam", "-f", filepath.Join(t.TempDir(), "plan.yaml"), "-o", "json")
 	if err != nil {
 		t.Fatalf("plan: %v\n%s", err, errOut)
 	}
-	var p rollout.Plan
+	var p plan.Plan
 	if err := json.Unmarshal([]byte(out), &p); err != nil {
 		t.Fatal(err)
 	}
 	return &p, errOut
 }
 
-func priceWarning(p *rollout.Plan) string {
+func priceWarning(p *plan.Plan) string {
 	for _, f := range p.Findings {
 		if f.Object == "prices" {
 			return f.Message

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -21,7 +21,7 @@ first: the node groups get their recorded sizes and processes back, legacy nodes
 uncordoned and waited for, Cluster Autoscaler gets its recorded replicas, our NodePools are
 drained and then deleted. IAM and node-access objects are removed only with --remove-iam.
 
-Steps: ` + migrations.IDs(),
+Steps: ` + action.StepIDs(),
 		Example: `  # Undo everything after the NodePools were applied, keeping them
   karpenter-migrate rollback --plan plan.yaml --to 08_nodepools --yes
 

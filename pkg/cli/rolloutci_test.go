@@ -17,6 +17,7 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -102,8 +103,8 @@ func TestEventLoggerJSON(t *testing.T) {
 // planFile writes a plan for an empty inventory.
 func planFile(t *testing.T) string {
 	t.Helper()
-	p, err := rollout.BuildPlan(&inventory.Inventory{Cluster: inventory.Cluster{Name: "shop", Region: "eu-west-1"}},
-		rollout.PlanOptions{Environment: "dev", Config: config.Default("dev"), Now: time.Unix(0, 0)})
+	p, err := plan.BuildPlan(&inventory.Inventory{Cluster: inventory.Cluster{Name: "shop", Region: "eu-west-1"}},
+		plan.PlanOptions{Environment: "dev", Config: config.Default("dev"), Now: time.Unix(0, 0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,9 +118,9 @@ func planFile(t *testing.T) string {
 // planWithKarpenter is planFile's plan with step 07 installing chart.
 func planWithKarpenter(t *testing.T, chart string) string {
 	t.Helper()
-	p, err := rollout.BuildPlan(&inventory.Inventory{Cluster: inventory.Cluster{Name: "shop", Region: "eu-west-1"}},
-		rollout.PlanOptions{Environment: "dev", Config: config.Default("dev"), Now: time.Unix(0, 0),
-			Karpenter: &rollout.PlanKarpenter{Chart: chart, Version: "1.14.1"}, Controller: rollout.ControllerOptions{Values: map[string]any{}}})
+	p, err := plan.BuildPlan(&inventory.Inventory{Cluster: inventory.Cluster{Name: "shop", Region: "eu-west-1"}},
+		plan.PlanOptions{Environment: "dev", Config: config.Default("dev"), Now: time.Unix(0, 0),
+			Karpenter: &plan.PlanKarpenter{Chart: chart, Version: "1.14.1"}, Controller: plan.ControllerOptions{Values: map[string]any{}}})
 	if err != nil {
 		t.Fatal(err)
 	}

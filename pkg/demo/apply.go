@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
+	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -331,7 +332,7 @@ func (r *runner) verifyRollback(ctx context.Context) (*RollbackSummary, error) {
 			rb.KarpenterNodes++
 		}
 		for _, t := range n.Spec.Taints {
-			if t.MatchTaint(&rollout.SteerTaint) || (t.Key == "CriticalAddonsOnly" && r.plan.Controller != nil && r.plan.Controller.Kept) {
+			if t.MatchTaint(&migrations.SteerTaint) || (t.Key == "CriticalAddonsOnly" && r.plan.Controller != nil && r.plan.Controller.Kept) {
 				fail("node %s keeps the taint %s the rollout added", n.Name, t.ToString())
 			}
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -211,7 +212,7 @@ type runner struct {
 	// cluster is the name of the cluster loaded.
 	cluster string
 	inv     inventory.Inventory
-	plan    *rollout.Plan
+	plan    *plan.Plan
 	// journal is the runner's journal after apply (then rollback).
 	journal *rollout.Journal
 	pdbs    *pdbWatcher

@@ -9,7 +9,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // Env is the environment the demo generates overlays for and applies by
@@ -34,7 +34,7 @@ func (r *runner) stepGenerate(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	objs, err := rollout.OverlayDir{Dir: dir, Env: env}.Objects(ctx)
+	objs, err := plan.OverlayDir{Dir: dir, Env: env}.Objects(ctx)
 	if err != nil {
 		return "", err
 	}

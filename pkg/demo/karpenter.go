@@ -17,7 +17,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // ControllerNamespace is where the demo installs the Karpenter controller.
@@ -134,7 +134,7 @@ func (r *runner) staysOnKeptNode(p *corev1.Pod) bool {
 }
 
 // keptSize is the size the plan keeps a group at (0: scaled to zero).
-func keptSize(p *rollout.Plan, group string) int32 {
+func keptSize(p *plan.Plan, group string) int32 {
 	if h := p.Controller; h != nil && h.Kept && h.NodeGroup == group {
 		return h.Size
 	}

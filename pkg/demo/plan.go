@@ -14,7 +14,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // stepPlan plans the rollout with the plan action, as
@@ -34,7 +34,7 @@ func (r *runner) stepPlan(ctx context.Context) (string, error) {
 		// (testenv) and the demo installs its controller's Deployment
 		// itself (stepKarpenter): no chart to install offline.
 		SkipKarpenter: r.opts.ControlPlane,
-		IAM:           &rollout.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, CreateOIDCProvider: true},
+		IAM:           &plan.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, CreateOIDCProvider: true},
 	})
 	if err != nil {
 		return "", err
@@ -88,7 +88,7 @@ func (r *runner) envConfig() (config.Config, error) {
 }
 
 // waveName is a wave's step id: its index and node groups.
-func waveName(w rollout.Wave) string {
+func waveName(w plan.Wave) string {
 	groups := map[string]bool{}
 	for _, n := range w.Nodes {
 		groups[n.NodeGroup] = true

@@ -35,6 +35,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -106,7 +107,7 @@ func (c *Client) Release(ctx context.Context, namespace, name string) (*rollout.
 // the chart's CRDs, and waits until every object it creates is ready (the
 // controller's Deployment available). A failure rolls back: an install is
 // uninstalled, an upgrade returns to the previous revision.
-func (c *Client) Install(ctx context.Context, k rollout.PlanKarpenter) (*rollout.Release, error) {
+func (c *Client) Install(ctx context.Context, k plan.PlanKarpenter) (*rollout.Release, error) {
 	cfg, err := c.config(k.Namespace)
 	if err != nil {
 		return nil, err
@@ -169,7 +170,7 @@ func (c *Client) ensureNamespace(ctx context.Context, namespace string) error {
 // Render returns the manifests Install would apply, CRDs included, as
 // `helm template` renders them (nothing is sent to the cluster; without a
 // connection, REST nil, against Helm's default capabilities).
-func (c *Client) Render(ctx context.Context, k rollout.PlanKarpenter) (string, error) {
+func (c *Client) Render(ctx context.Context, k plan.PlanKarpenter) (string, error) {
 	cfg := helmaction.NewConfiguration(helmaction.ConfigurationSetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)).Handler()))
 	if c.REST != nil {
 		var err error
@@ -212,7 +213,7 @@ func (c *Client) Uninstall(ctx context.Context, namespace, name string) error {
 // chart loads the plan's chart: a local directory or tarball as it is, an
 // OCI reference or URL pulled at the plan's version. A local chart whose
 // version is not the plan's is refused.
-func (c *Client) chart(cfg *helmaction.Configuration, k rollout.PlanKarpenter) (*chartv2.Chart, error) {
+func (c *Client) chart(cfg *helmaction.Configuration, k plan.PlanKarpenter) (*chartv2.Chart, error) {
 	settings := cli.New()
 	if c.CacheDir != "" {
 		settings.RepositoryCache = filepath.Join(c.CacheDir, "repository")

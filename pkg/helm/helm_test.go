@@ -27,6 +27,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/helm"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -96,7 +97,7 @@ func nodes(t *testing.T, env *testenv.Env, prefix string) {
 
 // runner runs the runbook's Karpenter step alone, for environment env in
 // namespace ns (journal and release alike).
-func runner(e *testenv.Env, ns, environment string, k rollout.PlanKarpenter, c *helm.Client) *rollout.Runner {
+func runner(e *testenv.Env, ns, environment string, k plan.PlanKarpenter, c *helm.Client) *rollout.Runner {
 	var steps []rollout.Step
 	for _, st := range migrations.All() {
 		if rollout.SameStep(st.ID, "07_karpenter") {
@@ -104,8 +105,8 @@ func runner(e *testenv.Env, ns, environment string, k rollout.PlanKarpenter, c *
 		}
 	}
 	k.Release, k.Namespace = "karpenter", ns
-	p := &rollout.Plan{Environment: environment, Cluster: "test", Hash: k.Version + fmt.Sprint(len(k.Values)), Karpenter: &k,
-		Budget: rollout.Budget{Gates: rollout.Gates{NodeReadyTimeout: rollout.Duration{Duration: 3 * time.Second}}}}
+	p := &plan.Plan{Environment: environment, Cluster: "test", Hash: k.Version + fmt.Sprint(len(k.Values)), Karpenter: &k,
+		Budget: plan.Budget{Gates: plan.Gates{NodeReadyTimeout: plan.Duration{Duration: 3 * time.Second}}}}
 	return &rollout.Runner{
 		Session: rollout.Session{Kube: e.Client, Dynamic: e.Dynamic, Namespace: ns, Plan: p, Karpenter: c,
 			Options: rollout.Options{Operator: "test", PollInterval: 200 * time.Millisecond}},
@@ -133,7 +134,7 @@ func TestKarpenterStep(t *testing.T) {
 	nodes(t, env, "step")
 	ns := env.Namespace(t)
 	c := &helm.Client{REST: env.Config, Timeout: time.Minute}
-	v1 := rollout.PlanKarpenter{Chart: testChart(t, "1.14.0"), Version: "1.14.0", Values: values("test")}
+	v1 := plan.PlanKarpenter{Chart: testChart(t, "1.14.0"), Version: "1.14.0", Values: values("test")}
 
 	// Install.
 	if err := runner(env, ns, "ours", v1, c).Apply(ctx); err != nil {
@@ -151,7 +152,7 @@ func TestKarpenterStep(t *testing.T) {
 		t.Errorf("controller affinity %v, want the values' two terms", got)
 	}
 	j, err := rollout.Status(ctx, env.Client, ns, "ours")
-	var rec rollout.KarpenterRecord
+	var rec migrations.KarpenterRecord
 	if err != nil || json.Unmarshal(j.Recorded.Extra["karpenter"], &rec) != nil || !rec.Created || rec.Namespace != ns {
 		t.Fatalf("journal does not record that this tool created the release: %s %v", j.Recorded.Extra["karpenter"], err)
 	}
@@ -168,7 +169,7 @@ func TestKarpenterStep(t *testing.T) {
 	if err := store.Save(ctx, j); err != nil {
 		t.Fatal(err)
 	}
-	v2 := rollout.PlanKarpenter{Chart: testChart(t, "1.14.1"), Version: "1.14.1", Values: values("test")}
+	v2 := plan.PlanKarpenter{Chart: testChart(t, "1.14.1"), Version: "1.14.1", Values: values("test")}
 	if done, _, err := checkStep(ctx, runner(env, ns, "ours", v2, c)); err != nil || done {
 		t.Fatalf("check with a newer version = %v %v, want not done", done, err)
 	}
@@ -181,7 +182,7 @@ func TestKarpenterStep(t *testing.T) {
 
 	// Someone else's release, in another namespace, agreeing with the plan.
 	other := env.Namespace(t)
-	theirs := rollout.PlanKarpenter{Release: "karpenter", Namespace: other, Chart: v2.Chart, Version: "1.14.1", Values: values("test")}
+	theirs := plan.PlanKarpenter{Release: "karpenter", Namespace: other, Chart: v2.Chart, Version: "1.14.1", Values: values("test")}
 	if _, err := c.Install(ctx, theirs); err != nil {
 		t.Fatalf("install the foreign release: %v", err)
 	}
@@ -273,17 +274,17 @@ func TestKarpenterBadInput(t *testing.T) {
 
 	for _, tc := range []struct {
 		name  string
-		k     rollout.PlanKarpenter
+		k     plan.PlanKarpenter
 		plain bool
 		want  []string
 	}{
-		{"unreachable registry", rollout.PlanKarpenter{Chart: unreachable, Version: "1.14.1"}, true,
+		{"unreachable registry", plan.PlanKarpenter{Chart: unreachable, Version: "1.14.1"}, true,
 			[]string{"cannot pull from its OCI registry", "registry is reachable", "--karpenter-chart PATH"}},
-		{"no such version", rollout.PlanKarpenter{Chart: "oci://" + strings.TrimPrefix(registry.URL, "http://") + "/karpenter/karpenter", Version: "1.99.0"}, true,
+		{"no such version", plan.PlanKarpenter{Chart: "oci://" + strings.TrimPrefix(registry.URL, "http://") + "/karpenter/karpenter", Version: "1.99.0"}, true,
 			[]string{"version 1.99.0", "check the version exists", "--karpenter-version"}},
-		{"local chart of another version", rollout.PlanKarpenter{Chart: chart, Version: "1.13.0"}, false,
+		{"local chart of another version", plan.PlanKarpenter{Chart: chart, Version: "1.13.0"}, false,
 			[]string{"is version 1.14.1 but the plan pins Karpenter 1.13.0", "--karpenter-version 1.14.1"}},
-		{"controller never ready: rolled back", rollout.PlanKarpenter{Chart: chart, Version: "1.14.1", Values: map[string]any{"nodeSelector": map[string]any{"no-such-label": "x"}}}, false,
+		{"controller never ready: rolled back", plan.PlanKarpenter{Chart: chart, Version: "1.14.1", Values: map[string]any{"nodeSelector": map[string]any{"no-such-label": "x"}}}, false,
 			[]string{"failed and was rolled back"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -303,7 +304,7 @@ func TestKarpenterBadInput(t *testing.T) {
 	t.Run("release in failed state", func(t *testing.T) {
 		ns := env.Namespace(t)
 		failedRelease(t, env, ns, chart)
-		k := rollout.PlanKarpenter{Chart: chart, Version: "1.14.1", Values: values("test")}
+		k := plan.PlanKarpenter{Chart: chart, Version: "1.14.1", Values: values("test")}
 		c := &helm.Client{REST: env.Config, Timeout: time.Minute}
 		_, _, err := checkStep(ctx, runner(env, ns, "failed", k, c))
 		for _, w := range []string{"is failed", "helm history karpenter -n " + ns, "helm rollback"} {
@@ -326,7 +327,7 @@ func TestKarpenterBadInput(t *testing.T) {
 		limited := rest.CopyConfig(env.Config)
 		limited.Impersonate = rest.ImpersonationConfig{UserName: "no-rights"}
 		c := &helm.Client{REST: limited, Timeout: 10 * time.Second}
-		_, err := c.Install(ctx, rollout.PlanKarpenter{Release: "karpenter", Namespace: ns, Chart: chart, Version: "1.14.1"})
+		_, err := c.Install(ctx, plan.PlanKarpenter{Release: "karpenter", Namespace: ns, Chart: chart, Version: "1.14.1"})
 		for _, w := range []string{"forbidden", "may not manage Helm releases in namespace " + ns, "controller.namespace"} {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("install: %v\nwant it to say %q", err, w)
@@ -402,12 +403,12 @@ func checkStep(ctx context.Context, r *rollout.Runner) (bool, string, error) {
 // connection, as `helm template --include-crds` does, to derive the Job's
 // permissions from the kinds it renders.
 func TestRenderWithoutCluster(t *testing.T) {
-	k := rollout.PlanKarpenter{Release: "karpenter", Namespace: "karpenter", Chart: testChart(t, "1.14.1"), Version: "1.14.1", Values: values("test")}
+	k := plan.PlanKarpenter{Release: "karpenter", Namespace: "karpenter", Chart: testChart(t, "1.14.1"), Version: "1.14.1", Values: values("test")}
 	manifest, err := (&helm.Client{}).Render(t.Context(), k)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := rollout.ManifestObjects(manifest)
+	got := migrations.ManifestObjects(manifest)
 	for _, want := range []string{"CustomResourceDefinition nodepools.karpenter.sh", "Deployment karpenter/karpenter", "ServiceAccount karpenter/karpenter", "PodDisruptionBudget karpenter/karpenter"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("rendered %v, want %s", got, want)

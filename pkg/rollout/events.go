@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -90,4 +91,46 @@ func (e *emitter) emit(ev Event) {
 	ev.Time = e.now()
 	ev.DryRun = e.dryRun
 	e.obs(ev)
+}
+
+// Wave phases, in order; the journal records the phase a wave reached so a
+// resumed run continues there.
+const (
+	PhasePreProvision = "pre-provision"
+	PhaseCordon       = "cordon"
+	PhaseDrain        = "drain"
+	PhaseGate         = "gate"
+	PhaseCleanup      = "cleanup"
+	PhaseScaleIn      = "scale-in"
+	PhaseDone         = "done"
+)
+
+// GateResult is one evaluation of a wave's gate.
+type GateResult struct {
+	Passed bool `json:"passed"`
+	// NotReady are workloads below their desired ready replicas.
+	NotReady []string `json:"notReady,omitempty"`
+	// Pending are pods pending, with how long.
+	Pending []string `json:"pending,omitempty"`
+	// PendingTooLong are pods pending longer than the gate allows.
+	PendingTooLong []string `json:"pendingTooLong,omitempty"`
+	// PDBsBelowMin are budgets with fewer healthy pods than they require.
+	PDBsBelowMin []string `json:"pdbsBelowMin,omitempty"`
+}
+
+func (g GateResult) String() string {
+	if g.Passed {
+		return "passed"
+	}
+	var parts []string
+	add := func(label string, v []string) {
+		if len(v) > 0 {
+			parts = append(parts, label+": "+strings.Join(v, ", "))
+		}
+	}
+	add("not ready", g.NotReady)
+	add("pending too long", g.PendingTooLong)
+	add("pending", g.Pending)
+	add("PDB below minimum", g.PDBsBelowMin)
+	return strings.Join(parts, "; ")
 }

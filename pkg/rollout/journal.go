@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // Step and run states in the journal.
@@ -77,7 +78,7 @@ type WaveRecord struct {
 // first change; rollback restores exactly these. A value is recorded once
 // and never overwritten, so a resumed run keeps the original.
 type Recorded struct {
-	ClusterAutoscaler *CARef        `json:"clusterAutoscaler,omitempty"`
+	ClusterAutoscaler *plan.CARef   `json:"clusterAutoscaler,omitempty"`
 	NodeGroups        []GroupRecord `json:"nodeGroups,omitempty"`
 	// AWSAuthBackup names the backup of aws-auth taken before editing it.
 	AWSAuthBackup string `json:"awsAuthBackup,omitempty"`
@@ -101,7 +102,7 @@ type NodeTaint struct {
 
 // GroupRecord is a node group's settings before the rollout touched it.
 type GroupRecord struct {
-	GroupState
+	plan.GroupState
 	SuspendedProcesses []string `json:"suspendedProcesses,omitempty"`
 	// WeSuspended are the processes the rollout suspended (and resumes).
 	WeSuspended []string `json:"weSuspended,omitempty"`

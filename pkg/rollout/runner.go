@@ -1,8 +1,8 @@
-// Package rollout runs the migrations/ runbook for one environment: it
-// plans waves of legacy nodes, applies the steps in order with a journal
-// and a Lease in the cluster, moves pods in PDB-safe waves behind
-// pre-provisioned Karpenter capacity, resumes after interruption and rolls
-// back with each step's Down.
+// Package rollout runs the migrations/ runbook for one environment on a
+// plan (pkg/plan): it applies the steps in order with a journal and a
+// Lease in the cluster, moves pods in PDB-safe waves behind pre-provisioned
+// Karpenter capacity, resumes after interruption and rolls back with each
+// step's Down.
 //
 // Every collaborator is a value (clients, AWS interfaces, clock), so the
 // sandbox runs the same runner against an in-memory cluster under
@@ -11,7 +11,6 @@ package rollout
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // Step is one runbook entry (see migrations/). Check says whether its work
@@ -79,7 +79,7 @@ type Session struct {
 	Clock clock.WithTicker
 	// Namespace is the tool's namespace (journal, lease, placeholders).
 	Namespace string
-	Plan      *Plan
+	Plan      *plan.Plan
 	Journal   *Journal
 	Options   Options
 	// Infra runs the IAM steps (IAMInfra over pkg/iam); nil skips them
@@ -102,7 +102,7 @@ type Runner struct {
 	Steps []Step
 	// Replan, when set, is called when the cluster drifted from the plan
 	// (apply --replan) and returns a fresh plan to apply instead.
-	Replan func(ctx context.Context) (*Plan, error)
+	Replan func(ctx context.Context) (*plan.Plan, error)
 	// Drift returns the material differences between the plan and the
 	// cluster; nil uses DetectDrift.
 	Drift func(ctx context.Context, s *Session) ([]string, error)
@@ -137,88 +137,6 @@ func (r *Runner) init() error {
 		si.Bind(s)
 	}
 	return nil
-}
-
-func (s *Session) emit(e Event) { s.em.emit(e) }
-
-func (s *Session) change(format string, args ...any) {
-	s.emit(Event{Kind: EventChange, Step: s.Journal.Current.Step, Wave: s.Journal.Current.Wave, Message: fmt.Sprintf(format, args...)})
-}
-
-// Record stores raw under key in the journal's recorded values, unless a
-// value is already there; it returns the value kept.
-func (s *Session) Record(ctx context.Context, key string, raw []byte) ([]byte, error) {
-	if s.Journal.Recorded.Extra == nil {
-		s.Journal.Recorded.Extra = map[string]json.RawMessage{}
-	}
-	if v, ok := s.Journal.Recorded.Extra[key]; ok {
-		return v, nil
-	}
-	s.Journal.Recorded.Extra[key] = raw
-	return raw, s.save(ctx)
-}
-
-// save writes the journal (not in dry-run). It survives cancellation of
-// ctx so an interrupted run still records where it stopped.
-func (s *Session) save(ctx context.Context) error {
-	if s.Options.DryRun {
-		return nil
-	}
-	s.Journal.UpdatedAt = s.Clock.Now().UTC()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	return s.store.Save(ctx, s.Journal)
-}
-
-// waiting records what the run waits for (status shows it).
-func (s *Session) waiting(ctx context.Context, what string, done, total int) {
-	s.emit(Event{Kind: EventWaiting, Step: s.Journal.Current.Step, Wave: s.Journal.Current.Wave, Phase: s.Journal.Current.Phase, Message: what, Done: done, Total: total})
-	if s.Journal.Current.WaitingFor != what {
-		s.Journal.Current.WaitingFor = what
-		_ = s.save(ctx) // best effort: status is informational
-	}
-}
-
-// poll calls cond every PollInterval on the session clock until it
-// reports done, fails, or timeout passes (then it returns errTimeout).
-func (s *Session) poll(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
-	deadline := s.Clock.Now().Add(timeout)
-	for {
-		done, err := cond()
-		if err != nil || done {
-			return err
-		}
-		if timeout > 0 && !s.Clock.Now().Before(deadline) {
-			return errTimeout
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.Clock.After(s.Options.PollInterval):
-		}
-	}
-}
-
-var errTimeout = errors.New("timed out")
-
-func (s *Session) drainOptions() kube.DrainOptions {
-	o := kube.DefaultDrainOptions()
-	if s.Options.Drain != nil {
-		o = *s.Options.Drain
-	}
-	o.ForceEvict = o.ForceEvict || s.Options.ForceEvict || s.Plan.Budget.ForceEvict
-	o.DeleteEmptyDirData = o.DeleteEmptyDirData || s.Plan.Budget.AllowEmptyDir
-	if o.Timeout == 0 {
-		o.Timeout = s.Plan.Budget.Gates.PDBWaitTimeout.Duration
-	}
-	// On the wall clock, follow PDBs and pods through watches (evict as
-	// soon as a budget allows, know at once that a pod is gone); a
-	// simulated clock (the sandbox) keeps the timers only, so a seed
-	// still gives one run.
-	if _, wall := s.Clock.(clock.RealClock); wall {
-		o.Watch = true
-	}
-	return o
 }
 
 // Apply runs every step not yet applied, in order. It returns *HeldError
@@ -270,10 +188,10 @@ func (r *Runner) Apply(ctx context.Context) (err error) {
 		j.StartedAt = now
 	}
 	j.PlanHash, j.Operator, j.ToolVersion, j.State, j.Message = s.Plan.Hash, s.Options.Operator, s.Options.ToolVersion, StateRunning, ""
-	if err := s.save(ctx); err != nil {
+	if err := s.Save(ctx); err != nil {
 		return err
 	}
-	s.emit(Event{Kind: EventRunStarted, Total: len(r.Steps), Message: fmt.Sprintf("apply plan %s to %s", shortHash(s.Plan.Hash), s.Plan.Environment)})
+	s.Emit(Event{Kind: EventRunStarted, Total: len(r.Steps), Message: fmt.Sprintf("apply plan %s to %s", shortHash(s.Plan.Hash), s.Plan.Environment)})
 	defer func() { r.finish(ctx, err, StateCompleted) }()
 
 	for i, st := range r.Steps {
@@ -323,7 +241,7 @@ func (r *Runner) checkDrift(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("replan: %w", err)
 	}
-	s.emit(Event{Kind: EventChange, Message: fmt.Sprintf("cluster drifted (%v); replanned as %s", changes, shortHash(p.Hash))})
+	s.Emit(Event{Kind: EventChange, Message: fmt.Sprintf("cluster drifted (%v); replanned as %s", changes, shortHash(p.Hash))})
 	s.Plan = p
 	return nil
 }
@@ -342,12 +260,12 @@ func (r *Runner) finish(ctx context.Context, err error, okState string) {
 	default:
 		s.Journal.State, s.Journal.Message = StateFailed, err.Error()
 	}
-	_ = s.save(ctx)
+	_ = s.Save(ctx)
 	msg := s.Journal.State
 	if s.Journal.Message != "" {
 		msg += ": " + s.Journal.Message
 	}
-	s.emit(Event{Kind: EventRunFinished, Message: msg})
+	s.Emit(Event{Kind: EventRunFinished, Message: msg})
 }
 
 func (r *Runner) applyStep(ctx context.Context, i int, st Step) error {
@@ -355,7 +273,7 @@ func (r *Runner) applyStep(ctx context.Context, i int, st Step) error {
 	j := s.Journal
 	rec := j.Step(st.ID)
 	if rec != nil && (rec.State == StateDone || rec.State == StateSkipped) {
-		s.emit(Event{Kind: EventStepSkipped, Step: st.ID, Done: i + 1, Total: len(r.Steps), Message: "already applied " + rec.FinishedAt.Format(time.RFC3339)})
+		s.Emit(Event{Kind: EventStepSkipped, Step: st.ID, Done: i + 1, Total: len(r.Steps), Message: "already applied " + rec.FinishedAt.Format(time.RFC3339)})
 		return nil
 	}
 	if rec == nil {
@@ -364,7 +282,7 @@ func (r *Runner) applyStep(ctx context.Context, i int, st Step) error {
 	}
 	j.Current = Progress{Step: st.ID}
 	rec.StartedAt, rec.State, rec.Message = s.Clock.Now().UTC(), StateRunning, ""
-	s.emit(Event{Kind: EventStepStarted, Step: st.ID, Done: i, Total: len(r.Steps), Message: st.Purpose})
+	s.Emit(Event{Kind: EventStepStarted, Step: st.ID, Done: i, Total: len(r.Steps), Message: st.Purpose})
 	if st.Check != nil {
 		done, why, err := st.Check(ctx, s)
 		if err != nil {
@@ -372,11 +290,11 @@ func (r *Runner) applyStep(ctx context.Context, i int, st Step) error {
 		}
 		if done {
 			rec.State, rec.Message, rec.FinishedAt = StateSkipped, why, s.Clock.Now().UTC()
-			s.emit(Event{Kind: EventStepSkipped, Step: st.ID, Done: i + 1, Total: len(r.Steps), Message: why})
-			return s.save(ctx)
+			s.Emit(Event{Kind: EventStepSkipped, Step: st.ID, Done: i + 1, Total: len(r.Steps), Message: why})
+			return s.Save(ctx)
 		}
 	}
-	if err := s.save(ctx); err != nil {
+	if err := s.Save(ctx); err != nil {
 		return err
 	}
 	if st.Destructive && s.Options.Confirm != nil {
@@ -393,8 +311,8 @@ func (r *Runner) applyStep(ctx context.Context, i int, st Step) error {
 	}
 	rec = j.Step(st.ID) // Up may have grown j.Steps
 	rec.State, rec.FinishedAt = StateDone, s.Clock.Now().UTC()
-	s.emit(Event{Kind: EventStepFinished, Step: st.ID, Done: i + 1, Total: len(r.Steps)})
-	return s.save(ctx)
+	s.Emit(Event{Kind: EventStepFinished, Step: st.ID, Done: i + 1, Total: len(r.Steps)})
+	return s.Save(ctx)
 }
 
 func (r *Runner) stepFailed(ctx context.Context, rec *StepRecord, i int, err error) error {
@@ -410,38 +328,38 @@ func (r *Runner) stepFailed(ctx context.Context, rec *StepRecord, i int, err err
 		rec.State = StateFailed
 	}
 	rec.Message = err.Error()
-	s.emit(Event{Kind: EventStepFailed, Step: rec.ID, Done: i, Total: len(r.Steps), Message: err.Error()})
-	_ = s.save(ctx)
+	s.Emit(Event{Kind: EventStepFailed, Step: rec.ID, Done: i, Total: len(r.Steps), Message: err.Error()})
+	_ = s.Save(ctx)
 	return err
 }
 
 // dryRun reports, step by step, what apply would do.
 func (r *Runner) dryRun(ctx context.Context) error {
 	s := &r.Session
-	s.emit(Event{Kind: EventRunStarted, Total: len(r.Steps), Message: "dry run: nothing will change"})
+	s.Emit(Event{Kind: EventRunStarted, Total: len(r.Steps), Message: "dry run: nothing will change"})
 	for i, st := range r.Steps {
 		if rec := s.Journal.Step(st.ID); rec != nil && (rec.State == StateDone || rec.State == StateSkipped) && s.Journal.PlanHash == s.Plan.Hash {
-			s.emit(Event{Kind: EventStepSkipped, Step: st.ID, Done: i + 1, Total: len(r.Steps), Message: "already applied"})
+			s.Emit(Event{Kind: EventStepSkipped, Step: st.ID, Done: i + 1, Total: len(r.Steps), Message: "already applied"})
 			continue
 		}
 		s.Journal.Current = Progress{Step: st.ID}
 		if st.Check != nil {
 			done, why, err := st.Check(ctx, s)
 			if err != nil {
-				s.emit(Event{Kind: EventStepFailed, Step: st.ID, Message: "check: " + err.Error()})
+				s.Emit(Event{Kind: EventStepFailed, Step: st.ID, Message: "check: " + err.Error()})
 				continue
 			}
 			if done {
-				s.emit(Event{Kind: EventStepSkipped, Step: st.ID, Done: i + 1, Total: len(r.Steps), Message: why})
+				s.Emit(Event{Kind: EventStepSkipped, Step: st.ID, Done: i + 1, Total: len(r.Steps), Message: why})
 				continue
 			}
 		}
-		s.emit(Event{Kind: EventStepStarted, Step: st.ID, Done: i, Total: len(r.Steps), Message: st.Purpose})
+		s.Emit(Event{Kind: EventStepStarted, Step: st.ID, Done: i, Total: len(r.Steps), Message: st.Purpose})
 		if err := st.Up(ctx, s); err != nil {
-			s.emit(Event{Kind: EventStepFailed, Step: st.ID, Message: err.Error()})
+			s.Emit(Event{Kind: EventStepFailed, Step: st.ID, Message: err.Error()})
 		}
 	}
-	s.emit(Event{Kind: EventRunFinished, Message: "dry run finished: nothing changed"})
+	s.Emit(Event{Kind: EventRunFinished, Message: "dry run finished: nothing changed"})
 	return nil
 }
 
@@ -488,7 +406,7 @@ func (r *Runner) Rollback(ctx context.Context, to string) (err error) {
 		}()
 		ctx = held.Context()
 		j.State = StateRunning
-		if err = s.save(ctx); err != nil {
+		if err = s.Save(ctx); err != nil {
 			return err
 		}
 		final := StateRolledBack
@@ -499,11 +417,11 @@ func (r *Runner) Rollback(ctx context.Context, to string) (err error) {
 			r.finish(ctx, err, final)
 			if err == nil && stop >= 0 {
 				s.Journal.Message = "rolled back to " + to
-				_ = s.save(ctx)
+				_ = s.Save(ctx)
 			}
 		}()
 	}
-	s.emit(Event{Kind: EventRunStarted, Message: "rollback of " + s.Plan.Environment})
+	s.Emit(Event{Kind: EventRunStarted, Message: "rollback of " + s.Plan.Environment})
 	for i := len(r.Steps) - 1; i > stop; i-- {
 		st := r.Steps[i]
 		rec := j.Step(st.ID)
@@ -511,7 +429,7 @@ func (r *Runner) Rollback(ctx context.Context, to string) (err error) {
 			continue
 		}
 		j.Current = Progress{Step: st.ID}
-		s.emit(Event{Kind: EventStepStarted, Step: st.ID, Message: "down: " + st.Purpose})
+		s.Emit(Event{Kind: EventStepStarted, Step: st.ID, Message: "down: " + st.Purpose})
 		if st.Destructive && s.Options.Confirm != nil && !s.Options.DryRun {
 			ok, err := s.Options.Confirm(fmt.Sprintf("Undo step %s (%s)?", st.ID, st.Purpose))
 			if err != nil {
@@ -522,17 +440,17 @@ func (r *Runner) Rollback(ctx context.Context, to string) (err error) {
 			}
 		}
 		if err := st.Down(ctx, s); err != nil {
-			s.emit(Event{Kind: EventStepFailed, Step: st.ID, Message: err.Error()})
+			s.Emit(Event{Kind: EventStepFailed, Step: st.ID, Message: err.Error()})
 			return s.lockLost(ctx, fmt.Errorf("%s down: %w", st.ID, err))
 		}
 		if !s.Options.DryRun {
 			rec = j.Step(st.ID)
 			rec.State, rec.FinishedAt, rec.Message = StateRolledBack, s.Clock.Now().UTC(), ""
-			if err := s.save(ctx); err != nil {
+			if err := s.Save(ctx); err != nil {
 				return err
 			}
 		}
-		s.emit(Event{Kind: EventStepFinished, Step: st.ID, Message: "rolled back"})
+		s.Emit(Event{Kind: EventStepFinished, Step: st.ID, Message: "rolled back"})
 	}
 	j.Current = Progress{}
 	return nil

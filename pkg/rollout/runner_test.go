@@ -28,6 +28,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -35,7 +36,7 @@ type scenario struct {
 	kube *fake.Clientset
 	asg  *fakeASG
 	inv  inventory.Inventory
-	plan *rollout.Plan
+	plan *plan.Plan
 }
 
 // newScenario: two self-managed groups (ng-a: 3 nodes over two zones,
@@ -92,7 +93,7 @@ type scenarioNode struct{ name, group, zone, id string }
 // Autoscaler at 2 replicas, a 4-replica Deployment with a PDB and a
 // DaemonSet pod per node, and returns the inventory and the rollout plan
 // (waves of 2).
-func kubeScenario(t *testing.T, cs *fake.Clientset, groups []scenarioGroup, nodes []scenarioNode) (inventory.Inventory, *rollout.Plan) {
+func kubeScenario(t *testing.T, cs *fake.Clientset, groups []scenarioGroup, nodes []scenarioNode) (inventory.Inventory, *plan.Plan) {
 	t.Helper()
 	ctx := context.Background()
 	var inv inventory.Inventory
@@ -148,7 +149,7 @@ func kubeScenario(t *testing.T, cs *fake.Clientset, groups []scenarioGroup, node
 	cfg := config.Default("dev")
 	cfg.Rollout.WaveSize = "2"
 	cfg.Rollout.PreProvision = false
-	p, err := rollout.BuildPlan(&inv, rollout.PlanOptions{Environment: "dev", Config: cfg, Steps: migrations.Planned(), Now: time.Unix(0, 0)})
+	p, err := plan.BuildPlan(&inv, plan.PlanOptions{Environment: "dev", Config: cfg, Steps: migrations.Planned(), Now: time.Unix(0, 0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +202,7 @@ func (sc *scenario) runner(obs rollout.Observer) *rollout.Runner {
 
 // newRunner is the whole runbook over the clientset and the AWS clients,
 // with millisecond polls.
-func newRunner(cs *fake.Clientset, p *rollout.Plan, asg rollout.AutoScalingAPI, eks rollout.EKSAPI, obs rollout.Observer) *rollout.Runner {
+func newRunner(cs *fake.Clientset, p *plan.Plan, asg rollout.AutoScalingAPI, eks rollout.EKSAPI, obs rollout.Observer) *rollout.Runner {
 	drain := kube.DefaultDrainOptions()
 	drain.RetryInitial, drain.PollInterval = time.Millisecond, time.Millisecond
 	return &rollout.Runner{
@@ -495,13 +496,13 @@ func TestKeptControllerGroup(t *testing.T) {
 	sc.inv.Pods = append(sc.inv.Pods, inventory.Pod{Namespace: "kube-system", Name: "karpenter-1", NodeName: "a-3", Labels: ctrl, OwnerKind: inventory.OwnerDeployment, OwnerName: "karpenter", Tolerations: tolerate})
 	cfg := config.Default("dev")
 	cfg.Rollout.WaveSize, cfg.Rollout.PreProvision = "2", false
-	p, err := rollout.BuildPlan(&sc.inv, rollout.PlanOptions{Environment: "dev", Config: cfg, Steps: migrations.Planned(), Now: time.Unix(0, 0),
-		Controller: rollout.ControllerOptions{NodeGroup: "ng-a"}})
+	p, err := plan.BuildPlan(&sc.inv, plan.PlanOptions{Environment: "dev", Config: cfg, Steps: migrations.Planned(), Now: time.Unix(0, 0),
+		Controller: plan.ControllerOptions{NodeGroup: "ng-a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc.plan = p
-	if h := p.Controller; h == nil || h.Source != rollout.ControllerFromFlag || !h.Kept || h.Size != 2 {
+	if h := p.Controller; h == nil || h.Source != plan.ControllerFromFlag || !h.Kept || h.Size != 2 {
 		t.Fatalf("controller home %+v; want ng-a kept at 2 from the flag", h)
 	}
 	if err := sc.runner(nil).Apply(ctx); err != nil {
@@ -541,7 +542,7 @@ func TestKeptControllerGroup(t *testing.T) {
 	j, _ := rollout.Status(ctx, sc.kube, "karpenter-migrate", "dev")
 	steered := 0
 	for _, nt := range j.Recorded.Tainted {
-		if nt.Taint == rollout.SteerTaint {
+		if nt.Taint == migrations.SteerTaint {
 			steered++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -36,14 +37,14 @@ type Backend interface {
 	// Karpenter reads what the runbook's Karpenter step would do with the
 	// release the plan would record for c (action.KarpenterCheck).
 	Karpenter(ctx context.Context, inv *inventory.Inventory, c PlanChoice) (*KarpenterResult, error)
-	// Plan plans the rollout (rollout.MakePlan) and writes plan.yaml and
+	// Plan plans the rollout (plan.MakePlan) and writes plan.yaml and
 	// the environment's config.
 	Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) (*PlanResult, error)
 	// Apply runs the plan as `apply --yes` does; Rollback as `rollback`.
 	// Both report runner events and cluster views to sink until they
 	// return, and return the runner's error.
-	Apply(ctx context.Context, p *rollout.Plan, c RunChoice, sink func(Update)) error
-	Rollback(ctx context.Context, p *rollout.Plan, sink func(Update)) error
+	Apply(ctx context.Context, p *plan.Plan, c RunChoice, sink func(Update)) error
+	Rollback(ctx context.Context, p *plan.Plan, sink func(Update)) error
 }
 
 // Connection is what the connect screen asks for.
@@ -138,7 +139,7 @@ type FleetLine struct {
 
 // PlanResult is a written plan with the fleet it predicts.
 type PlanResult struct {
-	Plan       *rollout.Plan
+	Plan       *plan.Plan
 	PlanFile   string
 	ConfigFile string
 	// AfterMigration is the union of the waves' predicted nodes;

@@ -22,6 +22,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/demo"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -183,7 +184,7 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 	if j.State != rollout.StateCompleted {
 		t.Errorf("journal state %s: %s", j.State, j.Message)
 	}
-	plan, err := rollout.ReadPlanFile(filepath.Join(e.ops.OutDir, PlanFile))
+	plan, err := plan.ReadPlanFile(filepath.Join(e.ops.OutDir, PlanFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +270,7 @@ func TestQuitMidRolloutLeavesAJournalApplyResumes(t *testing.T) {
 
 	// What `apply --plan plan.yaml --dir karpenter --yes` does: read the
 	// plan file the wizard wrote and run the runbook with the same runner.
-	plan, err := rollout.ReadPlanFile(filepath.Join(e.ops.OutDir, PlanFile))
+	plan, err := plan.ReadPlanFile(filepath.Join(e.ops.OutDir, PlanFile))
 	if err != nil {
 		t.Fatal(err)
 	}

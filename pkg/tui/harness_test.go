@@ -18,10 +18,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
+	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -196,7 +198,7 @@ type fakeBackend struct {
 	planned    []PlanChoice
 	// karpenterState is what the Karpenter check finds (nil: nothing
 	// installed); karpenterChecks are the choices it was asked with.
-	karpenterState  *rollout.KarpenterState
+	karpenterState  *migrations.KarpenterState
 	karpenterChecks []PlanChoice
 	runs            []string
 	runChoice       []RunChoice
@@ -316,9 +318,9 @@ func (f *fakeBackend) Karpenter(_ context.Context, _ *inventory.Inventory, c Pla
 	f.karpenterChecks = append(f.karpenterChecks, c)
 	st := f.karpenterState
 	if st == nil {
-		st = &rollout.KarpenterState{}
+		st = &migrations.KarpenterState{}
 	}
-	return &KarpenterResult{State: st, Release: &rollout.PlanKarpenter{Release: "karpenter", Namespace: "kube-system", Chart: rollout.KarpenterChartOCI, Version: "1.14.1",
+	return &KarpenterResult{State: st, Release: &plan.PlanKarpenter{Release: "karpenter", Namespace: "kube-system", Chart: plan.KarpenterChartOCI, Version: "1.14.1",
 		ValuesFrom: "karpenter/helm/karpenter-values.yaml", Values: map[string]any{"settings": map[string]any{"clusterName": "demo", "interruptionQueue": "demo"}, "replicas": 2}}}, nil
 }
 
@@ -328,7 +330,7 @@ func (f *fakeBackend) Plan(_ context.Context, _ *inventory.Inventory, c PlanChoi
 	f.planned = append(f.planned, c)
 	p := testPlan()
 	if !c.AllowEmptyDir {
-		p.Findings = append(p.Findings, rollout.Finding{Severity: "blocker", Object: "Pod workers/w-1", Message: "uses emptyDir scratch"})
+		p.Findings = append(p.Findings, plan.Finding{Severity: "blocker", Object: "Pod workers/w-1", Message: "uses emptyDir scratch"})
 	}
 	return &PlanResult{
 		Plan: p, PlanFile: "/out/plan.yaml", ConfigFile: "/out/prod.yaml",
@@ -339,23 +341,23 @@ func (f *fakeBackend) Plan(_ context.Context, _ *inventory.Inventory, c PlanChoi
 	}, nil
 }
 
-func testPlan() *rollout.Plan {
-	return &rollout.Plan{
+func testPlan() *plan.Plan {
+	return &plan.Plan{
 		Hash: "sha256:0123456789abcdef0123", Environment: "prod", Cluster: "demo",
-		Budget: rollout.Budget{WaveSize: 3, Concurrency: 1, PreProvision: true},
-		Waves: []rollout.Wave{
-			{Index: 1, Nodes: []rollout.WaveNode{{Name: "n1"}, {Name: "n2"}, {Name: "n3"}}, NodePools: []string{"apps"}, Pods: 12,
-				PredictedNodes: []rollout.PredictedNode{{NodePool: "apps"}, {NodePool: "apps"}}, PreProvision: []rollout.Placeholder{{}}},
-			{Index: 2, Nodes: []rollout.WaveNode{{Name: "n4"}, {Name: "n5"}}, NodePools: []string{"system"}, Pods: 7,
-				PredictedNodes: []rollout.PredictedNode{{NodePool: "system"}}},
+		Budget: plan.Budget{WaveSize: 3, Concurrency: 1, PreProvision: true},
+		Waves: []plan.Wave{
+			{Index: 1, Nodes: []plan.WaveNode{{Name: "n1"}, {Name: "n2"}, {Name: "n3"}}, NodePools: []string{"apps"}, Pods: 12,
+				PredictedNodes: []plan.PredictedNode{{NodePool: "apps"}, {NodePool: "apps"}}, PreProvision: []plan.Placeholder{{}}},
+			{Index: 2, Nodes: []plan.WaveNode{{Name: "n4"}, {Name: "n5"}}, NodePools: []string{"system"}, Pods: 7,
+				PredictedNodes: []plan.PredictedNode{{NodePool: "system"}}},
 		},
-		Cost: rollout.Cost{BeforePerHour: 0.9, AfterPerHour: 0.4, Complete: true},
-		Controller: &rollout.ControllerHome{Source: rollout.ControllerFromValues, NodeGroup: "system", Kept: true, Size: 2,
+		Cost: plan.Cost{BeforePerHour: 0.9, AfterPerHour: 0.4, Complete: true},
+		Controller: &plan.ControllerHome{Source: plan.ControllerFromValues, NodeGroup: "system", Kept: true, Size: 2,
 			Reserve: &corev1.Taint{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 	}
 }
 
-func (f *fakeBackend) Apply(ctx context.Context, _ *rollout.Plan, c RunChoice, sink func(Update)) error {
+func (f *fakeBackend) Apply(ctx context.Context, _ *plan.Plan, c RunChoice, sink func(Update)) error {
 	f.mu.Lock()
 	f.runs = append(f.runs, "apply")
 	f.runChoice = append(f.runChoice, c)
@@ -372,7 +374,7 @@ func (f *fakeBackend) Apply(ctx context.Context, _ *rollout.Plan, c RunChoice, s
 	return err
 }
 
-func (f *fakeBackend) Rollback(_ context.Context, _ *rollout.Plan, sink func(Update)) error {
+func (f *fakeBackend) Rollback(_ context.Context, _ *plan.Plan, sink func(Update)) error {
 	f.mu.Lock()
 	f.runs = append(f.runs, "rollback")
 	f.mu.Unlock()

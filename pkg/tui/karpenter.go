@@ -12,7 +12,8 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"sigs.k8s.io/yaml"
 
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/migrations"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui/progress"
 )
 
@@ -34,8 +35,8 @@ type karpenterScreen struct {
 // KarpenterResult is the release the plan would install and what the
 // Karpenter step finds in the cluster for it.
 type KarpenterResult struct {
-	Release *rollout.PlanKarpenter
-	State   *rollout.KarpenterState
+	Release *plan.PlanKarpenter
+	State   *migrations.KarpenterState
 }
 
 type karpenterCheckedMsg struct {
@@ -140,7 +141,7 @@ func (m *karpenterScreen) showValues() {
 	var b strings.Builder
 	fmt.Fprintf(&b, "values of %s (%s)\n", r.Release, cmp.Or(r.Release.ValuesFrom, "generate's Helm values"))
 	if rel := r.State.Release; rel != nil {
-		if d := rollout.ValuesDiff(rel.Values, r.Release.Values); d != "" {
+		if d := migrations.ValuesDiff(rel.Values, r.Release.Values); d != "" {
 			b.WriteString(d)
 		} else {
 			b.WriteString("(the same as the installed release's)\n")

@@ -19,6 +19,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -286,7 +287,7 @@ func (o *Ops) Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) 
 	planPath := o.path(PlanFile)
 	p, err := o.config(cl).Plan(ctx, action.Plan{
 		Environment: c.Environment, Config: cfg, Inventory: action.Inventory(inv), Dir: o.path(TreeDir), File: planPath,
-		IAM:            &rollout.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, Identity: string(c.IAM.Identity), CreateOIDCProvider: c.IAM.CreateOIDCProvider},
+		IAM:            &plan.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, Identity: string(c.IAM.Identity), CreateOIDCProvider: c.IAM.CreateOIDCProvider},
 		KarpenterChart: o.KarpenterChart, SkipKarpenter: c.SkipKarpenter,
 	})
 	if err != nil {
@@ -314,7 +315,7 @@ func (o *Ops) Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) 
 }
 
 // fleets are the legacy nodes the waves drain and the nodes they predict.
-func fleets(inv *inventory.Inventory, p *rollout.Plan) (before, after []FleetLine) {
+func fleets(inv *inventory.Inventory, p *plan.Plan) (before, after []FleetLine) {
 	nodes := map[string]inventory.Node{}
 	for _, n := range inv.Nodes {
 		nodes[n.Name] = n
@@ -351,7 +352,7 @@ func fleetLines(m map[FleetLine]int) []FleetLine {
 }
 
 // Runner builds the rollout runner for p as `apply --yes --dir` does.
-func (o *Ops) Runner(p *rollout.Plan, obs rollout.Observer) (*rollout.Runner, error) {
+func (o *Ops) Runner(p *plan.Plan, obs rollout.Observer) (*rollout.Runner, error) {
 	cl, _, err := o.clients()
 	if err != nil {
 		return nil, err
@@ -362,7 +363,7 @@ func (o *Ops) Runner(p *rollout.Plan, obs rollout.Observer) (*rollout.Runner, er
 }
 
 // Apply implements Backend.
-func (o *Ops) Apply(ctx context.Context, p *rollout.Plan, c RunChoice, sink func(Update)) error {
+func (o *Ops) Apply(ctx context.Context, p *plan.Plan, c RunChoice, sink func(Update)) error {
 	return o.run(ctx, p, sink, func(ctx context.Context, r *rollout.Runner) error {
 		r.Options.AckBlockers = c.AckBlockers
 		if err := r.Apply(ctx); err != nil {
@@ -377,11 +378,11 @@ func (o *Ops) Apply(ctx context.Context, p *rollout.Plan, c RunChoice, sink func
 
 // Rollback implements Backend: every applied step, IAM kept, as
 // `rollback --yes` does.
-func (o *Ops) Rollback(ctx context.Context, p *rollout.Plan, sink func(Update)) error {
+func (o *Ops) Rollback(ctx context.Context, p *plan.Plan, sink func(Update)) error {
 	return o.run(ctx, p, sink, func(ctx context.Context, r *rollout.Runner) error { return r.Rollback(ctx, "") })
 }
 
-func (o *Ops) run(ctx context.Context, p *rollout.Plan, sink func(Update), fn func(context.Context, *rollout.Runner) error) error {
+func (o *Ops) run(ctx context.Context, p *plan.Plan, sink func(Update), fn func(context.Context, *rollout.Runner) error) error {
 	r, err := o.Runner(p, func(e rollout.Event) { sink(Update{Event: &e}) })
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -81,7 +82,7 @@ func TestRunOnAnAdvancingClock(t *testing.T) {
 				}
 			}
 			waits := 0
-			err := o.run(context.Background(), &rollout.Plan{Environment: "prod"}, sink, func(ctx context.Context, r *rollout.Runner) error {
+			err := o.run(context.Background(), &plan.Plan{Environment: "prod"}, sink, func(ctx context.Context, r *rollout.Runner) error {
 				for range 6 {
 					if ctx.Err() != nil {
 						return context.Cause(ctx)

@@ -15,6 +15,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui/progress"
 )
@@ -243,7 +244,7 @@ func (r *rolloutScreen) done(msg runDoneMsg) tea.Cmd {
 }
 
 // apply folds one runner event into the stats.
-func (st *rolloutStats) apply(e rollout.Event, plan *rollout.Plan) {
+func (st *rolloutStats) apply(e rollout.Event, plan *plan.Plan) {
 	line := ""
 	switch e.Kind {
 	case rollout.EventRunStarted:
@@ -313,7 +314,7 @@ func (st *rolloutStats) apply(e rollout.Event, plan *rollout.Plan) {
 
 // nodeCounts are the legacy nodes cordoned (their wave is past cordon)
 // and drained (past drain), by the plan's waves.
-func (st *rolloutStats) nodeCounts(plan *rollout.Plan) (cordoned, drained int) {
+func (st *rolloutStats) nodeCounts(plan *plan.Plan) (cordoned, drained int) {
 	order := []string{rollout.PhasePreProvision, rollout.PhaseCordon, rollout.PhaseDrain, rollout.PhaseGate, rollout.PhaseCleanup, rollout.PhaseScaleIn, rollout.PhaseDone}
 	for _, w := range plan.Waves {
 		i := slices.Index(order, st.wavePhase[w.Index])

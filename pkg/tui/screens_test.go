@@ -9,6 +9,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -278,7 +279,7 @@ func TestKarpenterScreen(t *testing.T) {
 		}
 	})
 	t.Run("mismatch, fixed", func(t *testing.T) {
-		be := &fakeBackend{karpenterState: &rollout.KarpenterState{Foreign: true, Source: "Deployment kube-system/karpenter, not a Helm release named karpenter in kube-system",
+		be := &fakeBackend{karpenterState: &migrations.KarpenterState{Foreign: true, Source: "Deployment kube-system/karpenter, not a Helm release named karpenter in kube-system",
 			Mismatches: []string{
 				`settings.clusterName: Deployment kube-system/karpenter runs for cluster "old", the plan is for "demo"`,
 				"affinity: Deployment kube-system/karpenter may run on nodes it manages: add required node affinity karpenter.sh/nodepool DoesNotExist",
@@ -291,7 +292,7 @@ func TestKarpenterScreen(t *testing.T) {
 			t.Fatalf("c continued past a contradicting installation to %s", d.screen())
 		}
 		be.mu.Lock()
-		be.karpenterState = &rollout.KarpenterState{Foreign: true, Source: "Deployment kube-system/karpenter"}
+		be.karpenterState = &migrations.KarpenterState{Foreign: true, Source: "Deployment kube-system/karpenter"}
 		checks := len(be.karpenterChecks)
 		be.mu.Unlock()
 		d.press("r")
@@ -303,7 +304,7 @@ func TestKarpenterScreen(t *testing.T) {
 		d.waitFor("plan", func() bool { return d.screen() == "Plan" })
 	})
 	t.Run("upgrade", func(t *testing.T) {
-		be := &fakeBackend{karpenterState: &rollout.KarpenterState{Release: &rollout.Release{Name: "karpenter", Namespace: "kube-system", Chart: "karpenter", Version: "1.13.0", Revision: 3, Status: rollout.ReleaseDeployed,
+		be := &fakeBackend{karpenterState: &migrations.KarpenterState{Release: &rollout.Release{Name: "karpenter", Namespace: "kube-system", Chart: "karpenter", Version: "1.13.0", Revision: 3, Status: rollout.ReleaseDeployed,
 			Values: map[string]any{"settings": map[string]any{"clusterName": "demo"}, "replicas": 2}}}}
 		d := walk(t, be, "Karpenter")
 		d.waitFor("the upgrade", d.viewHas("chart karpenter 1.13.0, revision 3"))
@@ -313,7 +314,7 @@ func TestKarpenterScreen(t *testing.T) {
 		}
 	})
 	t.Run("skip", func(t *testing.T) {
-		be := &fakeBackend{karpenterState: &rollout.KarpenterState{Problem: "Helm release kube-system/karpenter is failed (revision 2): see `helm history karpenter -n kube-system`"}}
+		be := &fakeBackend{karpenterState: &migrations.KarpenterState{Problem: "Helm release kube-system/karpenter is failed (revision 2): see `helm history karpenter -n kube-system`"}}
 		d := walk(t, be, "Karpenter")
 		d.waitFor("the problem", d.viewHas("is failed"))
 		d.press("s")

@@ -35,6 +35,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -77,7 +78,7 @@ type killPoint struct {
 // not number (the runbook is renumbered when a step is added); a step
 // named here that the plan lacks fails t rather than silently dropping
 // its points.
-func ladderPoints(t testing.TB, p *rollout.Plan) []killPoint {
+func ladderPoints(t testing.TB, p *plan.Plan) []killPoint {
 	t.Helper()
 	var pts []killPoint
 	add := func(name, at string, nth int) { pts = append(pts, killPoint{name, at, nth}) }
@@ -98,8 +99,8 @@ func ladderPoints(t testing.TB, p *rollout.Plan) []killPoint {
 			add("inside "+id+": one object applied", "^Change "+id+" w0 +apply ", 2)
 		case "drain_waves":
 			for _, w := range p.Waves {
-				movable := slices.IndexFunc(w.Nodes, func(n rollout.WaveNode) bool { return !n.Keep }) >= 0
-				twoMovable := len(slices.DeleteFunc(slices.Clone(w.Nodes), func(n rollout.WaveNode) bool { return n.Keep })) >= 2
+				movable := slices.IndexFunc(w.Nodes, func(n plan.WaveNode) bool { return !n.Keep }) >= 0
+				twoMovable := len(slices.DeleteFunc(slices.Clone(w.Nodes), func(n plan.WaveNode) bool { return n.Keep })) >= 2
 				wave := func(phase string) string { return fmt.Sprintf("^WavePhase %s w%d %s ", id, w.Index, phase) }
 				in := func(kind, rest string) string { return fmt.Sprintf("^%s %s w%d %s", kind, id, w.Index, rest) }
 				name := func(what string) string { return fmt.Sprintf("wave %d %s", w.Index, what) }
@@ -140,7 +141,7 @@ func ladderPoints(t testing.TB, p *rollout.Plan) []killPoint {
 }
 
 // stepIDs lists the plan's step IDs.
-func stepIDs(p *rollout.Plan) []string {
+func stepIDs(p *plan.Plan) []string {
 	var ids []string
 	for _, st := range p.Steps {
 		ids = append(ids, st.ID)
@@ -150,7 +151,7 @@ func stepIDs(p *rollout.Plan) []string {
 
 // stepID is the ID the plan gives the step called name ("drain_waves"),
 // whatever its number.
-func stepID(t testing.TB, p *rollout.Plan, name string) string {
+func stepID(t testing.TB, p *plan.Plan, name string) string {
 	t.Helper()
 	for _, st := range p.Steps {
 		if rollout.SameStep(st.ID, name) {
@@ -303,7 +304,7 @@ func lostEntries(before, after map[string]string) []string {
 // controller installed, a plan with the IAM steps, and the PDB watcher.
 type chaosWorld struct {
 	*world
-	plan     *rollout.Plan
+	plan     *plan.Plan
 	planArgs []string
 	tree     string
 	apply    []string
@@ -334,7 +335,7 @@ func newChaosWorld(ctx context.Context, t *testing.T, opts ...func(*testenv.Opti
 func (c *chaosWorld) replan(ctx context.Context) {
 	c.t.Helper()
 	out := c.mustRun(ctx, c.planArgs...)
-	var plan rollout.Plan
+	var plan plan.Plan
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
 		c.t.Fatalf("plan -o json: %v\n%s", err, out)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // controllerNS is where the scenario installs the Karpenter controller.
@@ -183,7 +183,7 @@ func podsToMove(ctx context.Context, t testing.TB, w *world, ns string) int {
 // checkControllerPlan asserts the plan's decision: the controller pinned to
 // the managed group (by the live Deployment's required scheduling, or by
 // the values step 07 installs), kept at 2.
-func checkControllerPlan(t *testing.T, p *rollout.Plan, source string) {
+func checkControllerPlan(t *testing.T, p *plan.Plan, source string) {
 	t.Helper()
 	h := p.Controller
 	if h == nil || h.Source != source || h.NodeGroup != "ng-managed" || !h.Kept || h.Size != 2 || h.Replicas != 2 ||

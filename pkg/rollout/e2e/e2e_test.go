@@ -26,6 +26,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/helm"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -226,13 +227,13 @@ func TestRolloutEndToEnd(t *testing.T) {
 	// local test chart.
 	out := w.mustRun(ctx, "plan", "--env", "e2e", "--cluster", clusterName, "--dir", tree, "--config", cfg, "--identity", "pod-identity",
 		"--karpenter-chart", testChart(t), "-f", "plan.yaml", "-o", "json")
-	var plan rollout.Plan
-	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+	var planned plan.Plan
+	if err := json.Unmarshal([]byte(out), &planned); err != nil {
 		t.Fatalf("plan -o json: %v\n%s", err, out)
 	}
-	checkPlan(t, &plan)
-	checkControllerPlan(t, &plan, rollout.ControllerFromValues)
-	if k := plan.Karpenter; k == nil || k.Namespace != controllerNS || k.Release != "karpenter" || k.Chart != testChart(t) {
+	checkPlan(t, &planned)
+	checkControllerPlan(t, &planned, plan.ControllerFromValues)
+	if k := planned.Karpenter; k == nil || k.Namespace != controllerNS || k.Release != "karpenter" || k.Chart != testChart(t) {
 		t.Fatalf("plan's Karpenter release %+v, want karpenter in %s from the test chart", k, controllerNS)
 	}
 	helmc := &helm.Client{REST: w.env.Config}
@@ -314,8 +315,8 @@ func TestRolloutEndToEnd(t *testing.T) {
 	}
 	checkMigrated(ctx, t, w)
 	rel, err := helmc.Release(ctx, controllerNS, "karpenter")
-	if err != nil || rel == nil || rel.Status != rollout.ReleaseDeployed || rel.Chart != "karpenter" || rel.Version != plan.Karpenter.Version {
-		t.Errorf("Helm release after apply: %+v %v; want karpenter %s deployed", rel, err, plan.Karpenter.Version)
+	if err != nil || rel == nil || rel.Status != rollout.ReleaseDeployed || rel.Chart != "karpenter" || rel.Version != planned.Karpenter.Version {
+		t.Errorf("Helm release after apply: %+v %v; want karpenter %s deployed", rel, err, planned.Karpenter.Version)
 	}
 	placedAfter, on := controllerPlacement(ctx, t, w)
 	rowsAfter := groupRows(ctx, t, w)
@@ -374,7 +375,7 @@ func TestRolloutEndToEnd(t *testing.T) {
 }
 
 // checkPlan asserts what the plan must say about the scenario.
-func checkPlan(t *testing.T, p *rollout.Plan) {
+func checkPlan(t *testing.T, p *plan.Plan) {
 	t.Helper()
 	if len(p.NodeGroups) != 2 || p.ClusterAutoscaler == nil || p.ClusterAutoscaler.Replicas != 1 {
 		t.Errorf("plan groups %+v, Cluster Autoscaler %+v; want two groups and CA at 1", p.NodeGroups, p.ClusterAutoscaler)

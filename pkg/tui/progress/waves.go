@@ -6,13 +6,13 @@ import (
 
 	"github.com/charmbracelet/bubbles/table"
 
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // Waves is a plan's waves as a table: the legacy nodes each drains, its
 // pods, the NodePools that receive them, the nodes Karpenter is predicted
 // to launch and the placeholders pre-provisioned ahead of the drain.
-func Waves(p *rollout.Plan) table.Model {
+func Waves(p *plan.Plan) table.Model {
 	rows := make([]table.Row, len(p.Waves))
 	for i, w := range p.Waves {
 		rows[i] = table.Row{fmt.Sprint(w.Index), fmt.Sprint(len(w.Nodes)), fmt.Sprint(w.Pods), strings.Join(w.NodePools, ","), fmt.Sprint(len(w.PredictedNodes)), fmt.Sprint(len(w.PreProvision))}

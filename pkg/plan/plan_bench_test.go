@@ -1,4 +1,4 @@
-package rollout_test
+package plan_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // BenchmarkBuildPlan plans 500 legacy nodes / 5,000 pods in four groups on
@@ -48,10 +48,10 @@ func BenchmarkBuildPlan(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pools := rollout.PoolsFromGenerate(res)
+	pools := plan.PoolsFromGenerate(res)
 	b.ResetTimer()
 	for range b.N {
-		p, err := rollout.BuildPlan(inv, rollout.PlanOptions{Environment: "prod", Config: config.Default("prod"), Steps: migrations.Planned(), Pools: &pools})
+		p, err := plan.BuildPlan(inv, plan.PlanOptions{Environment: "prod", Config: config.Default("prod"), Steps: migrations.Planned(), Pools: &pools})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func benchPlanDemo(b *testing.B, n int, o bigcluster.Options) {
 	b.ResetTimer()
 	for range b.N {
 		stop := samplePeakHeap()
-		p, err := rollout.MakePlan(ctx, req)
+		p, err := plan.MakePlan(ctx, req)
 		if err == nil {
 			err = p.WriteFile(filepath.Join(dir, "plan.yaml"))
 		}
@@ -128,12 +128,12 @@ func benchPlanDemo(b *testing.B, n int, o bigcluster.Options) {
 
 // cliPlanRequest is the request `plan --env prod --snapshot --dir --config`
 // makes of MakePlan for the files (IAM steps planned with the defaults).
-func cliPlanRequest(f bigcluster.Files) (rollout.PlanRequest, error) {
+func cliPlanRequest(f bigcluster.Files) (plan.PlanRequest, error) {
 	cfg, err := config.Load(f.Config)
 	if err != nil {
-		return rollout.PlanRequest{}, err
+		return plan.PlanRequest{}, err
 	}
-	return rollout.PlanRequest{
+	return plan.PlanRequest{
 		Environment: demo.Env, Config: *cfg, Steps: migrations.Planned(), Dir: f.Tree,
 		Inventory: func(context.Context) (*inventory.Inventory, error) {
 			snap, err := inventory.ReadSnapshotFile(f.Snapshot)
@@ -142,7 +142,7 @@ func cliPlanRequest(f bigcluster.Files) (rollout.PlanRequest, error) {
 			}
 			return &snap.Inventory, nil
 		},
-		IAM: &rollout.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion}, Now: time.Now(),
+		IAM: &plan.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion}, Now: time.Now(),
 	}, nil
 }
 

@@ -1,4 +1,4 @@
-package rollout_test
+package plan_test
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // steadyTypes: a 2-CPU type at $0.15/h and an 8-CPU one at $0.20/h, on
@@ -45,7 +45,7 @@ func steadyTypes() []engine.InstanceType {
 
 // steadyPools is NodePool "general" replacing group "general", with
 // consolidateAfter 1m, WhenEmptyOrUnderutilized and a 100 % budget.
-func steadyPools() *rollout.Pools {
+func steadyPools() *plan.Pools {
 	np := engine.NodePool{Name: "general", InstanceTypes: steadyTypes(), Spec: apiv1.NodePoolSpec{
 		Disruption: apiv1.Disruption{ConsolidationPolicy: apiv1.ConsolidationPolicyWhenEmptyOrUnderutilized,
 			ConsolidateAfter: apiv1.NewNillableDuration(time.Minute), Budgets: []apiv1.Budget{{Nodes: "100%"}}},
@@ -53,7 +53,7 @@ func steadyPools() *rollout.Pools {
 			{Key: catalog.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{catalog.CapacityTypeOnDemand}},
 		}}},
 	}}
-	return &rollout.Pools{NodePools: []engine.NodePool{np}, ForGroup: map[string][]string{"general": {"general"}}}
+	return &plan.Pools{NodePools: []engine.NodePool{np}, ForGroup: map[string][]string{"general": {"general"}}}
 }
 
 // steadyInventory: group general, one legacy node per pod, each pod asking
@@ -71,12 +71,12 @@ func steadyInventory(cpus ...string) *inventory.Inventory {
 	return inv
 }
 
-func steadyPlan(t *testing.T, inv *inventory.Inventory, now time.Time) *rollout.Plan {
+func steadyPlan(t *testing.T, inv *inventory.Inventory, now time.Time) *plan.Plan {
 	t.Helper()
 	cfg := config.Default("prod")
 	cfg.Rollout.WaveSize = "1" // one wave per node: the engine predicts each wave's node on its own
 	prices := func(string, string, string) (float64, bool) { return 0.192, true }
-	p, err := rollout.BuildPlan(inv, rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Pools: steadyPools(), Prices: prices, Now: now})
+	p, err := plan.BuildPlan(inv, plan.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Pools: steadyPools(), Prices: prices, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestPlanSteadyStateDeterministic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := rollout.ParsePlan(doc)
+	back, err := plan.ParsePlan(doc)
 	if err != nil {
 		t.Fatalf("round trip: %v\n%s", err, doc)
 	}

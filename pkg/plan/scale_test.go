@@ -1,4 +1,4 @@
-package rollout_test
+package plan_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/bigcluster"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // demoPlanHashes are the hashes of the demo's plan (seed 1), and of the
@@ -38,7 +38,7 @@ func TestPlanOfTheDemoKeepsItsHash(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := rollout.MakePlan(ctx, req)
+		p, err := plan.MakePlan(ctx, req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,9 +60,9 @@ func TestMakePlanProgressAndCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var seen []rollout.PlanProgress
-	req.Progress = func(pp rollout.PlanProgress) { seen = append(seen, pp) }
-	p, err := rollout.MakePlan(context.Background(), req)
+	var seen []plan.PlanProgress
+	req.Progress = func(pp plan.PlanProgress) { seen = append(seen, pp) }
+	p, err := plan.MakePlan(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +83,14 @@ func TestMakePlanProgressAndCancel(t *testing.T) {
 		t.Fatalf("progress %+v: want every wave, then the forecast's passes from the %d predicted nodes", seen, predicted)
 	}
 
-	for _, stopAt := range []rollout.PlanProgress{{Wave: 2}, {SettlePass: 1}} {
+	for _, stopAt := range []plan.PlanProgress{{Wave: 2}, {SettlePass: 1}} {
 		ctx, cancel := context.WithCancel(context.Background())
-		req.Progress = func(pp rollout.PlanProgress) {
+		req.Progress = func(pp plan.PlanProgress) {
 			if pp.Wave == stopAt.Wave && pp.SettlePass == stopAt.SettlePass {
 				cancel()
 			}
 		}
-		p, err := rollout.MakePlan(ctx, req)
+		p, err := plan.MakePlan(ctx, req)
 		cancel()
 		if !errors.Is(err, context.Canceled) || p != nil {
 			t.Errorf("cancelled at %+v: plan %v, error %v; want no plan and context.Canceled", stopAt, p != nil, err)

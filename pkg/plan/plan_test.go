@@ -1,4 +1,4 @@
-package rollout_test
+package plan_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -38,13 +39,13 @@ func planInventory() *inventory.Inventory {
 }
 
 // generalPool is an on-demand m5.xlarge NodePool replacing group general.
-func generalPool() *rollout.Pools {
+func generalPool() *plan.Pools {
 	np := &apiv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "general-od"}}
 	np.Spec.Template.Spec.Requirements = []apiv1.NodeSelectorRequirementWithMinValues{
 		{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.xlarge"}},
 		{Key: apiv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{apiv1.CapacityTypeOnDemand}},
 	}
-	return &rollout.Pools{NodePools: []engine.NodePool{engine.NodePoolFromV1(np, nil)}, ForGroup: map[string][]string{"general": {"general-od"}}}
+	return &plan.Pools{NodePools: []engine.NodePool{engine.NodePoolFromV1(np, nil)}, ForGroup: map[string][]string{"general": {"general-od"}}}
 }
 
 func TestBuildPlan(t *testing.T) {
@@ -52,7 +53,7 @@ func TestBuildPlan(t *testing.T) {
 	cfg.Rollout.WaveSize = "3"
 	prices := func(it, ct, zone string) (float64, bool) { return 0.192, it == "m5.xlarge" }
 	pools := generalPool()
-	p, err := rollout.BuildPlan(planInventory(), rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Pools: pools, Prices: prices, Now: time.Unix(100, 0)})
+	p, err := plan.BuildPlan(planInventory(), plan.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Pools: pools, Prices: prices, Now: time.Unix(100, 0)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,19 +94,19 @@ func TestBuildPlan(t *testing.T) {
 	}
 
 	// Same content, another time: same hash. Another wave size: another hash.
-	again, _ := rollout.BuildPlan(planInventory(), rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Pools: pools, Prices: prices, Now: time.Unix(999, 0)})
+	again, _ := plan.BuildPlan(planInventory(), plan.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Pools: pools, Prices: prices, Now: time.Unix(999, 0)})
 	if again.Hash != p.Hash {
 		t.Errorf("hash changed with CreatedAt only: %s vs %s", again.Hash, p.Hash)
 	}
 	cfg.Rollout.WaveSize = "2"
-	other, _ := rollout.BuildPlan(planInventory(), rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Pools: pools, Prices: prices})
+	other, _ := plan.BuildPlan(planInventory(), plan.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Pools: pools, Prices: prices})
 	if other.Hash == p.Hash {
 		t.Error("hash did not change with the wave size")
 	}
 }
 
 func TestParsePlan(t *testing.T) {
-	p, err := rollout.BuildPlan(planInventory(), rollout.PlanOptions{Environment: "dev", Config: config.Default("dev"), Steps: migrations.Planned()})
+	p, err := plan.BuildPlan(planInventory(), plan.PlanOptions{Environment: "dev", Config: config.Default("dev"), Steps: migrations.Planned()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestParsePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := rollout.ParsePlan(b)
+	back, err := plan.ParsePlan(b)
 	if err != nil {
 		t.Fatalf("round trip: %v", err)
 	}
@@ -130,7 +131,7 @@ func TestParsePlan(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := rollout.ParsePlan([]byte(tt.doc))
+			_, err := plan.ParsePlan([]byte(tt.doc))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("ParsePlan = %v, want an error containing %q", err, tt.want)
 			}
@@ -139,13 +140,13 @@ func TestParsePlan(t *testing.T) {
 }
 
 func FuzzParsePlan(f *testing.F) {
-	p, _ := rollout.BuildPlan(planInventory(), rollout.PlanOptions{Environment: "dev", Config: config.Default("dev"), Steps: migrations.Planned()})
+	p, _ := plan.BuildPlan(planInventory(), plan.PlanOptions{Environment: "dev", Config: config.Default("dev"), Steps: migrations.Planned()})
 	b, _ := p.Marshal()
 	f.Add(b)
 	f.Add([]byte("apiVersion: karpenter-migrate.io/v1alpha1\nkind: RolloutPlan\nenvironment: x\nwaves: [{index: 1, preProvision: [{cpu: x}]}]\n"))
 	f.Add([]byte("apiVersion: karpenter-migrate.io/v1alpha1\nkind: RolloutPlan\nwaves: [{index: one}]\n"))
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		p, err := rollout.ParsePlan(doc)
+		p, err := plan.ParsePlan(doc)
 		if err == nil && p.Hash == "" {
 			t.Fatal("accepted a plan without a hash")
 		}
@@ -170,18 +171,18 @@ func TestPoolsFromGeneratedTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := rollout.OverlayDir{Dir: dir, Env: "prod"}.Objects(context.Background())
+	objs, err := plan.OverlayDir{Dir: dir, Env: "prod"}.Objects(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	pools, err := rollout.PoolsFromObjects(objs)
+	pools, err := plan.PoolsFromObjects(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(pools.NodePools) != len(rep.Pools) {
 		t.Errorf("%d NodePools read, generate made %d", len(pools.NodePools), len(rep.Pools))
 	}
-	fromGenerate := rollout.PoolsFromGenerate(rep.Result)
+	fromGenerate := plan.PoolsFromGenerate(rep.Result)
 	for _, ps := range rep.Pools {
 		for _, g := range ps.NodeGroups {
 			if !slices.Contains(pools.ForGroup[g], ps.Name) || !slices.Contains(fromGenerate.ForGroup[g], ps.Name) {
@@ -203,7 +204,7 @@ func TestPoolsFromGeneratedTree(t *testing.T) {
 			}
 		}
 	}
-	if _, err := rollout.PoolsFromObjects(nil); err == nil {
+	if _, err := plan.PoolsFromObjects(nil); err == nil {
 		t.Error("no NodePools: want an error")
 	}
 }
@@ -214,7 +215,7 @@ func TestPlanFindingsFromPrediction(t *testing.T) {
 	inv.Pods = append(inv.Pods, inventory.Pod{Namespace: "app", Name: "huge", NodeName: "n2", OwnerKind: inventory.OwnerDeployment, OwnerName: "huge",
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16")}})
 	tests := map[string]struct {
-		pools *rollout.Pools
+		pools *plan.Pools
 		want  string
 	}{
 		"unschedulable": {generalPool(), "Pod app/huge: fits no NodePool of wave"},
@@ -222,7 +223,7 @@ func TestPlanFindingsFromPrediction(t *testing.T) {
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
-			p, err := rollout.BuildPlan(inv, rollout.PlanOptions{Environment: "dev", Config: config.Default("dev"), Steps: migrations.Planned(), Pools: tt.pools})
+			p, err := plan.BuildPlan(inv, plan.PlanOptions{Environment: "dev", Config: config.Default("dev"), Steps: migrations.Planned(), Pools: tt.pools})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,7 +243,7 @@ func TestPlanFindingsFromPrediction(t *testing.T) {
 
 func TestPlanIAM(t *testing.T) {
 	inv := planInventory()
-	p, err := rollout.BuildPlan(inv, rollout.PlanOptions{Environment: "dev", Config: config.Default("dev"), Steps: migrations.Planned(), IAM: &rollout.IAMOptions{Identity: "pod-identity"}})
+	p, err := plan.BuildPlan(inv, plan.PlanOptions{Environment: "dev", Config: config.Default("dev"), Steps: migrations.Planned(), IAM: &plan.IAMOptions{Identity: "pod-identity"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func TestPlanIAM(t *testing.T) {
 		t.Fatalf("IAM = %+v, want an error naming the missing account ID", p.IAM)
 	}
 	inv.Cluster.ARN = "arn:aws:eks:us-east-1:111122223333:cluster/c1"
-	p, err = rollout.BuildPlan(inv, rollout.PlanOptions{Environment: "dev", Config: config.Default("dev"), Steps: migrations.Planned(), IAM: &rollout.IAMOptions{Identity: "pod-identity"}})
+	p, err = plan.BuildPlan(inv, plan.PlanOptions{Environment: "dev", Config: config.Default("dev"), Steps: migrations.Planned(), IAM: &plan.IAMOptions{Identity: "pod-identity"}})
 	if err != nil {
 		t.Fatal(err)
 	}

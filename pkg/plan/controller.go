@@ -1,4 +1,4 @@
-package rollout
+package plan
 
 import (
 	"cmp"
@@ -249,7 +249,7 @@ func (cp *controllerPlan) keep(nodes []inventory.Node, podsByNode map[string][]i
 			rest = append(rest, n)
 		}
 	}
-	for _, n := range append(zoneBalanced(runs), zoneBalanced(rest)...) {
+	for _, n := range append(ZoneBalanced(runs), ZoneBalanced(rest)...) {
 		if len(out) < int(h.Size) {
 			out[n.Name] = true
 		}
@@ -264,7 +264,7 @@ func (cp *controllerPlan) stays(p inventory.Pod) bool {
 		return true
 	}
 	t := cp.home.Reserve
-	return t != nil && tolerates(p.Tolerations, t)
+	return t != nil && Tolerates(p.Tolerations, t)
 }
 
 // admitsKept reports whether a pod may run on one of the kept group's
@@ -287,7 +287,8 @@ func (cp *controllerPlan) admitsKept(p inventory.Pod) bool {
 	return false
 }
 
-func tolerates(tols []corev1.Toleration, t *corev1.Taint) bool {
+// Tolerates reports whether tols tolerate t (the scheduler's own test).
+func Tolerates(tols []corev1.Toleration, t *corev1.Taint) bool {
 	return corev1helpers.TolerationsTolerateTaint(klog.Background(), tols, t, false)
 }
 

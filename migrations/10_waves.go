@@ -1,4 +1,4 @@
-package rollout
+package migrations
 
 import (
 	"context"
@@ -23,21 +23,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
-// Wave phases, in order; the journal records the phase a wave reached so a
-// resumed run continues there.
-const (
-	PhasePreProvision = "pre-provision"
-	PhaseCordon       = "cordon"
-	PhaseDrain        = "drain"
-	PhaseGate         = "gate"
-	PhaseCleanup      = "cleanup"
-	PhaseScaleIn      = "scale-in"
-	PhaseDone         = "done"
-)
-
-var phases = []string{PhasePreProvision, PhaseCordon, PhaseDrain, PhaseGate, PhaseCleanup, PhaseScaleIn, PhaseDone}
+var phases = []string{rollout.PhasePreProvision, rollout.PhaseCordon, rollout.PhaseDrain, rollout.PhaseGate, rollout.PhaseCleanup, rollout.PhaseScaleIn, rollout.PhaseDone}
 
 // PlaceholderPriorityClass is the low PriorityClass of placeholder pods:
 // any real pod preempts them, and they never preempt anything.
@@ -46,41 +36,11 @@ const PlaceholderPriorityClass = "karpenter-migrate-placeholder"
 // PlaceholderImage is the pause image placeholders run.
 const PlaceholderImage = "registry.k8s.io/pause:3.10"
 
-// GateResult is one evaluation of a wave's gate.
-type GateResult struct {
-	Passed bool `json:"passed"`
-	// NotReady are workloads below their desired ready replicas.
-	NotReady []string `json:"notReady,omitempty"`
-	// Pending are pods pending, with how long.
-	Pending []string `json:"pending,omitempty"`
-	// PendingTooLong are pods pending longer than the gate allows.
-	PendingTooLong []string `json:"pendingTooLong,omitempty"`
-	// PDBsBelowMin are budgets with fewer healthy pods than they require.
-	PDBsBelowMin []string `json:"pdbsBelowMin,omitempty"`
-}
-
-func (g GateResult) String() string {
-	if g.Passed {
-		return "passed"
-	}
-	var parts []string
-	add := func(label string, v []string) {
-		if len(v) > 0 {
-			parts = append(parts, label+": "+strings.Join(v, ", "))
-		}
-	}
-	add("not ready", g.NotReady)
-	add("pending too long", g.PendingTooLong)
-	add("pending", g.Pending)
-	add("PDB below minimum", g.PDBsBelowMin)
-	return strings.Join(parts, "; ")
-}
-
 // RunWaves moves every planned wave's pods to Karpenter capacity and
 // removes the wave's instances from their groups, but the nodes kept for
 // the Karpenter controller: those are reserved, and only the pods that do
 // not tolerate that are moved.
-func (s *Session) RunWaves(ctx context.Context) error {
+func (s run) RunWaves(ctx context.Context) error {
 	if err := s.prepareGroups(ctx); err != nil {
 		return err
 	}
@@ -100,30 +60,30 @@ func (s *Session) RunWaves(ctx context.Context) error {
 }
 
 // WavesDone reports whether every planned wave is done under this plan.
-func (s *Session) WavesDone() (bool, string) {
+func (s run) WavesDone() (bool, string) {
 	if s.Journal.PlanHash != s.Plan.Hash {
 		return false, ""
 	}
 	for _, w := range s.Plan.Waves {
-		i := slices.IndexFunc(s.Journal.Waves, func(r WaveRecord) bool { return r.Index == w.Index })
-		if i < 0 || s.Journal.Waves[i].Phase != PhaseDone {
+		i := slices.IndexFunc(s.Journal.Waves, func(r rollout.WaveRecord) bool { return r.Index == w.Index })
+		if i < 0 || s.Journal.Waves[i].Phase != rollout.PhaseDone {
 			return false, ""
 		}
 	}
 	return true, fmt.Sprintf("all %d waves done", len(s.Plan.Waves))
 }
 
-func (s *Session) setPhase(ctx context.Context, w Wave, rec *WaveRecord, phase string) error {
+func (s run) setPhase(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord, phase string) error {
 	rec.Phase = phase
 	s.Journal.Current.Wave, s.Journal.Current.Phase, s.Journal.Current.WaitingFor = w.Index, phase, ""
-	s.emit(Event{Kind: EventWavePhase, Step: s.Journal.Current.Step, Wave: w.Index, Waves: len(s.Plan.Waves), Phase: phase, Total: len(w.Nodes)})
-	return s.save(ctx)
+	s.Emit(rollout.Event{Kind: rollout.EventWavePhase, Step: s.Journal.Current.Step, Wave: w.Index, Waves: len(s.Plan.Waves), Phase: phase, Total: len(w.Nodes)})
+	return s.Save(ctx)
 }
 
-func (s *Session) runWave(ctx context.Context, w Wave, kept map[string]bool) error {
+func (s run) runWave(ctx context.Context, w plan.Wave, kept map[string]bool) error {
 	rec := s.Journal.Wave(w.Index)
 	if s.Options.DryRun {
-		rec = &WaveRecord{Index: w.Index}
+		rec = &rollout.WaveRecord{Index: w.Index}
 	}
 	start := 0
 	if rec.Phase != "" {
@@ -141,14 +101,14 @@ func (s *Session) runWave(ctx context.Context, w Wave, kept map[string]bool) err
 		}
 		var err error
 		switch phase {
-		case PhasePreProvision:
+		case rollout.PhasePreProvision:
 			err = s.preProvision(ctx, w)
-		case PhaseCordon:
+		case rollout.PhaseCordon:
 			for _, n := range w.Nodes {
 				if kept[n.Name] {
 					continue // reserved instead (prepareNodes)
 				}
-				s.change("cordon node %s", n.Name)
+				s.Change("cordon node %s", n.Name)
 				if !s.Options.DryRun {
 					if err = kube.Cordon(ctx, s.Kube, n.Name, true); apierrors.IsNotFound(errors.Unwrap(err)) {
 						err = nil // already removed
@@ -158,19 +118,19 @@ func (s *Session) runWave(ctx context.Context, w Wave, kept map[string]bool) err
 					break
 				}
 			}
-		case PhaseDrain:
+		case rollout.PhaseDrain:
 			// The placeholders' room goes to the evicted pods: they would
 			// not preempt placeholders while a steered legacy node fits.
 			if err = s.deletePlaceholders(ctx, w.Index); err == nil {
 				err = s.drainWave(ctx, w, rec, kept)
 			}
-		case PhaseGate:
+		case rollout.PhaseGate:
 			err = s.gate(ctx, w)
-		case PhaseCleanup:
+		case rollout.PhaseCleanup:
 			if !s.Options.DryRun { // said once, at the drain
 				err = s.deletePlaceholders(ctx, w.Index)
 			}
-		case PhaseScaleIn:
+		case rollout.PhaseScaleIn:
 			err = s.scaleIn(ctx, w, rec, kept)
 		}
 		if err != nil {
@@ -180,7 +140,7 @@ func (s *Session) runWave(ctx context.Context, w Wave, kept map[string]bool) err
 	return nil
 }
 
-func (s *Session) ensurePriorityClass(ctx context.Context) error {
+func (s run) ensurePriorityClass(ctx context.Context) error {
 	if s.Options.DryRun || !s.Plan.Budget.PreProvision {
 		return nil
 	}
@@ -207,14 +167,14 @@ func placeholderSelector(env string, wave int) string {
 
 // preProvision creates the wave's placeholder pods and waits until they
 // all run on Ready nodes; a timeout pauses the rollout.
-func (s *Session) preProvision(ctx context.Context, w Wave) error {
+func (s run) preProvision(ctx context.Context, w plan.Wave) error {
 	if !s.Plan.Budget.PreProvision || len(w.PreProvision) == 0 {
 		return nil
 	}
 	pods := s.Kube.CoreV1().Pods(s.Namespace)
 	for i, ph := range w.PreProvision {
 		name := fmt.Sprintf("km-placeholder-%s-w%d-%d", s.Plan.Environment, w.Index, i)
-		s.change("create placeholder pod %s/%s (%s CPU, %s memory) on NodePool %s", s.Namespace, name, ph.CPU, ph.Memory, ph.NodePool)
+		s.Change("create placeholder pod %s/%s (%s CPU, %s memory) on NodePool %s", s.Namespace, name, ph.CPU, ph.Memory, ph.NodePool)
 		if s.Options.DryRun {
 			continue
 		}
@@ -227,7 +187,7 @@ func (s *Session) preProvision(ctx context.Context, w Wave) error {
 		return nil
 	}
 	want := len(w.PreProvision)
-	err := s.poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
+	err := s.Poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
 		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: placeholderSelector(s.Plan.Environment, w.Index)})
 		if err != nil {
 			return false, fmt.Errorf("list placeholder pods: %w", err)
@@ -238,18 +198,18 @@ func (s *Session) preProvision(ctx context.Context, w Wave) error {
 				running++
 			}
 		}
-		s.waiting(ctx, fmt.Sprintf("placeholder pods running on new Karpenter nodes of %s", strings.Join(w.NodePools, ",")), running, want)
+		s.Waiting(ctx, fmt.Sprintf("placeholder pods running on new Karpenter nodes of %s", strings.Join(w.NodePools, ",")), running, want)
 		return running >= want, nil
 	})
-	if errors.Is(err, errTimeout) {
-		return &PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: fmt.Sprintf(
+	if errors.Is(err, rollout.ErrTimeout) {
+		return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: fmt.Sprintf(
 			"Karpenter did not bring up capacity for %d placeholder pods on NodePools %s within %s; check the NodePools' limits and requirements and Karpenter's logs",
 			want, strings.Join(w.NodePools, ","), s.Plan.Budget.Gates.NodeReadyTimeout.Duration)}
 	}
 	return err
 }
 
-func (s *Session) placeholderPod(name string, wave int, ph Placeholder) *corev1.Pod {
+func (s run) placeholderPod(name string, wave int, ph plan.Placeholder) *corev1.Pod {
 	req := corev1.ResourceList{}
 	if q, err := resource.ParseQuantity(ph.CPU); err == nil {
 		req[corev1.ResourceCPU] = q
@@ -279,7 +239,7 @@ func (s *Session) placeholderPod(name string, wave int, ph Placeholder) *corev1.
 // deletePlaceholders deletes the wave's placeholder pods, if any are left:
 // as its drain starts (their room goes to the pods it evicts), and again at
 // cleanup for a run resumed after the drain.
-func (s *Session) deletePlaceholders(ctx context.Context, wave int) error {
+func (s run) deletePlaceholders(ctx context.Context, wave int) error {
 	sel := metav1.ListOptions{LabelSelector: placeholderSelector(s.Plan.Environment, wave)}
 	if !s.Options.DryRun {
 		left, err := s.Kube.CoreV1().Pods(s.Namespace).List(ctx, sel)
@@ -290,7 +250,7 @@ func (s *Session) deletePlaceholders(ctx context.Context, wave int) error {
 			return nil
 		}
 	}
-	s.change("delete placeholder pods of wave %d", wave)
+	s.Change("delete placeholder pods of wave %d", wave)
 	if s.Options.DryRun {
 		return nil
 	}
@@ -307,7 +267,7 @@ type owner struct{ kind, namespace, name string }
 func (o owner) String() string { return o.kind + " " + o.namespace + "/" + o.name }
 
 // ownerOf returns the top controller of a pod (ReplicaSet -> Deployment).
-func (s *Session) ownerOf(ctx context.Context, p *corev1.Pod, rsCache map[string]string) (owner, bool) {
+func (s run) ownerOf(ctx context.Context, p *corev1.Pod, rsCache map[string]string) (owner, bool) {
 	ref := metav1.GetControllerOf(p)
 	if ref == nil {
 		return owner{}, false
@@ -337,8 +297,8 @@ func (s *Session) ownerOf(ctx context.Context, p *corev1.Pod, rsCache map[string
 // drainWave evicts the wave's pods, moving PDB-blocked Deployment pods by
 // surge restart when the plan allows it. On the kept nodes the
 // controller's pods and those tolerating the reservation stay.
-func (s *Session) drainWave(ctx context.Context, w Wave, rec *WaveRecord, kept map[string]bool) error {
-	opts := s.drainOptions()
+func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord, kept map[string]bool) error {
+	opts := s.DrainOptions()
 	var err error
 	if opts.Stay, err = s.stays(ctx, kept); err != nil {
 		return err
@@ -349,19 +309,19 @@ func (s *Session) drainWave(ctx context.Context, w Wave, rec *WaveRecord, kept m
 		case kube.DrainBlocked:
 			// Refused with 429, or held back because the watched budget
 			// allows no more disruptions than are in flight (Watch).
-			s.emit(Event{Kind: EventPDBWait, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, PDB: e.PDB,
+			s.Emit(rollout.Event{Kind: rollout.EventPDBWait, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, PDB: e.PDB,
 				Message: fmt.Sprintf("PodDisruptionBudget %s allows no more disruptions (attempt %d); waiting", e.PDB, e.Attempt)})
 		case kube.DrainEvicted:
 			mu.Lock()
 			rec.Evicted++
 			mu.Unlock()
-			s.emit(Event{Kind: EventEviction, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, Message: "evicted"})
+			s.Emit(rollout.Event{Kind: rollout.EventEviction, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, Message: "evicted"})
 		case kube.DrainEvicting:
 			if e.Attempt == 1 {
-				s.emit(Event{Kind: EventEviction, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, Message: "evicting"})
+				s.Emit(rollout.Event{Kind: rollout.EventEviction, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, Message: "evicting"})
 			}
 		case kube.DrainSkipped:
-			s.emit(Event{Kind: EventEviction, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, Message: "skipped: " + e.Message})
+			s.Emit(rollout.Event{Kind: rollout.EventEviction, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, Message: "skipped: " + e.Message})
 		}
 	}}
 	names := make([]string, len(w.Nodes))
@@ -375,10 +335,10 @@ func (s *Session) drainWave(ctx context.Context, w Wave, rec *WaveRecord, kept m
 				return err
 			}
 			for _, p := range pods {
-				s.change("evict pod %s/%s from node %s", p.Namespace, p.Name, n)
+				s.Change("evict pod %s/%s from node %s", p.Namespace, p.Name, n)
 			}
 			for _, sk := range skipped {
-				s.change("leave pod %s on node %s: %s", sk.Pod, n, sk.Reason)
+				s.Change("leave pod %s on node %s: %s", sk.Pod, n, sk.Reason)
 			}
 		}
 		return nil
@@ -393,7 +353,7 @@ func (s *Session) drainWave(ctx context.Context, w Wave, rec *WaveRecord, kept m
 	for _, r := range results {
 		rec.Skipped = append(rec.Skipped, r.Skipped...)
 	}
-	if serr := s.save(ctx); serr != nil && err == nil {
+	if serr := s.Save(ctx); serr != nil && err == nil {
 		err = serr
 	}
 	if err != nil {
@@ -401,7 +361,7 @@ func (s *Session) drainWave(ctx context.Context, w Wave, rec *WaveRecord, kept m
 		// timeout, whichever way it surfaced: DeadlineExceeded from the
 		// drainer, or context.Canceled from a request it cut short.
 		if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-			return &PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: fmt.Sprintf(
+			return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: fmt.Sprintf(
 				"evictions still refused after %s (a PodDisruptionBudget allows no disruption; see the PDBWait events): %s", opts.Timeout, firstLine(err))}
 		}
 		return err
@@ -411,7 +371,7 @@ func (s *Session) drainWave(ctx context.Context, w Wave, rec *WaveRecord, kept m
 		for _, sk := range rec.Skipped {
 			list = append(list, sk.Pod+" ("+sk.Reason+")")
 		}
-		return &PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: "pods left on cordoned nodes, which are therefore not removed: " + strings.Join(list, "; ")}
+		return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: "pods left on cordoned nodes, which are therefore not removed: " + strings.Join(list, "; ")}
 	}
 	return nil
 }
@@ -427,7 +387,7 @@ func firstLine(err error) string {
 }
 
 // existing drops nodes already gone (a resumed run after scale-in).
-func existing(ctx context.Context, s *Session, names []string) []string {
+func existing(ctx context.Context, s run, names []string) []string {
 	var out []string
 	for _, n := range names {
 		if _, err := s.Kube.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -440,7 +400,7 @@ func existing(ctx context.Context, s *Session, names []string) []string {
 // restartBlocked moves pods whose PDB allows no disruption by restarting
 // their Deployment with a surge: the replacement is Ready before the old
 // pod terminates, so the budget is never broken.
-func (s *Session) restartBlocked(ctx context.Context, wave int, nodes []string, d *kube.Drainer) error {
+func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *kube.Drainer) error {
 	rsCache := map[string]string{}
 	restarted := map[owner]bool{}
 	for _, n := range nodes {
@@ -491,7 +451,7 @@ func surges(d *appsv1.Deployment) bool {
 // replaced (an eviction still in flight when a paused or killed run
 // resumes) is not one: the drain waits for it, where a restart would move
 // every pod of the Deployment again beside the eviction in flight.
-func (s *Session) blockingBudget(ctx context.Context, p *corev1.Pod) (string, error) {
+func (s run) blockingBudget(ctx context.Context, p *corev1.Pod) (string, error) {
 	list, err := s.Kube.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", err
@@ -509,24 +469,24 @@ func pdbSelects(pdb *policyv1.PodDisruptionBudget, p *corev1.Pod) bool {
 	return err == nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels))
 }
 
-func (s *Session) surgeRestart(ctx context.Context, wave int, dep *appsv1.Deployment, pdb string) error {
-	s.change("restart Deployment %s/%s with surge (PodDisruptionBudget %s allows no eviction)", dep.Namespace, dep.Name, pdb)
+func (s run) surgeRestart(ctx context.Context, wave int, dep *appsv1.Deployment, pdb string) error {
+	s.Change("restart Deployment %s/%s with surge (PodDisruptionBudget %s allows no eviction)", dep.Namespace, dep.Name, pdb)
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"karpenter-migrate.io/restartedAt":%q}}}}}`, s.Clock.Now().UTC().Format(time.RFC3339))
 	if _, err := s.Kube.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
 		return fmt.Errorf("restart Deployment %s/%s: %w", dep.Namespace, dep.Name, err)
 	}
-	err := s.poll(ctx, s.Plan.Budget.Gates.PDBWaitTimeout.Duration, func() (bool, error) {
+	err := s.Poll(ctx, s.Plan.Budget.Gates.PDBWaitTimeout.Duration, func() (bool, error) {
 		d, err := s.Kube.AppsV1().Deployments(dep.Namespace).Get(ctx, dep.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, fmt.Errorf("get Deployment %s/%s: %w", dep.Namespace, dep.Name, err)
 		}
 		want := ptr.Deref(d.Spec.Replicas, 1)
-		s.waiting(ctx, fmt.Sprintf("Deployment %s/%s to roll out (surge restart)", d.Namespace, d.Name), int(d.Status.UpdatedReplicas), int(want))
+		s.Waiting(ctx, fmt.Sprintf("Deployment %s/%s to roll out (surge restart)", d.Namespace, d.Name), int(d.Status.UpdatedReplicas), int(want))
 		return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == want &&
 			d.Status.AvailableReplicas >= want && d.Status.Replicas == want, nil
 	})
-	if errors.Is(err, errTimeout) {
-		return &PausedError{Step: s.Journal.Current.Step, Wave: wave, Reason: fmt.Sprintf("Deployment %s/%s did not finish its surge restart within %s", dep.Namespace, dep.Name, s.Plan.Budget.Gates.PDBWaitTimeout.Duration)}
+	if errors.Is(err, rollout.ErrTimeout) {
+		return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: wave, Reason: fmt.Sprintf("Deployment %s/%s did not finish its surge restart within %s", dep.Namespace, dep.Name, s.Plan.Budget.Gates.PDBWaitTimeout.Duration)}
 	}
 	return err
 }
@@ -534,29 +494,29 @@ func (s *Session) surgeRestart(ctx context.Context, wave int, dep *appsv1.Deploy
 // gate waits until the moved workloads are back to their desired ready
 // replicas and no PDB is below its minimum; a pod pending longer than the
 // gate allows pauses the rollout at once.
-func (s *Session) gate(ctx context.Context, w Wave) error {
+func (s run) gate(ctx context.Context, w plan.Wave) error {
 	if s.Options.DryRun {
 		return nil
 	}
-	var last GateResult
-	err := s.poll(ctx, s.Plan.Budget.Gates.PDBWaitTimeout.Duration, func() (bool, error) {
+	var last rollout.GateResult
+	err := s.Poll(ctx, s.Plan.Budget.Gates.PDBWaitTimeout.Duration, func() (bool, error) {
 		res, err := s.EvaluateGate(ctx)
 		if err != nil {
 			return false, err
 		}
 		last = res
 		r := res
-		s.emit(Event{Kind: EventGate, Step: s.Journal.Current.Step, Wave: w.Index, Gate: &r, Message: res.String()})
+		s.Emit(rollout.Event{Kind: rollout.EventGate, Step: s.Journal.Current.Step, Wave: w.Index, Gate: &r, Message: res.String()})
 		if len(res.PendingTooLong) > 0 {
-			return false, &PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: "pods pending longer than " + s.Plan.Budget.Gates.MaxPodPending.String() + ": " + strings.Join(res.PendingTooLong, ", ")}
+			return false, &rollout.PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: "pods pending longer than " + s.Plan.Budget.Gates.MaxPodPending.String() + ": " + strings.Join(res.PendingTooLong, ", ")}
 		}
 		if !res.Passed {
-			s.waiting(ctx, "gate: "+res.String(), 0, 0)
+			s.Waiting(ctx, "gate: "+res.String(), 0, 0)
 		}
 		return res.Passed, nil
 	})
-	if errors.Is(err, errTimeout) {
-		return &PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: "gate did not pass within " + s.Plan.Budget.Gates.PDBWaitTimeout.String() + ": " + last.String()}
+	if errors.Is(err, rollout.ErrTimeout) {
+		return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: "gate did not pass within " + s.Plan.Budget.Gates.PDBWaitTimeout.String() + ": " + last.String()}
 	}
 	return err
 }
@@ -564,8 +524,8 @@ func (s *Session) gate(ctx context.Context, w Wave) error {
 // EvaluateGate checks the whole cluster: every Deployment and StatefulSet
 // at its desired ready replicas, no pod pending too long, every PDB at or
 // above its minimum. Placeholder pods are not counted.
-func (s *Session) EvaluateGate(ctx context.Context) (GateResult, error) {
-	var res GateResult
+func (s run) EvaluateGate(ctx context.Context) (rollout.GateResult, error) {
+	var res rollout.GateResult
 	deps, err := s.Kube.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return res, fmt.Errorf("gate: list Deployments: %w", err)
@@ -619,7 +579,7 @@ func (s *Session) EvaluateGate(ctx context.Context) (GateResult, error) {
 
 // scaleIn removes the wave's drained instances from their groups (not the
 // kept nodes).
-func (s *Session) scaleIn(ctx context.Context, w Wave, rec *WaveRecord, kept map[string]bool) error {
+func (s run) scaleIn(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord, kept map[string]bool) error {
 	for _, n := range w.Nodes {
 		if kept[n.Name] {
 			continue
@@ -627,7 +587,7 @@ func (s *Session) scaleIn(ctx context.Context, w Wave, rec *WaveRecord, kept map
 		id := n.InstanceID
 		if id == "" {
 			if node, err := s.Kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
-				id = InstanceIDFromProviderID(node.Spec.ProviderID)
+				id = plan.InstanceIDFromProviderID(node.Spec.ProviderID)
 			}
 		}
 		if id == "" {
@@ -641,7 +601,7 @@ func (s *Session) scaleIn(ctx context.Context, w Wave, rec *WaveRecord, kept map
 		}
 		if !s.Options.DryRun {
 			rec.Removed = append(rec.Removed, id)
-			if err := s.save(ctx); err != nil {
+			if err := s.Save(ctx); err != nil {
 				return err
 			}
 		}

@@ -1,4 +1,10 @@
-package rollout
+// Package plan makes the rollout plan of one environment, purely: the
+// waves of legacy nodes, the Karpenter nodes pkg/engine predicts for each,
+// the fleet consolidation settles into, where the Karpenter controller
+// lives, the IAM and Helm release the runbook creates, the findings and the
+// hash; and the plan file (plan.yaml) with its validation. It holds no
+// client: MakePlan is given the inventory, and pkg/rollout runs the plan.
+package plan
 
 import (
 	"bytes"
@@ -279,43 +285,8 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		return nil, errors.New("plan: environment is required (--env)")
 	}
 	cfg := o.Config
-	p := &Plan{
-		APIVersion: PlanAPIVersion, Kind: PlanKind, CreatedAt: o.Now.UTC(),
-		Environment: o.Environment, Cluster: inv.Cluster.Name, Region: inv.Cluster.Region,
-		Steps: o.Steps, PoolForGroup: map[string]string{},
-		Budget: Budget{
-			Concurrency: max(1, cfg.Rollout.Concurrency), PreProvision: cfg.Rollout.PreProvision,
-			AllowEmptyDir: cfg.Rollout.AllowEmptyDir, ForceEvict: cfg.Rollout.ForceEvict, RestartBlocked: true,
-			Gates: Gates{
-				NodeReadyTimeout: Duration{orDefault(cfg.Gates.NodeReadyTimeout.Duration, 10*time.Minute)},
-				MaxPodPending:    Duration{orDefault(cfg.Gates.PodPendingTimeout.Duration, 5*time.Minute)},
-				PDBWaitTimeout:   Duration{orDefault(cfg.Gates.PDBWaitTimeout.Duration, 15*time.Minute)},
-			},
-		},
-	}
-	if ca := inv.ClusterAutoscaler; ca != nil {
-		p.ClusterAutoscaler = &CARef{Namespace: ca.Namespace, Name: ca.Name, Replicas: ca.Replicas}
-	}
-	groups := slices.Clone(inv.NodeGroups)
-	sort.Slice(groups, func(i, j int) bool { return groups[i].Name < groups[j].Name })
-	inScope := map[string]bool{}
-	poolsOf := map[string][]string{}
-	for _, g := range groups {
-		if !groupInScope(g.Name, cfg.NodeGroups) {
-			continue
-		}
-		inScope[g.Name] = true
-		p.NodeGroups = append(p.NodeGroups, GroupState{Name: g.Name, Kind: g.Kind, ASGName: g.ASGName, Min: g.MinSize, Max: g.MaxSize, Desired: g.DesiredSize})
-		pools := poolsFor(g.Name, o)
-		p.PoolForGroup[g.Name] = pools[0]
-		poolsOf[g.Name] = pools
-		for _, pool := range pools {
-			if !slices.Contains(p.NodePools, pool) {
-				p.NodePools = append(p.NodePools, pool)
-			}
-		}
-	}
-	sort.Strings(p.NodePools)
+	p := newPlan(inv, o)
+	inScope, poolsOf := p.addGroups(inv, o)
 	cp, err := decideController(inv, cfg, o.Controller)
 	if err != nil {
 		return nil, fmt.Errorf("plan where the Karpenter controller lives: %w", err)
@@ -325,21 +296,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		p.Karpenter = k.at(cp.home, o.Controller)
 	}
 
-	podsByNode := map[string][]inventory.Pod{}
-	for _, pod := range inv.Pods {
-		if pod.OwnerKind == inventory.OwnerDaemonSet || pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed {
-			continue
-		}
-		podsByNode[pod.NodeName] = append(podsByNode[pod.NodeName], pod)
-	}
-	nodesByGroup := map[string][]inventory.Node{}
-	total := 0
-	for _, n := range inv.Nodes {
-		if inScope[n.NodeGroup] {
-			nodesByGroup[n.NodeGroup] = append(nodesByGroup[n.NodeGroup], n)
-			total++
-		}
-	}
+	podsByNode, nodesByGroup, total := index(inv, inScope)
 	p.Budget.WaveSize = cfg.Rollout.WaveNodes(total)
 	if cfg.Rollout.WaveSize == "" {
 		p.Budget.WaveSize = max(1, (total+4)/5)
@@ -394,7 +351,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 		if g.Name == cp.home.NodeGroup {
 			kept = cp.keep(nodesByGroup[g.Name], podsByNode)
 		}
-		for _, chunk := range chunk(zoneBalanced(nodesByGroup[g.Name]), p.Budget.WaveSize) {
+		for _, chunk := range chunk(ZoneBalanced(nodesByGroup[g.Name]), p.Budget.WaveSize) {
 			w := Wave{Index: len(p.Waves) + 1, NodePools: poolsOf[g.Name]}
 			var pods []inventory.Pod
 			for _, n := range chunk {
@@ -484,6 +441,74 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	return p, nil
 }
 
+// newPlan is the plan's header and budget, from the environment's config.
+func newPlan(inv *inventory.Inventory, o PlanOptions) *Plan {
+	cfg := o.Config
+	p := &Plan{
+		APIVersion: PlanAPIVersion, Kind: PlanKind, CreatedAt: o.Now.UTC(),
+		Environment: o.Environment, Cluster: inv.Cluster.Name, Region: inv.Cluster.Region,
+		Steps: o.Steps, PoolForGroup: map[string]string{},
+		Budget: Budget{
+			Concurrency: max(1, cfg.Rollout.Concurrency), PreProvision: cfg.Rollout.PreProvision,
+			AllowEmptyDir: cfg.Rollout.AllowEmptyDir, ForceEvict: cfg.Rollout.ForceEvict, RestartBlocked: true,
+			Gates: Gates{
+				NodeReadyTimeout: Duration{orDefault(cfg.Gates.NodeReadyTimeout.Duration, 10*time.Minute)},
+				MaxPodPending:    Duration{orDefault(cfg.Gates.PodPendingTimeout.Duration, 5*time.Minute)},
+				PDBWaitTimeout:   Duration{orDefault(cfg.Gates.PDBWaitTimeout.Duration, 15*time.Minute)},
+			},
+		},
+	}
+	if ca := inv.ClusterAutoscaler; ca != nil {
+		p.ClusterAutoscaler = &CARef{Namespace: ca.Namespace, Name: ca.Name, Replicas: ca.Replicas}
+	}
+	return p
+}
+
+// addGroups adds the node groups in scope, by name, and the NodePools
+// replacing each; it returns which groups are in scope and their pools.
+func (p *Plan) addGroups(inv *inventory.Inventory, o PlanOptions) (inScope map[string]bool, poolsOf map[string][]string) {
+	groups := slices.Clone(inv.NodeGroups)
+	sort.Slice(groups, func(i, j int) bool { return groups[i].Name < groups[j].Name })
+	inScope, poolsOf = map[string]bool{}, map[string][]string{}
+	for _, g := range groups {
+		if !groupInScope(g.Name, o.Config.NodeGroups) {
+			continue
+		}
+		inScope[g.Name] = true
+		p.NodeGroups = append(p.NodeGroups, GroupState{Name: g.Name, Kind: g.Kind, ASGName: g.ASGName, Min: g.MinSize, Max: g.MaxSize, Desired: g.DesiredSize})
+		pools := poolsFor(g.Name, o)
+		p.PoolForGroup[g.Name] = pools[0]
+		poolsOf[g.Name] = pools
+		for _, pool := range pools {
+			if !slices.Contains(p.NodePools, pool) {
+				p.NodePools = append(p.NodePools, pool)
+			}
+		}
+	}
+	sort.Strings(p.NodePools)
+	return inScope, poolsOf
+}
+
+// index groups the pods that move by node (not DaemonSets', not finished
+// ones) and the in-scope nodes by group, and counts those nodes.
+func index(inv *inventory.Inventory, inScope map[string]bool) (podsByNode map[string][]inventory.Pod, nodesByGroup map[string][]inventory.Node, total int) {
+	podsByNode = map[string][]inventory.Pod{}
+	for _, pod := range inv.Pods {
+		if pod.OwnerKind == inventory.OwnerDaemonSet || pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed {
+			continue
+		}
+		podsByNode[pod.NodeName] = append(podsByNode[pod.NodeName], pod)
+	}
+	nodesByGroup = map[string][]inventory.Node{}
+	for _, n := range inv.Nodes {
+		if inScope[n.NodeGroup] {
+			nodesByGroup[n.NodeGroup] = append(nodesByGroup[n.NodeGroup], n)
+			total++
+		}
+	}
+	return podsByNode, nodesByGroup, total
+}
+
 func orDefault(d, def time.Duration) time.Duration {
 	if d <= 0 {
 		return def
@@ -528,9 +553,9 @@ func InstanceIDFromProviderID(pid string) string {
 	return id
 }
 
-// zoneBalanced orders nodes so consecutive ones alternate zones: each wave
+// ZoneBalanced orders nodes so consecutive ones alternate zones: each wave
 // then takes capacity from every zone evenly, never a whole zone at once.
-func zoneBalanced(nodes []inventory.Node) []inventory.Node {
+func ZoneBalanced(nodes []inventory.Node) []inventory.Node {
 	byZone := map[string][]inventory.Node{}
 	var zones []string
 	for _, n := range nodes {

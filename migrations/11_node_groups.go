@@ -1,4 +1,4 @@
-package rollout
+package migrations
 
 import (
 	"context"
@@ -8,64 +8,32 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
-	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/smithy-go"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
-
-type kubeClient = kubernetes.Interface
-
-// AutoScalingAPI is the part of the Auto Scaling client the rollout uses;
-// *autoscaling.Client satisfies it.
-type AutoScalingAPI interface {
-	DescribeAutoScalingGroups(ctx context.Context, in *autoscaling.DescribeAutoScalingGroupsInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DescribeAutoScalingGroupsOutput, error)
-	UpdateAutoScalingGroup(ctx context.Context, in *autoscaling.UpdateAutoScalingGroupInput, optFns ...func(*autoscaling.Options)) (*autoscaling.UpdateAutoScalingGroupOutput, error)
-	SuspendProcesses(ctx context.Context, in *autoscaling.SuspendProcessesInput, optFns ...func(*autoscaling.Options)) (*autoscaling.SuspendProcessesOutput, error)
-	ResumeProcesses(ctx context.Context, in *autoscaling.ResumeProcessesInput, optFns ...func(*autoscaling.Options)) (*autoscaling.ResumeProcessesOutput, error)
-	TerminateInstanceInAutoScalingGroup(ctx context.Context, in *autoscaling.TerminateInstanceInAutoScalingGroupInput, optFns ...func(*autoscaling.Options)) (*autoscaling.TerminateInstanceInAutoScalingGroupOutput, error)
-	CreateOrUpdateTags(ctx context.Context, in *autoscaling.CreateOrUpdateTagsInput, optFns ...func(*autoscaling.Options)) (*autoscaling.CreateOrUpdateTagsOutput, error)
-	DeleteTags(ctx context.Context, in *autoscaling.DeleteTagsInput, optFns ...func(*autoscaling.Options)) (*autoscaling.DeleteTagsOutput, error)
-}
-
-// EKSAPI is the part of the EKS client the rollout uses; *eks.Client
-// satisfies it.
-type EKSAPI interface {
-	UpdateNodegroupConfig(ctx context.Context, in *eks.UpdateNodegroupConfigInput, optFns ...func(*eks.Options)) (*eks.UpdateNodegroupConfigOutput, error)
-	DescribeNodegroup(ctx context.Context, in *eks.DescribeNodegroupInput, optFns ...func(*eks.Options)) (*eks.DescribeNodegroupOutput, error)
-}
 
 // migrationProcesses are suspended on every group while its nodes are
 // drained and removed, so the ASG neither replaces nor rebalances them.
 var migrationProcesses = []string{"AZRebalance", "ReplaceUnhealthy", "Launch"}
 
-func (s *Session) describeGroup(ctx context.Context, asg string) (*astypes.AutoScalingGroup, error) {
-	out, err := s.ASG.DescribeAutoScalingGroups(ctx, &autoscaling.DescribeAutoScalingGroupsInput{AutoScalingGroupNames: []string{asg}})
-	if err != nil {
-		return nil, fmt.Errorf("describe ASG %s: %w", asg, err)
-	}
-	if len(out.AutoScalingGroups) == 0 {
-		return nil, fmt.Errorf("describe ASG %s: not found", asg)
-	}
-	return &out.AutoScalingGroups[0], nil
-}
-
 // recordGroups records each planned group's sizes and suspended processes
 // before anything changes them (once: a resumed run keeps the originals).
-func (s *Session) recordGroups(ctx context.Context) error {
+func (s run) recordGroups(ctx context.Context) error {
 	for _, g := range s.Plan.NodeGroups {
 		if s.Journal.Recorded.Group(g.Name) != nil {
 			continue
 		}
-		asg, err := s.describeGroup(ctx, g.ASGName)
+		asg, err := s.DescribeGroup(ctx, g.ASGName)
 		if err != nil {
 			return err
 		}
-		rec := GroupRecord{GroupState: GroupState{
+		rec := rollout.GroupRecord{GroupState: plan.GroupState{
 			Name: g.Name, Kind: g.Kind, ASGName: g.ASGName,
 			Min: ptr.Deref(asg.MinSize, 0), Max: ptr.Deref(asg.MaxSize, 0), Desired: ptr.Deref(asg.DesiredCapacity, 0),
 		}}
@@ -79,7 +47,7 @@ func (s *Session) recordGroups(ctx context.Context) error {
 			}
 		}
 		s.Journal.Recorded.NodeGroups = append(s.Journal.Recorded.NodeGroups, rec)
-		if err := s.save(ctx); err != nil {
+		if err := s.Save(ctx); err != nil {
 			return err
 		}
 	}
@@ -88,7 +56,7 @@ func (s *Session) recordGroups(ctx context.Context) error {
 
 // prepareGroups suspends the migration processes and lowers each group's
 // minimum to zero so instances can be removed with a decrement.
-func (s *Session) prepareGroups(ctx context.Context) error {
+func (s run) prepareGroups(ctx context.Context) error {
 	if err := s.recordGroups(ctx); err != nil {
 		return err
 	}
@@ -101,10 +69,10 @@ func (s *Session) prepareGroups(ctx context.Context) error {
 			}
 		}
 		if len(suspend) > 0 && !slices.Equal(rec.WeSuspended, suspend) {
-			s.change("suspend processes %s on ASG %s", strings.Join(suspend, ","), rec.ASGName)
+			s.Change("suspend processes %s on ASG %s", strings.Join(suspend, ","), rec.ASGName)
 			if !s.Options.DryRun {
 				rec.WeSuspended = suspend // recorded before the call: resuming a not-suspended process is harmless
-				if err := s.save(ctx); err != nil {
+				if err := s.Save(ctx); err != nil {
 					return err
 				}
 				if _, err := s.ASG.SuspendProcesses(ctx, &autoscaling.SuspendProcessesInput{AutoScalingGroupName: &rec.ASGName, ScalingProcesses: suspend}); err != nil {
@@ -121,19 +89,19 @@ func (s *Session) prepareGroups(ctx context.Context) error {
 
 // setGroupSize changes the given sizes (nil leaves one as it is) through
 // the ASG (self-managed) or the managed node group's scaling config.
-func (s *Session) setGroupSize(ctx context.Context, rec *GroupRecord, minSize, maxSize, desired *int32) error {
+func (s run) setGroupSize(ctx context.Context, rec *rollout.GroupRecord, minSize, maxSize, desired *int32) error {
 	desc := func(name string, v *int32) string {
 		if v == nil {
 			return ""
 		}
 		return fmt.Sprintf(" %s=%d", name, *v)
 	}
-	s.change("set %s group %s size%s%s%s", rec.Kind, rec.Name, desc("min", minSize), desc("max", maxSize), desc("desired", desired))
+	s.Change("set %s group %s size%s%s%s", rec.Kind, rec.Name, desc("min", minSize), desc("max", maxSize), desc("desired", desired))
 	if s.Options.DryRun {
 		return nil
 	}
 	if rec.Kind == inventory.Managed && s.EKS != nil {
-		asg, err := s.describeGroup(ctx, rec.ASGName)
+		asg, err := s.DescribeGroup(ctx, rec.ASGName)
 		if err != nil {
 			return err
 		}
@@ -166,8 +134,8 @@ func orPtr(v, def *int32) *int32 {
 }
 
 // terminate removes an instance from its group without a replacement.
-func (s *Session) terminate(ctx context.Context, instanceID string) error {
-	s.change("terminate instance %s with desired-capacity decrement", instanceID)
+func (s run) terminate(ctx context.Context, instanceID string) error {
+	s.Change("terminate instance %s with desired-capacity decrement", instanceID)
 	if s.Options.DryRun {
 		return nil
 	}
@@ -188,7 +156,7 @@ func (s *Session) terminate(ctx context.Context, instanceID string) error {
 // group, which gets its final fixed size (min = max = desired) without
 // its Cluster Autoscaler tags; then it resumes the processes the rollout
 // suspended and waits for the kept group's nodes, reserved.
-func (s *Session) ScaleGroups(ctx context.Context) error {
+func (s run) ScaleGroups(ctx context.Context) error {
 	if err := s.recordGroups(ctx); err != nil {
 		return err
 	}
@@ -223,9 +191,9 @@ func (s *Session) ScaleGroups(ctx context.Context) error {
 // desired, and max for self-managed groups) — the kept group at its fixed
 // size without Cluster Autoscaler tags — with the processes the rollout
 // suspended resumed.
-func (s *Session) GroupsScaled(ctx context.Context) (bool, string, error) {
+func (s run) GroupsScaled(ctx context.Context) (bool, string, error) {
 	for _, g := range s.Plan.NodeGroups {
-		asg, err := s.describeGroup(ctx, g.ASGName)
+		asg, err := s.DescribeGroup(ctx, g.ASGName)
 		if err != nil {
 			return false, "", err
 		}
@@ -257,11 +225,11 @@ func (s *Session) GroupsScaled(ctx context.Context) (bool, string, error) {
 	return true, "every group is at zero", nil
 }
 
-func (s *Session) resumeOurs(ctx context.Context, rec *GroupRecord) error {
+func (s run) resumeOurs(ctx context.Context, rec *rollout.GroupRecord) error {
 	if len(rec.WeSuspended) == 0 {
 		return nil
 	}
-	s.change("resume processes %s on ASG %s", strings.Join(rec.WeSuspended, ","), rec.ASGName)
+	s.Change("resume processes %s on ASG %s", strings.Join(rec.WeSuspended, ","), rec.ASGName)
 	if s.Options.DryRun {
 		return nil
 	}
@@ -273,7 +241,7 @@ func (s *Session) resumeOurs(ctx context.Context, rec *GroupRecord) error {
 
 // RestoreGroups puts every recorded group back to its recorded sizes,
 // processes, Cluster Autoscaler tags and config taints.
-func (s *Session) RestoreGroups(ctx context.Context) error {
+func (s run) RestoreGroups(ctx context.Context) error {
 	for i := range s.Journal.Recorded.NodeGroups {
 		rec := &s.Journal.Recorded.NodeGroups[i]
 		if err := s.resumeOurs(ctx, rec); err != nil {

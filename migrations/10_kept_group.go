@@ -1,4 +1,4 @@
-package rollout
+package migrations
 
 import (
 	"cmp"
@@ -25,6 +25,8 @@ import (
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
 // SteerTaint is put on every legacy node the waves will drain, at the
@@ -38,7 +40,7 @@ var SteerTaint = corev1.Taint{Key: "karpenter-migrate.io/legacy", Value: "true",
 
 // keptGroup is the legacy group the rollout keeps for the Karpenter
 // controller ("" when none is kept).
-func (s *Session) keptGroup() string {
+func (s run) keptGroup() string {
 	if h := s.Plan.Controller; h != nil && h.Kept {
 		return h.NodeGroup
 	}
@@ -47,10 +49,10 @@ func (s *Session) keptGroup() string {
 
 // recordKeptGroup records the kept group's Cluster Autoscaler tags and, for
 // a managed group, its config taints, before anything changes them.
-func (s *Session) recordKeptGroup(ctx context.Context, asg *astypes.AutoScalingGroup, rec *GroupRecord) error {
+func (s run) recordKeptGroup(ctx context.Context, asg *astypes.AutoScalingGroup, rec *rollout.GroupRecord) error {
 	for _, t := range asg.Tags {
 		if k := ptr.Deref(t.Key, ""); slices.Contains(inventory.CAAutoDiscoveryTags(s.Plan.Cluster), k) {
-			rec.Tags = append(rec.Tags, GroupTag{Key: k, Value: ptr.Deref(t.Value, ""), PropagateAtLaunch: ptr.Deref(t.PropagateAtLaunch, false)})
+			rec.Tags = append(rec.Tags, rollout.GroupTag{Key: k, Value: ptr.Deref(t.Value, ""), PropagateAtLaunch: ptr.Deref(t.PropagateAtLaunch, false)})
 		}
 	}
 	if rec.Kind != inventory.Managed || s.EKS == nil {
@@ -70,7 +72,7 @@ func (s *Session) recordKeptGroup(ctx context.Context, asg *astypes.AutoScalingG
 
 // removeCATags removes the kept group's Cluster Autoscaler tags, so that
 // nothing scales it again.
-func (s *Session) removeCATags(ctx context.Context, rec *GroupRecord) error {
+func (s run) removeCATags(ctx context.Context, rec *rollout.GroupRecord) error {
 	if len(rec.Tags) == 0 {
 		return nil
 	}
@@ -80,7 +82,7 @@ func (s *Session) removeCATags(ctx context.Context, rec *GroupRecord) error {
 		tags = append(tags, astypes.Tag{ResourceId: &rec.ASGName, ResourceType: ptr.To("auto-scaling-group"), Key: ptr.To(t.Key)})
 		keys = append(keys, t.Key)
 	}
-	s.change("remove Cluster Autoscaler tags %s from ASG %s", strings.Join(keys, ", "), rec.ASGName)
+	s.Change("remove Cluster Autoscaler tags %s from ASG %s", strings.Join(keys, ", "), rec.ASGName)
 	if s.Options.DryRun {
 		return nil
 	}
@@ -92,12 +94,12 @@ func (s *Session) removeCATags(ctx context.Context, rec *GroupRecord) error {
 
 // restoreKeptGroup puts the kept group's recorded tags and config taints
 // back (nothing for another group).
-func (s *Session) restoreKeptGroup(ctx context.Context, rec *GroupRecord) error {
+func (s run) restoreKeptGroup(ctx context.Context, rec *rollout.GroupRecord) error {
 	if rec.Name != s.keptGroup() {
 		return nil
 	}
 	if len(rec.Tags) > 0 {
-		asg, err := s.describeGroup(ctx, rec.ASGName)
+		asg, err := s.DescribeGroup(ctx, rec.ASGName)
 		if err != nil {
 			return err
 		}
@@ -110,7 +112,7 @@ func (s *Session) restoreKeptGroup(ctx context.Context, rec *GroupRecord) error 
 			}
 		}
 		if len(missing) > 0 {
-			s.change("restore %d Cluster Autoscaler tags on ASG %s", len(missing), rec.ASGName)
+			s.Change("restore %d Cluster Autoscaler tags on ASG %s", len(missing), rec.ASGName)
 			if !s.Options.DryRun {
 				if _, err := s.ASG.CreateOrUpdateTags(ctx, &autoscaling.CreateOrUpdateTagsInput{Tags: missing}); err != nil {
 					return fmt.Errorf("restore Cluster Autoscaler tags on ASG %s: %w", rec.ASGName, err)
@@ -132,7 +134,7 @@ func (s *Session) restoreKeptGroup(ctx context.Context, rec *GroupRecord) error 
 // setConfigTaint adds (or removes) a taint on a managed group's config,
 // which EKS applies to its nodes, present and future. A self-managed
 // group's taints live in its launch template: left alone (plan warns).
-func (s *Session) setConfigTaint(ctx context.Context, rec *GroupRecord, t corev1.Taint, present bool) error {
+func (s run) setConfigTaint(ctx context.Context, rec *rollout.GroupRecord, t corev1.Taint, present bool) error {
 	if rec.Kind != inventory.Managed || s.EKS == nil {
 		return nil
 	}
@@ -140,12 +142,12 @@ func (s *Session) setConfigTaint(ctx context.Context, rec *GroupRecord, t corev1
 	if present {
 		verb, tc = "add", &ekstypes.UpdateTaintsPayload{AddOrUpdateTaints: []ekstypes.Taint{kmaws.EKSTaint(t)}}
 	}
-	s.change("%s taint %s on managed node group %s", verb, t.ToString(), rec.Name)
+	s.Change("%s taint %s on managed node group %s", verb, t.ToString(), rec.Name)
 	if s.Options.DryRun {
 		return nil
 	}
 	// EKS runs one update of a node group at a time: wait for the last.
-	err := s.poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
+	err := s.Poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
 		_, err := s.EKS.UpdateNodegroupConfig(ctx, &eks.UpdateNodegroupConfigInput{ClusterName: &s.Plan.Cluster, NodegroupName: &rec.Name, Taints: tc})
 		var ae smithy.APIError
 		if errors.As(err, &ae) && ae.ErrorCode() == "ResourceInUseException" {
@@ -161,7 +163,7 @@ func (s *Session) setConfigTaint(ctx context.Context, rec *GroupRecord, t corev1
 
 // controllerDeployment is the installed Karpenter controller the plan
 // names (or the chart's "karpenter" in its namespace); nil when absent.
-func (s *Session) controllerDeployment(ctx context.Context) (*appsv1.Deployment, error) {
+func (s run) controllerDeployment(ctx context.Context) (*appsv1.Deployment, error) {
 	h := s.Plan.Controller
 	if h == nil {
 		return nil, nil
@@ -177,7 +179,7 @@ func (s *Session) controllerDeployment(ctx context.Context) (*appsv1.Deployment,
 }
 
 // controllerPod returns whether a pod is one of the controller's.
-func (s *Session) controllerPod(ctx context.Context) (func(*corev1.Pod) bool, error) {
+func (s run) controllerPod(ctx context.Context) (func(*corev1.Pod) bool, error) {
 	d, err := s.controllerDeployment(ctx)
 	if err != nil || d == nil {
 		return func(*corev1.Pod) bool { return false }, err
@@ -192,7 +194,7 @@ func (s *Session) controllerPod(ctx context.Context) (func(*corev1.Pod) bool, er
 // keptNodes returns the kept group's nodes that stay, choosing them once
 // (recorded): the nodes running the controller first, then the plan's
 // choice, spread over zones, up to the group's size.
-func (s *Session) keptNodes(ctx context.Context) (map[string]bool, error) {
+func (s run) keptNodes(ctx context.Context) (map[string]bool, error) {
 	kept := map[string]bool{}
 	g := s.keptGroup()
 	if g == "" {
@@ -239,17 +241,17 @@ func (s *Session) keptNodes(ctx context.Context) (map[string]bool, error) {
 		}
 	}
 	var chosen []string
-	for _, n := range slices.Concat(zoneBalanced(first), zoneBalanced(planned), zoneBalanced(rest)) {
+	for _, n := range slices.Concat(plan.ZoneBalanced(first), plan.ZoneBalanced(planned), plan.ZoneBalanced(rest)) {
 		if len(chosen) < int(s.Plan.Controller.Size) {
 			chosen = append(chosen, n.Name)
 			kept[n.Name] = true
 		}
 	}
 	sort.Strings(chosen)
-	s.change("keep nodes %s of group %s for the Karpenter controller", strings.Join(chosen, ", "), g)
+	s.Change("keep nodes %s of group %s for the Karpenter controller", strings.Join(chosen, ", "), g)
 	if !s.Options.DryRun {
 		s.Journal.Recorded.KeptNodes = chosen
-		if err := s.save(ctx); err != nil {
+		if err := s.Save(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -258,8 +260,8 @@ func (s *Session) keptNodes(ctx context.Context) (map[string]bool, error) {
 
 // taintNode adds a taint to a node, recording it first (rollback removes
 // what is recorded); a node that already has it is left as it is.
-func (s *Session) taintNode(ctx context.Context, node string, t corev1.Taint) error {
-	rec := NodeTaint{Node: node, Taint: t}
+func (s run) taintNode(ctx context.Context, node string, t corev1.Taint) error {
+	rec := rollout.NodeTaint{Node: node, Taint: t}
 	if slices.Contains(s.Journal.Recorded.Tainted, rec) {
 		return nil
 	}
@@ -273,12 +275,12 @@ func (s *Session) taintNode(ctx context.Context, node string, t corev1.Taint) er
 	if slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) }) {
 		return nil
 	}
-	s.change("taint node %s with %s", node, t.ToString())
+	s.Change("taint node %s with %s", node, t.ToString())
 	if s.Options.DryRun {
 		return nil
 	}
 	s.Journal.Recorded.Tainted = append(s.Journal.Recorded.Tainted, rec)
-	if err := s.save(ctx); err != nil {
+	if err := s.Save(ctx); err != nil {
 		return err
 	}
 	_, err = kube.SetTaint(ctx, s.Kube, node, t, true)
@@ -291,7 +293,7 @@ func (s *Session) taintNode(ctx context.Context, node string, t corev1.Taint) er
 // prepareNodes reserves the kept group (its config and the nodes that
 // stay get Controller.Reserve) and steers evicted pods away from every
 // other legacy node the waves drain (SteerTaint). It returns the kept nodes.
-func (s *Session) prepareNodes(ctx context.Context) (map[string]bool, error) {
+func (s run) prepareNodes(ctx context.Context) (map[string]bool, error) {
 	kept, err := s.keptNodes(ctx)
 	if err != nil {
 		return nil, err
@@ -324,7 +326,7 @@ func (s *Session) prepareNodes(ctx context.Context) (map[string]bool, error) {
 
 // stays returns which pods stay on the kept nodes through a drain: the
 // controller's, and those that tolerate the reservation (critical add-ons).
-func (s *Session) stays(ctx context.Context, kept map[string]bool) (func(*corev1.Pod) bool, error) {
+func (s run) stays(ctx context.Context, kept map[string]bool) (func(*corev1.Pod) bool, error) {
 	if len(kept) == 0 {
 		return nil, nil
 	}
@@ -334,14 +336,14 @@ func (s *Session) stays(ctx context.Context, kept map[string]bool) (func(*corev1
 	}
 	reserve := s.Plan.Controller.Reserve
 	return func(p *corev1.Pod) bool {
-		return kept[p.Spec.NodeName] && (isController(p) || tolerates(p.Spec.Tolerations, reserve))
+		return kept[p.Spec.NodeName] && (isController(p) || plan.Tolerates(p.Spec.Tolerations, reserve))
 	}, nil
 }
 
 // untaintForRollback removes from a node the taints the rollout adds:
 // SteerTaint always, and the reservation from the kept group's nodes
 // unless the group had it before (its recorded config).
-func (s *Session) untaintForRollback(ctx context.Context, n *corev1.Node, group string) error {
+func (s run) untaintForRollback(ctx context.Context, n *corev1.Node, group string) error {
 	drop := []corev1.Taint{SteerTaint}
 	if g := s.keptGroup(); g != "" && group == g {
 		reserve := *s.Plan.Controller.Reserve
@@ -353,7 +355,7 @@ func (s *Session) untaintForRollback(ctx context.Context, n *corev1.Node, group 
 		if !slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) }) {
 			continue
 		}
-		s.change("remove taint %s from node %s", t.ToString(), n.Name)
+		s.Change("remove taint %s from node %s", t.ToString(), n.Name)
 		if s.Options.DryRun {
 			continue
 		}
@@ -367,13 +369,13 @@ func (s *Session) untaintForRollback(ctx context.Context, n *corev1.Node, group 
 // waitKeptGroup waits until the kept group has its size of Ready nodes and
 // reserves any that joined without the reservation (a self-managed
 // group's, whose launch template the rollout cannot taint).
-func (s *Session) waitKeptGroup(ctx context.Context) error {
+func (s run) waitKeptGroup(ctx context.Context) error {
 	g := s.keptGroup()
 	if g == "" || s.Options.DryRun {
 		return nil
 	}
 	size := int(s.Plan.Controller.Size)
-	err := s.poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
+	err := s.Poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
 		nodes, groupOf, err := s.listNodes(ctx)
 		if err != nil {
 			return false, err
@@ -389,11 +391,11 @@ func (s *Session) waitKeptGroup(ctx context.Context) error {
 				return false, err
 			}
 		}
-		s.waiting(ctx, fmt.Sprintf("node group %s at %d Ready nodes for the Karpenter controller", g, size), ready, size)
+		s.Waiting(ctx, fmt.Sprintf("node group %s at %d Ready nodes for the Karpenter controller", g, size), ready, size)
 		return ready >= size, nil
 	})
-	if errors.Is(err, errTimeout) {
-		return &PausedError{Step: s.Journal.Current.Step, Reason: fmt.Sprintf("node group %s has not %d Ready nodes within %s; check its ASG's activity history", g, size, s.Plan.Budget.Gates.NodeReadyTimeout.Duration)}
+	if errors.Is(err, rollout.ErrTimeout) {
+		return &rollout.PausedError{Step: s.Journal.Current.Step, Reason: fmt.Sprintf("node group %s has not %d Ready nodes within %s; check its ASG's activity history", g, size, s.Plan.Budget.Gates.NodeReadyTimeout.Duration)}
 	}
 	return err
 }
@@ -401,7 +403,7 @@ func (s *Session) waitKeptGroup(ctx context.Context) error {
 // listNodes lists the cluster's nodes and names the planned legacy group
 // of each that is in one: known by its labels, or as an instance of the
 // group's ASG (a self-managed group's nodes need carry no label).
-func (s *Session) listNodes(ctx context.Context) ([]corev1.Node, map[string]string, error) {
+func (s run) listNodes(ctx context.Context) ([]corev1.Node, map[string]string, error) {
 	list, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("list nodes: %w", err)
@@ -410,14 +412,14 @@ func (s *Session) listNodes(ctx context.Context) ([]corev1.Node, map[string]stri
 	groupOf := map[string]string{}
 	for i := range list.Items {
 		n := &list.Items[i]
-		g := NodeGroupOf(n)
+		g := rollout.NodeGroupOf(n)
 		if g == "" && n.Labels["karpenter.sh/nodepool"] == "" && s.ASG != nil {
 			if member == nil {
 				if member, err = s.groupInstances(ctx); err != nil {
 					return nil, nil, err
 				}
 			}
-			g = member[InstanceIDFromProviderID(n.Spec.ProviderID)]
+			g = member[plan.InstanceIDFromProviderID(n.Spec.ProviderID)]
 		}
 		if g != "" {
 			groupOf[n.Name] = g

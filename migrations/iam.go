@@ -1,4 +1,4 @@
-package rollout
+package migrations
 
 import (
 	"context"
@@ -9,75 +9,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
-
-// IAMOptions are the choices for the IAM steps, as pkg/iam.Options, in the
-// plan's spelling.
-type IAMOptions struct {
-	KarpenterVersion   string `json:"karpenterVersion,omitempty"`
-	Identity           string `json:"identity,omitempty"`
-	InstanceProfile    bool   `json:"instanceProfile,omitempty"`
-	CreateOIDCProvider bool   `json:"createOIDCProvider,omitempty"`
-	Adopt              bool   `json:"adopt,omitempty"`
-	Namespace          string `json:"namespace,omitempty"`
-	ServiceAccount     string `json:"serviceAccount,omitempty"`
-}
-
-func (o IAMOptions) iam() iam.Options {
-	return iam.Options{KarpenterVersion: o.KarpenterVersion, Identity: iam.Identity(o.Identity), InstanceProfile: o.InstanceProfile,
-		CreateOIDCProvider: o.CreateOIDCProvider, Adopt: o.Adopt, Namespace: o.Namespace, ServiceAccount: o.ServiceAccount}
-}
-
-// PlanIAM is the IAM part of a plan: the cluster facts pkg/iam builds the
-// desired state from, the options, and a summary of what the steps create.
-type PlanIAM struct {
-	Target  iam.Target `json:"target"`
-	Options IAMOptions `json:"options"`
-	// Error says why the IAM steps cannot run (facts missing from the
-	// inventory); the other summary fields are then empty.
-	Error          string `json:"error,omitempty"`
-	Identity       string `json:"identity,omitempty"`
-	NodeRole       string `json:"nodeRole,omitempty"`
-	ControllerRole string `json:"controllerRole,omitempty"`
-	Queue          string `json:"queue,omitempty"`
-	NodeAccess     string `json:"nodeAccess,omitempty"`
-}
-
-func planIAM(inv *inventory.Inventory, o IAMOptions) *PlanIAM {
-	p := &PlanIAM{Options: o}
-	t, err := iam.TargetFromInventory(inv)
-	p.Target = t
-	if err != nil {
-		p.Error = err.Error()
-		return p
-	}
-	d, err := iam.Build(t, o.iam())
-	if err != nil {
-		p.Error = err.Error()
-		return p
-	}
-	p.Identity, p.NodeRole, p.ControllerRole, p.Queue, p.NodeAccess = string(d.Identity), d.NodeRole, d.ControllerRole, d.Queue, d.NodeAccess
-	return p
-}
-
-// Desired builds pkg/iam's desired state from the plan.
-func (p *PlanIAM) Desired() (*iam.Desired, error) {
-	if p.Error != "" {
-		return nil, fmt.Errorf("the plan cannot run the IAM steps: %s", p.Error)
-	}
-	return iam.Build(p.Target, p.Options.iam())
-}
-
-// SessionInfra is an Infra that works with the run's session: the runner
-// binds it before the first step, and it records what it creates in the
-// journal and honours Options.DryRun itself (so the runbook calls it in
-// dry runs too, to report what would change).
-type SessionInfra interface {
-	Infra
-	Bind(s *Session)
-}
 
 // iamJournalKey is where IAMInfra keeps pkg/iam's journal in Recorded.Extra.
 const iamJournalKey = "iam"
@@ -91,12 +25,12 @@ type IAMInfra struct {
 	Clients iam.Clients
 	Backoff iam.Backoff
 
-	s        *Session
+	s        *rollout.Session
 	downDone bool
 }
 
-// Bind implements SessionInfra.
-func (x *IAMInfra) Bind(s *Session) { x.s = s }
+// Bind implements rollout.SessionInfra.
+func (x *IAMInfra) Bind(s *rollout.Session) { x.s = s }
 
 func (x *IAMInfra) plan(ctx context.Context, group string) (*iam.Plan, error) {
 	return iam.BuildPlan(ctx, x.Desired, x.Clients, iam.PlanOptions{Only: []iam.Group{iam.Group(group)}, Backoff: x.Backoff})
@@ -123,7 +57,7 @@ func (x *IAMInfra) Up(ctx context.Context, group string) error {
 	if x.s.Options.DryRun {
 		for _, it := range p.Items {
 			if it.Action != iam.ActionNoop {
-				x.s.change("%s %s %s %s", it.Action, it.Kind, it.Name, it.Reason)
+				x.s.Change("%s %s %s %s", it.Action, it.Kind, it.Name, it.Reason)
 			}
 		}
 		if b := p.Blocked(); len(b) > 0 {
@@ -146,9 +80,9 @@ func (x *IAMInfra) Up(ctx context.Context, group string) error {
 				x.s.Journal.Recorded.Extra = map[string]json.RawMessage{}
 			}
 			x.s.Journal.Recorded.Extra[iamJournalKey] = b
-			return x.s.save(ctx)
+			return x.s.Save(ctx)
 		},
-		OnStep: func(it iam.Item) { x.s.change("%s %s %s", it.Action, it.Kind, it.Name) },
+		OnStep: func(it iam.Item) { x.s.Change("%s %s %s", it.Action, it.Kind, it.Name) },
 	})
 	if err != nil {
 		return err
@@ -191,7 +125,7 @@ func (x *IAMInfra) recordAWSAuthBackup(ctx context.Context) error {
 	}
 	slices.Sort(names) // aws-auth-backup-<UTC stamp>-rv<N>
 	x.s.Journal.Recorded.AWSAuthBackup = ed.BackupNamespace + "/" + names[0]
-	return x.s.save(ctx)
+	return x.s.Save(ctx)
 }
 
 // Down deletes every object the tool created for the cluster; later calls
@@ -207,7 +141,7 @@ func (x *IAMInfra) Down(ctx context.Context) error {
 	items, err := iam.Down(ctx, x.Desired, j, x.Clients, iam.DownOptions{Backoff: x.Backoff, DryRun: x.s.Options.DryRun})
 	for _, it := range items {
 		if it.Action == iam.ActionDelete {
-			x.s.change("delete %s %s", it.Kind, it.Name)
+			x.s.Change("delete %s %s", it.Kind, it.Name)
 		}
 	}
 	if err != nil {

@@ -1,4 +1,4 @@
-package rollout_test
+package plan_test
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // homeInventory: a managed group "system" (3 nodes over 3 zones, the
@@ -73,7 +73,7 @@ func generatedValues(t *testing.T, inv *inventory.Inventory) map[string]any {
 func TestControllerHome(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		prepare func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions)
+		prepare func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *plan.ControllerOptions)
 		source  string
 		group   string
 		size    int32
@@ -83,62 +83,62 @@ func TestControllerHome(t *testing.T) {
 		blocker string
 	}{{
 		name: "flag",
-		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *plan.ControllerOptions) {
 			o.NodeGroup, o.Values = "apps", generatedValues(t, inv)
 			cfg.Controller.NodeGroup = "system" // the flag wins
 		},
 		// The generated values pin the controller to system: keeping apps
 		// would strand it.
-		source: rollout.ControllerFromFlag, group: "apps", size: 2, kept: []string{"apps-1", "apps-2"},
+		source: plan.ControllerFromFlag, group: "apps", size: 2, kept: []string{"apps-1", "apps-2"},
 		blocker: "admits only nodes of system, which the plan removes, and none of the kept group apps",
 	}, {
 		name: "config",
-		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *plan.ControllerOptions) {
 			cfg.Controller.NodeGroup, cfg.Controller.Size = "system", 3
 		},
-		source: rollout.ControllerFromConfig, group: "system", size: 3, kept: []string{"system-a", "system-b", "system-c"},
+		source: plan.ControllerFromConfig, group: "system", size: 3, kept: []string{"system-a", "system-b", "system-c"},
 	}, {
 		name: "values",
-		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *plan.ControllerOptions) {
 			o.Values, o.ValuesFrom = generatedValues(t, inv), "karpenter/helm/karpenter-values.yaml"
 		},
 		// Size 2 of 3: the two nodes running the controller stay.
-		source: rollout.ControllerFromValues, group: "system", size: 2, kept: []string{"system-a", "system-c"},
+		source: plan.ControllerFromValues, group: "system", size: 2, kept: []string{"system-a", "system-c"},
 	}, {
 		name: "live deployment",
-		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *plan.ControllerOptions) {
 			installed(inv, 3, map[string]string{"eks.amazonaws.com/nodegroup": "system"})
 			o.Values = generatedValues(t, inv)
 		},
 		// Never below the controller's 3 replicas.
-		source: rollout.ControllerFromDeployment, group: "system", size: 3, kept: []string{"system-a", "system-b", "system-c"},
+		source: plan.ControllerFromDeployment, group: "system", size: 3, kept: []string{"system-a", "system-b", "system-c"},
 	}, {
 		name: "fargate profile",
-		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *plan.ControllerOptions) {
 			inv.FargateProfiles = []inventory.FargateProfile{{Name: "karpenter", Status: "ACTIVE", Selectors: []inventory.FargateSelector{
 				{Namespace: "kube-system", Labels: map[string]string{"app.kubernetes.io/name": "karpenter"}}}}}
 			o.NodeGroup, o.Values = "system", generatedValues(t, inv) // Fargate runs it whatever is chosen
 		},
-		source: rollout.ControllerOnFargate, fargate: "karpenter",
+		source: plan.ControllerOnFargate, fargate: "karpenter",
 	}, {
 		name: "live deployment pinned to a removed group",
-		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *plan.ControllerOptions) {
 			installed(inv, 2, map[string]string{"role": "apps"})
 			cfg.Controller.NodeGroup = "system"
 		},
-		source: rollout.ControllerFromConfig, group: "system", size: 2, kept: []string{"system-a", "system-c"},
+		source: plan.ControllerFromConfig, group: "system", size: 2, kept: []string{"system-a", "system-c"},
 		blocker: "admits only nodes of apps, which the plan removes, and none of the kept group system",
 	}, {
 		name: "live deployment not tolerating the reservation",
-		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *plan.ControllerOptions) {
 			installed(inv, 2, map[string]string{"eks.amazonaws.com/nodegroup": "system"})
 			inv.Karpenter.ControllerTolerations = nil
 		},
-		source: rollout.ControllerFromDeployment, group: "system", size: 2, kept: []string{"system-a", "system-c"},
+		source: plan.ControllerFromDeployment, group: "system", size: 2, kept: []string{"system-a", "system-c"},
 		blocker: "does not tolerate the taint CriticalAddonsOnly=true:NoSchedule of the kept group system",
 	}, {
 		name: "nowhere",
-		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *rollout.ControllerOptions) {
+		prepare: func(t *testing.T, inv *inventory.Inventory, cfg *config.Config, o *plan.ControllerOptions) {
 			installed(inv, 2, nil) // any legacy node: no group of its own
 		},
 		blocker: "no node group is kept for it and no Fargate profile selects its namespace kube-system",
@@ -147,9 +147,9 @@ func TestControllerHome(t *testing.T) {
 			inv := homeInventory()
 			cfg := config.Default("prod")
 			cfg.Rollout.WaveSize = "3"
-			var o rollout.ControllerOptions
+			var o plan.ControllerOptions
 			tc.prepare(t, inv, &cfg, &o)
-			p, err := rollout.BuildPlan(inv, rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Controller: o, Now: time.Unix(0, 0)})
+			p, err := plan.BuildPlan(inv, plan.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Controller: o, Now: time.Unix(0, 0)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,8 +194,8 @@ func TestControllerHomeWaves(t *testing.T) {
 	prices := func(it, _, _ string) (float64, bool) {
 		return map[string]float64{"m5.large": 0.096, "m5.xlarge": 0.192}[it], true
 	}
-	p, err := rollout.BuildPlan(inv, rollout.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Prices: prices,
-		Controller: rollout.ControllerOptions{Values: generatedValues(t, inv)}})
+	p, err := plan.BuildPlan(inv, plan.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Prices: prices,
+		Controller: plan.ControllerOptions{Values: generatedValues(t, inv)}})
 	if err != nil {
 		t.Fatal(err)
 	}

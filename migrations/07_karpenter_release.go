@@ -1,4 +1,4 @@
-package rollout
+package migrations
 
 import (
 	"cmp"
@@ -17,66 +17,8 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
-
-// KarpenterChartOCI is the official Karpenter chart, installed at the
-// plan's pinned version unless plan --karpenter-chart names another.
-const KarpenterChartOCI = "oci://public.ecr.aws/karpenter/karpenter"
-
-// PlanKarpenter is the Helm release of Karpenter the runbook's Karpenter
-// step installs (helm upgrade --install): the chart, its version and the
-// values, read from the Helm values generate wrote when the plan was made.
-type PlanKarpenter struct {
-	Release   string `json:"release"`
-	Namespace string `json:"namespace"`
-	// Chart is an OCI reference, a chart repository URL of a tarball, or a
-	// local chart directory or tarball (air-gapped clusters, tests).
-	Chart   string `json:"chart"`
-	Version string `json:"version"`
-	// Values are the chart values; ValuesFrom names their file.
-	Values     map[string]any `json:"values"`
-	ValuesFrom string         `json:"valuesFrom,omitempty"`
-}
-
-// String names the release and chart in one line.
-func (k *PlanKarpenter) String() string {
-	return fmt.Sprintf("release %s/%s: chart %s version %s", k.Namespace, k.Release, k.Chart, k.Version)
-}
-
-// Release is an installed Helm release, as the Karpenter step reads it.
-type Release struct {
-	Name      string `json:"name"`
-	Namespace string `json:"namespace"`
-	Chart     string `json:"chart"`
-	// Version is the chart's version; Revision the release's.
-	Version  string `json:"version"`
-	Revision int    `json:"revision"`
-	// Status is Helm's: deployed, failed, pending-install, ...
-	Status string `json:"status"`
-	// Values are the values the release was installed with (helm get values).
-	Values map[string]any `json:"values,omitempty"`
-}
-
-// Helm release statuses the step branches on.
-const (
-	ReleaseDeployed = "deployed"
-	ReleaseFailed   = "failed"
-)
-
-// KarpenterInstaller installs Karpenter's chart: pkg/helm (Helm's Go SDK)
-// against a live cluster, the sandbox's stand-in in the demo.
-type KarpenterInstaller interface {
-	// Release returns the release, or nil when there is none.
-	Release(ctx context.Context, namespace, name string) (*Release, error)
-	// Install upgrades or installs the release atomically (a failure
-	// rolls back: nothing is left half-installed) and waits for the
-	// controller to be Ready.
-	Install(ctx context.Context, k PlanKarpenter) (*Release, error)
-	// Render returns the manifests Install would apply, without applying them.
-	Render(ctx context.Context, k PlanKarpenter) (string, error)
-	// Uninstall removes the release and waits for its objects to go.
-	Uninstall(ctx context.Context, namespace, name string) error
-}
 
 // KarpenterRecord is what the step records in the journal before it
 // installs: the release it created (Down removes only that).
@@ -89,7 +31,7 @@ type KarpenterRecord struct {
 
 const karpenterRecordKey = "karpenter"
 
-func (s *Session) karpenterRecord() (*KarpenterRecord, error) {
+func (s run) karpenterRecord() (*KarpenterRecord, error) {
 	if s.Journal == nil {
 		return nil, nil
 	}
@@ -106,14 +48,14 @@ func (s *Session) karpenterRecord() (*KarpenterRecord, error) {
 
 // InstallsKarpenter reports whether the run installs Karpenter itself
 // (then preflight does not ask for its CRDs).
-func (s *Session) InstallsKarpenter() bool { return s.Plan.Karpenter != nil && s.Karpenter != nil }
+func (s run) InstallsKarpenter() bool { return s.Plan.Karpenter != nil && s.Karpenter != nil }
 
 // KarpenterInstalled is the Karpenter step's Check. Done when the release
 // this tool installed is deployed at the plan's version and values, or
 // when someone else installed Karpenter (a release we did not create, or
 // plain manifests) with settings that agree with the plan: that one is
 // left alone. A setting that contradicts the plan is an error naming it.
-func (s *Session) KarpenterInstalled(ctx context.Context) (bool, string, error) {
+func (s run) KarpenterInstalled(ctx context.Context) (bool, string, error) {
 	k := s.Plan.Karpenter
 	if k == nil {
 		return true, "not run: the plan has no Karpenter release (planned before the step existed); install Karpenter yourself", nil
@@ -144,7 +86,7 @@ func (s *Session) KarpenterInstalled(ctx context.Context) (bool, string, error) 
 // KarpenterState is what the Karpenter step finds in the cluster.
 type KarpenterState struct {
 	// Release is the plan's release, if installed.
-	Release *Release
+	Release *rollout.Release
 	// Foreign is true when Karpenter was installed by someone else (a
 	// release this tool did not create, or plain manifests); Source says which.
 	Foreign bool
@@ -179,7 +121,7 @@ func (st *KarpenterState) Verdict() string {
 
 // KarpenterState reads the release and the running controller
 // (action.KarpenterStatus shows it; the step's Check decides on it).
-func (s *Session) KarpenterState(ctx context.Context) (*KarpenterState, error) {
+func (s run) KarpenterState(ctx context.Context) (*KarpenterState, error) {
 	k := s.Plan.Karpenter
 	st := &KarpenterState{}
 	rel, err := s.Karpenter.Release(ctx, k.Namespace, k.Release)
@@ -194,7 +136,7 @@ func (s *Session) KarpenterState(ctx context.Context) (*KarpenterState, error) {
 	ours := rec != nil && rec.Created && rec.Namespace == k.Namespace && rec.Release == k.Release
 	if rel != nil {
 		st.Source = fmt.Sprintf("Helm release %s/%s, chart %s %s, revision %d, %s", rel.Namespace, rel.Name, rel.Chart, rel.Version, rel.Revision, rel.Status)
-		if rel.Status != ReleaseDeployed {
+		if rel.Status != rollout.ReleaseDeployed {
 			st.Problem = fmt.Sprintf("Helm release %s/%s is %s (revision %d): an earlier install or upgrade did not finish; see `helm history %s -n %s`, then `helm rollback %s -n %s` to the last deployed revision (or `helm uninstall` it if none was), and run apply again",
 				rel.Namespace, rel.Name, rel.Status, rel.Revision, rel.Name, rel.Namespace, rel.Name, rel.Namespace)
 			return st, nil
@@ -226,7 +168,7 @@ func (s *Session) KarpenterState(ctx context.Context) (*KarpenterState, error) {
 
 // installedController is the running Karpenter Deployment: the plan's
 // namespace first, then the other usual one.
-func (s *Session) installedController(ctx context.Context) (*appsv1.Deployment, error) {
+func (s run) installedController(ctx context.Context) (*appsv1.Deployment, error) {
 	k := s.Plan.Karpenter
 	for _, ns := range slices.Compact([]string{k.Namespace, "kube-system", "karpenter"}) {
 		d, err := s.Kube.AppsV1().Deployments(ns).Get(ctx, k.Release, metav1.GetOptions{})
@@ -246,7 +188,7 @@ func (s *Session) installedController(ctx context.Context) (*appsv1.Deployment, 
 // the service account's IRSA role (when it has one: without, it may use a
 // pod identity association, which is AWS's to tell), and whether it may
 // run on Karpenter's own nodes.
-func (s *Session) controllerMismatches(ctx context.Context, d *appsv1.Deployment) ([]string, error) {
+func (s run) controllerMismatches(ctx context.Context, d *appsv1.Deployment) ([]string, error) {
 	k := s.Plan.Karpenter
 	var want struct {
 		Settings struct {
@@ -300,7 +242,7 @@ func (s *Session) controllerMismatches(ctx context.Context, d *appsv1.Deployment
 // creates the release (when none exists), then installs or upgrades it
 // and waits for the controller. In a dry run it reports the release and
 // the values it would change, and renders the chart.
-func (s *Session) InstallKarpenter(ctx context.Context) error {
+func (s run) InstallKarpenter(ctx context.Context) error {
 	k := s.Plan.Karpenter
 	if s.Options.DryRun {
 		return s.dryRunKarpenter(ctx)
@@ -314,20 +256,20 @@ func (s *Session) InstallKarpenter(ctx context.Context) error {
 		if _, err := s.Record(ctx, karpenterRecordKey, raw); err != nil {
 			return err
 		}
-		s.change("install %s", k)
+		s.Change("install %s", k)
 	} else {
-		s.change("upgrade %s (installed: chart %s %s, revision %d)", k, rel.Chart, rel.Version, rel.Revision)
+		s.Change("upgrade %s (installed: chart %s %s, revision %d)", k, rel.Chart, rel.Version, rel.Revision)
 	}
-	s.waiting(ctx, "the Karpenter controller to be Ready", 0, 1)
+	s.Waiting(ctx, "the Karpenter controller to be Ready", 0, 1)
 	got, err := s.Karpenter.Install(ctx, *k)
 	if err != nil {
 		return err
 	}
-	s.change("release %s/%s revision %d %s: chart %s %s", got.Namespace, got.Name, got.Revision, got.Status, got.Chart, got.Version)
+	s.Change("release %s/%s revision %d %s: chart %s %s", got.Namespace, got.Name, got.Revision, got.Status, got.Chart, got.Version)
 	return nil
 }
 
-func (s *Session) dryRunKarpenter(ctx context.Context) error {
+func (s run) dryRunKarpenter(ctx context.Context) error {
 	k := s.Plan.Karpenter
 	rel, err := s.Karpenter.Release(ctx, k.Namespace, k.Release)
 	if err != nil {
@@ -335,40 +277,40 @@ func (s *Session) dryRunKarpenter(ctx context.Context) error {
 	}
 	var old map[string]any
 	if rel == nil {
-		s.change("would install %s", k)
+		s.Change("would install %s", k)
 	} else {
 		old = rel.Values
-		s.change("would upgrade %s (installed: chart %s %s, revision %d)", k, rel.Chart, rel.Version, rel.Revision)
+		s.Change("would upgrade %s (installed: chart %s %s, revision %d)", k, rel.Chart, rel.Version, rel.Revision)
 	}
 	if d := ValuesDiff(old, k.Values); d != "" {
-		s.change("values (- installed, + planned):\n%s", d)
+		s.Change("values (- installed, + planned):\n%s", d)
 	}
 	manifest, err := s.Karpenter.Render(ctx, *k)
 	if err != nil {
 		return err
 	}
-	s.change("renders %s", strings.Join(ManifestObjects(manifest), ", "))
+	s.Change("renders %s", strings.Join(ManifestObjects(manifest), ", "))
 	return nil
 }
 
 // UninstallKarpenter is the Karpenter step's Down: it uninstalls the
 // release only if this tool created it (the journal says so), and only
 // once every NodeClaim is gone, so no node is left without its controller.
-func (s *Session) UninstallKarpenter(ctx context.Context) error {
+func (s run) UninstallKarpenter(ctx context.Context) error {
 	rec, err := s.karpenterRecord()
 	if err != nil {
 		return err
 	}
 	if rec == nil || !rec.Created || s.Karpenter == nil {
-		s.change("Karpenter left installed: this tool did not install it")
+		s.Change("Karpenter left installed: this tool did not install it")
 		return nil
 	}
 	if s.Options.DryRun {
-		s.change("would uninstall Helm release %s/%s once every NodeClaim is gone", rec.Namespace, rec.Release)
+		s.Change("would uninstall Helm release %s/%s once every NodeClaim is gone", rec.Namespace, rec.Release)
 		return nil
 	}
 	var left []string
-	err = s.poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
+	err = s.Poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
 		if s.Dynamic == nil {
 			return true, nil
 		}
@@ -384,18 +326,18 @@ func (s *Session) UninstallKarpenter(ctx context.Context) error {
 			left = append(left, n.GetName())
 		}
 		if len(left) > 0 {
-			s.waiting(ctx, fmt.Sprintf("%d NodeClaims to be removed before Karpenter is uninstalled", len(left)), 0, len(left))
+			s.Waiting(ctx, fmt.Sprintf("%d NodeClaims to be removed before Karpenter is uninstalled", len(left)), 0, len(left))
 		}
 		return len(left) == 0, nil
 	})
-	if err == errTimeout {
+	if err == rollout.ErrTimeout {
 		return fmt.Errorf("%d NodeClaims remain (%s) after %s: Karpenter must remove its nodes before it is uninstalled; delete the NodePools (the NodePools step's Down) or the NodeClaims, then run rollback again",
 			len(left), strings.Join(left, ", "), s.Plan.Budget.Gates.NodeReadyTimeout.Duration)
 	}
 	if err != nil {
 		return err
 	}
-	s.change("uninstall Helm release %s/%s", rec.Namespace, rec.Release)
+	s.Change("uninstall Helm release %s/%s", rec.Namespace, rec.Release)
 	return s.Karpenter.Uninstall(ctx, rec.Namespace, rec.Release)
 }
 
@@ -449,4 +391,10 @@ func ManifestObjects(manifest string) []string {
 		out = append(out, m.Kind+" "+name)
 	}
 	return out
+}
+
+// ReadKarpenter is what the Karpenter step's Check finds for the session's
+// plan (action.KarpenterStatus): it changes nothing.
+func ReadKarpenter(ctx context.Context, s *rollout.Session) (*KarpenterState, error) {
+	return run{s}.KarpenterState(ctx)
 }
