@@ -601,7 +601,11 @@ func planFindings(inv *inventory.Inventory, podsByNode map[string][]inventory.Po
 	for _, pdb := range inv.PDBs {
 		if pdb.DisruptionsAllowed == 0 && pdb.ExpectedPods > 0 {
 			msg := fmt.Sprintf("allows no disruption (healthy %d, needs %d): eviction is refused for its pods", pdb.CurrentHealthy, pdb.DesiredHealthy)
-			if b.RestartBlocked {
+			switch {
+			case pdb.ExpectedPods > pdb.DesiredHealthy:
+				// It is short now, not forever: the drain waits for it (#19).
+				msg += "; the drain waits until it allows one"
+			case b.RestartBlocked:
 				msg += "; a Deployment's pod is moved by a surge rollout restart instead (new pod Ready first)"
 			}
 			out = append(out, Finding{Severity: "warning", Object: "PodDisruptionBudget " + pdb.Namespace + "/" + pdb.Name, Message: msg})
