@@ -71,18 +71,7 @@ func TestDemoInterrupted(t *testing.T) {
 	if strings.Contains(stderr, "it stopped with") {
 		t.Errorf("the cancellation itself is reported as a failure:\n%s", stderr)
 	}
-	var sum demo.Summary
-	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &sum); err != nil {
-		t.Fatal(err)
-	}
-	status := map[string]string{}
-	for _, st := range sum.Steps {
-		status[st.ID] = st.Status
-	}
+	status := summaryStatus(t, dir)
 	if status["plan"] != demo.StatusDone || status["apply"] != demo.StatusFailed || status["final-state"] != demo.StatusSkipped {
 		t.Errorf("summary steps %v: want plan done, apply stopped, final-state skipped", status)
 	}
@@ -128,6 +117,15 @@ func TestDemoInterruptedOnTheDisplay(t *testing.T) {
 	if code != ExitInterrupted || !strings.Contains(errOut.String(), "demo interrupted (Ctrl-C) at step apply") {
 		t.Fatalf("exit %d, want %d naming the step:\n%s", code, ExitInterrupted, &errOut)
 	}
+	status := summaryStatus(t, dir)
+	if status["apply"] != demo.StatusFailed || status["final-state"] != demo.StatusSkipped {
+		t.Errorf("steps %v: want apply stopped and final-state skipped", status)
+	}
+}
+
+// summaryStatus is each step's status in the summary.json the demo wrote to dir.
+func summaryStatus(t *testing.T, dir string) map[string]string {
+	t.Helper()
 	var sum demo.Summary
 	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 	if err != nil {
@@ -140,7 +138,5 @@ func TestDemoInterruptedOnTheDisplay(t *testing.T) {
 	for _, st := range sum.Steps {
 		status[st.ID] = st.Status
 	}
-	if status["apply"] != demo.StatusFailed || status["final-state"] != demo.StatusSkipped {
-		t.Errorf("steps %v: want apply stopped and final-state skipped", status)
-	}
+	return status
 }
