@@ -277,6 +277,19 @@ func (d *Drainer) Drain(ctx context.Context, nodeName string) (DrainResult, erro
 }
 
 // drain is Drain with DrainNodes' budget follower (nil: none).
+// podsToEvict is Pods with a Skipped event for each pod left on the node,
+// the start of a drain and of an eviction pass alike.
+func (d *Drainer) podsToEvict(ctx context.Context, nodeName string) ([]corev1.Pod, []SkippedPod, error) {
+	pods, skipped, err := d.Pods(ctx, nodeName)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range skipped {
+		d.emit(DrainEvent{Type: DrainSkipped, Node: nodeName, Pod: s.Pod, Message: s.Reason})
+	}
+	return pods, skipped, nil
+}
+
 func (d *Drainer) drain(ctx context.Context, nodeName string, pdbs *follower) (DrainResult, error) {
 	res := DrainResult{Node: nodeName}
 	if d.Options.Timeout > 0 {
@@ -284,14 +297,11 @@ func (d *Drainer) drain(ctx context.Context, nodeName string, pdbs *follower) (D
 		ctx, cancel = clockTimeout(ctx, d.Clock, d.Options.Timeout)
 		defer cancel()
 	}
-	pods, skipped, err := d.Pods(ctx, nodeName)
+	pods, skipped, err := d.podsToEvict(ctx, nodeName)
 	if err != nil {
 		return res, err
 	}
 	res.Skipped = skipped
-	for _, s := range skipped {
-		d.emit(DrainEvent{Type: DrainSkipped, Node: nodeName, Pod: s.Pod, Message: s.Reason})
-	}
 	var podsF *follower
 	if d.Options.Watch && len(pods) > 0 {
 		// Waits for evicted pods outlive ctx (see evict): so does this.

@@ -37,14 +37,11 @@ func (p EvictionPass) Drained() bool { return len(p.Evicted) == 0 && len(p.Block
 // pass does not see the pod go.
 func (d *Drainer) EvictNow(ctx context.Context, nodeName string) (EvictionPass, error) {
 	pass := EvictionPass{Node: nodeName}
-	pods, skipped, err := d.Pods(ctx, nodeName)
+	pods, skipped, err := d.podsToEvict(ctx, nodeName)
 	if err != nil {
 		return pass, err
 	}
 	pass.Skipped = skipped
-	for _, s := range skipped {
-		d.emit(DrainEvent{Type: DrainSkipped, Node: nodeName, Pod: s.Pod, Message: s.Reason})
-	}
 	h := &drain.Helper{Ctx: ctx, Client: d.Client, GracePeriodSeconds: d.Options.GracePeriodSeconds}
 	for _, pod := range pods {
 		name := pod.Namespace + "/" + pod.Name
