@@ -46,6 +46,7 @@
 //	minvalues.go         minValues on claims and launch options                     K: nodeclaim.go, instance_selection
 //	resources.go         resource vectors                                           K: pkg/utils/resources
 //	roomindex.go         claims by room left (best fit; ours)
+//	claimindex.go        claims by zone (partitions) and the few a hostname term leaves (ours)
 //	repack.go            the improvement pass; repackclass.go (classes, dual prices), repackfill.go (top-up, new bins)
 //	finalize.go          the Result's NodeClaims; bound.go the lower bounds
 //	cluster.go           Cluster: one prepared cluster for many simulations

@@ -13,7 +13,11 @@ type scheduler struct {
 	pools               []*pool
 	existing            []*node
 	claims              []*node
-	byCount             [][]countEntry
+	byCount             [][][]countEntry // part, pod count
+	maxCount            int              // 1 + the most pods in a bucket so far
+	partKey             string           // the partition key (partition.go), "" for none
+	partOf              map[string]int   // its domains' parts
+	parts               int
 	groups              []*topologyGroup
 	groupsByID          map[string]*topologyGroup
 	universe            map[string][]domainSource
@@ -23,7 +27,7 @@ type scheduler struct {
 	nextID              int
 	compat              map[compatKey]*compatEntry
 	domCache            map[domKey][]string
-	rooms               roomIndex
+	rooms               []roomIndex // per part
 	typePreps           map[typeSource]*typePrep
 	result              Result
 }
@@ -69,6 +73,7 @@ func solve(in Input, pre *preparedPools) (Result, error) {
 	for _, pd := range pods {
 		s.computeSelected(pd)
 	}
+	s.indexParts()
 	sortQueue(pods)
 	left, failures := s.schedule(pods)
 	s.reportUnschedulable(invalid, left, failures)
@@ -210,8 +215,8 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 		}
 		s.moveBucket(n, len(n.pods), len(n.pods)+1)
 		if !s.opts.KarpenterOnly {
-			s.rooms.remove(n)
-			s.rooms.put(n)
+			s.removeRoom(n)
+			s.putRoom(n)
 		}
 	}
 	for _, hp := range pd.ports {
