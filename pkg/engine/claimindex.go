@@ -140,3 +140,134 @@ func (s *scheduler) removeRoom(n *node) {
 		s.rooms[n.roomPart].remove(n)
 	}
 }
+
+// A pod that must be alone on a node among a group's pods (a hostname
+// anti-affinity term, or a hostname spread with maxSkew 1 that counts the
+// pod) can only join a claim the group has no pod on. Once the group's pods
+// are on most claims, as with a one-per-node deployment, the few claims
+// left are kept in a list (topologyGroup.zero) and pickAmong looks at
+// those alone, instead of failing on every other claim first.
+
+// fewThreshold: a list is used while it holds at most 1/fewThreshold of
+// the claims (and there are at least fewMinClaims claims).
+const (
+	fewThreshold = 4
+	fewMinClaims = 64
+)
+
+// fewClaims is the shortest list of claims one of the pod's hostname terms
+// leaves, when short enough to beat the scan.
+func (s *scheduler) fewClaims(pd *podData) ([]*node, bool) {
+	claims := len(s.claims)
+	if claims < fewMinClaims {
+		return nil, false
+	}
+	var few []*node
+	ok := false
+	for _, g := range pd.owned {
+		if g.key != catalog.LabelHostname || !(g.kind == kindAnti || g.kind == kindSpread && g.maxSkew == 1 && pd.isSelectedBy(g)) {
+			continue
+		}
+		if !g.zeroKept {
+			if int(int32(claims)-g.hcClaims)*fewThreshold > claims {
+				continue
+			}
+			g.zeroKept = true
+			for _, n := range s.claims {
+				if g.hcount(n.id) == 0 {
+					g.addZero(n)
+				}
+			}
+			s.zeroGroups = append(s.zeroGroups, g)
+		}
+		if len(g.zero)*fewThreshold <= claims && (!ok || len(g.zero) < len(few)) {
+			few, ok = g.zero, true
+		}
+	}
+	return few, ok
+}
+
+func (s *scheduler) dropZeroSets() {
+	for _, g := range s.zeroGroups {
+		g.zero, g.zeroPos, g.zeroKept = nil, nil, false
+	}
+	s.zeroGroups = nil
+}
+
+// candidate is a claim of a short list with its place in the order
+// pickClaim's scans would meet it.
+type candidate struct {
+	n                *node
+	bucket, part, at int
+	score            float64
+}
+
+// pickAmong is pickClaim restricted to cands: the same scans, in the same
+// order, over the claims listed (every other claim fails the pod).
+func (s *scheduler) pickAmong(pd *podData, mask uint64, cands []*node) (*node, Requirements) {
+	byOrder := func(c []candidate) {
+		sort.Slice(c, func(i, j int) bool {
+			a, b := c[i], c[j]
+			if a.bucket != b.bucket {
+				return a.bucket < b.bucket
+			}
+			if a.part != b.part {
+				return a.part < b.part
+			}
+			return a.at < b.at
+		})
+	}
+	if !s.opts.KarpenterOnly {
+		start := roomBucket(pd.req[rCPU])
+		list := s.scratch[:0]
+		for _, n := range cands {
+			if n.room < start || mask&(1<<n.roomPart) == 0 {
+				continue
+			}
+			e := &s.rooms[n.roomPart].buckets[n.room][n.roomPos]
+			if pd.req.fits(e.free) {
+				list = append(list, candidate{n: n, bucket: n.room, part: n.roomPart, at: n.roomPos, score: fitScore(pd, e)})
+			}
+		}
+		byOrder(list)
+		s.scratch = list
+		var best *node
+		var bestReqs Requirements
+		bestScore := math.MaxFloat64
+		found := -1
+		for _, c := range list {
+			if found >= 0 && c.bucket > found+1 {
+				break
+			}
+			if c.score >= bestScore {
+				continue
+			}
+			if narrowed, ok := s.canAdd(pd, c.n); ok {
+				best, bestReqs, bestScore = c.n, narrowed, c.score
+				if found < 0 {
+					found = c.bucket
+				}
+			}
+		}
+		if best != nil {
+			return best, bestReqs
+		}
+	}
+	list := s.scratch[:0]
+	for _, n := range cands {
+		if n.bucket < 0 || mask&(1<<n.part) == 0 {
+			continue
+		}
+		if pd.req.fits(s.byCount[n.part][len(n.pods)][n.bucket].head) {
+			list = append(list, candidate{n: n, bucket: len(n.pods), part: n.part, at: n.bucket})
+		}
+	}
+	byOrder(list)
+	s.scratch = list
+	for _, c := range list {
+		if narrowed, ok := s.canAdd(pd, c.n); ok {
+			return c.n, narrowed
+		}
+	}
+	return nil, nil
+}

@@ -68,12 +68,16 @@ func (n *node) domain(key string) string {
 // in order of fewest pods; unless KarpenterOnly, a claim whose current
 // cheapest type already has room for the pod (no extra cost) wins first,
 // best fit, found through the room index instead of a scan of every claim.
-// Both look only at the parts (claimindex.go) the pod's topology allows.
+// Both look only at the parts (claimindex.go) the pod's topology allows,
+// and at only the few claims a hostname term leaves when there are few.
 func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 	if s.hostnameRejectsEveryClaim(pd) {
 		return nil, nil
 	}
 	mask := s.partsFor(pd)
+	if few, ok := s.fewClaims(pd); ok {
+		return s.pickAmong(pd, mask, few)
+	}
 	if !s.opts.KarpenterOnly {
 		var best *node
 		var bestReqs Requirements
@@ -271,6 +275,9 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 		}
 	}
 	s.claims = append(s.claims, n)
+	for _, g := range s.zeroGroups {
+		g.addZero(n)
+	}
 	return n, ""
 }
 

@@ -18,6 +18,8 @@ type scheduler struct {
 	partKey             string           // the partition key (partition.go), "" for none
 	partOf              map[string]int   // its domains' parts
 	parts               int
+	zeroGroups          []*topologyGroup // groups keeping their claims with hc 0
+	scratch             []candidate
 	groups              []*topologyGroup
 	groupsByID          map[string]*topologyGroup
 	universe            map[string][]domainSource
