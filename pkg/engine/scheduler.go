@@ -20,6 +20,7 @@ type scheduler struct {
 	parts               int
 	zeroGroups          []*topologyGroup // groups keeping their claims with hc 0
 	scratch             []candidate
+	keysCache           map[string][]bool
 	groups              []*topologyGroup
 	groupsByID          map[string]*topologyGroup
 	universe            map[string][]domainSource
@@ -45,7 +46,7 @@ func wellKnownSet() map[string]bool {
 
 func newScheduler(opts Options) *scheduler {
 	s := &scheduler{opts: opts, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topologyGroup{}, universe: map[string][]domainSource{},
-		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}, typePreps: map[typeSource]*typePrep{}}
+		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}, typePreps: map[typeSource]*typePrep{}, keysCache: map[string][]bool{}}
 	if s.opts.MaxInstanceTypes == 0 {
 		s.opts.MaxInstanceTypes = 60
 	}
@@ -202,9 +203,13 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 		if changed || !n.used.fits(n.minAlloc) {
 			// The claim owns its types slice (newClaim allocates it): filter in place.
 			kept := n.types[:0]
-			f := offerFilterOf(n.reqs)
+			var compat []bool
+			if changed {
+				f := offerFilterOf(n.reqs)
+				compat = s.keysCompat(n.pool, n.reqs, keys, &f)
+			}
 			for _, t := range n.types {
-				if n.used.fits(t.alloc) && (!changed || typeCompatibleKeysF(t, n.reqs, keys, &f)) {
+				if n.used.fits(t.alloc) && (!changed || compat[t.idx]) {
 					kept = append(kept, t)
 				}
 			}
