@@ -169,6 +169,20 @@ func typeCompatibleKeysF(t *itype, reqs Requirements, keys []string, f *offerFil
 	return true
 }
 
+// offerKey names the pool and the requirements its offerings are filtered
+// by (zone and capacity type), for caches.
+func offerKey(p *pool, reqs Requirements) string {
+	var b strings.Builder
+	b.WriteString(strconv.Itoa(p.idx))
+	for _, k := range []string{catalog.LabelZone, catalog.LabelCapacityType} {
+		b.WriteByte('|')
+		if r, ok := reqs[k]; ok {
+			b.WriteString(r.String())
+		}
+	}
+	return b.String()
+}
+
 // keysCompat is, by type index, typeCompatibleKeysF over the pool's types
 // for reqs and keys, cached per pool and per requirements on those keys
 // (and on zone and capacity type, which the offerings read): claims narrow
@@ -188,9 +202,8 @@ func (s *scheduler) keysCompat(p *pool, reqs Requirements, keys []string, f *off
 	for _, k := range keys {
 		write(k)
 	}
-	b.WriteString("|offer")
-	write(catalog.LabelZone)
-	write(catalog.LabelCapacityType)
+	b.WriteString("|offer|")
+	b.WriteString(offerKey(p, reqs))
 	key := b.String()
 	if c, ok := s.keysCache[key]; ok {
 		return c
