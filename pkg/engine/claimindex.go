@@ -149,11 +149,11 @@ func (s *scheduler) removeRoom(n *node) {
 // those alone, instead of failing on every other claim first.
 
 // fewThreshold: a list is used while it holds at most 1/fewThreshold of
-// the claims (and there are at least fewMinClaims claims).
-const (
-	fewThreshold = 4
-	fewMinClaims = 64
-)
+// the claims (and there are at least fewMinClaims claims; a variable so
+// that a test can compare with the scans alone).
+const fewThreshold = 4
+
+var fewMinClaims = 64
 
 // fewClaims is the shortest list of claims one of the pod's hostname terms
 // leaves, when short enough to beat the scan.
