@@ -202,7 +202,7 @@ func loadUpstream(file string, d *desired.State) (*upstreamIAM, error) {
 			if u.queuePolicy, err = policyFrom(props["PolicyDocument"]); err != nil {
 				return fail(err)
 			}
-		case "AWS::Events::desired.Rule":
+		case "AWS::Events::Rule":
 			targets := props["Targets"].([]any)
 			if len(targets) != 1 || targets[0].(map[string]any)["Arn"] != d.QueueARN {
 				return fail(fmt.Errorf("targets %v, want the queue alone", targets))
@@ -294,7 +294,7 @@ func compareIAM(up, our *upstreamIAM) []string {
 		}
 		ourp := our.policies[i]
 		if upp.Document.Version != ourp.Document.Version || upp.Document.Id != ourp.Document.Id {
-			add("%s: desired.Version/Id upstream %q/%q, ours %q/%q", upp.Name, upp.Document.Version, upp.Document.Id, ourp.Document.Version, ourp.Document.Id)
+			add("%s: Version/Id upstream %q/%q, ours %q/%q", upp.Name, upp.Document.Version, upp.Document.Id, ourp.Document.Version, ourp.Document.Id)
 		}
 		bySid := func(d desired.PolicyDocument) map[string]desired.Statement {
 			m := map[string]desired.Statement{}
@@ -330,7 +330,7 @@ func compareIAM(up, our *upstreamIAM) []string {
 				continue
 			}
 			if u.Effect != o.Effect || (u.Principal == nil) != (o.Principal == nil) {
-				add("%s: Effect/desired.Principal upstream %s %v, ours %s %v", what, u.Effect, u.Principal, o.Effect, o.Principal)
+				add("%s: Effect/Principal upstream %s %v, ours %s %v", what, u.Effect, u.Principal, o.Effect, o.Principal)
 			}
 			both(what+" Action", u.Action, o.Action)
 			both(what+" Resource", u.Resource, o.Resource)
