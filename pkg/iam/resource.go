@@ -29,7 +29,7 @@ const (
 )
 
 // Group is a step of the rollout runbook; the runbook applies one group at
-// a time through Options.Only.
+// a time through PlanOptions.Only and DownOptions.Only.
 type Group string
 
 // Groups, in runbook order.
