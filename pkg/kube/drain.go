@@ -20,6 +20,8 @@ import (
 	"k8s.io/kubectl/pkg/drain"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
 // DrainOptions are the policies of a drain, set from the plan.
@@ -151,7 +153,7 @@ func (d *Drainer) Pods(ctx context.Context, nodeName string) ([]corev1.Pod, []Sk
 		Out:                 io.Discard,
 		ErrOut:              io.Discard,
 		AdditionalFilters: []drain.PodFilter{func(p corev1.Pod) drain.PodDeleteStatus {
-			if reason := DisruptionBlocked(&p); reason != "" && !d.Options.ForceEvict {
+			if reason := inventory.DisruptionBlocked(p.Annotations); reason != "" && !d.Options.ForceEvict {
 				mu.Lock()
 				skipped = append(skipped, SkippedPod{Pod: p.Namespace + "/" + p.Name, Reason: reason + " (pass --force-evict to evict it anyway)"})
 				mu.Unlock()
@@ -218,17 +220,6 @@ func (d *Drainer) podsOnNode(ctx context.Context, nodeName string) (map[string]*
 		}
 	}
 	return on, nil
-}
-
-// DisruptionBlocked returns why a pod asks not to be moved, or "".
-func DisruptionBlocked(p *corev1.Pod) string {
-	if p.Annotations[AnnotationDoNotDisrupt] == "true" {
-		return AnnotationDoNotDisrupt + "=true"
-	}
-	if p.Annotations[AnnotationSafeToEvict] == "false" {
-		return AnnotationSafeToEvict + "=false"
-	}
-	return ""
 }
 
 // DrainNodes drains nodes, up to concurrency at a time, starting them in

@@ -23,7 +23,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
@@ -32,7 +31,6 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
 // PlanAPIVersion and PlanKind identify a plan document.
@@ -358,7 +356,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 				w.Nodes = append(w.Nodes, WaveNode{Name: n.Name, NodeGroup: n.NodeGroup, InstanceID: instanceID(n), Zone: n.Zone, Keep: kept[n.Name]})
 				for _, pod := range podsByNode[n.Name] {
 					// Pods that will stay put need no new capacity.
-					if (kube.DisruptionBlocked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations}}) == "" || p.Budget.ForceEvict) && !(kept[n.Name] && cp.stays(pod)) {
+					if (inventory.DisruptionBlocked(pod.Annotations) == "" || p.Budget.ForceEvict) && !(kept[n.Name] && cp.stays(pod)) {
 						pods = append(pods, pod)
 					}
 				}
@@ -622,7 +620,7 @@ func planFindings(inv *inventory.Inventory, podsByNode map[string][]inventory.Po
 		}
 		for _, pod := range podsByNode[node] {
 			obj := "Pod " + pod.Namespace + "/" + pod.Name
-			if why := kube.DisruptionBlocked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations}}); why != "" && !b.ForceEvict {
+			if why := inventory.DisruptionBlocked(pod.Annotations); why != "" && !b.ForceEvict {
 				out = append(out, Finding{Severity: "blocker", Object: obj, Message: why + ": it will not be evicted and its node not removed; remove the annotation or pass --force-evict"})
 			}
 			if pod.OwnerKind == inventory.OwnerNone {
