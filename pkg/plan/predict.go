@@ -143,6 +143,10 @@ type predictor struct {
 	price map[string]float64
 }
 
+func newPredictor(pools []engine.NodePool, cat *catalog.Catalog, daemonSets []inventory.DaemonSet) *predictor {
+	return &predictor{pools: pools, catalog: cat, daemonSets: daemonSets, price: map[string]float64{}}
+}
+
 // predict returns the new nodes for one wave's pods on the named pools and
 // the pods that fit none of them.
 func (pr *predictor) predict(pods []inventory.Pod, poolNames []string) ([]PredictedNode, []engine.Unschedulable, error) {
