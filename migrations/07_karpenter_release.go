@@ -289,7 +289,7 @@ func (s run) dryRunKarpenter(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.Change("renders %s", strings.Join(ManifestObjects(manifest), ", "))
+	s.Change("renders %s", strings.Join(ManifestNames(manifest), ", "))
 	return nil
 }
 
@@ -376,14 +376,10 @@ func ValuesDiff(old, planned map[string]any) string {
 	return d
 }
 
-// ManifestObjects names the objects of a rendered manifest (Kind namespace/name).
-func ManifestObjects(manifest string) []string {
+// ManifestNames names the objects of a rendered manifest (Kind namespace/name).
+func ManifestNames(manifest string) []string {
 	var out []string
-	for _, doc := range strings.Split(manifest, "\n---") {
-		var m metav1.PartialObjectMetadata
-		if err := yaml.Unmarshal([]byte(doc), &m); err != nil || m.Kind == "" {
-			continue
-		}
+	for _, m := range generate.ManifestObjects(manifest) {
 		name := m.Name
 		if m.Namespace != "" {
 			name = m.Namespace + "/" + name

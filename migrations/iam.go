@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -21,7 +22,7 @@ const iamJournalKey = "iam"
 // the rollout journal, and Down deletes everything the tool created for
 // the cluster (once, for every group).
 type IAMInfra struct {
-	Desired *iam.Desired
+	Desired *desired.State
 	Clients iam.Clients
 	Backoff iam.Backoff
 

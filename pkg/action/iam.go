@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 )
@@ -23,7 +24,7 @@ import (
 // is reachable, the aws-auth editor (backed up to Namespace and OutDir
 // before it writes); Configuration.AWSAuth, when set, instead. It is the
 // one place IAM clients are built.
-func (c *Configuration) IAMClients(d *iam.Desired) iam.Clients {
+func (c *Configuration) IAMClients(d *desired.State) iam.Clients {
 	cl := iam.Clients{
 		IAM: awsiam.NewFromConfig(c.AWS), SQS: sqs.NewFromConfig(c.AWS), EventBridge: eventbridge.NewFromConfig(c.AWS),
 		EKS: eks.NewFromConfig(c.AWS), EC2: ec2.NewFromConfig(c.AWS),
@@ -31,7 +32,7 @@ func (c *Configuration) IAMClients(d *iam.Desired) iam.Clients {
 	switch {
 	case c.AWSAuth != nil:
 		cl.AWSAuth = c.AWSAuth
-	case c.Kube != nil && (d == nil || d.NodeAccess == iam.NodeAccessConfigMap):
+	case c.Kube != nil && (d == nil || d.NodeAccess == desired.NodeAccessConfigMap):
 		cl.AWSAuth = &awsauth.Editor{Client: c.Kube, BackupNamespace: c.Namespace, BackupDir: c.OutDir, Now: c.now}
 	}
 	return cl
@@ -72,7 +73,7 @@ func IAMJournalFile(cluster string) string {
 // IAM is what Karpenter needs in one cluster's account (pkg/iam's desired
 // state) and the clients that reach it: plan, apply and delete.
 type IAM struct {
-	Desired *iam.Desired
+	Desired *desired.State
 	Clients iam.Clients
 	// Journal is the file apply records each change in, and delete reads.
 	Journal string
@@ -81,12 +82,12 @@ type IAM struct {
 
 // IAM builds the desired state of inv's cluster with opts. journal is the
 // journal file ("": IAMJournalFile in the working directory).
-func (c *Configuration) IAM(inv *inventory.Inventory, opts iam.Options, journal string) (*IAM, error) {
-	target, err := iam.TargetFromInventory(inv)
+func (c *Configuration) IAM(inv *inventory.Inventory, opts desired.Options, journal string) (*IAM, error) {
+	target, err := desired.TargetFromInventory(inv)
 	if err != nil {
 		return nil, err
 	}
-	d, err := iam.Build(target, opts)
+	d, err := desired.Build(target, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,8 @@ func TestOnlyActionsWire(t *testing.T) {
 	}
 	calls := map[string][]string{
 		module + "pkg/generate":          {"Run", "Generate", "Write"},
-		module + "pkg/iam":               {"Build", "BuildPlan", "Apply", "Down", "ReadJournal"},
+		module + "pkg/iam":               {"BuildPlan", "Apply", "Down", "ReadJournal"},
+		module + "pkg/iam/desired":       {"Build"},
 		module + "pkg/plan":              {"MakePlan", "BuildPlan"},
 		module + "pkg/rollout":           {"Status"},
 		module + "pkg/readiness":         {"Evaluate", "FromNodePools"},

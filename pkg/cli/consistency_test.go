@@ -18,7 +18,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/demo"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
@@ -219,7 +219,7 @@ func TestPlanIsOneAnswer(t *testing.T) {
 			} else {
 				dp, err = (&action.Configuration{}).Plan(ctx, action.Plan{
 					Environment: demo.Env, Config: demo.PlanConfig(inv.Cluster), Inventory: action.Inventory(inv), Dir: tree,
-					IAM: &plan.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, CreateOIDCProvider: true},
+					IAM: &plan.IAMOptions{KarpenterVersion: desired.DefaultKarpenterVersion, CreateOIDCProvider: true},
 				})
 				if err != nil {
 					t.Fatal(err)

@@ -16,12 +16,13 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
 type iamOptions struct {
 	cluster, snapshot string
-	opts              iam.Options
+	opts              desired.Options
 	identity          string
 	only              []string
 	journal           string
@@ -56,7 +57,7 @@ karpenter-migrate.io/managed-by=karpenter-migrate and karpenter-migrate.io/clust
 		f.StringVar(&o.cluster, "cluster", "", "EKS cluster name (read live with DescribeCluster and the node groups)")
 		f.StringVar(&o.snapshot, "snapshot", "", "read the cluster facts from this inventory snapshot instead")
 		f.StringVar(&o.identity, "identity", "", "controller credentials: irsa or pod-identity (default: pod-identity when the cluster runs the Pod Identity agent)")
-		f.StringVar(&o.opts.KarpenterVersion, "karpenter-version", iam.DefaultKarpenterVersion, "Karpenter version whose controller policies to create")
+		f.StringVar(&o.opts.KarpenterVersion, "karpenter-version", desired.DefaultKarpenterVersion, "Karpenter version whose controller policies to create")
 		f.BoolVar(&o.opts.InstanceProfile, "instance-profile", false, "also create KarpenterNodeInstanceProfile-<cluster> (for EC2NodeClasses using spec.instanceProfile)")
 		f.BoolVar(&o.opts.CreateOIDCProvider, "create-oidc-provider", false, "create the cluster's IAM OIDC provider when IRSA needs it")
 		f.BoolVar(&o.opts.Adopt, "adopt", false, "take over existing objects that match but were not created by karpenter-migrate")
@@ -107,7 +108,7 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 			return err
 		}
 	}
-	o.opts.Identity = iam.Identity(o.identity)
+	o.opts.Identity = desired.Identity(o.identity)
 	var only []iam.Group
 	for _, s := range o.only {
 		if err := oneOf("only", s, "discovery-tags", "node-role", "controller-role", "interruption-queue", "node-access"); err != nil {
@@ -125,7 +126,7 @@ func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) e
 		}
 		inv = &snap.Inventory
 		if region == "" {
-			t, err := iam.TargetFromInventory(inv)
+			t, err := desired.TargetFromInventory(inv)
 			if err != nil {
 				return fmt.Errorf("%s: %w", o.snapshot, err)
 			}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
@@ -48,7 +48,7 @@ func (f *iamPlanFlags) bind(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.BoolVar(&f.skip, "skip-iam", false, "leave the IAM steps (02..06) out: IAM is managed elsewhere or was made with the iam command")
 	fl.StringVar(&f.opts.Identity, "identity", "", "controller credentials: irsa or pod-identity (default: pod-identity when the cluster runs the Pod Identity agent)")
-	fl.StringVar(&f.opts.KarpenterVersion, "karpenter-version", iam.DefaultKarpenterVersion, "Karpenter version whose controller policies the IAM steps create")
+	fl.StringVar(&f.opts.KarpenterVersion, "karpenter-version", desired.DefaultKarpenterVersion, "Karpenter version whose controller policies the IAM steps create")
 	fl.BoolVar(&f.opts.CreateOIDCProvider, "create-oidc-provider", false, "let the IAM steps create the cluster's IAM OIDC provider when IRSA needs it")
 	fl.BoolVar(&f.opts.Adopt, "adopt", false, "let the IAM steps take over matching objects not created by karpenter-migrate")
 }

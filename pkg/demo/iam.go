@@ -11,13 +11,14 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 )
 
 // stepIAMPlan builds pkg/iam's desired state from the inventory (IRSA with
 // the cluster's OIDC provider, aws-auth for a CONFIG_MAP cluster) and plans
 // it against the account, as `iam plan` does.
 func (r *runner) stepIAMPlan(ctx context.Context) (string, error) {
-	a, err := r.cfg.IAM(&r.inv, iam.Options{CreateOIDCProvider: true}, filepath.Join(r.opts.OutDir, "iam-journal.json"))
+	a, err := r.cfg.IAM(&r.inv, desired.Options{CreateOIDCProvider: true}, filepath.Join(r.opts.OutDir, "iam-journal.json"))
 	if err != nil {
 		return "", err
 	}

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
@@ -46,7 +46,7 @@ func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dep, pdb, err := generate.ControllerObjects(values, ControllerNamespace, "public.ecr.aws/karpenter/controller:"+iam.DefaultKarpenterVersion)
+	dep, pdb, err := generate.ControllerObjects(values, ControllerNamespace, "public.ecr.aws/karpenter/controller:"+desired.DefaultKarpenterVersion)
 	if err != nil {
 		return "", err
 	}

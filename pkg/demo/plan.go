@@ -12,7 +12,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
@@ -34,7 +34,7 @@ func (r *runner) stepPlan(ctx context.Context) (string, error) {
 		// (testenv) and the demo installs its controller's Deployment
 		// itself (stepKarpenter): no chart to install offline.
 		SkipKarpenter: r.opts.ControlPlane,
-		IAM:           &plan.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, CreateOIDCProvider: true},
+		IAM:           &plan.IAMOptions{KarpenterVersion: desired.DefaultKarpenterVersion, CreateOIDCProvider: true},
 	})
 	if err != nil {
 		return "", err

@@ -41,16 +41,27 @@ var clusterScoped = map[schema.GroupKind]bool{
 	{Group: "apiregistration.k8s.io", Kind: "APIService"}:                           true,
 }
 
-// ChartKinds are the distinct kinds of a rendered manifest (`helm
-// template` output), in the order they first appear.
-func ChartKinds(manifest string) []ChartKind {
-	var out []ChartKind
+// ManifestObjects are the objects of a rendered manifest (`helm template`
+// output), their type and metadata only, in order. Documents without a
+// kind (comments, empty) are skipped.
+func ManifestObjects(manifest string) []metav1.PartialObjectMetadata {
+	var out []metav1.PartialObjectMetadata
 	for _, doc := range strings.Split(manifest, "\n---") {
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil || tm.Kind == "" {
+		var m metav1.PartialObjectMetadata
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil || m.Kind == "" {
 			continue
 		}
-		gvk := schema.FromAPIVersionAndKind(tm.APIVersion, tm.Kind)
+		out = append(out, m)
+	}
+	return out
+}
+
+// ChartKinds are the distinct kinds of a rendered manifest, in the order
+// they first appear.
+func ChartKinds(manifest string) []ChartKind {
+	var out []ChartKind
+	for _, m := range ManifestObjects(manifest) {
+		gvk := schema.FromAPIVersionAndKind(m.APIVersion, m.Kind)
 		plural, _ := meta.UnsafeGuessKindToResource(gvk)
 		k := ChartKind{Group: gvk.Group, Kind: gvk.Kind, Resource: plural.Resource, Namespaced: !clusterScoped[gvk.GroupKind()]}
 		if !slices.Contains(out, k) {

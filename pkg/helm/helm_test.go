@@ -408,7 +408,7 @@ func TestRenderWithoutCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := migrations.ManifestObjects(manifest)
+	got := migrations.ManifestNames(manifest)
 	for _, want := range []string{"CustomResourceDefinition nodepools.karpenter.sh", "Deployment karpenter/karpenter", "ServiceAccount karpenter/karpenter", "PodDisruptionBudget karpenter/karpenter"} {
 		if !slices.Contains(got, want) {
 			t.Errorf("rendered %v, want %s", got, want)

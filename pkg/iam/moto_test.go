@@ -20,6 +20,8 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/motoenv"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
+
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 )
 
@@ -60,7 +62,7 @@ func newMotoEnv(t *testing.T) *motoEnv {
 }
 
 // target is the test cluster with moto's account and subnet and group IDs.
-func (e *motoEnv) target(mode string) Target {
+func (e *motoEnv) target(mode string) desired.Target {
 	tg := target(mode)
 	tg.AccountID = motoenv.AccountID
 	for i, id := range tg.SubnetIDs {
@@ -72,7 +74,7 @@ func (e *motoEnv) target(mode string) Target {
 	return tg
 }
 
-func (e *motoEnv) plan(t *testing.T, d *Desired, only ...Group) *Plan {
+func (e *motoEnv) plan(t *testing.T, d *desired.State, only ...Group) *Plan {
 	t.Helper()
 	p, err := BuildPlan(t.Context(), d, e.clients, PlanOptions{Only: only, Backoff: fastBackoff})
 	if err != nil {
@@ -90,7 +92,7 @@ func (e *motoEnv) apply(t *testing.T, p *Plan, j *Journal) *Journal {
 	return j
 }
 
-func (e *motoEnv) down(t *testing.T, d *Desired, j *Journal, only ...Group) []Item {
+func (e *motoEnv) down(t *testing.T, d *desired.State, j *Journal, only ...Group) []Item {
 	t.Helper()
 	items, err := Down(t.Context(), d, j, e.clients, DownOptions{Backoff: fastBackoff, Only: only})
 	if err != nil {
@@ -170,7 +172,7 @@ func (e *motoEnv) ourObjects(t *testing.T) []string {
 	}
 	tagged := func(id string, tags []ec2types.Tag) {
 		for _, tg := range tags {
-			if k := awssdk.ToString(tg.Key); k == TagDiscovery || k == TagDiscoveryAdded {
+			if k := awssdk.ToString(tg.Key); k == desired.TagDiscovery || k == desired.TagDiscoveryAdded {
 				out = append(out, "tag "+k+" on "+id)
 			}
 		}
@@ -192,17 +194,17 @@ func (e *motoEnv) ourObjects(t *testing.T) []string {
 func TestMotoPlanApplyPlanDelete(t *testing.T) {
 	tests := []struct {
 		name     string
-		opts     Options
+		opts     desired.Options
 		oidc     bool // delete the cluster's OIDC provider first, so ours is created
 		creates  int
 		policies int
 	}{
 		// 3 discovery tags, node role, 6 policies, controller role, queue, 5 rules, aws-auth.
-		{"irsa v1.14", Options{Identity: IdentityIRSA}, false, 18, 6},
+		{"irsa v1.14", desired.Options{Identity: desired.IdentityIRSA}, false, 18, 6},
 		// + OIDC provider + instance profile.
-		{"irsa v1.14 own OIDC provider, instance profile", Options{Identity: IdentityIRSA, CreateOIDCProvider: true, InstanceProfile: true}, true, 20, 6},
+		{"irsa v1.14 own OIDC provider, instance profile", desired.Options{Identity: desired.IdentityIRSA, CreateOIDCProvider: true, InstanceProfile: true}, true, 20, 6},
 		// one policy, four rules.
-		{"irsa v1.8", Options{Identity: IdentityIRSA, KarpenterVersion: "1.8.2"}, false, 12, 1},
+		{"irsa v1.8", desired.Options{Identity: desired.IdentityIRSA, KarpenterVersion: "1.8.2"}, false, 12, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -226,7 +228,7 @@ func TestMotoPlanApplyPlanDelete(t *testing.T) {
 			if n := countPrefix(objs, "policy "); n != tt.policies {
 				t.Errorf("%d customer policies in moto, want %d: %v", n, tt.policies, objs)
 			}
-			if n := countPrefix(objs, "tag "+TagDiscovery+" "); n != 3 {
+			if n := countPrefix(objs, "tag "+desired.TagDiscovery+" "); n != 3 {
 				t.Errorf("%d discovery tags in moto, want 3: %v", n, objs)
 			}
 			e.checkApplied(t, d)
@@ -267,19 +269,19 @@ func countPrefix(l []string, prefix string) int {
 // checkApplied reads back through the SDK what apply made and compares it
 // with the desired state: trust policies, attached policies (AWS managed
 // ones included), policy documents, the queue and the rules' targets.
-func (e *motoEnv) checkApplied(t *testing.T, d *Desired) {
+func (e *motoEnv) checkApplied(t *testing.T, d *desired.State) {
 	t.Helper()
 	ctx := t.Context()
 	for _, role := range []struct {
 		name     string
-		trust    PolicyDocument
+		trust    desired.PolicyDocument
 		policies []string
 	}{{d.NodeRole, d.NodeTrust, d.NodeManagedPolicy}, {d.ControllerRole, d.ControllerTrust, nil}} {
 		got, err := e.clients.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: awssdk.String(role.name)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		trust, err := ParsePolicy(awssdk.ToString(got.Role.AssumeRolePolicyDocument))
+		trust, err := desired.ParsePolicy(awssdk.ToString(got.Role.AssumeRolePolicyDocument))
 		if err != nil || !trust.Equal(role.trust) {
 			t.Errorf("role %s trust = %s (%v), want %s", role.name, awssdk.ToString(got.Role.AssumeRolePolicyDocument), err, role.trust.JSON())
 		}
@@ -307,7 +309,7 @@ func (e *motoEnv) checkApplied(t *testing.T, d *Desired) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		doc, err := ParsePolicy(awssdk.ToString(v.PolicyVersion.Document))
+		doc, err := desired.ParsePolicy(awssdk.ToString(v.PolicyVersion.Document))
 		if err != nil || !doc.Equal(cp.Document) {
 			t.Errorf("policy %s in moto differs from the desired one (%v)", cp.Name, err)
 		}
@@ -338,7 +340,7 @@ func TestMotoEveryStepGroup(t *testing.T) {
 	for _, g := range []Group{GroupDiscoveryTags, GroupNodeRole, GroupControllerRole, GroupInterruption, GroupNodeAccess} {
 		t.Run(string(g), func(t *testing.T) {
 			e := newMotoEnv(t)
-			d := mustBuild(t, e.target("CONFIG_MAP"), Options{Identity: IdentityIRSA})
+			d := mustBuild(t, e.target("CONFIG_MAP"), desired.Options{Identity: desired.IdentityIRSA})
 			// The cluster's own OIDC provider (controller-role) is there from the start.
 			untouched := func(it Item) bool {
 				return it.Action == ActionCreate || it.Kind == KindOIDCProvider && it.Action == ActionNoop
@@ -380,7 +382,7 @@ func TestMotoFailureHalfwayThenRerunOrDelete(t *testing.T) {
 		t.Run(then, func(t *testing.T) {
 			e := newMotoEnv(t)
 			ctx := t.Context()
-			d := mustBuild(t, e.target("CONFIG_MAP"), Options{Identity: IdentityIRSA})
+			d := mustBuild(t, e.target("CONFIG_MAP"), desired.Options{Identity: desired.IdentityIRSA})
 			p := e.plan(t, d)
 			theirs, err := e.clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: awssdk.String(d.Queue),
 				Attributes: map[string]string{"MessageRetentionPeriod": "600"}})
@@ -429,7 +431,7 @@ func TestMotoFailureHalfwayThenRerunOrDelete(t *testing.T) {
 // the endpoint.
 func TestMotoDeleteWithoutNodeAccess(t *testing.T) {
 	e := newMotoEnv(t)
-	d := mustBuild(t, e.target("API"), Options{Identity: IdentityIRSA})
+	d := mustBuild(t, e.target("API"), desired.Options{Identity: desired.IdentityIRSA})
 	steps := []Group{GroupDiscoveryTags, GroupNodeRole, GroupControllerRole, GroupInterruption}
 	j := e.apply(t, e.plan(t, d, steps...), nil)
 	e.down(t, d, j)
@@ -454,7 +456,7 @@ func TestMotoDeleteWithoutNodeAccess(t *testing.T) {
 // the plan says so naming the operation and the endpoint.
 func TestMotoPodIdentityIsAMotoGap(t *testing.T) {
 	e := newMotoEnv(t)
-	d := mustBuild(t, e.target("CONFIG_MAP"), Options{Identity: IdentityPodIdentity})
+	d := mustBuild(t, e.target("CONFIG_MAP"), desired.Options{Identity: desired.IdentityPodIdentity})
 	_, err := BuildPlan(t.Context(), d, e.clients, PlanOptions{Only: []Group{GroupControllerRole}, Backoff: fastBackoff})
 	if err == nil || !strings.Contains(err.Error(), "ListPodIdentityAssociations") || !strings.Contains(err.Error(), e.url) {
 		t.Errorf("pod identity plan on moto = %v, want an error naming ListPodIdentityAssociations and the endpoint", err)
@@ -470,7 +472,7 @@ func TestMotoPodIdentityIsAMotoGap(t *testing.T) {
 func TestMotoUpstreamQueueMatches(t *testing.T) {
 	e := newMotoEnv(t)
 	ctx := t.Context()
-	d := mustBuild(t, e.target("CONFIG_MAP"), Options{Identity: IdentityIRSA})
+	d := mustBuild(t, e.target("CONFIG_MAP"), desired.Options{Identity: desired.IdentityIRSA})
 	up, err := loadUpstream("cloudformation-v1.14.yaml", d)
 	if err != nil {
 		t.Fatal(err)

@@ -1,3 +1,7 @@
+// Package iam brings one cluster's account to the desired IAM state
+// (pkg/iam/desired): it diffs that state against what exists, applies only
+// the difference, tagging everything it creates, and keeps a journal so
+// that Down removes exactly what it created.
 package iam
 
 import (
@@ -8,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 )
 
@@ -59,13 +64,13 @@ type Item struct {
 
 // Plan is the list of objects and what to do to each, in apply order.
 type Plan struct {
-	Cluster          string   `json:"cluster"`
-	KarpenterVersion string   `json:"karpenterVersion"`
-	Identity         Identity `json:"identity"`
-	NodeAccess       string   `json:"nodeAccess"`
-	Items            []Item   `json:"items"`
+	Cluster          string           `json:"cluster"`
+	KarpenterVersion string           `json:"karpenterVersion"`
+	Identity         desired.Identity `json:"identity"`
+	NodeAccess       string           `json:"nodeAccess"`
+	Items            []Item           `json:"items"`
 
-	desired *Desired
+	desired *desired.State
 }
 
 // Blocked returns the items that stop the plan (conflicts, missing
@@ -105,7 +110,7 @@ func (e *BlockedError) Error() string {
 }
 
 // resources lists the desired objects in creation order.
-func resources(d *Desired) []resource {
+func resources(d *desired.State) []resource {
 	var out []resource
 	for _, id := range d.Target.SubnetIDs {
 		out = append(out, &discoveryTagRes{id: id, cluster: d.Target.Cluster})
@@ -118,7 +123,7 @@ func resources(d *Desired) []resource {
 		out = append(out, &profileRes{name: d.InstanceProfile, role: d.NodeRole,
 			arn: fmt.Sprintf("arn:%s:iam::%s:instance-profile/%s", d.Target.Partition, d.Target.AccountID, d.InstanceProfile)})
 	}
-	if d.Identity == IdentityIRSA {
+	if d.Identity == desired.IdentityIRSA {
 		out = append(out, &oidcRes{arn: d.OIDCProviderARN, url: d.OIDCProviderURL, managed: d.CreateOIDCProvider})
 	}
 	var policyARNs []string
@@ -128,7 +133,7 @@ func resources(d *Desired) []resource {
 		out = append(out, &policyRes{name: p.Name, arn: arn, doc: p.Document})
 	}
 	out = append(out, &roleRes{kind: KindControllerRole, grp: GroupControllerRole, name: d.ControllerRole, arn: d.ControllerRoleARN, trust: d.ControllerTrust, policies: policyARNs})
-	if d.Identity == IdentityPodIdentity {
+	if d.Identity == desired.IdentityPodIdentity {
 		out = append(out, &podIdentityRes{cluster: d.Target.Cluster, namespace: d.Namespace, serviceAccount: d.ServiceAccount, roleARN: d.ControllerRoleARN})
 	}
 	out = append(out, &queueRes{name: d.Queue, arn: d.QueueARN, policy: d.QueuePolicy})
@@ -137,9 +142,9 @@ func resources(d *Desired) []resource {
 			arn: fmt.Sprintf("arn:%s:events:%s:%s:rule/%s", d.Target.Partition, d.Target.Region, d.Target.AccountID, rule.Name)})
 	}
 	switch d.NodeAccess {
-	case NodeAccessAccessEntry:
+	case desired.NodeAccessAccessEntry:
 		out = append(out, &accessEntryRes{cluster: d.Target.Cluster, principal: d.NodeRoleARN, typ: d.AccessEntryType})
-	case NodeAccessConfigMap:
+	case desired.NodeAccessConfigMap:
 		out = append(out, &awsAuthRes{entry: awsauth.MapRole{RoleARN: d.NodeRoleARN, Username: "system:node:{{EC2PrivateDNSName}}", Groups: d.AWSAuthGroups}})
 	}
 	return out
@@ -154,7 +159,7 @@ type PlanOptions struct {
 
 // BuildPlan reads the current state of every desired object and decides
 // what to do to it. It changes nothing.
-func BuildPlan(ctx context.Context, d *Desired, c Clients, o PlanOptions) (*Plan, error) {
+func BuildPlan(ctx context.Context, d *desired.State, c Clients, o PlanOptions) (*Plan, error) {
 	r := &runner{c: c, d: d, backoff: o.Backoff}
 	p := &Plan{Cluster: d.Target.Cluster, KarpenterVersion: d.KarpenterVersion, Identity: d.Identity, NodeAccess: d.NodeAccess, desired: d}
 	for _, res := range resources(d) {
@@ -314,7 +319,7 @@ type DownOptions struct {
 // never touched them leads to no such call. Objects not tagged as ours are
 // kept. It returns the items it considered with ActionDelete, ActionKeep
 // or ActionAbsent.
-func Down(ctx context.Context, d *Desired, j *Journal, c Clients, o DownOptions) ([]Item, error) {
+func Down(ctx context.Context, d *desired.State, j *Journal, c Clients, o DownOptions) ([]Item, error) {
 	r := &runner{c: c, d: d, backoff: o.Backoff}
 	cands := slices.DeleteFunc(downCandidates(d, j), func(res resource) bool {
 		return len(o.Only) > 0 && !slices.Contains(o.Only, res.group())
@@ -356,10 +361,10 @@ func Down(ctx context.Context, d *Desired, j *Journal, c Clients, o DownOptions)
 
 // downCandidates is every object this tool may have created for the
 // cluster, in creation order, without duplicates.
-func downCandidates(d *Desired, j *Journal) []resource {
+func downCandidates(d *desired.State, j *Journal) []resource {
 	wide := *d
 	if wide.InstanceProfile == "" {
-		wide.InstanceProfile = InstanceProfileName(d.Target.Cluster)
+		wide.InstanceProfile = desired.InstanceProfileName(d.Target.Cluster)
 	}
 	var out []resource
 	seen := map[Ref]bool{}
@@ -374,21 +379,15 @@ func downCandidates(d *Desired, j *Journal) []resource {
 		}
 	}
 	// The single pre-1.10 policy and the full split set, plus the fifth rule.
-	for _, v := range []string{"1.8.0", "1.12.0"} {
-		ver, _ := ParseVersion(v)
-		ps, err := controllerPolicies(policyScope{partition: d.Target.Partition, region: d.Target.Region, account: d.Target.AccountID, cluster: d.Target.Cluster, version: ver})
-		if err == nil {
-			for _, p := range ps {
-				add(&policyRes{name: p.Name, arn: d.PolicyARN(p.Name)})
-			}
-		}
+	for _, name := range desired.ControllerPolicyNames(d.Target.Cluster) {
+		add(&policyRes{name: name, arn: d.PolicyARN(name)})
 	}
 	w := wide
 	w.CreateOIDCProvider = true
 	add(slices.DeleteFunc(resources(&w), func(r resource) bool {
 		return r.group() == GroupNodeAccess || r.ref().Kind == KindPodIdentity
 	})...)
-	add(&ruleRes{name: d.Target.Cluster + ruleSuffixLongest})
+	add(&ruleRes{name: desired.CapacityReservationRuleName(d.Target.Cluster)})
 	// Node access and pod identity: what the journal records (a changed
 	// authentication mode or identity leaves the other kind there), else
 	// what the cluster uses now.
@@ -396,13 +395,13 @@ func downCandidates(d *Desired, j *Journal) []resource {
 		return j != nil && slices.ContainsFunc(j.Entries, func(e JournalEntry) bool { return e.Kind == k })
 	}
 	noJournal := j == nil || len(j.Entries) == 0
-	if journalled(KindPodIdentity) || noJournal && d.Identity == IdentityPodIdentity {
+	if journalled(KindPodIdentity) || noJournal && d.Identity == desired.IdentityPodIdentity {
 		add(&podIdentityRes{cluster: d.Target.Cluster, namespace: d.Namespace, serviceAccount: d.ServiceAccount})
 	}
-	if journalled(KindAccessEntry) || noJournal && d.NodeAccess == NodeAccessAccessEntry {
+	if journalled(KindAccessEntry) || noJournal && d.NodeAccess == desired.NodeAccessAccessEntry {
 		add(&accessEntryRes{cluster: d.Target.Cluster, principal: d.NodeRoleARN})
 	}
-	if journalled(KindAWSAuth) || noJournal && d.NodeAccess == NodeAccessConfigMap {
+	if journalled(KindAWSAuth) || noJournal && d.NodeAccess == desired.NodeAccessConfigMap {
 		add(&awsAuthRes{entry: awsauth.MapRole{RoleARN: d.NodeRoleARN, Username: "system:node:{{EC2PrivateDNSName}}", Groups: d.AWSAuthGroups}})
 	}
 	if j != nil {
@@ -421,7 +420,7 @@ var kindSequence = []Kind{KindDiscoveryTag, KindNodeRole, KindInstanceProfile, K
 func kindOrder(k Kind) int { return slices.Index(kindSequence, k) }
 
 // fromJournal rebuilds enough of a journalled object to delete it.
-func fromJournal(d *Desired, ref Ref) resource {
+func fromJournal(d *desired.State, ref Ref) resource {
 	switch ref.Kind {
 	case KindDiscoveryTag:
 		return &discoveryTagRes{id: ref.Name, cluster: d.Target.Cluster}

@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	iamtypes "github.com/aws/aws-sdk-go-v2/service/iam/types"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 )
 
 func iamTags(m map[string]string) []iamtypes.Tag {
@@ -54,7 +56,7 @@ type roleRes struct {
 	grp      Group
 	name     string
 	arn      string
-	trust    PolicyDocument
+	trust    desired.PolicyDocument
 	policies []string // ARNs to attach
 }
 
@@ -104,7 +106,7 @@ func (x *roleRes) observe(ctx context.Context, r *runner) (observed, error) {
 		return observed{}, err
 	}
 	o := observed{exists: true, ours: r.ours(tagMap(role.Tags))}
-	trust, err := ParsePolicy(aws.ToString(role.AssumeRolePolicyDocument))
+	trust, err := desired.ParsePolicy(aws.ToString(role.AssumeRolePolicyDocument))
 	if err != nil {
 		return o, wrap("read trust policy of", x.ref(), err)
 	}
@@ -165,7 +167,7 @@ func (x *roleRes) update(ctx context.Context, r *runner) error {
 	if role == nil {
 		return fmt.Errorf("update %s: it no longer exists; run plan again", x.ref())
 	}
-	trust, err := ParsePolicy(aws.ToString(role.AssumeRolePolicyDocument))
+	trust, err := desired.ParsePolicy(aws.ToString(role.AssumeRolePolicyDocument))
 	if err != nil || !trust.Equal(x.trust) {
 		err := r.callFresh(ctx, func() error {
 			_, err := r.c.IAM.UpdateAssumeRolePolicy(ctx, &iam.UpdateAssumeRolePolicyInput{RoleName: aws.String(x.name), PolicyDocument: aws.String(x.trust.JSON())})
@@ -341,7 +343,7 @@ func (x *profileRes) remove(ctx context.Context, r *runner) (bool, error) {
 // policyRes is a customer-managed controller policy.
 type policyRes struct {
 	name, arn string
-	doc       PolicyDocument
+	doc       desired.PolicyDocument
 }
 
 func (x *policyRes) ref() Ref      { return Ref{Kind: KindPolicy, Name: x.name, ARN: x.arn} }
@@ -377,7 +379,7 @@ func (x *policyRes) observe(ctx context.Context, r *runner) (observed, error) {
 	if err != nil {
 		return o, wrap("get default version of", x.ref(), err)
 	}
-	current, err := ParsePolicy(aws.ToString(v.PolicyVersion.Document))
+	current, err := desired.ParsePolicy(aws.ToString(v.PolicyVersion.Document))
 	if err != nil {
 		return o, wrap("read", x.ref(), err)
 	}

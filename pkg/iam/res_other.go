@@ -16,13 +16,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 )
 
 // queueRes is the interruption queue.
 type queueRes struct {
 	name, arn string
-	policy    PolicyDocument
+	policy    desired.PolicyDocument
 }
 
 const queueRetention = "300"
@@ -95,7 +96,7 @@ func (x *queueRes) observe(ctx context.Context, r *runner) (observed, error) {
 	raw := a[string(sqstypes.QueueAttributeNamePolicy)]
 	if raw == "" {
 		o.diff = append(o.diff, "Policy: none, desired the interruption queue policy")
-	} else if cur, err := ParsePolicy(raw); err != nil {
+	} else if cur, err := desired.ParsePolicy(raw); err != nil {
 		o.diff = append(o.diff, "Policy: unreadable: "+err.Error())
 	} else {
 		o.diff = append(o.diff, policyDiff("queue policy", cur, x.policy)...)
@@ -226,8 +227,8 @@ func (x *ruleRes) observe(ctx context.Context, r *runner) (observed, error) {
 		return observed{}, err
 	}
 	o := observed{exists: true, ours: r.ours(tags)}
-	want, _ := canonicalJSON(x.pattern)
-	have, err := canonicalJSON(aws.ToString(rule.EventPattern))
+	want, _ := desired.CanonicalJSON(x.pattern)
+	have, err := desired.CanonicalJSON(aws.ToString(rule.EventPattern))
 	if err != nil || have != want {
 		o.diff = append(o.diff, fmt.Sprintf("event pattern: current %s, desired %s", aws.ToString(rule.EventPattern), x.pattern))
 	}
@@ -517,7 +518,7 @@ type discoveryTagRes struct {
 func (x *discoveryTagRes) ref() Ref     { return Ref{Kind: KindDiscoveryTag, Name: x.id} }
 func (x *discoveryTagRes) group() Group { return GroupDiscoveryTags }
 func (x *discoveryTagRes) document() any {
-	return map[string]string{TagDiscovery: x.cluster}
+	return map[string]string{desired.TagDiscovery: x.cluster}
 }
 
 func (x *discoveryTagRes) tags(ctx context.Context, r *runner) (map[string]string, error) {
@@ -555,13 +556,13 @@ func (x *discoveryTagRes) observe(ctx context.Context, r *runner) (observed, err
 	if err != nil {
 		return observed{}, err
 	}
-	v, ok := tags[TagDiscovery]
+	v, ok := tags[desired.TagDiscovery]
 	if !ok {
 		return observed{}, nil
 	}
-	o := observed{exists: true, ours: tags[TagDiscoveryAdded] == x.cluster}
+	o := observed{exists: true, ours: tags[desired.TagDiscoveryAdded] == x.cluster}
 	if v != x.cluster {
-		o.diff = append(o.diff, fmt.Sprintf("%s=%s already names another cluster; a resource can carry one discovery tag, so select it by id in the EC2NodeClass instead", TagDiscovery, v))
+		o.diff = append(o.diff, fmt.Sprintf("%s=%s already names another cluster; a resource can carry one discovery tag, so select it by id in the EC2NodeClass instead", desired.TagDiscovery, v))
 		return o, nil
 	}
 	if !o.ours {
@@ -574,8 +575,8 @@ func (x *discoveryTagRes) observe(ctx context.Context, r *runner) (observed, err
 func (x *discoveryTagRes) create(ctx context.Context, r *runner) error {
 	return wrap("tag", x.ref(), r.call(ctx, func() error {
 		_, err := r.c.EC2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{x.id}, Tags: []ec2types.Tag{
-			{Key: aws.String(TagDiscovery), Value: aws.String(x.cluster)},
-			{Key: aws.String(TagDiscoveryAdded), Value: aws.String(x.cluster)},
+			{Key: aws.String(desired.TagDiscovery), Value: aws.String(x.cluster)},
+			{Key: aws.String(desired.TagDiscoveryAdded), Value: aws.String(x.cluster)},
 		}})
 		return err
 	}))
@@ -586,12 +587,12 @@ func (x *discoveryTagRes) adopt(context.Context, *runner) error        { return 
 
 func (x *discoveryTagRes) remove(ctx context.Context, r *runner) (bool, error) {
 	tags, err := x.tags(ctx, r)
-	if err != nil || tags[TagDiscoveryAdded] != x.cluster {
+	if err != nil || tags[desired.TagDiscoveryAdded] != x.cluster {
 		return false, err
 	}
-	del := []ec2types.Tag{{Key: aws.String(TagDiscoveryAdded)}}
-	if tags[TagDiscovery] == x.cluster {
-		del = append(del, ec2types.Tag{Key: aws.String(TagDiscovery), Value: aws.String(x.cluster)})
+	del := []ec2types.Tag{{Key: aws.String(desired.TagDiscoveryAdded)}}
+	if tags[desired.TagDiscovery] == x.cluster {
+		del = append(del, ec2types.Tag{Key: aws.String(desired.TagDiscovery), Value: aws.String(x.cluster)})
 	}
 	err = r.call(ctx, func() error {
 		_, err := r.c.EC2.DeleteTags(ctx, &ec2.DeleteTagsInput{Resources: []string{x.id}, Tags: del})

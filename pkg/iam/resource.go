@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 )
 
 // Kind names a type of object the plan manages.
@@ -27,7 +29,7 @@ const (
 )
 
 // Group is a step of the rollout runbook; the runbook applies one group at
-// a time through Options.Only.
+// a time through PlanOptions.Only and DownOptions.Only.
 type Group string
 
 // Groups, in runbook order.
@@ -83,7 +85,7 @@ type resource interface {
 // runner carries the clients and settings of one plan, apply or down.
 type runner struct {
 	c       Clients
-	d       *Desired
+	d       *desired.State
 	backoff Backoff
 }
 
@@ -99,7 +101,7 @@ func (r *runner) callFresh(ctx context.Context, fn func() error) error {
 }
 
 func (r *runner) ours(tags map[string]string) bool {
-	return tags[TagManagedBy] == TagManagedByValue && tags[TagCluster] == r.d.Target.Cluster
+	return tags[desired.TagManagedBy] == desired.TagManagedByValue && tags[desired.TagCluster] == r.d.Target.Cluster
 }
 
 // textDiff renders a unified diff of two multi-line texts, current first.
@@ -115,11 +117,11 @@ func textDiff(what, current, desired string) string {
 }
 
 // policyDiff compares two policy documents and describes the difference.
-func policyDiff(what string, current, desired PolicyDocument) []string {
-	if current.Equal(desired) {
+func policyDiff(what string, current, want desired.PolicyDocument) []string {
+	if current.Equal(want) {
 		return nil
 	}
-	return []string{textDiff(what, current.Canonical().JSON(), desired.Canonical().JSON())}
+	return []string{textDiff(what, current.Canonical().JSON(), want.Canonical().JSON())}
 }
 
 func wrap(op string, ref Ref, err error) error {

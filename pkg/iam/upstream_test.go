@@ -12,23 +12,25 @@ import (
 	"testing"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 )
 
 // upstreamIAM is what one of Karpenter's CloudFormation templates creates,
 // resolved for one cluster.
 type upstreamIAM struct {
-	nodeTrust      PolicyDocument
+	nodeTrust      desired.PolicyDocument
 	nodePolicies   []string
-	policies       []ControllerPolicy
+	policies       []desired.ControllerPolicy
 	queueName      string
 	queueRetention string
 	queueSSE       string
-	queuePolicy    PolicyDocument
+	queuePolicy    desired.PolicyDocument
 	rulePatterns   []string // canonical JSON
 }
 
 // cfnVars are the values !Sub, !Ref and !GetAtt resolve to.
-func cfnVars(d *Desired) map[string]string {
+func cfnVars(d *desired.State) map[string]string {
 	suffix := "amazonaws.com"
 	if d.Target.Partition == "aws-cn" {
 		suffix = "amazonaws.com.cn"
@@ -143,18 +145,18 @@ func cfnIntrinsic(fn string, n *yaml.Node, vars map[string]string) (any, error) 
 
 // policyFrom reads a PolicyDocument property: a JSON string (from !Sub)
 // or a YAML mapping.
-func policyFrom(v any) (PolicyDocument, error) {
+func policyFrom(v any) (desired.PolicyDocument, error) {
 	if s, ok := v.(string); ok {
-		return ParsePolicy(s)
+		return desired.ParsePolicy(s)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return PolicyDocument{}, err
+		return desired.PolicyDocument{}, err
 	}
-	return ParsePolicy(string(b))
+	return desired.ParsePolicy(string(b))
 }
 
-func loadUpstream(file string, d *Desired) (*upstreamIAM, error) {
+func loadUpstream(file string, d *desired.State) (*upstreamIAM, error) {
 	raw, err := os.ReadFile(filepath.Join("testdata", "upstream", file))
 	if err != nil {
 		return nil, err
@@ -191,7 +193,7 @@ func loadUpstream(file string, d *Desired) (*upstreamIAM, error) {
 			if err != nil {
 				return fail(err)
 			}
-			u.policies = append(u.policies, ControllerPolicy{Name: props["ManagedPolicyName"].(string), Document: doc})
+			u.policies = append(u.policies, desired.ControllerPolicy{Name: props["ManagedPolicyName"].(string), Document: doc})
 		case "AWS::SQS::Queue":
 			u.queueName = props["QueueName"].(string)
 			u.queueRetention = fmt.Sprint(props["MessageRetentionPeriod"])
@@ -216,14 +218,14 @@ func loadUpstream(file string, d *Desired) (*upstreamIAM, error) {
 }
 
 // ours renders the desired state in the same shape.
-func ours(d *Desired) *upstreamIAM {
+func ours(d *desired.State) *upstreamIAM {
 	q := (&queueRes{policy: d.QueuePolicy}).attributes()
 	u := &upstreamIAM{
 		nodeTrust: d.NodeTrust, nodePolicies: slices.Clone(d.NodeManagedPolicy), policies: d.ControllerPolicies,
 		queueName: d.Queue, queueRetention: q["MessageRetentionPeriod"], queueSSE: q["SqsManagedSseEnabled"], queuePolicy: d.QueuePolicy,
 	}
 	for _, r := range d.Rules {
-		c, _ := canonicalJSON(r.EventPattern)
+		c, _ := desired.CanonicalJSON(r.EventPattern)
 		u.rulePatterns = append(u.rulePatterns, c)
 	}
 	sort.Strings(u.rulePatterns)
@@ -245,7 +247,7 @@ func setDiff(a, b []string) (onlyA, onlyB []string) {
 	return onlyA, onlyB
 }
 
-func conditionPairs(c map[string]map[string]StringList) []string {
+func conditionPairs(c map[string]map[string]desired.StringList) []string {
 	var out []string
 	for op, kv := range c {
 		for k, vs := range kv {
@@ -274,7 +276,7 @@ func compareIAM(up, our *upstreamIAM) []string {
 			add("%s: ours grants %v, upstream does not", what, oursOnly)
 		}
 	}
-	policyNames := func(ps []ControllerPolicy) []string {
+	policyNames := func(ps []desired.ControllerPolicy) []string {
 		var n []string
 		for _, p := range ps {
 			n = append(n, p.Name)
@@ -286,7 +288,7 @@ func compareIAM(up, our *upstreamIAM) []string {
 		add("controller policies: upstream only %v, ours only %v", upNames, ourNames)
 	}
 	for _, upp := range up.policies {
-		i := slices.IndexFunc(our.policies, func(p ControllerPolicy) bool { return p.Name == upp.Name })
+		i := slices.IndexFunc(our.policies, func(p desired.ControllerPolicy) bool { return p.Name == upp.Name })
 		if i < 0 {
 			continue
 		}
@@ -294,8 +296,8 @@ func compareIAM(up, our *upstreamIAM) []string {
 		if upp.Document.Version != ourp.Document.Version || upp.Document.Id != ourp.Document.Id {
 			add("%s: Version/Id upstream %q/%q, ours %q/%q", upp.Name, upp.Document.Version, upp.Document.Id, ourp.Document.Version, ourp.Document.Id)
 		}
-		bySid := func(d PolicyDocument) map[string]Statement {
-			m := map[string]Statement{}
+		bySid := func(d desired.PolicyDocument) map[string]desired.Statement {
+			m := map[string]desired.Statement{}
 			for _, s := range d.Statement {
 				if _, dup := m[s.Sid]; dup || s.Sid == "" {
 					add("%s: statement Sid %q missing or repeated", upp.Name, s.Sid)
@@ -353,10 +355,10 @@ func compareIAM(up, our *upstreamIAM) []string {
 // where the release's template lags it (see testdata/upstream/README.md).
 type codeAdjustment struct {
 	why    string
-	adjust func(u *upstreamIAM, d *Desired)
+	adjust func(u *upstreamIAM, d *desired.State)
 }
 
-func statementOf(u *upstreamIAM, sid string) *Statement {
+func statementOf(u *upstreamIAM, sid string) *desired.Statement {
 	for i := range u.policies {
 		for j := range u.policies[i].Document.Statement {
 			if s := &u.policies[i].Document.Statement[j]; s.Sid == sid {
@@ -370,9 +372,9 @@ func statementOf(u *upstreamIAM, sid string) *Statement {
 var (
 	withoutListInstanceProfiles = codeAdjustment{
 		why: "iam:ListInstanceProfiles is called from Karpenter v1.7 (issue #15); the tag v1.9.0 template is the nearest held",
-		adjust: func(u *upstreamIAM, _ *Desired) {
+		adjust: func(u *upstreamIAM, _ *desired.State) {
 			for i := range u.policies {
-				u.policies[i].Document.Statement = slices.DeleteFunc(u.policies[i].Document.Statement, func(s Statement) bool {
+				u.policies[i].Document.Statement = slices.DeleteFunc(u.policies[i].Document.Statement, func(s desired.Statement) bool {
 					return s.Sid == "AllowUnscopedInstanceProfileListAction"
 				})
 			}
@@ -380,14 +382,14 @@ var (
 	}
 	withCapacityReservationRule = codeAdjustment{
 		why: "Karpenter v1.10.0 parses EC2 Capacity Reservation Instance Interruption Warning (messages/capacityreservationinterruption); the template gained the rule at tag v1.11.0",
-		adjust: func(u *upstreamIAM, _ *Desired) {
+		adjust: func(u *upstreamIAM, _ *desired.State) {
 			u.rulePatterns = append(u.rulePatterns, `{"detail-type":["EC2 Capacity Reservation Instance Interruption Warning"],"source":["aws.ec2"]}`)
 			sort.Strings(u.rulePatterns)
 		},
 	}
 	withPlacementGroups = codeAdjustment{
 		why: "Karpenter v1.11.0 calls ec2:DescribePlacementGroups and launches into placement groups (placementGroupSelector); the templates gained both at v1.12",
-		adjust: func(u *upstreamIAM, d *Desired) {
+		adjust: func(u *upstreamIAM, d *desired.State) {
 			if s := statementOf(u, "AllowScopedEC2InstanceAccessActions"); s != nil {
 				s.Resource = append(s.Resource, fmt.Sprintf("arn:%s:ec2:%s:*:placement-group/*", d.Target.Partition, d.Target.Region))
 			}
@@ -399,7 +401,7 @@ var (
 )
 
 // upstreamFor is the reference for every Karpenter minor version the tool
-// offers (1.0 to newestKnownMinor).
+// offers (1.0 to desired.NewestKnownMinor).
 var upstreamFor = []struct {
 	minors []int
 	file   string
@@ -426,13 +428,13 @@ func TestControllerPoliciesMatchUpstream(t *testing.T) {
 			covered[minor] = true
 			for _, partition := range []string{"aws", "aws-cn"} {
 				version := fmt.Sprintf("1.%d.0", minor)
-				if minor == newestKnownMinor {
-					version = DefaultKarpenterVersion
+				if minor == desired.NewestKnownMinor {
+					version = desired.DefaultKarpenterVersion
 				}
 				t.Run(version+"/"+partition, func(t *testing.T) {
 					tg := target("API")
 					tg.Partition = partition
-					d := mustBuild(t, tg, Options{KarpenterVersion: version})
+					d := mustBuild(t, tg, desired.Options{KarpenterVersion: version})
 					up, err := loadUpstream(ref.file, d)
 					if err != nil {
 						t.Fatal(err)
@@ -447,13 +449,13 @@ func TestControllerPoliciesMatchUpstream(t *testing.T) {
 			}
 		}
 	}
-	for minor := 0; minor <= newestKnownMinor; minor++ {
+	for minor := 0; minor <= desired.NewestKnownMinor; minor++ {
 		if !covered[minor] {
 			t.Errorf("Karpenter 1.%d is offered but compared with no template", minor)
 		}
 	}
-	next := fmt.Sprintf("1.%d.0", newestKnownMinor+1)
-	if _, err := Build(target("API"), Options{KarpenterVersion: next}); err == nil || !strings.Contains(err.Error(), "newer than the newest") {
+	next := fmt.Sprintf("1.%d.0", desired.NewestKnownMinor+1)
+	if _, err := desired.Build(target("API"), desired.Options{KarpenterVersion: next}); err == nil || !strings.Contains(err.Error(), "newer than the newest") {
 		t.Errorf("Karpenter %s (no template known) = %v, want a refusal", next, err)
 	}
 }
@@ -462,7 +464,7 @@ func TestControllerPoliciesMatchUpstream(t *testing.T) {
 // removed from ours and one added to ours are both reported, as are a
 // changed condition and a missing statement.
 func TestCompareIAMSeesBothDirections(t *testing.T) {
-	d := mustBuild(t, target("API"), Options{})
+	d := mustBuild(t, target("API"), desired.Options{})
 	up, err := loadUpstream("cloudformation-v1.14.yaml", d)
 	if err != nil {
 		t.Fatal(err)
@@ -470,7 +472,7 @@ func TestCompareIAMSeesBothDirections(t *testing.T) {
 	if diffs := compareIAM(up, ours(d)); len(diffs) != 0 {
 		t.Fatalf("v1.14 differs before the mutation: %v", diffs)
 	}
-	mutated := mustBuild(t, target("API"), Options{})
+	mutated := mustBuild(t, target("API"), desired.Options{})
 	for i := range mutated.ControllerPolicies {
 		doc := &mutated.ControllerPolicies[i].Document
 		for j := range doc.Statement {
@@ -483,7 +485,7 @@ func TestCompareIAMSeesBothDirections(t *testing.T) {
 				s.Condition = nil
 			}
 		}
-		doc.Statement = slices.DeleteFunc(doc.Statement, func(s Statement) bool { return s.Sid == "AllowPricingReadActions" })
+		doc.Statement = slices.DeleteFunc(doc.Statement, func(s desired.Statement) bool { return s.Sid == "AllowPricingReadActions" })
 	}
 	mutated.QueuePolicy.Id = ""
 	got := strings.Join(compareIAM(up, ours(mutated)), "\n")

@@ -21,6 +21,8 @@ import (
 
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
+
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube/awsauth"
 )
 
@@ -53,8 +55,8 @@ func account() *awsfake.Account {
 	}
 }
 
-func target(mode string) Target {
-	return Target{
+func target(mode string) desired.Target {
+	return desired.Target{
 		Cluster: "prod", Region: "us-west-2", AccountID: testAccount, Partition: "aws", AuthenticationMode: mode,
 		OIDCIssuer: testIssuer, SubnetIDs: []string{"subnet-a", "subnet-b"}, SecurityGroupIDs: []string{"sg-1"},
 	}
@@ -88,7 +90,7 @@ func newEnv(t *testing.T, acct *awsfake.Account) *env {
 	}}
 }
 
-func (e *env) plan(t *testing.T, d *Desired) *Plan {
+func (e *env) plan(t *testing.T, d *desired.State) *Plan {
 	t.Helper()
 	p, err := BuildPlan(context.Background(), d, e.clients, PlanOptions{Backoff: fastBackoff})
 	if err != nil {
@@ -114,9 +116,9 @@ func actions(p *Plan) map[Action]int {
 	return m
 }
 
-func mustBuild(t *testing.T, tg Target, o Options) *Desired {
+func mustBuild(t *testing.T, tg desired.Target, o desired.Options) *desired.State {
 	t.Helper()
-	d, err := Build(tg, o)
+	d, err := desired.Build(tg, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,16 +169,16 @@ func TestApplyThenReapplyIsNoopThenDown(t *testing.T) {
 	tests := []struct {
 		name     string
 		mode     string
-		opts     Options
+		opts     desired.Options
 		creates  int
 		policies int
 	}{
 		// 3 discovery tags, node role, 6 policies, controller role, queue, 5 rules, access entry.
-		{"irsa api v1.14", "API", Options{Identity: IdentityIRSA}, 18, 6},
+		{"irsa api v1.14", "API", desired.Options{Identity: desired.IdentityIRSA}, 18, 6},
 		// + pod identity association, + instance profile; aws-auth instead of the access entry.
-		{"pod identity aws-auth v1.14 instance profile", "CONFIG_MAP", Options{Identity: IdentityPodIdentity, InstanceProfile: true}, 20, 6},
+		{"pod identity aws-auth v1.14 instance profile", "CONFIG_MAP", desired.Options{Identity: desired.IdentityPodIdentity, InstanceProfile: true}, 20, 6},
 		// one policy, four rules.
-		{"irsa api_and_config_map v1.8", "API_AND_CONFIG_MAP", Options{Identity: IdentityIRSA, KarpenterVersion: "1.8.2"}, 12, 1},
+		{"irsa api_and_config_map v1.8", "API_AND_CONFIG_MAP", desired.Options{Identity: desired.IdentityIRSA, KarpenterVersion: "1.8.2"}, 12, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -256,7 +258,7 @@ func hasOwnerTags(tags []iamtypes.Tag) bool {
 	for _, t := range tags {
 		m[*t.Key] = *t.Value
 	}
-	return m[TagManagedBy] == TagManagedByValue && m[TagCluster] == "prod"
+	return m[desired.TagManagedBy] == desired.TagManagedByValue && m[desired.TagCluster] == "prod"
 }
 
 func TestThrottlingIsRetried(t *testing.T) {
@@ -265,7 +267,7 @@ func TestThrottlingIsRetried(t *testing.T) {
 	e.srv.SetFault("sqs", "CreateQueue", awsfake.Fault{Throttle: 2})
 	e.srv.SetFault("events", "PutRule", awsfake.Fault{Throttle: 1})
 	e.srv.SetFault("eks", "CreateAccessEntry", awsfake.Fault{Throttle: 2})
-	d := mustBuild(t, target("API"), Options{})
+	d := mustBuild(t, target("API"), desired.Options{})
 	e.apply(t, e.plan(t, d))
 	if got := e.srv.Calls("iam", "CreateRole"); got != 2+3 {
 		t.Errorf("CreateRole calls = %d, want 5 (2 roles, 3 throttled)", got)
@@ -281,7 +283,7 @@ func TestThrottlingIsRetried(t *testing.T) {
 func TestThrottlingGivesUp(t *testing.T) {
 	e := newEnv(t, account())
 	e.srv.SetFault("iam", "CreateRole", awsfake.Fault{Throttle: 100})
-	d := mustBuild(t, target("API"), Options{})
+	d := mustBuild(t, target("API"), desired.Options{})
 	_, err := Apply(context.Background(), e.plan(t, d), e.clients, ApplyOptions{Backoff: fastBackoff})
 	if ErrorCode(err) != "Throttling" || !strings.Contains(err.Error(), "NodeRole KarpenterNodeRole-prod") {
 		t.Fatalf("apply = %v, want a Throttling error naming the node role", err)
@@ -292,8 +294,8 @@ func TestThrottlingGivesUp(t *testing.T) {
 }
 
 func TestEntityAlreadyExistsOnCreate(t *testing.T) {
-	d := mustBuild(t, target("API"), Options{})
-	ours := []iamtypes.Tag{{Key: awssdk.String(TagManagedBy), Value: awssdk.String(TagManagedByValue)}, {Key: awssdk.String(TagCluster), Value: awssdk.String("prod")}}
+	d := mustBuild(t, target("API"), desired.Options{})
+	ours := []iamtypes.Tag{{Key: awssdk.String(desired.TagManagedBy), Value: awssdk.String(desired.TagManagedByValue)}, {Key: awssdk.String(desired.TagCluster), Value: awssdk.String("prod")}}
 	role := func(tags []iamtypes.Tag) awsfake.IAMRole {
 		return awsfake.IAMRole{Role: iamtypes.Role{RoleName: awssdk.String(d.NodeRole), Arn: awssdk.String(d.NodeRoleARN),
 			AssumeRolePolicyDocument: awssdk.String(d.NodeTrust.JSON()), Tags: tags}}
@@ -338,7 +340,7 @@ func TestFailureHalfwayThenRerunOrDown(t *testing.T) {
 	for _, then := range []string{"rerun", "down"} {
 		t.Run(then, func(t *testing.T) {
 			e := newEnv(t, account())
-			d := mustBuild(t, target("API"), Options{Identity: IdentityPodIdentity})
+			d := mustBuild(t, target("API"), desired.Options{Identity: desired.IdentityPodIdentity})
 			e.srv.SetFault("sqs", "CreateQueue", awsfake.Fault{Err: denied})
 			var saved []int
 			j, err := Apply(context.Background(), e.plan(t, d), e.clients, ApplyOptions{
@@ -373,7 +375,7 @@ func TestFailureHalfwayThenRerunOrDown(t *testing.T) {
 }
 
 func TestAdoptOnlyMatching(t *testing.T) {
-	d := mustBuild(t, target("API"), Options{})
+	d := mustBuild(t, target("API"), desired.Options{})
 	seed := func(doc string) *awsfake.Account {
 		a := account()
 		a.SQS.Queues = []awsfake.SQSQueue{{Name: "prod", Attributes: map[string]string{
@@ -430,12 +432,12 @@ func TestOIDCProvider(t *testing.T) {
 	a := account()
 	a.IAM.OIDCProviders = nil
 	e := newEnv(t, a)
-	d := mustBuild(t, target("API"), Options{Identity: IdentityIRSA})
+	d := mustBuild(t, target("API"), desired.Options{Identity: desired.IdentityIRSA})
 	p := e.plan(t, d)
 	if b := p.Blocked(); len(b) != 1 || b[0].Kind != KindOIDCProvider || !strings.Contains(b[0].Reason, "--create-oidc-provider") {
 		t.Fatalf("blocked = %+v, want the missing OIDC provider with a hint", b)
 	}
-	d = mustBuild(t, target("API"), Options{Identity: IdentityIRSA, CreateOIDCProvider: true})
+	d = mustBuild(t, target("API"), desired.Options{Identity: desired.IdentityIRSA, CreateOIDCProvider: true})
 	j := e.apply(t, e.plan(t, d))
 	if _, err := Down(context.Background(), d, j, e.clients, DownOptions{Backoff: fastBackoff}); err != nil {
 		t.Fatal(err)
@@ -449,9 +451,9 @@ func TestOIDCProvider(t *testing.T) {
 
 func TestVersionUpgradeUpdatesPolicies(t *testing.T) {
 	e := newEnv(t, account())
-	old := mustBuild(t, target("API"), Options{KarpenterVersion: "1.10.0"})
+	old := mustBuild(t, target("API"), desired.Options{KarpenterVersion: "1.10.0"})
 	e.apply(t, e.plan(t, old))
-	cur := mustBuild(t, target("API"), Options{KarpenterVersion: "1.14.1"})
+	cur := mustBuild(t, target("API"), desired.Options{KarpenterVersion: "1.14.1"})
 	p := e.plan(t, cur)
 	got := map[string]Action{}
 	for _, it := range p.Items {
@@ -504,7 +506,7 @@ func mapsEqual[K comparable, V comparable](a, b map[K]V) bool {
 // asks about what the cluster uses now.
 func TestDownAsksOnlyAboutWhatItTouched(t *testing.T) {
 	e := newEnv(t, account())
-	d := mustBuild(t, target("API"), Options{Identity: IdentityIRSA})
+	d := mustBuild(t, target("API"), desired.Options{Identity: desired.IdentityIRSA})
 	p, err := BuildPlan(context.Background(), d, e.clients, PlanOptions{Backoff: fastBackoff,
 		Only: []Group{GroupDiscoveryTags, GroupNodeRole, GroupControllerRole, GroupInterruption}})
 	if err != nil {
@@ -520,7 +522,7 @@ func TestDownAsksOnlyAboutWhatItTouched(t *testing.T) {
 	}
 	assertNothingOurs(t, e.srv)
 
-	pi := mustBuild(t, target("API"), Options{Identity: IdentityPodIdentity})
+	pi := mustBuild(t, target("API"), desired.Options{Identity: desired.IdentityPodIdentity})
 	e.srv.ResetCalls()
 	if _, err := Down(context.Background(), pi, nil, e.clients, DownOptions{Backoff: fastBackoff}); err != nil {
 		t.Fatal(err)

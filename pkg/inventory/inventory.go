@@ -276,6 +276,25 @@ func CAAutoDiscoveryTags(cluster string) []string {
 	return []string{TagCAEnabled, TagCAPrefix + cluster}
 }
 
+// Annotations that keep a pod from being moved, as Karpenter and Cluster
+// Autoscaler read them.
+const (
+	AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"
+	AnnotationSafeToEvict  = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+)
+
+// DisruptionBlocked returns why a pod with these annotations asks not to be
+// moved, or "". The drain skips such a pod and the planner keeps its node.
+func DisruptionBlocked(annotations map[string]string) string {
+	if annotations[AnnotationDoNotDisrupt] == "true" {
+		return AnnotationDoNotDisrupt + "=true"
+	}
+	if annotations[AnnotationSafeToEvict] == "false" {
+		return AnnotationSafeToEvict + "=false"
+	}
+	return ""
+}
+
 // Owner kinds of a pod's top-level controller.
 const (
 	OwnerDeployment  = "Deployment"

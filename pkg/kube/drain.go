@@ -19,6 +19,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/drain"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
 // DrainOptions are the policies of a drain, set from the plan.
@@ -115,7 +118,7 @@ func (r DrainResult) Complete() bool { return len(r.Skipped) == 0 }
 // Drainer evicts the pods of nodes through the Eviction API. Pod selection
 // is kubectl's (drain.Helper.GetPodsForDeletion with its DaemonSet, mirror,
 // local-storage and unreplicated filters, plus ours for do-not-disrupt);
-// the eviction call is drain.Helper.EvictPod. The retry and wait loop is
+// the eviction carries the pod's UID (evictPod). The retry and wait loop is
 // ours because kubectl's sleeps on the wall clock with a fixed delay and
 // abandons evictions in flight on cancellation; this one backs off
 // exponentially on the injected clock and, when ctx is cancelled, starts no
@@ -150,7 +153,7 @@ func (d *Drainer) Pods(ctx context.Context, nodeName string) ([]corev1.Pod, []Sk
 		Out:                 io.Discard,
 		ErrOut:              io.Discard,
 		AdditionalFilters: []drain.PodFilter{func(p corev1.Pod) drain.PodDeleteStatus {
-			if reason := DisruptionBlocked(&p); reason != "" && !d.Options.ForceEvict {
+			if reason := inventory.DisruptionBlocked(p.Annotations); reason != "" && !d.Options.ForceEvict {
 				mu.Lock()
 				skipped = append(skipped, SkippedPod{Pod: p.Namespace + "/" + p.Name, Reason: reason + " (pass --force-evict to evict it anyway)"})
 				mu.Unlock()
@@ -217,17 +220,6 @@ func (d *Drainer) podsOnNode(ctx context.Context, nodeName string) (map[string]*
 		}
 	}
 	return on, nil
-}
-
-// DisruptionBlocked returns why a pod asks not to be moved, or "".
-func DisruptionBlocked(p *corev1.Pod) string {
-	if p.Annotations[AnnotationDoNotDisrupt] == "true" {
-		return AnnotationDoNotDisrupt + "=true"
-	}
-	if p.Annotations[AnnotationSafeToEvict] == "false" {
-		return AnnotationSafeToEvict + "=false"
-	}
-	return ""
 }
 
 // DrainNodes drains nodes, up to concurrency at a time, starting them in
@@ -348,7 +340,6 @@ func (d *Drainer) drain(ctx context.Context, nodeName string, pdbs *follower) (D
 // the watch; the timers are the fallback.
 func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod, pdbs, pods *follower) error {
 	name := pod.Namespace + "/" + pod.Name
-	h := &drain.Helper{Ctx: ctx, Client: d.Client, GracePeriodSeconds: d.Options.GracePeriodSeconds}
 	delay := d.Options.RetryInitial
 	if delay <= 0 {
 		delay = 250 * time.Millisecond
@@ -388,10 +379,10 @@ func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod, pd
 		}
 		waiting = false
 		d.emit(DrainEvent{Type: DrainEvicting, Node: nodeName, Pod: name, Attempt: attempt})
-		err := h.EvictPod(pod, policyv1.SchemeGroupVersion)
+		err := d.evictPod(ctx, pod)
 		release()
-		if err == nil || apierrors.IsNotFound(err) {
-			break
+		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			break // evicted, or gone or replaced under its name meanwhile
 		}
 		if ctx.Err() != nil {
 			// ctx ended under the request: client-go reports that as
@@ -401,13 +392,10 @@ func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod, pd
 		if unanswered(err) {
 			// The API server failed the request or it got no answer (it
 			// is restarting: the eviction handler's own update of the
-			// budget refused, or the connection lost). Send it again
-			// unless the pod went meanwhile: an eviction of a pod
-			// already terminating only deletes it again, but one of a
-			// pod replaced under its name would move the replacement.
-			if gone, gerr := d.goneOrReplaced(ctx, pod); gerr == nil && gone {
-				break
-			}
+			// budget refused, or the connection lost). Send it again: an
+			// eviction of a pod already terminating only deletes it
+			// again, and one of a pod replaced under its name is refused
+			// by the UID precondition.
 			select {
 			case <-ctx.Done():
 				return fmt.Errorf("evict %s: waiting to ask again after %v (attempt %d): %w", name, err, attempt, context.Cause(ctx))
@@ -470,17 +458,21 @@ func unanswered(err error) bool {
 	return apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
 }
 
-// goneOrReplaced reports whether pod no longer exists under its name
-// with its UID.
-func (d *Drainer) goneOrReplaced(ctx context.Context, pod corev1.Pod) (bool, error) {
-	p, err := d.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return true, nil
+// evictPod asks the API server to evict pod, and only that pod: unlike
+// drain.Helper.EvictPod, the request carries the pod's UID as a
+// precondition (as Karpenter's own evictions do), so an eviction sent
+// again, or after a wait on the budget, of a pod a StatefulSet replaced
+// under the same name fails with 409 instead of moving the replacement.
+func (d *Drainer) evictPod(ctx context.Context, pod corev1.Pod) error {
+	opts := &metav1.DeleteOptions{}
+	if pod.UID != "" {
+		opts.Preconditions = metav1.NewUIDPreconditions(string(pod.UID))
 	}
-	if err != nil {
-		return false, err
+	if d.Options.GracePeriodSeconds >= 0 {
+		opts.GracePeriodSeconds = ptr.To(int64(d.Options.GracePeriodSeconds))
 	}
-	return p.UID != pod.UID, nil
+	eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}, DeleteOptions: opts}
+	return d.Client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, eviction)
 }
 
 // waitGone waits until pod is deleted (or replaced under its name). With a

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"sort"
 
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/kubectl/pkg/drain"
 )
 
 // EvictionPass is what one EvictNow pass did on a node.
@@ -27,7 +25,7 @@ func (p EvictionPass) Drained() bool { return len(p.Evicted) == 0 && len(p.Block
 
 // EvictNow is one pass of a drain that does not wait: it asks once to
 // evict every pod of nodeName that Drain would (the pods Pods selects,
-// through drain.Helper.EvictPod), one after another in Pods' order, and
+// through evictPod), one after another in Pods' order, and
 // returns what the API server accepted and what it refused for a budget.
 // It neither retries a 429 nor waits for an evicted pod to go: it is for a
 // caller that moves time itself — the sandbox's Karpenter stand-in calls
@@ -42,19 +40,18 @@ func (d *Drainer) EvictNow(ctx context.Context, nodeName string) (EvictionPass, 
 		return pass, err
 	}
 	pass.Skipped = skipped
-	h := &drain.Helper{Ctx: ctx, Client: d.Client, GracePeriodSeconds: d.Options.GracePeriodSeconds}
 	for _, pod := range pods {
 		name := pod.Namespace + "/" + pod.Name
 		if ctx.Err() != nil {
 			return pass, fmt.Errorf("evict %s: not started: %w", name, context.Cause(ctx))
 		}
 		d.emit(DrainEvent{Type: DrainEvicting, Node: nodeName, Pod: name, Attempt: 1})
-		err := h.EvictPod(pod, policyv1.SchemeGroupVersion)
+		err := d.evictPod(ctx, pod)
 		switch {
 		case err == nil:
 			pass.Evicted = append(pass.Evicted, name)
-		case apierrors.IsNotFound(err):
-			// gone already: nothing left to evict
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			// gone already, or replaced under its name: nothing left to evict
 		case apierrors.IsTooManyRequests(err):
 			pass.Blocked = append(pass.Blocked, name)
 			if d.OnEvent != nil { // the lookup lists the namespace's budgets

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
 // TestEvictNow: a pass asks once per pod and returns without waiting —
@@ -25,7 +27,7 @@ func TestEvictNow(t *testing.T) {
 		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", Controller: ptr.To(true)}}
 	}
 	bare := func(p *corev1.Pod) { p.OwnerReferences = nil }
-	doNotDisrupt := func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationDoNotDisrupt: "true"} }
+	doNotDisrupt := func(p *corev1.Pod) { p.Annotations = map[string]string{inventory.AnnotationDoNotDisrupt: "true"} }
 	names := func(ss []SkippedPod) string {
 		var out []string
 		for _, s := range ss {

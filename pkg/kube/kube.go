@@ -17,10 +17,3 @@ const (
 	LabelEnvironment = "karpenter-migrate.io/environment"
 	LabelComponent   = "karpenter-migrate.io/component"
 )
-
-// Annotations that keep a pod from being moved, as Karpenter and Cluster
-// Autoscaler read them.
-const (
-	AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"
-	AnnotationSafeToEvict  = "cluster-autoscaler.kubernetes.io/safe-to-evict"
-)

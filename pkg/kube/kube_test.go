@@ -22,6 +22,8 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
 func testPod(name, node string, mutate ...func(*corev1.Pod)) *corev1.Pod {
@@ -108,14 +110,14 @@ func TestDrain(t *testing.T) {
 		},
 		{
 			name:        "skips do-not-disrupt and safe-to-evict=false",
-			pods:        []*corev1.Pod{testPod("a", "n1", annotate(AnnotationDoNotDisrupt, "true")), testPod("b", "n1", annotate(AnnotationSafeToEvict, "false")), testPod("c", "n1")},
+			pods:        []*corev1.Pod{testPod("a", "n1", annotate(inventory.AnnotationDoNotDisrupt, "true")), testPod("b", "n1", annotate(inventory.AnnotationSafeToEvict, "false")), testPod("c", "n1")},
 			wantEvicted: []string{"app/c"},
 			wantSkipped: []string{"app/a", "app/b"},
 			wantLeft:    []string{"a", "b"},
 		},
 		{
 			name:        "force-evict moves do-not-disrupt pods",
-			pods:        []*corev1.Pod{testPod("a", "n1", annotate(AnnotationDoNotDisrupt, "true"))},
+			pods:        []*corev1.Pod{testPod("a", "n1", annotate(inventory.AnnotationDoNotDisrupt, "true"))},
 			opts:        func(o *DrainOptions) { o.ForceEvict = true },
 			wantEvicted: []string{"app/a"},
 		},

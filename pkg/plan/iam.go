@@ -3,12 +3,12 @@ package plan
 import (
 	"fmt"
 
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
-// IAMOptions are the choices for the IAM steps, as pkg/iam.Options, in the
-// plan's spelling.
+// IAMOptions are the choices for the IAM steps, as desired.Options, in
+// the plan's spelling.
 type IAMOptions struct {
 	KarpenterVersion   string `json:"karpenterVersion,omitempty"`
 	Identity           string `json:"identity,omitempty"`
@@ -19,16 +19,17 @@ type IAMOptions struct {
 	ServiceAccount     string `json:"serviceAccount,omitempty"`
 }
 
-func (o IAMOptions) iam() iam.Options {
-	return iam.Options{KarpenterVersion: o.KarpenterVersion, Identity: iam.Identity(o.Identity), InstanceProfile: o.InstanceProfile,
+func (o IAMOptions) iam() desired.Options {
+	return desired.Options{KarpenterVersion: o.KarpenterVersion, Identity: desired.Identity(o.Identity), InstanceProfile: o.InstanceProfile,
 		CreateOIDCProvider: o.CreateOIDCProvider, Adopt: o.Adopt, Namespace: o.Namespace, ServiceAccount: o.ServiceAccount}
 }
 
-// PlanIAM is the IAM part of a plan: the cluster facts pkg/iam builds the
-// desired state from, the options, and a summary of what the steps create.
+// PlanIAM is the IAM part of a plan: the cluster facts the desired IAM
+// state (pkg/iam/desired) is built from, the options, and a summary of
+// what the steps create.
 type PlanIAM struct {
-	Target  iam.Target `json:"target"`
-	Options IAMOptions `json:"options"`
+	Target  desired.Target `json:"target"`
+	Options IAMOptions     `json:"options"`
 	// Error says why the IAM steps cannot run (facts missing from the
 	// inventory); the other summary fields are then empty.
 	Error          string `json:"error,omitempty"`
@@ -41,13 +42,13 @@ type PlanIAM struct {
 
 func planIAM(inv *inventory.Inventory, o IAMOptions) *PlanIAM {
 	p := &PlanIAM{Options: o}
-	t, err := iam.TargetFromInventory(inv)
+	t, err := desired.TargetFromInventory(inv)
 	p.Target = t
 	if err != nil {
 		p.Error = err.Error()
 		return p
 	}
-	d, err := iam.Build(t, o.iam())
+	d, err := desired.Build(t, o.iam())
 	if err != nil {
 		p.Error = err.Error()
 		return p
@@ -56,10 +57,10 @@ func planIAM(inv *inventory.Inventory, o IAMOptions) *PlanIAM {
 	return p
 }
 
-// Desired builds pkg/iam's desired state from the plan.
-func (p *PlanIAM) Desired() (*iam.Desired, error) {
+// Desired builds the desired IAM state from the plan.
+func (p *PlanIAM) Desired() (*desired.State, error) {
 	if p.Error != "" {
 		return nil, fmt.Errorf("the plan cannot run the IAM steps: %s", p.Error)
 	}
-	return iam.Build(p.Target, p.Options.iam())
+	return desired.Build(p.Target, p.Options.iam())
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
@@ -43,7 +43,7 @@ type PlanRequest struct {
 	// KarpenterChart is the chart the Karpenter step installs (plan
 	// --karpenter-chart: a local directory or tarball, or a URL; empty:
 	// the official OCI chart) at KarpenterVersion (empty: the IAM options'
-	// version, else iam.DefaultKarpenterVersion).
+	// version, else desired.DefaultKarpenterVersion).
 	KarpenterChart, KarpenterVersion string
 	// SkipKarpenter leaves installing Karpenter to the user.
 	SkipKarpenter bool
@@ -163,7 +163,7 @@ func (req PlanRequest) karpenter(ctrl ControllerOptions) (k *PlanKarpenter, why 
 	if version == "" && req.IAM != nil {
 		version = req.IAM.KarpenterVersion
 	}
-	return &PlanKarpenter{Chart: req.KarpenterChart, Version: cmp.Or(version, iam.DefaultKarpenterVersion)}, ""
+	return &PlanKarpenter{Chart: req.KarpenterChart, Version: cmp.Or(version, desired.DefaultKarpenterVersion)}, ""
 }
 
 // KarpenterRelease is the Helm release MakePlan would record for req on

@@ -23,14 +23,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
 // PlanAPIVersion and PlanKind identify a plan document.
@@ -500,7 +498,7 @@ func planFindings(inv *inventory.Inventory, podsByNode map[string][]inventory.Po
 		}
 		for _, pod := range podsByNode[node] {
 			obj := "Pod " + pod.Namespace + "/" + pod.Name
-			if why := kube.DisruptionBlocked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations}}); why != "" && !b.ForceEvict {
+			if why := inventory.DisruptionBlocked(pod.Annotations); why != "" && !b.ForceEvict {
 				out = append(out, Finding{Severity: "blocker", Object: obj, Message: why + ": it will not be evicted and its node not removed; remove the annotation or pass --force-evict"})
 			}
 			if pod.OwnerKind == inventory.OwnerNone {

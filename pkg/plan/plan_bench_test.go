@@ -17,7 +17,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/demo"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
@@ -142,7 +142,7 @@ func cliPlanRequest(f bigcluster.Files) (plan.PlanRequest, error) {
 			}
 			return &snap.Inventory, nil
 		},
-		IAM: &plan.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion}, Now: time.Now(),
+		IAM: &plan.IAMOptions{KarpenterVersion: desired.DefaultKarpenterVersion}, Now: time.Now(),
 	}, nil
 }
 

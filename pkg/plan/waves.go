@@ -4,13 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
 // planner is BuildPlan at work on the waves and the forecast: the plan so
@@ -120,7 +116,7 @@ func (pl *planner) newWave(group string, nodes []inventory.Node, kept map[string
 		w.Nodes = append(w.Nodes, WaveNode{Name: n.Name, NodeGroup: n.NodeGroup, InstanceID: instanceID(n), Zone: n.Zone, Keep: kept[n.Name]})
 		for _, pod := range pl.podsByNode[n.Name] {
 			// Pods that will stay put need no new capacity.
-			if (kube.DisruptionBlocked(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: pod.Annotations}}) == "" || pl.p.Budget.ForceEvict) && !(kept[n.Name] && pl.cp.stays(pod)) {
+			if (inventory.DisruptionBlocked(pod.Annotations) == "" || pl.p.Budget.ForceEvict) && !(kept[n.Name] && pl.cp.stays(pod)) {
 				pods = append(pods, pod)
 			}
 		}

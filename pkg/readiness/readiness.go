@@ -238,7 +238,7 @@ func (e *eval) pods() {
 					"make sure the data is disposable, or move it to a PersistentVolume", owner+" ("+v.Kind+" "+v.Name+")")
 			}
 		}
-		if p.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false" {
+		if p.Annotations[inventory.AnnotationSafeToEvict] == "false" {
 			e.add(IDSafeToEvictFalse, Warning, "Pods marked safe-to-evict: false",
 				"Karpenter ignores Cluster Autoscaler's annotation; after the move it may disrupt these pods during consolidation",
 				`annotate them with karpenter.sh/do-not-disrupt: "true" (and drain their old nodes deliberately)`, owner)

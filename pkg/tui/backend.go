@@ -6,6 +6,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
@@ -96,7 +97,7 @@ type GenerateResult struct {
 // IAMChoice is the IAM screen's choices.
 type IAMChoice struct {
 	// Identity is irsa or pod-identity; empty picks by the cluster.
-	Identity iam.Identity
+	Identity desired.Identity
 	// CreateOIDCProvider creates the cluster's IAM OIDC provider for IRSA.
 	CreateOIDCProvider bool
 }

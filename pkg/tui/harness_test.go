@@ -22,6 +22,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
@@ -293,7 +294,7 @@ func (f *fakeBackend) IAMPlan(_ context.Context, _ *inventory.Inventory, c IAMCh
 	if c.CreateOIDCProvider {
 		oidc.Action, oidc.Reason = iam.ActionCreate, ""
 	}
-	return &iam.Plan{Cluster: "demo", KarpenterVersion: "1.14.1", Identity: iam.IdentityIRSA, NodeAccess: "aws-auth", Items: []iam.Item{
+	return &iam.Plan{Cluster: "demo", KarpenterVersion: "1.14.1", Identity: desired.IdentityIRSA, NodeAccess: "aws-auth", Items: []iam.Item{
 		{Ref: iam.Ref{Kind: iam.KindNodeRole, Name: "KarpenterNodeRole-demo"}, Action: iam.ActionCreate, Document: map[string]any{"Version": "2012-10-17"}},
 		oidc,
 		{Ref: iam.Ref{Kind: iam.KindQueue, Name: "demo"}, Action: iam.ActionNoop},

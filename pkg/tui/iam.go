@@ -13,6 +13,7 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui/progress"
 )
 
@@ -156,9 +157,9 @@ func (m *iamScreen) key(msg tea.KeyMsg) tea.Cmd {
 		m.s.iamOpts.CreateOIDCProvider = !m.s.iamOpts.CreateOIDCProvider
 		return m.init()
 	case key.Matches(msg, keyIdentity) && !m.s.iamDone:
-		m.s.iamOpts.Identity = iam.IdentityIRSA
-		if p.Identity == iam.IdentityIRSA {
-			m.s.iamOpts.Identity = iam.IdentityPodIdentity
+		m.s.iamOpts.Identity = desired.IdentityIRSA
+		if p.Identity == desired.IdentityIRSA {
+			m.s.iamOpts.Identity = desired.IdentityPodIdentity
 		}
 		return m.init()
 	case key.Matches(msg, keyApply) && !m.s.iamDone && p.Changes() > 0:

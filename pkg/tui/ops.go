@@ -18,6 +18,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
@@ -193,7 +194,7 @@ func (o *Ops) IAMPlan(ctx context.Context, inv *inventory.Inventory, c IAMChoice
 	if err != nil {
 		return nil, err
 	}
-	a, err := o.config(cl).IAM(inv, iam.Options{Identity: c.Identity, CreateOIDCProvider: c.CreateOIDCProvider}, "")
+	a, err := o.config(cl).IAM(inv, desired.Options{Identity: c.Identity, CreateOIDCProvider: c.CreateOIDCProvider}, "")
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +258,7 @@ func (o *Ops) Karpenter(ctx context.Context, inv *inventory.Inventory, c PlanCho
 	}
 	rel, st, err := o.config(cl).KarpenterCheck(ctx, action.KarpenterCheck{
 		Environment: c.Environment, Config: EnvConfig(conn, c), Inventory: inv, Dir: o.path(TreeDir),
-		KarpenterChart: o.KarpenterChart, KarpenterVersion: iam.DefaultKarpenterVersion,
+		KarpenterChart: o.KarpenterChart, KarpenterVersion: desired.DefaultKarpenterVersion,
 	})
 	if err != nil {
 		return nil, err
@@ -287,7 +288,7 @@ func (o *Ops) Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) 
 	planPath := o.path(PlanFile)
 	p, err := o.config(cl).Plan(ctx, action.Plan{
 		Environment: c.Environment, Config: cfg, Inventory: action.Inventory(inv), Dir: o.path(TreeDir), File: planPath,
-		IAM:            &plan.IAMOptions{KarpenterVersion: iam.DefaultKarpenterVersion, Identity: string(c.IAM.Identity), CreateOIDCProvider: c.IAM.CreateOIDCProvider},
+		IAM:            &plan.IAMOptions{KarpenterVersion: desired.DefaultKarpenterVersion, Identity: string(c.IAM.Identity), CreateOIDCProvider: c.IAM.CreateOIDCProvider},
 		KarpenterChart: o.KarpenterChart, SkipKarpenter: c.SkipKarpenter,
 	})
 	if err != nil {

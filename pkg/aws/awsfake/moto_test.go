@@ -80,7 +80,7 @@ func from[T any](o *T, f func(*T) any) any {
 	return f(o)
 }
 
-// doc is a policy document as the tool reads it (pkg/iam.ParsePolicy):
+// doc is a policy document as the tool reads it (pkg/iam/desired.ParsePolicy):
 // URL-decoded when encoded, then compared as JSON.
 func doc(s *string) any {
 	raw := awssdk.ToString(s)

@@ -93,9 +93,10 @@ func TestChaosAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkMigrated(ctx, t, c.world)
-	moves := watch.deletions(appNS)
+	moved := watch.deletions(appNS)
+	moves := len(moved)
 	if moves > toMove+toMove/20 || moves < toMove {
-		t.Errorf("%d moves for %d pods to move; want each pod moved once (no second eviction storm)", moves, toMove)
+		t.Errorf("%d moves for %d pods to move; want each pod moved once (no second eviction storm); moved: %s", moves, toMove, strings.Join(moved, ", "))
 	}
 	for _, f := range faults {
 		t.Logf("CHAOS %s: started %s after its trigger, took %s, over at %s", f.name, f.late.Round(100*time.Millisecond), f.took.Round(100*time.Millisecond), f.ended.Format("15:04:05.000"))

@@ -67,8 +67,8 @@ func TestChaosNodeNeverReady(t *testing.T) {
 		}
 	}
 	moved := watch.deletions(appNS)
-	if moved != 0 {
-		t.Errorf("%d pods evicted onto capacity that never came up", moved)
+	if len(moved) != 0 {
+		t.Errorf("%d pods evicted onto capacity that never came up: %s", len(moved), strings.Join(moved, ", "))
 	}
 	c.mustRun(ctx, "rollback", "--plan", "plan.yaml", "--dir", tree, "--yes", "--poll-interval", "500ms")
 	if d := c.state(ctx, t).diff(before); len(d) > 0 {
@@ -79,5 +79,5 @@ func TestChaosNodeNeverReady(t *testing.T) {
 	}
 	violations := c.stopWatch(t, watch)
 	t.Logf("CHAOS rung 8 node never Ready: exit %d at the wave gate; %d legacy nodes cordoned, %d pods evicted; rollback restored; PDB violations %d; %s",
-		code, cordoned, moved, violations, time.Since(began).Round(time.Second))
+		code, cordoned, len(moved), violations, time.Since(began).Round(time.Second))
 }

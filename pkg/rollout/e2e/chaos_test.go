@@ -414,9 +414,10 @@ func TestChaosKillResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkMigrated(ctx, t, c.world)
-	moves := watch.deletions(appNS)
+	moved := watch.deletions(appNS)
+	moves := len(moved)
 	if moves > toMove+toMove/20 || moves < toMove {
-		t.Errorf("%d moves for %d pods to move; want each pod moved once", moves, toMove)
+		t.Errorf("%d moves for %d pods to move; want each pod moved once; moved: %s", moves, toMove, strings.Join(moved, ", "))
 	}
 	t.Logf("CHAOS rung 1 kill -9 then apply: %d points, %d/%d killed and resumed, completed; PDB violations %d; journal entries lost %d; %d moves for %d pods; %s",
 		len(pts), kills, len(pts), violations, lost, moves, toMove, time.Since(began).Round(time.Second))

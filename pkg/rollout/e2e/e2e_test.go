@@ -330,12 +330,13 @@ func TestRolloutEndToEnd(t *testing.T) {
 	}
 	// Every pod deleted in the application's namespace while apply ran
 	// was moved by it (evicted, or replaced by a surge restart).
-	moves := watch.deletions(appNS)
+	moved := watch.deletions(appNS)
+	moves := len(moved)
 	perPod := float64(moves) / float64(toMove)
 	t.Logf("Karpenter controller after apply (Helm release revision %d): %v", rel.Revision, placedAfter)
 	t.Logf("apply: %d moves for %d pods to move (%.3f per pod moved)", moves, toMove, perPod)
 	if perPod > 1.05 || moves < toMove {
-		t.Errorf("%d moves for %d pods (%.3f per pod); want each pod moved once, at most 1.05 per pod", moves, toMove, perPod)
+		t.Errorf("%d moves for %d pods (%.3f per pod); want each pod moved once, at most 1.05 per pod; moved: %s\nfirst (killed) apply:\n%s", moves, toMove, perPod, strings.Join(moved, ", "), first.output())
 	}
 
 	// Rollback restores exactly what was recorded.

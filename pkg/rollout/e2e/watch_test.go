@@ -56,9 +56,10 @@ type podWatch struct {
 	pending time.Duration        // longest time a pod waited for a node
 	// known is every pod seen, for a relist to tell which went.
 	known map[string]knownPod
-	// deleted counts, per namespace, the pods deleted that are not a
-	// DaemonSet's: each is a move (an eviction or a surge restart).
-	deleted map[string]int
+	// deleted lists, per namespace, the pods deleted that are not a
+	// DaemonSet's ("name on node"): each is a move (an eviction or a
+	// surge restart).
+	deleted map[string][]string
 	// violations counts the moments a budget's healthy pods fell below
 	// its minimum (each drop from at or above it).
 	violations int
@@ -76,12 +77,13 @@ type podWatch struct {
 
 type knownPod struct {
 	uid    types.UID
+	node   string
 	daemon bool
 }
 
 func newPodWatch(budgets []budget) *podWatch {
 	return &podWatch{budgets: budgets, healthy: map[string]bool{}, counts: map[string]int{}, lowest: map[string]int{}, since: map[string]time.Time{},
-		known: map[string]knownPod{}, deleted: map[string]int{}, synced: make(chan struct{}), stopped: make(chan struct{})}
+		known: map[string]knownPod{}, deleted: map[string][]string{}, synced: make(chan struct{}), stopped: make(chan struct{})}
 }
 
 func healthy(p *corev1.Pod) bool {
@@ -187,8 +189,8 @@ func (w *podWatch) relist(pods []*corev1.Pod) {
 			continue
 		}
 		if !k.daemon {
-			ns, _, _ := strings.Cut(key, "/")
-			w.deleted[ns]++
+			ns, name, _ := strings.Cut(key, "/")
+			w.deleted[ns] = append(w.deleted[ns], name+" on "+k.node)
 		}
 		delete(w.known, key)
 		if start, waiting := w.since[key]; waiting {
@@ -198,7 +200,7 @@ func (w *podWatch) relist(pods []*corev1.Pod) {
 	}
 	healthyNow, counts := map[string]bool{}, map[string]int{}
 	for key, p := range now {
-		w.known[key] = knownPod{uid: p.UID, daemon: daemon(p)}
+		w.known[key] = knownPod{uid: p.UID, node: p.Spec.NodeName, daemon: daemon(p)}
 		if !healthy(p) {
 			continue
 		}
@@ -241,10 +243,10 @@ func (w *podWatch) observe(p *corev1.Pod, deleted bool) {
 	if deleted {
 		delete(w.known, key)
 		if !daemon(p) {
-			w.deleted[p.Namespace]++
+			w.deleted[p.Namespace] = append(w.deleted[p.Namespace], p.Name+" on "+p.Spec.NodeName)
 		}
 	} else {
-		w.known[key] = knownPod{uid: p.UID, daemon: daemon(p)}
+		w.known[key] = knownPod{uid: p.UID, node: p.Spec.NodeName, daemon: daemon(p)}
 	}
 	now := !deleted && healthy(p)
 	if now != w.healthy[key] {
@@ -326,12 +328,12 @@ func (w *podWatch) relistLog() []string {
 	return slices.Clone(w.relists)
 }
 
-// deletions is the count of pods of namespace ns, not a DaemonSet's,
-// deleted while the watch ran.
-func (w *podWatch) deletions(ns string) int {
+// deletions lists the pods of namespace ns, not a DaemonSet's, deleted
+// while the watch ran, in order, each as "name on node".
+func (w *podWatch) deletions(ns string) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.deleted[ns]
+	return slices.Clone(w.deleted[ns])
 }
 
 // TestPodWatchCounts: the incremental counts follow pods turning healthy
@@ -382,7 +384,7 @@ func TestPodWatchCounts(t *testing.T) {
 	agent := pod("agent-1", "agent", true)
 	agent.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent"}}
 	w.observe(agent, true)
-	if n := w.deletions("ns"); n != 2 {
+	if n := len(w.deletions("ns")); n != 2 {
 		t.Errorf("%d deletions, want 2 (web-1, db-1; not the DaemonSet's)", n)
 	}
 }
@@ -441,7 +443,7 @@ func TestPodWatchRelist(t *testing.T) {
 	if lowest["web"] != 2 || w.violationCount() != 0 {
 		t.Errorf("lowest web %d, %d violations %v; want 2 and none", lowest["web"], w.violationCount(), w.violationLog())
 	}
-	if n := w.deletions("ns"); n != 2 {
+	if n := len(w.deletions("ns")); n != 2 {
 		t.Errorf("%d deletions, want 2 (web-1, and db-0 replaced under its name)", n)
 	}
 	if r := w.relistLog(); len(r) != 1 {

@@ -1,9 +1,10 @@
-// Package iam computes the AWS identity and access Karpenter needs for one
-// cluster — node role, controller role and policies, interruption queue and
-// EventBridge rules, discovery tags, node access through an EKS access entry
-// or aws-auth — diffs it against what exists and applies only the
-// difference, tagging everything it creates so that Down removes exactly that.
-package iam
+// Package desired is the AWS identity and access Karpenter needs for one
+// cluster, computed from the cluster's facts alone: node role, controller
+// role and its policies, interruption queue and EventBridge rules,
+// discovery tags, and node access through an EKS access entry or aws-auth,
+// with every policy document. It holds no client, so the planner can show
+// it; pkg/iam diffs it against the account and applies it.
+package desired
 
 import (
 	"errors"
@@ -166,6 +167,10 @@ func InstanceProfileName(cluster string) string { return "KarpenterNodeInstanceP
 func ControllerRoleName(cluster string) string  { return "KarpenterControllerRole-" + cluster }
 func QueueName(cluster string) string           { return cluster }
 
+// CapacityReservationRuleName is the EventBridge rule Karpenter v1.10
+// added; Down looks for it whichever version the cluster runs.
+func CapacityReservationRuleName(cluster string) string { return cluster + ruleSuffixLongest }
+
 const ruleSuffixLongest = "-karpenter-CapacityReservationInterruption"
 
 // Rule is an EventBridge rule forwarding one kind of event to the queue.
@@ -174,8 +179,8 @@ type Rule struct {
 	EventPattern string `json:"eventPattern"`
 }
 
-// Desired is the complete desired state for one cluster.
-type Desired struct {
+// State is the complete desired state for one cluster.
+type State struct {
 	Target           Target   `json:"target"`
 	KarpenterVersion string   `json:"karpenterVersion"`
 	Identity         Identity `json:"identity"`
@@ -207,12 +212,12 @@ type Desired struct {
 }
 
 // Tags returns the ownership tags for the cluster.
-func (d *Desired) Tags() map[string]string {
+func (d *State) Tags() map[string]string {
 	return map[string]string{TagManagedBy: TagManagedByValue, TagCluster: d.Target.Cluster}
 }
 
 // Build computes the desired state for a target and options.
-func Build(t Target, o Options) (*Desired, error) {
+func Build(t Target, o Options) (*State, error) {
 	if err := t.validate(); err != nil {
 		return nil, err
 	}
@@ -229,7 +234,7 @@ func Build(t Target, o Options) (*Desired, error) {
 	if o.ServiceAccount == "" {
 		o.ServiceAccount = "karpenter"
 	}
-	d := &Desired{
+	d := &State{
 		Target:           t,
 		KarpenterVersion: v.String(),
 		Namespace:        o.Namespace,
@@ -320,7 +325,7 @@ func Build(t Target, o Options) (*Desired, error) {
 		{Name: t.Cluster + "-karpenter-InstanceStateChange", EventPattern: pattern("aws.ec2", "EC2 Instance State-change Notification")},
 	}
 	if v.AtLeast(1, 10) {
-		d.Rules = append(d.Rules, Rule{Name: t.Cluster + ruleSuffixLongest, EventPattern: pattern("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning")})
+		d.Rules = append(d.Rules, Rule{Name: CapacityReservationRuleName(t.Cluster), EventPattern: pattern("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning")})
 	}
 
 	clusterARN := fmt.Sprintf("arn:%s:eks:%s:%s:cluster/%s", p, t.Region, t.AccountID, t.Cluster)
@@ -354,6 +359,6 @@ func pattern(source, detailType string) string {
 }
 
 // PolicyARN is the ARN of a customer-managed policy in the target account.
-func (d *Desired) PolicyARN(name string) string {
+func (d *State) PolicyARN(name string) string {
 	return fmt.Sprintf("arn:%s:iam::%s:policy/%s", d.Target.Partition, d.Target.AccountID, name)
 }

@@ -1,13 +1,34 @@
-package iam
+package desired
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
+
+const (
+	testAccount = "111122223333"
+	testIssuer  = "https://oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
+)
+
+// target is a cluster "prod" with the given authentication mode.
+func target(mode string) Target {
+	return Target{
+		Cluster: "prod", Region: "us-west-2", AccountID: testAccount, Partition: "aws", AuthenticationMode: mode,
+		OIDCIssuer: testIssuer, SubnetIDs: []string{"subnet-a", "subnet-b"}, SecurityGroupIDs: []string{"sg-1"},
+	}
+}
+
+func mustBuild(t *testing.T, tg Target, o Options) *State {
+	t.Helper()
+	d, err := Build(tg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
 
 // TestScopedStatementsKeepTheirConditions guards the conditions that keep
 // the broad resource patterns scoped to this cluster.
@@ -192,30 +213,5 @@ func TestTargetFromInventory(t *testing.T) {
 	}
 	if _, err := TargetFromInventory(&inventory.Inventory{Cluster: inventory.Cluster{Name: "x", ARN: "nope"}}); err == nil || !strings.Contains(err.Error(), "cluster.arn") {
 		t.Errorf("bad ARN error = %v", err)
-	}
-}
-
-func TestJournalFile(t *testing.T) {
-	path := t.TempDir() + "/j.json"
-	j, err := ReadJournal(path, "prod")
-	if err != nil || len(j.Entries) != 0 {
-		t.Fatalf("missing journal = %+v, %v", j, err)
-	}
-	j.Entries = append(j.Entries, JournalEntry{Ref: Ref{Kind: KindQueue, Name: "prod"}, Action: ActionCreate})
-	if err := j.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	back, err := ReadJournal(path, "prod")
-	if err != nil || len(back.Entries) != 1 || back.Entries[0].Kind != KindQueue {
-		t.Errorf("read back %+v, %v", back, err)
-	}
-	if _, err := ReadJournal(path, "staging"); err == nil || !strings.Contains(err.Error(), "not \"staging\"") {
-		t.Errorf("journal of another cluster accepted: %v", err)
-	}
-	if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ReadJournal(path, "prod"); err == nil {
-		t.Error("corrupt journal accepted")
 	}
 }

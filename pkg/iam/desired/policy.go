@@ -1,4 +1,4 @@
-package iam
+package desired
 
 import (
 	"bytes"
@@ -201,9 +201,9 @@ func ParsePolicy(s string) (PolicyDocument, error) {
 	return d, nil
 }
 
-// canonicalJSON re-renders a JSON value with sorted keys and no spacing, so
+// CanonicalJSON re-renders a JSON value with sorted keys and no spacing, so
 // two spellings of the same EventBridge event pattern compare equal.
-func canonicalJSON(s string) (string, error) {
+func CanonicalJSON(s string) (string, error) {
 	var v any
 	if err := json.Unmarshal([]byte(s), &v); err != nil {
 		return "", err

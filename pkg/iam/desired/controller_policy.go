@@ -1,4 +1,4 @@
-package iam
+package desired
 
 import (
 	"fmt"
@@ -11,10 +11,10 @@ import (
 // no version is given.
 const DefaultKarpenterVersion = "1.14.1"
 
-// newestKnownMinor is the newest Karpenter v1 minor version whose IAM this
+// NewestKnownMinor is the newest Karpenter v1 minor version whose IAM this
 // tool knows. A newer controller may call APIs these policies do not
 // grant, so newer versions are refused rather than guessed.
-const newestKnownMinor = 14
+const NewestKnownMinor = 14
 
 // Version is a Karpenter release, major.minor.patch.
 type Version struct{ Major, Minor, Patch int }
@@ -67,19 +67,34 @@ func (s policyScope) arn(service, resource string) string {
 	return fmt.Sprintf("arn:%s:%s:%s:%s", s.partition, service, s.region, resource)
 }
 
+// ControllerPolicyNames is the name of every controller policy a supported
+// Karpenter version uses for the cluster: the single policy before v1.10
+// and the split set since. Down looks for all of them, whichever version
+// created them.
+func ControllerPolicyNames(cluster string) []string {
+	var names []string
+	for _, v := range []Version{{1, 8, 0}, {1, 12, 0}} {
+		ps, _ := controllerPolicies(policyScope{cluster: cluster, version: v})
+		for _, p := range ps {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
 // controllerPolicies returns, for version v, the controller policies of
 // Karpenter's own CloudFormation template, scoped to one cluster. Where the
 // template of a release lags the code of that release, the code decides
 // (a permission belongs to the version whose controller first calls it);
-// testdata/upstream/README.md says which source each boundary follows and
-// TestControllerPoliciesMatchUpstream compares every version, statement by
-// statement in both directions.
+// pkg/iam/testdata/upstream/README.md says which source each boundary
+// follows, and pkg/iam's TestControllerPoliciesMatchUpstream compares
+// every version, statement by statement in both directions.
 func controllerPolicies(s policyScope) ([]ControllerPolicy, error) {
 	if s.version.Major < 1 {
 		return nil, fmt.Errorf("karpenter version %s: only v1.0 and newer are supported; convert the v1beta1 install to v1 first (karpenter-migrate convert)", s.version)
 	}
-	if s.version.AtLeast(1, newestKnownMinor+1) {
-		return nil, fmt.Errorf("karpenter version %s is newer than the newest whose IAM karpenter-migrate knows (1.%d); its controller may need permissions these policies lack: use --karpenter-version %s or a newer karpenter-migrate", s.version, newestKnownMinor, DefaultKarpenterVersion)
+	if s.version.AtLeast(1, NewestKnownMinor+1) {
+		return nil, fmt.Errorf("karpenter version %s is newer than the newest whose IAM karpenter-migrate knows (1.%d); its controller may need permissions these policies lack: use --karpenter-version %s or a newer karpenter-migrate", s.version, NewestKnownMinor, DefaultKarpenterVersion)
 	}
 	ec2 := func(kind string) string { return s.arn("ec2", "*:"+kind+"/*") }
 	ownedKey := "kubernetes.io/cluster/" + s.cluster
