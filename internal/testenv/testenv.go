@@ -182,6 +182,10 @@ func Launch(ctx context.Context, dir string, opts Options) (*Env, error) {
 // Stop stops every component Launch started.
 func (e *Env) Stop() { e.stop() }
 
+// LogTails is the end (n lines) of every component's log, for a run that
+// failed.
+func (e *Env) LogTails(n int) string { return logTails(e.procs, n) }
+
 // skipIfRequested skips t when the environment asks to skip control-plane
 // tests. Nothing else skips them: missing binaries fail the test.
 func skipIfRequested(t testing.TB) {

@@ -115,6 +115,19 @@ func (c *controlPlane) Close() {
 	}
 }
 
+// ControlPlaneLogs is the file in the output directory that keeps the end
+// of every component's log when a control-plane demo fails.
+const ControlPlaneLogs = "controlplane-logs.txt"
+
+// LogTails is the end of every component's log (etcd, kube-apiserver,
+// scheduler, controller-manager, kwok, Karpenter).
+func (c *controlPlane) LogTails(n int) string {
+	if c.env == nil {
+		return ""
+	}
+	return c.env.LogTails(n)
+}
+
 // ErrNoControlPlane is returned when the control plane's binaries are missing.
 var ErrNoControlPlane = errors.New("the control-plane binaries are not built: run `make demo-real` (it builds them first, once, into ~/.cache/karpenter-migrate)")
 

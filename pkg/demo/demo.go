@@ -314,6 +314,13 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		r.emit(st.id, StatusDone, detail, 1)
 		r.sum.Steps = append(r.sum.Steps, StepResult{ID: st.id, Status: StatusDone, Detail: detail})
 	}
+	if lt, ok := env.(interface{ LogTails(int) string }); ok && runErr != nil {
+		// Kept before Close removes the control plane's run directory.
+		logs := filepath.Join(opts.OutDir, ControlPlaneLogs)
+		if err := os.WriteFile(logs, []byte(lt.LogTails(200)), 0o644); err == nil {
+			runErr = fmt.Errorf("%w (the end of the control plane's and Karpenter's logs: %s)", runErr, logs)
+		}
+	}
 	st := env.Stats()
 	r.sum.Sandbox = st
 	r.sum.PDBViolations, r.sum.PDBViolationDetails = r.pdbs.count, r.pdbs.violations

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -43,12 +44,16 @@ func TestParityWithControlPlane(t *testing.T) {
 	run := func(controlPlane bool) *Summary {
 		t.Helper()
 		began := time.Now()
-		sum, err := Run(ctx, Options{Seed: 1, OutDir: t.TempDir(), Rollback: true, ControlPlane: controlPlane, Environment: DevEnv})
+		out := t.TempDir()
+		sum, err := Run(ctx, Options{Seed: 1, OutDir: out, Rollback: true, ControlPlane: controlPlane, Environment: DevEnv})
 		if err != nil {
 			if sum != nil {
 				for _, s := range sum.Steps {
 					t.Logf("%s %s: %s", s.ID, s.Status, s.Detail)
 				}
+			}
+			if logs, rerr := os.ReadFile(filepath.Join(out, ControlPlaneLogs)); rerr == nil {
+				t.Logf("%s:\n%s", ControlPlaneLogs, logs)
 			}
 			t.Fatalf("demo (control plane %t): %v", controlPlane, err)
 		}

@@ -28,8 +28,6 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/atomicfile"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -282,10 +280,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	if o.Environment == "" {
 		return nil, errors.New("plan: environment is required (--env)")
 	}
-	cfg := o.Config
 	p := newPlan(inv, o)
 	inScope, poolsOf := p.addGroups(inv, o)
-	cp, err := decideController(inv, cfg, o.Controller)
+	cp, err := decideController(inv, o.Config, o.Controller)
 	if err != nil {
 		return nil, fmt.Errorf("plan where the Karpenter controller lives: %w", err)
 	}
@@ -293,140 +290,21 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	if k := o.Karpenter; k != nil {
 		p.Karpenter = k.at(cp.home, o.Controller)
 	}
-
 	podsByNode, nodesByGroup, total := index(inv, inScope)
-	p.Budget.WaveSize = cfg.Rollout.WaveNodes(total)
-	if cfg.Rollout.WaveSize == "" {
+	p.Budget.WaveSize = o.Config.Rollout.WaveNodes(total)
+	if o.Config.Rollout.WaveSize == "" {
 		p.Budget.WaveSize = max(1, (total+4)/5)
 	}
-
-	cat := o.Catalog
-	if cat == nil {
-		cat = catalog.Default()
+	pl := newPlanner(p, inv, o, cp, podsByNode, nodesByGroup, poolsOf)
+	if err := pl.planWaves(); err != nil {
+		return nil, err
 	}
-	prices := o.Prices
-	if prices == nil {
-		prices = cat.Price
+	pl.cost.BeforePerHour, pl.cost.AfterPerHour = round2(pl.cost.BeforePerHour), round2(pl.cost.AfterPerHour)
+	p.Cost = pl.cost
+	if err := pl.settle(); err != nil {
+		return nil, err
 	}
-	cost := Cost{Complete: true, Prices: o.PriceSource}
-	// keptFleet are the controller's kept nodes (those that stay and those
-	// its group grows by): part of the fleet after the waves, which
-	// consolidation leaves alone.
-	var keptFleet []disruption.TypeCount
-	price := func(it, ct, zone string) float64 {
-		if it == "" {
-			cost.Complete = false
-			return 0
-		}
-		v, ok := prices(it, ct, zone)
-		if !ok {
-			cost.Complete = false
-		}
-		return v
-	}
-	var pred *predictor
-	var findings []Finding
-	if o.Pools != nil && len(o.Pools.NodePools) > 0 {
-		pred = &predictor{pools: o.Pools.NodePools, catalog: cat, daemonSets: inv.DaemonSets, price: map[string]float64{}}
-	} else {
-		cost.Complete = false
-		findings = append(findings, Finding{Severity: "warning", Message: "no NodePools were given (plan --dir with the generated tree): Karpenter nodes are not predicted and nothing is pre-provisioned before a drain"})
-	}
-	// stopped is the error Progress stopped the plan with.
-	var stopped error
-	progress := func(pp PlanProgress) error {
-		if o.Progress != nil && stopped == nil {
-			stopped = o.Progress(pp)
-		}
-		return stopped
-	}
-	waves := 0
-	for _, g := range p.NodeGroups {
-		waves += len(chunk(nodesByGroup[g.Name], p.Budget.WaveSize))
-	}
-	for _, g := range p.NodeGroups {
-		var kept map[string]bool
-		if g.Name == cp.home.NodeGroup {
-			kept = cp.keep(nodesByGroup[g.Name], podsByNode)
-		}
-		for _, chunk := range chunk(ZoneBalanced(nodesByGroup[g.Name]), p.Budget.WaveSize) {
-			w := Wave{Index: len(p.Waves) + 1, NodePools: poolsOf[g.Name]}
-			var pods []inventory.Pod
-			for _, n := range chunk {
-				w.Nodes = append(w.Nodes, WaveNode{Name: n.Name, NodeGroup: n.NodeGroup, InstanceID: instanceID(n), Zone: n.Zone, Keep: kept[n.Name]})
-				for _, pod := range podsByNode[n.Name] {
-					// Pods that will stay put need no new capacity.
-					if (inventory.DisruptionBlocked(pod.Annotations) == "" || p.Budget.ForceEvict) && !(kept[n.Name] && cp.stays(pod)) {
-						pods = append(pods, pod)
-					}
-				}
-				cost.BeforePerHour += price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
-				if kept[n.Name] {
-					pr := price(n.InstanceType, capacityOr(n.CapacityType), n.Zone)
-					cost.AfterPerHour += pr
-					keptFleet = append(keptFleet, disruption.TypeCount{InstanceType: n.InstanceType, CapacityType: capacityOr(n.CapacityType), Nodes: 1, PricePerHour: pr})
-				}
-			}
-			w.Pods = len(pods)
-			if err := progress(PlanProgress{Wave: w.Index, Waves: waves, Nodes: len(w.Nodes), Pods: w.Pods}); err != nil {
-				return nil, err
-			}
-			if pred != nil {
-				var unschedulable []engine.Unschedulable
-				var err error
-				w.PredictedNodes, unschedulable, err = pred.predict(pods, w.NodePools)
-				if err != nil {
-					return nil, fmt.Errorf("plan wave %d: predict Karpenter nodes: %w", w.Index, err)
-				}
-				for _, u := range unschedulable {
-					if cp.admitsKept(podOf(pods, u.Pod)) {
-						continue // it moves to the controller's kept nodes
-					}
-					findings = append(findings, Finding{Severity: "blocker", Object: "Pod " + u.Pod.String(),
-						Message: fmt.Sprintf("fits no NodePool of wave %d (%s), so it would stay Pending after its eviction:%s", w.Index, strings.Join(w.NodePools, ", "), strings.TrimPrefix(u.String(), u.Pod.String()+":"))})
-				}
-			}
-			for i := range w.PredictedNodes {
-				pn := &w.PredictedNodes[i]
-				if pn.PricePerHour == 0 {
-					pn.PricePerHour = price(pn.InstanceType, capacityOr(pn.CapacityType), pn.Zone)
-				}
-				cost.AfterPerHour += pn.PricePerHour
-				if pred != nil {
-					pred.price[pn.Name] = pn.PricePerHour
-				}
-				if p.Budget.PreProvision && pn.Pods > 0 {
-					w.PreProvision = append(w.PreProvision, Placeholder{NodePool: pn.NodePool, CPU: pn.CPU, Memory: pn.Memory})
-				}
-			}
-			p.Waves = append(p.Waves, w)
-		}
-		if ng, _ := inv.NodeGroup(g.Name); kept != nil && ng != nil && len(ng.InstanceTypes) > 0 && len(ng.Zones) > 0 {
-			for range int(cp.home.Size) - len(kept) { // the kept group grows to its size
-				pr := price(ng.InstanceTypes[0], capacityOr(ng.CapacityType), ng.Zones[0])
-				cost.AfterPerHour += pr
-				keptFleet = append(keptFleet, disruption.TypeCount{InstanceType: ng.InstanceTypes[0], CapacityType: capacityOr(ng.CapacityType), Nodes: 1, PricePerHour: pr})
-			}
-		}
-	}
-	cost.BeforePerHour, cost.AfterPerHour = round2(cost.BeforePerHour), round2(cost.AfterPerHour)
-	p.Cost = cost
-	if pred != nil && len(pred.fleet) > 0 {
-		ss, err := steadyState(pred, inv.PDBs, func(pass, nodes int) error {
-			return progress(PlanProgress{SettlePass: pass, Nodes: nodes})
-		})
-		if stopped != nil {
-			return nil, stopped
-		}
-		if err != nil {
-			findings = append(findings, Finding{Severity: "warning", Object: "consolidation", Message: "the fleet after Karpenter's consolidation is not predicted: " + err.Error()})
-		}
-		if ss != nil {
-			ss.addKept(keptFleet)
-		}
-		p.SteadyState = ss
-	}
-	p.Findings = append(append(append(planFindings(inv, podsByNode, inScope, p.Budget), cp.findings(inv)...), findings...), o.Findings...)
+	p.Findings = append(append(append(planFindings(inv, podsByNode, inScope, p.Budget), cp.findings(inv)...), pl.findings...), o.Findings...)
 	if o.IAM != nil {
 		p.IAM = planIAM(inv, *o.IAM)
 		if p.IAM.Error != "" {

@@ -26,7 +26,7 @@ import (
 // generate's NodePools: waves, the engine's prediction per wave and the
 // consolidation forecast on the predicted fleet.
 //
-//	go test ./pkg/rollout/ -run '^$' -bench BuildPlan -benchtime 5x
+//	go test ./pkg/plan -run '^$' -bench BuildPlan -benchtime 5x
 func BenchmarkBuildPlan(b *testing.B) {
 	inv := &inventory.Inventory{Cluster: inventory.Cluster{Name: "c1", Region: "us-east-1"}}
 	zones := []string{"us-east-1a", "us-east-1b"}
@@ -70,7 +70,7 @@ func BenchmarkBuildPlan(b *testing.B) {
 // the consolidation forecast, findings, the hash and plan.yaml written. It
 // reports seconds and peak heap per plan, and the predicted nodes.
 //
-//	SLOT_EXCLUSIVE=1 slot go test ./pkg/rollout/ -run '^$' -bench PlanDemoReplicated -benchtime 1x -timeout 30m
+//	SLOT_EXCLUSIVE=1 slot go test ./pkg/plan -run '^$' -bench PlanDemoReplicated -benchtime 1x -timeout 30m
 func BenchmarkPlanDemoReplicated(b *testing.B) {
 	for _, n := range []int{10, 30, 100, 200} {
 		b.Run(fmt.Sprintf("N%d", n), func(b *testing.B) { benchPlanDemo(b, n, bigcluster.Options{}) })
@@ -81,7 +81,7 @@ func BenchmarkPlanDemoReplicated(b *testing.B) {
 // replicated 218 times with its 4 node groups in 50 sets (200 node groups,
 // 5,014 nodes, about 64,000 pods), on BenchmarkPlanDemoReplicated's path.
 //
-//	SLOT_EXCLUSIVE=1 slot go test ./pkg/rollout/ -run '^$' -bench PlanClusterScale -benchtime 1x -timeout 30m
+//	SLOT_EXCLUSIVE=1 slot go test ./pkg/plan -run '^$' -bench PlanClusterScale -benchtime 1x -timeout 30m
 func BenchmarkPlanClusterScale(b *testing.B) {
 	benchPlanDemo(b, 218, bigcluster.Options{GroupSets: 50})
 }

@@ -134,13 +134,24 @@ func newPools(nps []*apiv1.NodePool, classes map[string]*apiv1.EC2NodeClass) Poo
 // of earlier waves stay in the simulated cluster, so a later wave's pods
 // first fill the room they left, as Karpenter's scheduler does.
 type predictor struct {
-	pools      []engine.NodePool
+	pools []engine.NodePool
+	// typed are the pools with the catalogue's instance types, narrowed
+	// once (withTypes) for every wave's simulation and the forecast's;
+	// typedErr is why they could not be.
+	typed      []engine.NodePool
+	typedErr   error
 	catalog    *catalog.Catalog
 	daemonSets []inventory.DaemonSet
 	fleet      []engine.ExistingNode
 	wave       int
 	// price is each predicted node's $/h, by name, as the plan prices it.
 	price map[string]float64
+}
+
+func newPredictor(pools []engine.NodePool, cat *catalog.Catalog, daemonSets []inventory.DaemonSet) *predictor {
+	pr := &predictor{pools: pools, catalog: cat, daemonSets: daemonSets, price: map[string]float64{}}
+	pr.typed, pr.typedErr = withTypes(pools, cat)
+	return pr
 }
 
 // predict returns the new nodes for one wave's pods on the named pools and
@@ -150,8 +161,13 @@ func (pr *predictor) predict(pods []inventory.Pod, poolNames []string) ([]Predic
 	if len(pods) == 0 {
 		return nil, nil, nil
 	}
+	// Pools withTypes failed on are left to the engine, which says why.
+	all := pr.typed
+	if pr.typedErr != nil {
+		all = pr.pools
+	}
 	var pools []engine.NodePool
-	for _, np := range pr.pools {
+	for _, np := range all {
 		if slices.Contains(poolNames, np.Name) {
 			pools = append(pools, np)
 		}
@@ -159,7 +175,9 @@ func (pr *predictor) predict(pods []inventory.Pod, poolNames []string) ([]Predic
 	if len(pools) == 0 {
 		return nil, nil, fmt.Errorf("none of the NodePools %v is in the environment's overlay", poolNames)
 	}
-	res, err := engine.Solve(engine.Input{Pods: pods, ExistingNodes: pr.fleet, NodePools: pools, DaemonSets: pr.daemonSets, Catalog: pr.catalog})
+	// A Cluster answers as Solve does, but leaves out the fleet's nodes
+	// that can take none of the wave's pods (full, or tainted against them).
+	res, err := engine.NewCluster(engine.Input{ExistingNodes: pr.fleet, NodePools: pools, DaemonSets: pr.daemonSets, Catalog: pr.catalog}).Solve(engine.NewPods(pods), nil)
 	if err != nil {
 		return nil, nil, err
 	}

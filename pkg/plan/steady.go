@@ -83,11 +83,10 @@ type ExpectedNode struct {
 // off, as in a default Karpenter install: the forecast is what Karpenter
 // does, not what a better packer could. beforePass is Settle's.
 func steadyState(pr *predictor, pdbs []inventory.PDB, beforePass func(pass, nodes int) error) (*SteadyState, error) {
-	pools, err := withTypes(pr.pools, pr.catalog)
-	if err != nil {
-		return nil, err
+	if pr.typedErr != nil {
+		return nil, pr.typedErr
 	}
-	in := settleInput(pr, pools, pdbs)
+	in := settleInput(pr, pr.typed, pdbs)
 	s, err := disruption.Settle(in, disruption.SettleOptions{BeforePass: beforePass})
 	if err != nil {
 		return nil, err

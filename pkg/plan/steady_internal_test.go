@@ -18,8 +18,8 @@ import (
 )
 
 // TestWithTypesSettlesTheSame: narrowing the catalogue to what each
-// NodePool allows, once, changes nothing Settle decides — only how long it
-// takes. Each case's waves leave nodes Karpenter replaces, so the
+// NodePool allows, once, changes nothing the waves' predictions or Settle
+// decide — only how long they take. Each case's waves leave nodes Karpenter replaces, so the
 // comparison is not between two empty forecasts.
 func TestWithTypesSettlesTheSame(t *testing.T) {
 	req := func(key string, op corev1.NodeSelectorOperator, v ...string) apiv1.NodeSelectorRequirementWithMinValues {
@@ -39,13 +39,24 @@ func TestWithTypesSettlesTheSame(t *testing.T) {
 			np.Spec.Template.Spec.Requirements = reqs
 			np.Spec.Disruption = apiv1.Disruption{ConsolidationPolicy: apiv1.ConsolidationPolicyWhenEmptyOrUnderutilized,
 				ConsolidateAfter: apiv1.NewNillableDuration(time.Minute), Budgets: []apiv1.Budget{{Nodes: "100%"}}}
-			pr := &predictor{pools: []engine.NodePool{engine.NodePoolFromV1(np, nil)}, catalog: cat, price: map[string]float64{}}
+			pools := []engine.NodePool{engine.NodePoolFromV1(np, nil)}
+			pr := newPredictor(pools, cat, nil)
+			// The waves predicted on the whole catalogue, for comparison.
+			wholePr := &predictor{pools: pools, typed: pools, catalog: cat, price: map[string]float64{}}
 			// One 1.2-CPU pod per wave: each gets its own cheapest node.
 			for i := range 3 {
 				pod := inventory.Pod{Namespace: "app", Name: fmt.Sprintf("p-%d", i), Phase: corev1.PodRunning, OwnerKind: inventory.OwnerDeployment, OwnerName: "web",
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1200m"), corev1.ResourceMemory: resource.MustParse("1Gi")}}
-				if _, _, err := pr.predict([]inventory.Pod{pod}, []string{"web"}); err != nil {
+				fast, _, err := pr.predict([]inventory.Pod{pod}, []string{"web"})
+				if err != nil {
 					t.Fatal(err)
+				}
+				whole, _, err := wholePr.predict([]inventory.Pod{pod}, []string{"web"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(whole, fast) {
+					t.Errorf("wave %d predicted differently:\nwhole catalogue %+v\nnarrowed        %+v", i+1, whole, fast)
 				}
 			}
 			narrowed, err := withTypes(pr.pools, cat)

@@ -138,10 +138,11 @@ func poolRooms(inv *inventory.Inventory, np *karpv1.NodePool, nc *karpv1.EC2Node
 		wellKnown[k] = k != corev1.LabelTopologyRegion
 	}
 	typeReqs := requirementsFor(tmpl.Spec.Requirements, func(k string) bool { return wellKnown[k] })
+	allowed := matcher(typeReqs)
 	kubelet := engine.NodePoolFromV1(np, nc).Kubelet
 	var out []Room
 	for _, it := range cat.Types() {
-		if len(it.Offerings) == 0 || !matches(typeReqs, it.Labels) {
+		if len(it.Offerings) == 0 || !allowed(it.Labels) {
 			continue
 		}
 		alloc, err := it.Allocatable(kubelet)
@@ -222,16 +223,24 @@ func requirementsFor(reqs []karpv1.NodeSelectorRequirementWithMinValues, keep fu
 // scheduler's own node selector semantics (In, NotIn, Exists, DoesNotExist,
 // Gt, Lt).
 func matches(reqs []corev1.NodeSelectorRequirement, labels map[string]string) bool {
+	return matcher(reqs)(labels)
+}
+
+// matcher is matches with the requirements parsed once, for a pool's
+// requirements tried on every catalogue type.
+func matcher(reqs []corev1.NodeSelectorRequirement) func(labels map[string]string) bool {
 	if len(reqs) == 0 {
-		return true
+		return func(map[string]string) bool { return true }
 	}
 	sel, err := nodeaffinity.NewNodeSelector(&corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: reqs}}})
 	if err != nil {
-		return false // an invalid requirement allows nothing, as the API server would reject it
+		return func(map[string]string) bool { return false } // an invalid requirement allows nothing, as the API server would reject it
 	}
-	node := &corev1.Node{}
-	node.Labels = labels
-	return sel.Match(node)
+	return func(labels map[string]string) bool {
+		node := &corev1.Node{}
+		node.Labels = labels
+		return sel.Match(node)
+	}
 }
 
 // fitsSomeRoom reports whether the pod's requests fit a room whose taints
