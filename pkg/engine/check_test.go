@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -174,5 +175,40 @@ func TestTopologyLowerBound(t *testing.T) {
 	}
 	if res.LowerBound > res.Cost/2 {
 		t.Errorf("LP lower bound %v: want it to miss the forced nodes (< %v)", res.LowerBound, res.Cost/2)
+	}
+}
+
+// TestFewClaimsListGivesTheScansAnswer: small one-per-node pods, queued
+// after the Karpenter mix, fill the claims it opened; once they are on ¾ of
+// them, they look only at the list of claims they are not on yet
+// (fewClaims). The result is the scans' own.
+func TestFewClaimsListGivesTheScansAnswer(t *testing.T) {
+	pods := karpenterMix(2000)
+	for i := 0; i < 600; i++ {
+		pods = append(pods, inventory.Pod{Namespace: "default", Name: fmt.Sprintf("solo-%03d", i), Labels: map[string]string{"app": "solo"},
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("100Mi")},
+			Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "solo"}}, TopologyKey: catalog.LabelHostname}}}}})
+	}
+	defer func(v int) { fewMinClaims = v }(fewMinClaims)
+	for _, karpenterOnly := range []bool{false, true} {
+		in := Input{Pods: pods, NodePools: []NodePool{hugePool("default", fakeInstanceTypes(100))}, Options: Options{KarpenterOnly: karpenterOnly}}
+		fewMinClaims = 64
+		withList, err := Solve(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fewMinClaims = math.MaxInt
+		scans, err := Solve(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(withList, scans) {
+			t.Errorf("KarpenterOnly=%v: the list gives %d nodes $%.2f/h, the scans %d nodes $%.2f/h", karpenterOnly,
+				len(withList.NodeClaims), withList.Cost, len(scans.NodeClaims), scans.Cost)
+		}
+		if errs := Check(in, withList); len(errs) > 0 {
+			t.Errorf("KarpenterOnly=%v: Check: %v", karpenterOnly, errs[0])
+		}
 	}
 }

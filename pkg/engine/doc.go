@@ -46,6 +46,7 @@
 //	minvalues.go         minValues on claims and launch options                     K: nodeclaim.go, instance_selection
 //	resources.go         resource vectors                                           K: pkg/utils/resources
 //	roomindex.go         claims by room left (best fit; ours)
+//	claimindex.go        claims by zone (partitions) and the few a hostname term leaves (ours)
 //	repack.go            the improvement pass; repackclass.go (classes, dual prices), repackfill.go (top-up, new bins)
 //	finalize.go          the Result's NodeClaims; bound.go the lower bounds
 //	cluster.go           Cluster: one prepared cluster for many simulations
@@ -108,6 +109,9 @@
 //     5 % cheaper); when it needs more nodes a second re-pack grows existing
 //     claims first. KarpenterCost is the cost after the greedy pass, before
 //     the re-pack; Options.KarpenterOnly gives Karpenter's own greedy result.
+//   - Among in-flight claims with as many pods, the order is zone by zone
+//     (the parts of claimindex.go), then the order they reached that count;
+//     Karpenter's sort by pod count is unstable there.
 //   - A claim's zone is pinned as soon as a pod that a zone-keyed group
 //     counts lands on it, so the counts are exact; Karpenter leaves such pods
 //     uncounted until the node exists.

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"math"
+	"math/bits"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -29,8 +30,10 @@ type node struct {
 	seqs     []int
 	ports    map[inventory.HostPort]bool
 	bucket   int // index in the fewest-pods bucket, -1 when not bucketed
+	part     int // part (claimindex.go) of the fewest-pods bucket
 	room     int // bucket in the room index, -1 when not indexed
 	roomPos  int
+	roomPart int // part of the room index
 	cur      int // claims: index into types of the cheapest fitting type
 	dead     bool
 }
@@ -65,33 +68,42 @@ func (n *node) domain(key string) string {
 // in order of fewest pods; unless KarpenterOnly, a claim whose current
 // cheapest type already has room for the pod (no extra cost) wins first,
 // best fit, found through the room index instead of a scan of every claim.
+// Both look only at the parts (claimindex.go) the pod's topology allows,
+// and at only the few claims a hostname term leaves when there are few.
 func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 	if s.hostnameRejectsEveryClaim(pd) {
 		return nil, nil
+	}
+	mask := s.partsFor(pd)
+	if few, ok := s.fewClaims(pd); ok {
+		return s.pickAmong(pd, mask, few)
 	}
 	if !s.opts.KarpenterOnly {
 		var best *node
 		var bestReqs Requirements
 		bestScore := math.MaxFloat64
 		found := -1
-		for b := s.rooms.next(roomBucket(pd.req[rCPU])); b >= 0; b = s.rooms.next(b + 1) {
+		for b := s.nextRoom(mask, roomBucket(pd.req[rCPU])); b >= 0; b = s.nextRoom(mask, b+1) {
 			if found >= 0 && b > found+1 {
 				break
 			}
-			for i := range s.rooms.buckets[b] {
-				e := &s.rooms.buckets[b][i]
-				if !pd.req.fits(e.free) {
-					continue
-				}
-				score := float64(e.free[rCPU]-pd.req[rCPU])/float64(max(e.allocCPU, 1)) + float64(e.free[rMem]-pd.req[rMem])/float64(max(e.allocMem, 1))
-				n := e.n
-				if score >= bestScore || (score == bestScore && best != nil && n.id > best.id) {
-					continue
-				}
-				if narrowed, ok := s.canAdd(pd, n); ok {
-					best, bestReqs, bestScore = n, narrowed, score
-					if found < 0 {
-						found = b
+			for m := mask; m != 0; m &= m - 1 {
+				bucket := s.rooms[bits.TrailingZeros64(m)].buckets[b]
+				for i := range bucket {
+					e := &bucket[i]
+					if !pd.req.fits(e.free) {
+						continue
+					}
+					// Ties go to the first in the order of the scan.
+					score := fitScore(pd, e)
+					if score >= bestScore {
+						continue
+					}
+					if narrowed, ok := s.canAdd(pd, e.n); ok {
+						best, bestReqs, bestScore = e.n, narrowed, score
+						if found < 0 {
+							found = b
+						}
 					}
 				}
 			}
@@ -100,17 +112,31 @@ func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 			return best, bestReqs
 		}
 	}
-	for _, bucket := range s.byCount {
-		for i := range bucket {
-			if !pd.req.fits(bucket[i].head) {
+	// Fewest pods first; among claims with as many pods, part by part.
+	for c := 0; c < s.maxCount; c++ {
+		for m := mask; m != 0; m &= m - 1 {
+			byCount := s.byCount[bits.TrailingZeros64(m)]
+			if c >= len(byCount) {
 				continue
 			}
-			if narrowed, ok := s.canAdd(pd, bucket[i].n); ok {
-				return bucket[i].n, narrowed
+			bucket := byCount[c]
+			for i := range bucket {
+				if !pd.req.fits(bucket[i].head) {
+					continue
+				}
+				if narrowed, ok := s.canAdd(pd, bucket[i].n); ok {
+					return bucket[i].n, narrowed
+				}
 			}
 		}
 	}
 	return nil, nil
+}
+
+// fitScore is the room a claim's current type would have left, as
+// fractions of its allocatable CPU and memory: best fit takes the least.
+func fitScore(pd *podData, e *roomEntry) float64 {
+	return float64(e.free[rCPU]-pd.req[rCPU])/float64(max(e.allocCPU, 1)) + float64(e.free[rMem]-pd.req[rMem])/float64(max(e.allocMem, 1))
 }
 
 // countEntry is a claim in its fewest-pods bucket with the room its largest
@@ -249,6 +275,9 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 		}
 	}
 	s.claims = append(s.claims, n)
+	for _, g := range s.zeroGroups {
+		g.addZero(n)
+	}
 	return n, ""
 }
 
@@ -281,23 +310,27 @@ func (s *scheduler) cheapestIndex(n *node) int {
 	return best
 }
 
+// moveBucket moves a claim from its fewest-pods bucket (from pods, in the
+// part it was put in) to bucket to, in the part it belongs in now.
 func (s *scheduler) moveBucket(n *node, from, to int) {
-	if n.bucket >= 0 && from < len(s.byCount) {
-		b := s.byCount[from]
+	if n.bucket >= 0 && from < len(s.byCount[n.part]) {
+		b := s.byCount[n.part][from]
 		last := b[len(b)-1]
 		b[n.bucket] = last
 		last.n.bucket = n.bucket
-		s.byCount[from] = b[:len(b)-1]
+		s.byCount[n.part][from] = b[:len(b)-1]
 	}
 	n.bucket = -1
 	if to < 0 {
 		return
 	}
-	for len(s.byCount) <= to {
-		s.byCount = append(s.byCount, nil)
+	n.part = s.partOfClaim(n)
+	for len(s.byCount[n.part]) <= to {
+		s.byCount[n.part] = append(s.byCount[n.part], nil)
 	}
-	n.bucket = len(s.byCount[to])
-	s.byCount[to] = append(s.byCount[to], countEntry{n: n, head: n.maxAlloc.sub(n.used)})
+	s.maxCount = max(s.maxCount, to+1)
+	n.bucket = len(s.byCount[n.part][to])
+	s.byCount[n.part][to] = append(s.byCount[n.part][to], countEntry{n: n, head: n.maxAlloc.sub(n.used)})
 }
 
 // canAddClaim is canAdd's part for a claim: room on some type, compatible

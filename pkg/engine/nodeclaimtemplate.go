@@ -174,6 +174,9 @@ func (s *scheduler) addTypes(p *pool, types []InstanceType) error {
 		}
 	}
 	sort.SliceStable(p.types, func(a, b int) bool { return p.types[a].offerings[0].Price < p.types[b].offerings[0].Price })
+	for i, t := range p.types {
+		t.idx = i
+	}
 	for z := range zones {
 		p.zones = append(p.zones, z)
 	}

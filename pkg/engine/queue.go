@@ -25,6 +25,7 @@ func sortQueue(pods []*podData) {
 // a full pass makes no progress; it returns the pods left and why each of
 // them failed last.
 func (s *scheduler) schedule(queue []*podData) ([]*podData, map[*podData]map[string]string) {
+	defer s.dropZeroSets()
 	failures := map[*podData]map[string]string{}
 	for len(queue) > 0 {
 		var next []*podData

@@ -35,7 +35,7 @@ type looseClass struct {
 // poolDuals are a pool's dual prices (per slot) and the types' efficiency.
 type poolDuals struct {
 	y   vec64
-	eff map[*itype]float64
+	eff []float64 // by type index (itype.idx)
 }
 
 type vec64 [nres]float64
@@ -150,7 +150,7 @@ func (s *scheduler) duals(live []*node, classes []*looseClass) map[*pool]*poolDu
 	}
 	out := map[*pool]*poolDuals{}
 	for p, d := range demand {
-		pd := &poolDuals{eff: make(map[*itype]float64, len(p.types))}
+		pd := &poolDuals{eff: make([]float64, len(p.types))}
 		y1, y2, _ := lpDual(p.types, float64(max(d[rCPU], 1)), float64(max(d[rMem], 1)))
 		if y1 == 0 && y2 == 0 {
 			y1 = math.SmallestNonzeroFloat64
@@ -171,7 +171,7 @@ func (s *scheduler) duals(live []*node, classes []*looseClass) map[*pool]*poolDu
 			}
 		}
 		for _, t := range p.types {
-			pd.eff[t] = pd.y.value(t.alloc) / t.offerings[0].Price
+			pd.eff[t.idx] = pd.y.value(t.alloc) / t.offerings[0].Price
 		}
 		out[p] = pd
 	}

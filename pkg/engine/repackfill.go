@@ -66,7 +66,7 @@ func band(t *itype) int {
 }
 
 // candidates keeps, per band, the most efficient type that ok accepts.
-func candidates(types []*itype, eff map[*itype]float64, ok func(*itype) bool) []*itype {
+func candidates(types []*itype, eff []float64, ok func(*itype) bool) []*itype {
 	// A few dozen bands at most: a slice searched linearly beats a map.
 	type banded struct {
 		band int
@@ -79,13 +79,13 @@ func candidates(types []*itype, eff map[*itype]float64, ok func(*itype) bool) []
 		b := t.band
 		i := slices.IndexFunc(best, func(x banded) bool { return x.band == b })
 		if i >= 0 {
-			if e := eff[t]; e > best[i].eff && ok(t) {
+			if e := eff[t.idx]; e > best[i].eff && ok(t) {
 				best[i].t, best[i].eff = t, e
 			}
 			continue
 		}
 		if ok(t) {
-			best = append(best, banded{band: b, t: t, eff: eff[t]})
+			best = append(best, banded{band: b, t: t, eff: eff[t.idx]})
 		}
 	}
 	out := make([]*itype, len(best))
@@ -364,7 +364,8 @@ func (s *scheduler) place(n *node, groups []*sizeGroup, take []int) {
 			sg.cls.left--
 		}
 	}
-	kept := n.types[:0:0]
+	// A new slice: the snapshot (restore) may still hold the old one.
+	kept := make([]*itype, 0, len(n.types))
 	for _, t := range n.types {
 		if n.used.fits(t.alloc) {
 			kept = append(kept, t)

@@ -13,7 +13,14 @@ type scheduler struct {
 	pools               []*pool
 	existing            []*node
 	claims              []*node
-	byCount             [][]countEntry
+	byCount             [][][]countEntry // part, pod count
+	maxCount            int              // 1 + the most pods in a bucket so far
+	partKey             string           // the partition key (partition.go), "" for none
+	partOf              map[string]int   // its domains' parts
+	parts               int
+	zeroGroups          []*topologyGroup // groups keeping their claims with hc 0
+	scratch             []candidate
+	keysCache           map[string][]bool
 	groups              []*topologyGroup
 	groupsByID          map[string]*topologyGroup
 	universe            map[string][]domainSource
@@ -23,7 +30,7 @@ type scheduler struct {
 	nextID              int
 	compat              map[compatKey]*compatEntry
 	domCache            map[domKey][]string
-	rooms               roomIndex
+	rooms               []roomIndex // per part
 	typePreps           map[typeSource]*typePrep
 	result              Result
 }
@@ -39,7 +46,7 @@ func wellKnownSet() map[string]bool {
 
 func newScheduler(opts Options) *scheduler {
 	s := &scheduler{opts: opts, ri: newResourceIndex(), wellKnown: wellKnownSet(), groupsByID: map[string]*topologyGroup{}, universe: map[string][]domainSource{},
-		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}, typePreps: map[typeSource]*typePrep{}}
+		compat: map[compatKey]*compatEntry{}, domCache: map[domKey][]string{}, typePreps: map[typeSource]*typePrep{}, keysCache: map[string][]bool{}}
 	if s.opts.MaxInstanceTypes == 0 {
 		s.opts.MaxInstanceTypes = 60
 	}
@@ -69,6 +76,7 @@ func solve(in Input, pre *preparedPools) (Result, error) {
 	for _, pd := range pods {
 		s.computeSelected(pd)
 	}
+	s.indexParts()
 	sortQueue(pods)
 	left, failures := s.schedule(pods)
 	s.reportUnschedulable(invalid, left, failures)
@@ -195,9 +203,13 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 		if changed || !n.used.fits(n.minAlloc) {
 			// The claim owns its types slice (newClaim allocates it): filter in place.
 			kept := n.types[:0]
-			f := offerFilterOf(n.reqs)
+			var compat []bool
+			if changed {
+				f := offerFilterOf(n.reqs)
+				compat = s.keysCompat(n.pool, n.reqs, keys, &f)
+			}
 			for _, t := range n.types {
-				if n.used.fits(t.alloc) && (!changed || typeCompatibleKeysF(t, n.reqs, keys, &f)) {
+				if n.used.fits(t.alloc) && (!changed || compat[t.idx]) {
 					kept = append(kept, t)
 				}
 			}
@@ -210,8 +222,8 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 		}
 		s.moveBucket(n, len(n.pods), len(n.pods)+1)
 		if !s.opts.KarpenterOnly {
-			s.rooms.remove(n)
-			s.rooms.put(n)
+			s.removeRoom(n)
+			s.putRoom(n)
 		}
 	}
 	for _, hp := range pd.ports {

@@ -270,6 +270,13 @@ func (s *scheduler) record(pd *podData, n *node, delta int32) {
 		if g.key == catalog.LabelHostname {
 			g.hc = bump(g.hc, n.id, delta, !n.existing, &g.hcClaims)
 			g.total += delta
+			if g.zeroKept && !n.existing {
+				if g.hcount(n.id) == 0 {
+					g.addZero(n)
+				} else {
+					g.removeZero(n)
+				}
+			}
 		} else if d := n.domain(g.key); d != "" {
 			g.counts[d] += delta
 			g.total += delta

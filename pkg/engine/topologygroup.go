@@ -41,7 +41,35 @@ type topologyGroup struct {
 	// non-zero hc or ho: when they reach every claim, a pod the group keeps
 	// off such nodes can skip the scan of the claims.
 	hcClaims, hoClaims int32
-	desc               string
+	// zero lists the claims with hc 0, kept (zeroKept) only during the
+	// greedy pass and only once the group's pods are on most claims
+	// (fewClaims); zeroPos is each claim's position in it + 1, by node id.
+	zero     []*node
+	zeroPos  []int32
+	zeroKept bool
+	desc     string
+}
+
+func (g *topologyGroup) addZero(n *node) {
+	for len(g.zeroPos) <= n.id {
+		g.zeroPos = append(g.zeroPos, 0)
+	}
+	if g.zeroPos[n.id] == 0 {
+		g.zero = append(g.zero, n)
+		g.zeroPos[n.id] = int32(len(g.zero))
+	}
+}
+
+func (g *topologyGroup) removeZero(n *node) {
+	if n.id >= len(g.zeroPos) || g.zeroPos[n.id] == 0 {
+		return
+	}
+	i := g.zeroPos[n.id] - 1
+	last := g.zero[len(g.zero)-1]
+	g.zero[i] = last
+	g.zeroPos[last.id] = i + 1
+	g.zero = g.zero[:len(g.zero)-1]
+	g.zeroPos[n.id] = 0
 }
 
 func (g *topologyGroup) hcount(id int) int32 {
