@@ -56,18 +56,19 @@ func newScheduler(opts Options) *scheduler {
 // Solve predicts what Karpenter launches for the pending pods, improves on
 // its price without breaking a constraint, and explains every pod it cannot
 // place. It is pure and deterministic.
-func Solve(in Input) (Result, error) { return solve(in, nil) }
+func Solve(in Input) (Result, error) { return solve(in, nil, nil) }
 
 // solve is Solve with the pools prepared once for in's NodePools,
-// DaemonSets and Catalog (nil: prepare them).
-func solve(in Input, pre *preparedPools) (Result, error) {
+// DaemonSets and Catalog (nil: prepare them) and, where built[i] is not
+// nil, in.ExistingNodes[i] built once (buildExisting).
+func solve(in Input, pre *preparedPools, built []*node) (Result, error) {
 	s := newScheduler(in.Options)
 	if pre != nil {
 		s.usePrepared(pre)
 	} else if err := s.buildPools(in); err != nil {
 		return Result{}, err
 	}
-	if err := s.buildExisting(in); err != nil {
+	if err := s.buildExisting(in, built); err != nil {
 		return Result{}, err
 	}
 	s.indexUniverse()
