@@ -38,8 +38,8 @@ import (
 //
 // Nodes are never left out when that could change an error or a message:
 // one schedulable node stays when all would go (Solve's reasons say
-// whether existing nodes were tried), a node whose pods carry any affinity
-// stays (Solve parses it), and nothing is left out when the input names
+// whether existing nodes were tried), a node with a pod whose required node
+// affinity does not parse stays (Solve reports it), and nothing is left out when the input names
 // more resources than the scheduler has slots for. A Cluster is not safe
 // for concurrent use.
 type Cluster struct {
@@ -49,9 +49,9 @@ type Cluster struct {
 	ri       *resourceIndex
 	overflow bool
 	// free is each node's room in ri's slots; byRoom orders the nodes by
-	// CPU left, most first. Nodes whose pods carry affinity are parsed by
-	// Solve (an error must not go unseen): parsed lists them, and plain is
-	// false for them.
+	// CPU left, most first. Nodes with a pod whose required node affinity
+	// does not parse must be parsed by Solve (its error must not go
+	// unseen): parsed lists them, and plain is false for them.
 	free   []vec
 	byRoom []int
 	plain  []bool
@@ -103,7 +103,7 @@ func NewCluster(in Input) *Cluster {
 		for j := range en.Pods {
 			p := &en.Pods[j]
 			c.topology = c.topology || hasTopology(p)
-			c.plain[i] = c.plain[i] && p.Affinity == nil
+			c.plain[i] = c.plain[i] && nodeAffinityParses(p)
 			req, err := c.podVec(p)
 			c.overflow = c.overflow || err != nil
 			free = free.sub(req)
@@ -154,6 +154,20 @@ func (c *Cluster) podVec(p *inventory.Pod) (vec, error) {
 	v, err := c.ri.vec(p.Requests)
 	v[rPods]++
 	return v, err
+}
+
+// nodeAffinityParses: Solve reads the pod's required node affinity without
+// an error (the preferred terms that do not parse it skips).
+func nodeAffinityParses(p *inventory.Pod) bool {
+	if p.Affinity == nil || p.Affinity.NodeAffinity == nil || p.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return true
+	}
+	for _, term := range p.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		if _, err := FromNodeSelectorTerm(term.MatchExpressions); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func hasTopology(p *inventory.Pod) bool {

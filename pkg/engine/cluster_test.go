@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,6 +66,14 @@ func randomCluster(r *rand.Rand, nodes int, topology bool) Input {
 		{"2", []inventory.Pod{pod("1500m", "1Gi"), pod("1", "1Gi")}},                                        // overcommitted
 		{"4", []inventory.Pod{pod("250m", "256Mi", affine), pod("3", "2Gi")}},                               // parsed
 	}
+	if r.Intn(8) == 0 {
+		// Solve reports it: no simulation may leave this node out.
+		broken := func(p *inventory.Pod) {
+			affine(p)
+			p.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Operator = "Near"
+		}
+		templates = append(templates, template{"4", []inventory.Pod{pod("250m", "256Mi", broken)}})
+	}
 	if topology {
 		templates = append(templates, template{"8", []inventory.Pod{pod("500m", "1Gi", func(p *inventory.Pod) {
 			p.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: catalog.LabelZone, WhenUnsatisfiable: corev1.DoNotSchedule,
@@ -98,7 +108,7 @@ func randomCluster(r *rand.Rand, nodes int, topology bool) Input {
 // solves the whole input; and, without topology, the checker finds nothing
 // wrong with it but the overcommitted nodes it was given.
 func TestClusterSolveIsSolve(t *testing.T) {
-	var solves, remembered, leftOut int
+	var solves, remembered, leftOut, failed int
 	for seed := int64(1); seed <= 40; seed++ {
 		r := rand.New(rand.NewSource(seed))
 		topology := seed%4 == 0
@@ -133,6 +143,13 @@ func TestClusterSolveIsSolve(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("seed %d without %v (topology %v):\ngot  %+v\nwant %+v", seed, without, topology, got, want)
 			}
+			solves++
+			if gerr != nil {
+				failed++
+			}
+			if gerr != nil || slices.ContainsFunc(got.Unschedulable, func(u Unschedulable) bool { return strings.HasPrefix(u.Reasons[""], "invalid pod") }) {
+				continue // the broken pod's: nothing for the checker
+			}
 			// Overcommitted nodes are the input's fault: the checker reports
 			// them with nothing to place too.
 			bound := in
@@ -149,7 +166,6 @@ func TestClusterSolveIsSolve(t *testing.T) {
 					t.Fatalf("seed %d without %v: %v", seed, without, err)
 				}
 			}
-			solves++
 			if len(c.memo) == memo && !topology {
 				remembered++
 			}
@@ -164,8 +180,8 @@ func TestClusterSolveIsSolve(t *testing.T) {
 		}
 	}
 	// The test exercises what it claims to.
-	if remembered == 0 || leftOut == 0 {
-		t.Fatalf("%d simulations: %d answered from memory, %d node sets left nodes out; want some of each", solves, remembered, leftOut)
+	if remembered == 0 || leftOut == 0 || failed == 0 {
+		t.Fatalf("%d simulations: %d answered from memory, %d node sets left nodes out, %d failed on a bound pod; want some of each", solves, remembered, leftOut, failed)
 	}
 }
 
