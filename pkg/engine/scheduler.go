@@ -71,7 +71,6 @@ func solve(in Input, pre *preparedPools, built []*node) (Result, error) {
 	if err := s.buildExisting(in, built); err != nil {
 		return Result{}, err
 	}
-	s.indexUniverse()
 	pods, invalid := s.podsOf(in.Pods)
 	s.countExisting()
 	for _, pd := range pods {
@@ -92,16 +91,22 @@ func solve(in Input, pre *preparedPools, built []*node) (Result, error) {
 	return s.result, nil
 }
 
-// indexUniverse lists each key's domains once, sorted.
-func (s *scheduler) indexUniverse() {
-	s.univ = map[string][]string{}
-	for key, srcs := range s.universe {
-		var ds []string
-		for _, src := range srcs {
-			ds = append(ds, src.domain)
+// domainsOf is the key's domains, sorted; false when no pool or node has
+// the key. Only topology asks (most simulations never do), after the pools
+// and existing nodes are built: the first call indexes every key.
+func (s *scheduler) domainsOf(key string) ([]string, bool) {
+	if s.univ == nil {
+		s.univ = map[string][]string{}
+		for key, srcs := range s.universe {
+			var ds []string
+			for _, src := range srcs {
+				ds = append(ds, src.domain)
+			}
+			s.univ[key] = sortedUnique(ds)
 		}
-		s.univ[key] = sortedUnique(ds)
 	}
+	u, ok := s.univ[key]
+	return u, ok
 }
 
 // reportUnschedulable lists the invalid pods and those the queue left, by
