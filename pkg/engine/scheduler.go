@@ -11,6 +11,7 @@ type scheduler struct {
 	ri                  *resourceIndex
 	wellKnown           map[string]bool
 	pools               []*pool
+	uses                []*poolUse // by pool position; nil: nothing taken yet
 	existing            []*node
 	claims              []*node
 	byCount             [][][]countEntry // part, pod count
