@@ -61,17 +61,14 @@ func (s *scheduler) buildExisting(in Input, built []*node) error {
 }
 
 // useBuilt adds a copy of a node built earlier: its room and host ports
-// change as pods are placed; its labels and taints are only read.
+// change as pods are placed; its labels and taints are only read. Built
+// nodes come only with pods that declare no topology, so its labels are
+// not added to the universe of domains: only topology reads it.
 func (s *scheduler) useBuilt(b *node) {
 	n := *b
 	n.id = s.nextID
 	s.nextID++
 	n.ports = maps.Clone(b.ports)
-	for k, v := range n.labels {
-		if k != catalog.LabelHostname {
-			s.universe[k] = append(s.universe[k], domainSource{domain: v, taints: n.taints})
-		}
-	}
 	s.existing = append(s.existing, &n)
 }
 

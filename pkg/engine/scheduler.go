@@ -61,7 +61,8 @@ func Solve(in Input) (Result, error) { return solve(in, nil, nil) }
 
 // solve is Solve with the pools prepared once for in's NodePools,
 // DaemonSets and Catalog (nil: prepare them) and, where built[i] is not
-// nil, in.ExistingNodes[i] built once (buildExisting).
+// nil, in.ExistingNodes[i] built once (buildExisting); built only when no
+// pod, bound or to place, declares topology.
 func solve(in Input, pre *preparedPools, built []*node) (Result, error) {
 	s := newScheduler(in.Options)
 	if pre != nil {
