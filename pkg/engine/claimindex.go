@@ -41,10 +41,14 @@ func (s *scheduler) indexParts() {
 		}
 		return keys[i] < keys[j]
 	})
-	if len(keys) > 0 && len(s.univ[keys[0]])+1 <= maxParts {
+	var ds []string
+	if len(keys) > 0 {
+		ds, _ = s.domainsOf(keys[0])
+	}
+	if len(keys) > 0 && len(ds)+1 <= maxParts {
 		s.partKey = keys[0]
 		s.partOf = map[string]int{}
-		for i, d := range s.univ[s.partKey] {
+		for i, d := range ds {
 			s.partOf[d] = i
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -37,8 +38,8 @@ import (
 //
 // Nodes are never left out when that could change an error or a message:
 // one schedulable node stays when all would go (Solve's reasons say
-// whether existing nodes were tried), a node whose pods carry any affinity
-// stays (Solve parses it), and nothing is left out when the input names
+// whether existing nodes were tried), a node with a pod whose required node
+// affinity does not parse stays (Solve reports it), and nothing is left out when the input names
 // more resources than the scheduler has slots for. A Cluster is not safe
 // for concurrent use.
 type Cluster struct {
@@ -48,9 +49,9 @@ type Cluster struct {
 	ri       *resourceIndex
 	overflow bool
 	// free is each node's room in ri's slots; byRoom orders the nodes by
-	// CPU left, most first. Nodes whose pods carry affinity are parsed by
-	// Solve (an error must not go unseen): parsed lists them, and plain is
-	// false for them.
+	// CPU left, most first. Nodes with a pod whose required node affinity
+	// does not parse must be parsed by Solve (its error must not go
+	// unseen): parsed lists them, and plain is false for them.
 	free   []vec
 	byRoom []int
 	plain  []bool
@@ -62,6 +63,14 @@ type Cluster struct {
 	memo   map[string]memoized
 	// pre are the pools every Solve starts from (nil when they failed).
 	pre *preparedPools
+	// nodes are the plain nodes as Solve builds them, minus their pods
+	// (nil until first needed), for Solves that leave nodes out: no pod
+	// declares topology there, so Solve reads a plain node's pods only
+	// for its room and host ports. They are used only when the nodes slot
+	// no resource the pools did not (sameSlots): Solve then slots exactly
+	// as it would building them itself.
+	nodes     []*node
+	sameSlots bool
 }
 
 type memoized struct {
@@ -94,7 +103,7 @@ func NewCluster(in Input) *Cluster {
 		for j := range en.Pods {
 			p := &en.Pods[j]
 			c.topology = c.topology || hasTopology(p)
-			c.plain[i] = c.plain[i] && p.Affinity == nil
+			c.plain[i] = c.plain[i] && nodeAffinityParses(p)
 			req, err := c.podVec(p)
 			c.overflow = c.overflow || err != nil
 			free = free.sub(req)
@@ -106,7 +115,38 @@ func NewCluster(in Input) *Cluster {
 		}
 	}
 	slices.SortStableFunc(c.byRoom, func(a, b int) int { return cmp.Compare(c.free[b][rCPU], c.free[a][rCPU]) })
+	c.sameSlots = c.pre != nil && len(c.ri.names) == len(c.pre.ri.names)
 	return c
+}
+
+// built is node i as buildExisting builds it, minus its pods; nil when
+// Solve must build it (the node is not plain or not schedulable).
+func (c *Cluster) built(i int) *node {
+	if !c.sameSlots || !c.plain[i] || c.in.ExistingNodes[i].Node.Unschedulable {
+		return nil
+	}
+	if c.nodes == nil {
+		c.nodes = make([]*node, len(c.in.ExistingNodes))
+	}
+	if n := c.nodes[i]; n != nil {
+		return n
+	}
+	en := &c.in.ExistingNodes[i]
+	lbl := maps.Clone(en.Node.Labels)
+	if lbl == nil {
+		lbl = map[string]string{}
+	}
+	if _, ok := lbl[catalog.LabelHostname]; !ok {
+		lbl[catalog.LabelHostname] = en.Node.Name
+	}
+	n := &node{name: en.Node.Name, existing: true, labels: lbl, taints: en.Node.Taints, free: c.free[i], ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1}
+	for j := range en.Pods {
+		for _, hp := range en.Pods[j].HostPorts {
+			n.ports[hp] = true
+		}
+	}
+	c.nodes[i] = n
+	return n
 }
 
 // podVec is the pod's requests as Solve counts them (one pod slot included).
@@ -114,6 +154,20 @@ func (c *Cluster) podVec(p *inventory.Pod) (vec, error) {
 	v, err := c.ri.vec(p.Requests)
 	v[rPods]++
 	return v, err
+}
+
+// nodeAffinityParses: Solve reads the pod's required node affinity without
+// an error (the preferred terms that do not parse it skips).
+func nodeAffinityParses(p *inventory.Pod) bool {
+	if p.Affinity == nil || p.Affinity.NodeAffinity == nil || p.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return true
+	}
+	for _, term := range p.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		if _, err := FromNodeSelectorTerm(term.MatchExpressions); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func hasTopology(p *inventory.Pod) bool {
@@ -218,7 +272,7 @@ func (c *Cluster) Solve(pods *Pods, without []int) (Result, error) {
 				in.ExistingNodes = append(in.ExistingNodes, c.in.ExistingNodes[i])
 			}
 		}
-		return solve(in, c.pre)
+		return solve(in, c.pre, nil)
 	}
 	// The nodes that may take a pod, but those left out: usually all of
 	// them, as a candidate seldom has room for its own pods.
@@ -249,15 +303,18 @@ func (c *Cluster) Solve(pods *Pods, without []int) (Result, error) {
 		return m.res.renamed(m.refs, pods.refs), nil
 	}
 	in.ExistingNodes = make([]ExistingNode, 0, len(may)-len(gone)+1)
+	built := make([]*node, 0, cap(in.ExistingNodes))
 	for _, i := range may {
 		if _, out := slices.BinarySearch(gone, i); !out {
 			in.ExistingNodes = append(in.ExistingNodes, c.in.ExistingNodes[i])
+			built = append(built, c.built(i))
 		}
 	}
 	if fallback >= 0 {
 		in.ExistingNodes = append(in.ExistingNodes, c.in.ExistingNodes[fallback])
+		built = append(built, c.built(fallback))
 	}
-	res, err := solve(in, c.pre)
+	res, err := solve(in, c.pre, built)
 	if err == nil {
 		c.memo[string(key)] = memoized{res: res, refs: pods.refs}
 	}

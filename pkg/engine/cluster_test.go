@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -98,12 +100,19 @@ func randomCluster(r *rand.Rand, nodes int, topology bool) Input {
 // solves the whole input; and, without topology, the checker finds nothing
 // wrong with it but the overcommitted nodes it was given.
 func TestClusterSolveIsSolve(t *testing.T) {
-	var solves, remembered, leftOut int
+	var solves, remembered, leftOut, failed int
 	for seed := int64(1); seed <= 40; seed++ {
 		r := rand.New(rand.NewSource(seed))
 		topology := seed%4 == 0
 		base := randomCluster(r, 20+r.Intn(40), topology)
 		base.Options.KarpenterOnly = seed%2 == 0
+		if seed%5 == 2 {
+			// A bound pod Solve rejects: no simulation may leave its node out.
+			n := &base.ExistingNodes[r.Intn(len(base.ExistingNodes))]
+			n.Pods = append(slices.Clone(n.Pods), inventory.Pod{Namespace: "ns-0", Name: n.Node.Name + "-broken", NodeName: n.Node.Name,
+				Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: catalog.LabelZone, Operator: "Near"}}}}}}}})
+		}
 		c := NewCluster(base)
 		for range 30 {
 			// One candidate mostly, sometimes several.
@@ -133,6 +142,13 @@ func TestClusterSolveIsSolve(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("seed %d without %v (topology %v):\ngot  %+v\nwant %+v", seed, without, topology, got, want)
 			}
+			solves++
+			if gerr != nil {
+				failed++
+			}
+			if gerr != nil || slices.ContainsFunc(got.Unschedulable, func(u Unschedulable) bool { return strings.HasPrefix(u.Reasons[""], "invalid pod") }) {
+				continue // the broken pod's: nothing for the checker
+			}
 			// Overcommitted nodes are the input's fault: the checker reports
 			// them with nothing to place too.
 			bound := in
@@ -149,7 +165,6 @@ func TestClusterSolveIsSolve(t *testing.T) {
 					t.Fatalf("seed %d without %v: %v", seed, without, err)
 				}
 			}
-			solves++
 			if len(c.memo) == memo && !topology {
 				remembered++
 			}
@@ -164,8 +179,8 @@ func TestClusterSolveIsSolve(t *testing.T) {
 		}
 	}
 	// The test exercises what it claims to.
-	if remembered == 0 || leftOut == 0 {
-		t.Fatalf("%d simulations: %d answered from memory, %d node sets left nodes out; want some of each", solves, remembered, leftOut)
+	if remembered == 0 || leftOut == 0 || failed == 0 {
+		t.Fatalf("%d simulations: %d answered from memory, %d node sets left nodes out, %d failed on a bound pod; want some of each", solves, remembered, leftOut, failed)
 	}
 }
 

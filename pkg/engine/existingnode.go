@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -9,8 +10,14 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
-func (s *scheduler) buildExisting(in Input) error {
+// A non-nil built[i] is in.ExistingNodes[i] as this loop would build it,
+// minus its pods (see Cluster.built).
+func (s *scheduler) buildExisting(in Input, built []*node) error {
 	for i := range in.ExistingNodes {
+		if built != nil && built[i] != nil {
+			s.useBuilt(built[i])
+			continue
+		}
 		en := &in.ExistingNodes[i]
 		if en.Node.Unschedulable {
 			continue
@@ -51,6 +58,18 @@ func (s *scheduler) buildExisting(in Input) error {
 		s.existing = append(s.existing, n)
 	}
 	return nil
+}
+
+// useBuilt adds a copy of a node built earlier: its room and host ports
+// change as pods are placed; its labels and taints are only read. Built
+// nodes come only with pods that declare no topology, so its labels are
+// not added to the universe of domains: only topology reads it.
+func (s *scheduler) useBuilt(b *node) {
+	n := *b
+	n.id = s.nextID
+	s.nextID++
+	n.ports = maps.Clone(b.ports)
+	s.existing = append(s.existing, &n)
 }
 
 // canAddExisting is canAdd's part for an existing node: room, labels and topology.

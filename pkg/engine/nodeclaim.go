@@ -188,8 +188,14 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 		}
 		return nil, "does not tolerate taint " + taintString(t)
 	}
-	if p.hasNodeLimit && p.nodeLimit <= 0 {
-		return nil, "NodePool node limit reached"
+	if p.hasNodeLimit {
+		left := p.nodeLimitMax
+		if u := s.uses[p.pos]; u != nil {
+			left = u.nodeLimit
+		}
+		if left <= 0 {
+			return nil, "NodePool node limit reached"
+		}
 	}
 	if !explain {
 		if !p.reqs.compatible(pd.reqs, s.wellKnown) {
@@ -212,7 +218,7 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 		}
 		return nil, "no instance type satisfies " + describeReqs(pd.reqs)
 	}
-	name := fmt.Sprintf("%s-%d", p.name, p.seq+1)
+	name := fmt.Sprintf("%s-%d", p.name, s.claimsNamed(p)+1)
 	probe := node{id: s.nextID, name: name, reqs: reqs, pool: p}
 	if !hostnameOK(pd, &probe) {
 		return nil, s.topologyReason(pd, explain)
@@ -249,7 +255,8 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 		}
 		return nil, minValuesReason(r, got)
 	}
-	p.seq++
+	u := s.use(p)
+	u.seq++
 	s.nextID++
 	if sameMap(narrowed, p.reqs) {
 		narrowed = p.reqs.Clone() // claims narrow their own copy
@@ -267,11 +274,11 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 		}
 		for e := range largest {
 			if p.limitMask[e] == 1 {
-				p.remaining[e] -= largest[e]
+				u.remaining[e] -= largest[e]
 			}
 		}
 		if p.hasNodeLimit {
-			p.nodeLimit--
+			u.nodeLimit--
 		}
 	}
 	s.claims = append(s.claims, n)

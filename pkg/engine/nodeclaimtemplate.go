@@ -20,16 +20,40 @@ type pool struct {
 	types        []*itype // compatible with the pool, by cheapest price
 	maxAlloc     vec
 	limited      bool
-	remaining    vec
 	limitMask    vec // 1 where a limit applies
-	nodeLimit    int64
 	hasNodeLimit bool
-	seq          int
+	pos          int // in the scheduler's pools, for its uses
 	zones        []string
 	ds           vec
 	limit        vec // spec.limits as given (with limitMask)
 	nodeLimitMax int64
 	minValues    []Requirement // requirements with minValues (minvalues.go)
+}
+
+// poolUse is what one solve's claims took of a pool: the pools themselves
+// stay as buildPools left them, so the Solves of a Cluster share them.
+type poolUse struct {
+	remaining vec // of the limits
+	nodeLimit int64
+	seq       int // claims named so far
+}
+
+// use is the pool's use, made on the first claim.
+func (s *scheduler) use(p *pool) *poolUse {
+	u := s.uses[p.pos]
+	if u == nil {
+		u = &poolUse{remaining: p.limit, nodeLimit: p.nodeLimitMax}
+		s.uses[p.pos] = u
+	}
+	return u
+}
+
+// claimsNamed is how many claims of the pool were named so far.
+func (s *scheduler) claimsNamed(p *pool) int {
+	if u := s.uses[p.pos]; u != nil {
+		return u.seq
+	}
+	return 0
 }
 
 // preparedPools is what buildPools derives from an Input, kept for many
@@ -49,16 +73,11 @@ func (s *scheduler) prepared() *preparedPools {
 }
 
 // usePrepared is buildPools from what an earlier one derived: the pools
-// are copied with their limits and claim numbers as buildPools leaves them
-// (the types are shared, read-only).
+// are shared, read-only (what claims take of them is in s.uses).
 func (s *scheduler) usePrepared(pre *preparedPools) {
 	s.ri = pre.ri.clone()
-	s.pools = make([]*pool, len(pre.pools))
-	for i, p := range pre.pools {
-		cp := *p
-		cp.remaining, cp.nodeLimit, cp.seq = p.limit, p.nodeLimitMax, 0
-		s.pools[i] = &cp
-	}
+	s.pools = slices.Clone(pre.pools)
+	s.uses = make([]*poolUse, len(s.pools))
 	if len(pre.zones) > 0 {
 		s.universe[catalog.LabelZone] = slices.Clone(pre.zones)
 	}
@@ -96,6 +115,10 @@ func (s *scheduler) buildPools(in Input) error {
 		}
 		return s.pools[i].name < s.pools[j].name
 	})
+	for i, p := range s.pools {
+		p.pos = i
+	}
+	s.uses = make([]*poolUse, len(s.pools))
 	return nil
 }
 
@@ -196,17 +219,16 @@ func (s *scheduler) setLimits(p *pool, np *NodePool) error {
 	p.limited = true
 	for name, q := range lim {
 		if name == "nodes" {
-			p.hasNodeLimit, p.nodeLimit = true, q.Value()
+			p.hasNodeLimit, p.nodeLimitMax = true, q.Value()
 			continue
 		}
 		slot, err := s.ri.slot(name)
 		if err != nil {
 			return err
 		}
-		p.remaining[slot] = qval(slot, q)
+		p.limit[slot] = qval(slot, q)
 		p.limitMask[slot] = 1
 	}
-	p.limit, p.nodeLimitMax = p.remaining, p.nodeLimit
 	return nil
 }
 
@@ -259,8 +281,12 @@ func (s *scheduler) withinLimits(p *pool, t *itype) bool {
 	if !p.limited {
 		return true
 	}
+	remaining := &p.limit
+	if u := s.uses[p.pos]; u != nil {
+		remaining = &u.remaining
+	}
 	for e := range t.capacity {
-		if p.limitMask[e] == 1 && t.capacity[e] > p.remaining[e] {
+		if p.limitMask[e] == 1 && t.capacity[e] > remaining[e] {
 			return false
 		}
 	}

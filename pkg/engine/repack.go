@@ -73,7 +73,7 @@ func (s *scheduler) snapshotState() repackSnapshot {
 			hc: slices.Clone(g.hc), ho: slices.Clone(g.ho), total: g.total, nOwners: g.nOwners, hcClaims: g.hcClaims, hoClaims: g.hoClaims})
 	}
 	for _, p := range s.pools {
-		snap.poolSeq = append(snap.poolSeq, p.seq)
+		snap.poolSeq = append(snap.poolSeq, s.claimsNamed(p))
 	}
 	return snap
 }
@@ -95,8 +95,10 @@ func (s *scheduler) restore(snap repackSnapshot) {
 		gs.g.counts, gs.g.owners, gs.g.hc, gs.g.ho, gs.g.total, gs.g.nOwners = gs.counts, gs.owners, gs.hc, gs.ho, gs.total, gs.nOwners
 		gs.g.hcClaims, gs.g.hoClaims = gs.hcClaims, gs.hoClaims
 	}
-	for i, p := range s.pools {
-		p.seq = snap.poolSeq[i]
+	for i, u := range s.uses {
+		if u != nil {
+			u.seq = snap.poolSeq[i]
+		}
 	}
 	s.seq, s.nextID = snap.seq, snap.nextID
 }

@@ -401,8 +401,9 @@ func (s *scheduler) openBin(c *looseClass, d *poolDuals, budgets map[*pool]*budg
 	if bestT == nil {
 		return false
 	}
-	p.seq++
-	n := &node{id: s.nextID, name: p.name + "-" + strconv.Itoa(p.seq), pool: p, taints: p.taints, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1,
+	u := s.use(p)
+	u.seq++
+	n := &node{id: s.nextID, name: p.name + "-" + strconv.Itoa(u.seq), pool: p, taints: p.taints, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1,
 		reqs: c.nodeReqs.Clone(), types: slices.Clone(c.types)}
 	s.nextID++
 	take := make([]int, len(c.sizes))

@@ -86,6 +86,20 @@ func (ri *resourceIndex) slot(n corev1.ResourceName) (int, error) {
 // yet are slotted (or fail when there is no room).
 func (ri *resourceIndex) vec(rl corev1.ResourceList) (vec, error) {
 	var v vec
+	// Most lists name CPU and memory only, always slotted first: looking
+	// them up is cheaper than ranging over the map.
+	found := 0
+	if q, ok := rl[corev1.ResourceCPU]; ok {
+		v[rCPU] = qval(rCPU, q)
+		found++
+	}
+	if q, ok := rl[corev1.ResourceMemory]; ok {
+		v[rMem] = qval(rMem, q)
+		found++
+	}
+	if found == len(rl) {
+		return v, nil
+	}
 	for n, q := range rl {
 		i, err := ri.slot(n)
 		if err != nil {

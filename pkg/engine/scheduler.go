@@ -11,6 +11,7 @@ type scheduler struct {
 	ri                  *resourceIndex
 	wellKnown           map[string]bool
 	pools               []*pool
+	uses                []*poolUse // by pool position; nil: nothing taken yet
 	existing            []*node
 	claims              []*node
 	byCount             [][][]countEntry // part, pod count
@@ -56,21 +57,22 @@ func newScheduler(opts Options) *scheduler {
 // Solve predicts what Karpenter launches for the pending pods, improves on
 // its price without breaking a constraint, and explains every pod it cannot
 // place. It is pure and deterministic.
-func Solve(in Input) (Result, error) { return solve(in, nil) }
+func Solve(in Input) (Result, error) { return solve(in, nil, nil) }
 
 // solve is Solve with the pools prepared once for in's NodePools,
-// DaemonSets and Catalog (nil: prepare them).
-func solve(in Input, pre *preparedPools) (Result, error) {
+// DaemonSets and Catalog (nil: prepare them) and, where built[i] is not
+// nil, in.ExistingNodes[i] built once (buildExisting); built only when no
+// pod, bound or to place, declares topology.
+func solve(in Input, pre *preparedPools, built []*node) (Result, error) {
 	s := newScheduler(in.Options)
 	if pre != nil {
 		s.usePrepared(pre)
 	} else if err := s.buildPools(in); err != nil {
 		return Result{}, err
 	}
-	if err := s.buildExisting(in); err != nil {
+	if err := s.buildExisting(in, built); err != nil {
 		return Result{}, err
 	}
-	s.indexUniverse()
 	pods, invalid := s.podsOf(in.Pods)
 	s.countExisting()
 	for _, pd := range pods {
@@ -91,16 +93,22 @@ func solve(in Input, pre *preparedPools) (Result, error) {
 	return s.result, nil
 }
 
-// indexUniverse lists each key's domains once, sorted.
-func (s *scheduler) indexUniverse() {
-	s.univ = map[string][]string{}
-	for key, srcs := range s.universe {
-		var ds []string
-		for _, src := range srcs {
-			ds = append(ds, src.domain)
+// domainsOf is the key's domains, sorted; false when no pool or node has
+// the key. Only topology asks (most simulations never do), after the pools
+// and existing nodes are built: the first call indexes every key.
+func (s *scheduler) domainsOf(key string) ([]string, bool) {
+	if s.univ == nil {
+		s.univ = map[string][]string{}
+		for key, srcs := range s.universe {
+			var ds []string
+			for _, src := range srcs {
+				ds = append(ds, src.domain)
+			}
+			s.univ[key] = sortedUnique(ds)
 		}
-		s.univ[key] = sortedUnique(ds)
 	}
+	u, ok := s.univ[key]
+	return u, ok
 }
 
 // reportUnschedulable lists the invalid pods and those the queue left, by

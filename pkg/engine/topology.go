@@ -214,7 +214,7 @@ func (s *scheduler) domains(key string, pd *podData, g *topologyGroup) []string 
 	_, hasReq := pd.reqs[key]
 	honorTaints := g != nil && g.honorTaints
 	if !hasReq && !honorTaints {
-		if u, ok := s.univ[key]; ok {
+		if u, ok := s.domainsOf(key); ok {
 			return u
 		}
 	}
