@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -64,7 +65,20 @@ func TestDrainLeavesAReplacementAlone(t *testing.T) {
 		t.Fatalf("drain ended (%v) before its budget refused an eviction", err)
 	}
 
-	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, "db-0", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
+	// Deleted gracefully and gone before the replacement comes, as a
+	// StatefulSet does: kwok finishes a terminating pod by deleting it by
+	// name, which would take a replacement created under it too soon.
+	if err := env.Client.CoreV1().Pods(ns).Delete(ctx, "db-0", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(1))}); err != nil {
+		t.Fatal(err)
+	}
+	err := env.WaitFor(ctx, "db-0 gone", func(ctx context.Context) (bool, error) {
+		_, err := env.Client.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	replacement, err := env.Client.CoreV1().Pods(ns).Create(ctx, pod(nodes[1]), metav1.CreateOptions{})
