@@ -268,7 +268,6 @@ func (d *Drainer) Drain(ctx context.Context, nodeName string) (DrainResult, erro
 	return d.drain(ctx, nodeName, pdbs)
 }
 
-// drain is Drain with DrainNodes' budget follower (nil: none).
 // podsToEvict is Pods with a Skipped event for each pod left on the node,
 // the start of a drain and of an eviction pass alike.
 func (d *Drainer) podsToEvict(ctx context.Context, nodeName string) ([]corev1.Pod, []SkippedPod, error) {
@@ -282,6 +281,7 @@ func (d *Drainer) podsToEvict(ctx context.Context, nodeName string) ([]corev1.Po
 	return pods, skipped, nil
 }
 
+// drain is Drain with DrainNodes' budget follower (nil: none).
 func (d *Drainer) drain(ctx context.Context, nodeName string, pdbs *follower) (DrainResult, error) {
 	res := DrainResult{Node: nodeName}
 	if d.Options.Timeout > 0 {
@@ -340,9 +340,15 @@ func (d *Drainer) drain(ctx context.Context, nodeName string, pdbs *follower) (D
 // the watch; the timers are the fallback.
 func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod, pdbs, pods *follower) error {
 	name := pod.Namespace + "/" + pod.Name
-	delay := d.Options.RetryInitial
+	delay, attempt := d.Options.RetryInitial, 1
 	if delay <= 0 {
 		delay = 250 * time.Millisecond
+	}
+	backOff := func() {
+		if delay *= 2; d.Options.RetryMax > 0 && delay > d.Options.RetryMax {
+			delay = d.Options.RetryMax
+		}
+		attempt++
 	}
 	// A budget that the cache says is exhausted is asked anyway after this
 	// long: the API server, not the cache, has the last word.
@@ -353,7 +359,7 @@ func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod, pd
 	}
 	gated := pdb != ""
 	waiting := false
-	for attempt := 1; ; {
+	for {
 		if ctx.Err() != nil {
 			return fmt.Errorf("evict %s: not started: %w", name, context.Cause(ctx))
 		}
@@ -401,10 +407,7 @@ func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod, pd
 				return fmt.Errorf("evict %s: waiting to ask again after %v (attempt %d): %w", name, err, attempt, context.Cause(ctx))
 			case <-d.Clock.After(delay):
 			}
-			if delay *= 2; d.Options.RetryMax > 0 && delay > d.Options.RetryMax {
-				delay = d.Options.RetryMax
-			}
-			attempt++
+			backOff()
 			continue
 		}
 		if !apierrors.IsTooManyRequests(err) {
@@ -424,10 +427,7 @@ func (d *Drainer) evict(ctx context.Context, nodeName string, pod corev1.Pod, pd
 		case <-d.Clock.After(delay):
 		}
 		gated = ready(&pod) && pdbs.synced() && pdb != "" && !strings.Contains(pdb, ",")
-		if delay *= 2; d.Options.RetryMax > 0 && delay > d.Options.RetryMax {
-			delay = d.Options.RetryMax
-		}
-		attempt++
+		backOff()
 	}
 	grace := int64(30)
 	if pod.Spec.TerminationGracePeriodSeconds != nil {
