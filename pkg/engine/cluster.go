@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -132,14 +131,7 @@ func (c *Cluster) built(i int) *node {
 		return n
 	}
 	en := &c.in.ExistingNodes[i]
-	lbl := maps.Clone(en.Node.Labels)
-	if lbl == nil {
-		lbl = map[string]string{}
-	}
-	if _, ok := lbl[catalog.LabelHostname]; !ok {
-		lbl[catalog.LabelHostname] = en.Node.Name
-	}
-	n := &node{name: en.Node.Name, existing: true, labels: lbl, taints: en.Node.Taints, free: c.free[i], ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1}
+	n := &node{name: en.Node.Name, existing: true, labels: existingLabels(en), taints: en.Node.Taints, free: c.free[i], ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1}
 	for j := range en.Pods {
 		for _, hp := range en.Pods[j].HostPorts {
 			n.ports[hp] = true

@@ -26,13 +26,7 @@ func (s *scheduler) buildExisting(in Input, built []*node) error {
 		if err != nil {
 			return fmt.Errorf("existing node %s: %w", en.Node.Name, err)
 		}
-		lbl := map[string]string{}
-		for k, v := range en.Node.Labels {
-			lbl[k] = v
-		}
-		if _, ok := lbl[catalog.LabelHostname]; !ok {
-			lbl[catalog.LabelHostname] = en.Node.Name
-		}
+		lbl := existingLabels(en)
 		n := &node{id: s.nextID, name: en.Node.Name, existing: true, labels: lbl, taints: en.Node.Taints, free: alloc, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1}
 		s.nextID++
 		for j := range en.Pods {
@@ -58,6 +52,19 @@ func (s *scheduler) buildExisting(in Input, built []*node) error {
 		s.existing = append(s.existing, n)
 	}
 	return nil
+}
+
+// existingLabels are an existing node's labels for scheduling, with its
+// hostname label when the node lacks one.
+func existingLabels(en *ExistingNode) map[string]string {
+	lbl := maps.Clone(en.Node.Labels)
+	if lbl == nil {
+		lbl = map[string]string{}
+	}
+	if _, ok := lbl[catalog.LabelHostname]; !ok {
+		lbl[catalog.LabelHostname] = en.Node.Name
+	}
+	return lbl
 }
 
 // useBuilt adds a copy of a node built earlier: its room and host ports
