@@ -100,7 +100,7 @@ func TestDrainLeavesAReplacementAlone(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("drain: %v", err)
 	}
-	got, err := env.Client.CoreV1().Pods(ns).Get(context.Background(), "db-0", metav1.GetOptions{})
+	got, err := env.Client.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
 	if err != nil || got.UID != replacement.UID || got.DeletionTimestamp != nil {
 		t.Fatalf("the replacement db-0 after the drain: %v (err %v); want it running, untouched", got, err)
 	}

@@ -103,24 +103,21 @@ func TestEventLoggerJSON(t *testing.T) {
 // planFile writes a plan for an empty inventory.
 func planFile(t *testing.T) string {
 	t.Helper()
-	p, err := plan.BuildPlan(&inventory.Inventory{Cluster: inventory.Cluster{Name: "shop", Region: "eu-west-1"}},
-		plan.PlanOptions{Environment: "dev", Config: config.Default("dev"), Now: time.Unix(0, 0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "plan.yaml")
-	if err := p.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writePlan(t, plan.PlanOptions{Environment: "dev", Config: config.Default("dev"), Now: time.Unix(0, 0)})
 }
 
 // planWithKarpenter is planFile's plan with step 07 installing chart.
 func planWithKarpenter(t *testing.T, chart string) string {
 	t.Helper()
-	p, err := plan.BuildPlan(&inventory.Inventory{Cluster: inventory.Cluster{Name: "shop", Region: "eu-west-1"}},
-		plan.PlanOptions{Environment: "dev", Config: config.Default("dev"), Now: time.Unix(0, 0),
-			Karpenter: &plan.PlanKarpenter{Chart: chart, Version: "1.14.1"}, Controller: plan.ControllerOptions{Values: map[string]any{}}})
+	return writePlan(t, plan.PlanOptions{Environment: "dev", Config: config.Default("dev"), Now: time.Unix(0, 0),
+		Karpenter: &plan.PlanKarpenter{Chart: chart, Version: "1.14.1"}, Controller: plan.ControllerOptions{Values: map[string]any{}}})
+}
+
+// writePlan writes the plan opts make for an empty inventory of cluster
+// shop and returns its path.
+func writePlan(t *testing.T, opts plan.PlanOptions) string {
+	t.Helper()
+	p, err := plan.BuildPlan(&inventory.Inventory{Cluster: inventory.Cluster{Name: "shop", Region: "eu-west-1"}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
