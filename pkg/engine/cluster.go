@@ -55,6 +55,11 @@ type Cluster struct {
 	byRoom []int
 	plain  []bool
 	parsed []int
+	// base: the node and its pods name no resource beyond the four every
+	// slot layout starts with (CPU, memory, pods, ephemeral storage), so
+	// its room is the same in any Cluster's slots and NewClusterFrom may
+	// take it over. topo: one of its pods declares topology.
+	base, topo []bool
 	// topology: a bound pod declares topology spread or pod (anti-)affinity.
 	topology bool
 	// takers are the nodes that may take a pod, by set of shapes.
@@ -67,7 +72,8 @@ type Cluster struct {
 	// declares topology there, so Solve reads a plain node's pods only
 	// for its room and host ports. They are used only when the nodes slot
 	// no resource the pools did not (sameSlots): Solve then slots exactly
-	// as it would building them itself.
+	// as it would building them itself; or for a base node, whose slots
+	// are the same in every layout.
 	nodes     []*node
 	sameSlots bool
 }
@@ -79,7 +85,18 @@ type memoized struct {
 
 // NewCluster prepares in.ExistingNodes for many Solves with in's NodePools,
 // DaemonSets, Catalog and Options; in.Pods is ignored.
-func NewCluster(in Input) *Cluster {
+func NewCluster(in Input) *Cluster { return NewClusterFrom(nil, in, nil) }
+
+// NewClusterFrom is NewCluster(in) for nodes most of which an earlier
+// Cluster read (a plan's next wave, consolidation's next pass): where
+// same[i] ≥ 0, in.ExistingNodes[i] is prev's node same[i] unchanged (the
+// same name, labels, taints, allocatable, schedulability and pods), and
+// what prev read of it is taken over when the node names no resource
+// beyond CPU, memory, pods and ephemeral storage (its room then reads the
+// same whatever the pools); every other node is read afresh. in's pools,
+// DaemonSets and Options may differ from prev's. A nil prev or same
+// reads every node.
+func NewClusterFrom(prev *Cluster, in Input, same []int) *Cluster {
 	in.Pods = nil
 	c := &Cluster{in: in, takers: map[string]takers{}, memo: map[string]memoized{}}
 	// Slot the resources the scheduler would: the pools' types and
@@ -92,22 +109,23 @@ func NewCluster(in Input) *Cluster {
 	} else {
 		c.pre = s.prepared()
 	}
-	c.free = make([]vec, len(in.ExistingNodes))
-	c.plain = make([]bool, len(in.ExistingNodes))
+	n := len(in.ExistingNodes)
+	c.free, c.plain, c.base, c.topo = make([]vec, n), make([]bool, n), make([]bool, n), make([]bool, n)
+	c.byRoom = make([]int, 0, n)
 	for i := range in.ExistingNodes {
-		en := &in.ExistingNodes[i]
-		free, err := c.ri.vec(en.Node.Allocatable)
-		c.overflow = c.overflow || err != nil
-		c.plain[i] = true
-		for j := range en.Pods {
-			p := &en.Pods[j]
-			c.topology = c.topology || hasTopology(p)
-			c.plain[i] = c.plain[i] && nodeAffinityParses(p)
-			req, err := c.podVec(p)
-			c.overflow = c.overflow || err != nil
-			free = free.sub(req)
+		if prev != nil && same != nil && same[i] >= 0 && prev.base[same[i]] {
+			j := same[i]
+			c.free[i], c.plain[i], c.base[i], c.topo[i] = prev.free[j], prev.plain[j], true, prev.topo[j]
+			if prev.nodes != nil && prev.nodes[j] != nil {
+				if c.nodes == nil {
+					c.nodes = make([]*node, n)
+				}
+				c.nodes[i] = prev.nodes[j]
+			}
+		} else {
+			c.read(i)
 		}
-		c.free[i] = free
+		c.topology = c.topology || c.topo[i]
 		c.byRoom = append(c.byRoom, i)
 		if !c.plain[i] {
 			c.parsed = append(c.parsed, i)
@@ -118,10 +136,46 @@ func NewCluster(in Input) *Cluster {
 	return c
 }
 
+// Nodes is the number of existing nodes the Cluster holds.
+func (c *Cluster) Nodes() int { return len(c.in.ExistingNodes) }
+
+// read reads node i: its room in the Cluster's slots, whether Solve must
+// parse it, whether it is base and whether a pod declares topology.
+func (c *Cluster) read(i int) {
+	en := &c.in.ExistingNodes[i]
+	free, err := c.ri.vec(en.Node.Allocatable)
+	c.overflow = c.overflow || err != nil
+	c.plain[i], c.base[i] = true, baseOnly(en.Node.Allocatable)
+	for j := range en.Pods {
+		p := &en.Pods[j]
+		c.topo[i] = c.topo[i] || hasTopology(p)
+		c.plain[i] = c.plain[i] && nodeAffinityParses(p)
+		c.base[i] = c.base[i] && baseOnly(p.Requests)
+		req, err := c.podVec(p)
+		c.overflow = c.overflow || err != nil
+		free = free.sub(req)
+	}
+	c.free[i] = free
+}
+
+// baseOnly: the list names only resources every slot layout starts with.
+func baseOnly(rl corev1.ResourceList) bool {
+	for name := range rl {
+		switch name {
+		case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // built is node i as buildExisting builds it, minus its pods; nil when
-// Solve must build it (the node is not plain or not schedulable).
+// Solve must build it (the node is not plain or not schedulable). A node
+// is built in the Cluster's slots, which are Solve's (sameSlots) or, for
+// a base node, agree with them on every slot it fills.
 func (c *Cluster) built(i int) *node {
-	if !c.sameSlots || !c.plain[i] || c.in.ExistingNodes[i].Node.Unschedulable {
+	if c.pre == nil || !c.sameSlots && !c.base[i] || !c.plain[i] || c.in.ExistingNodes[i].Node.Unschedulable {
 		return nil
 	}
 	if c.nodes == nil {

@@ -212,3 +212,97 @@ func TestSkipLowerBoundsChangesOnlyTheBounds(t *testing.T) {
 		}
 	}
 }
+
+// A Cluster made from an earlier one (a plan's next wave, consolidation's
+// next pass) answers as Solve does: nodes changed, removed and added, the
+// pools changed, and nodes with extended resources whose slots move when
+// the pools change (reading them from the earlier Cluster would put their
+// GPUs in another resource's slot).
+func TestClusterFromIsNewCluster(t *testing.T) {
+	const gpu, fpga = corev1.ResourceName("example.com/gpu"), corev1.ResourceName("example.com/fpga")
+	gpuTypes := fakeInstanceTypes(4)
+	for i := range gpuTypes {
+		gpuTypes[i].Name = fmt.Sprintf("gpu-it-%d", i)
+		gpuTypes[i].Labels = map[string]string{catalog.LabelInstanceType: gpuTypes[i].Name}
+		gpuTypes[i].Capacity = gpuTypes[i].Capacity.DeepCopy()
+		gpuTypes[i].Capacity[gpu] = resource.MustParse("8")
+	}
+	var solves, reused int
+	for seed := int64(1); seed <= 30; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		topology := seed%5 == 0
+		prevIn := randomCluster(r, 20+r.Intn(30), topology)
+		prevIn.Options.KarpenterOnly = seed%2 == 0
+		prevIn.NodePools = append(prevIn.NodePools, NodePool{Name: "gpu", InstanceTypes: gpuTypes})
+		// GPU nodes, each with a pod using one of its four GPUs.
+		for k := range 3 {
+			name := fmt.Sprintf("gpu-node-%d", k)
+			prevIn.ExistingNodes = append(prevIn.ExistingNodes, ExistingNode{
+				Node: inventory.Node{Name: name, Labels: map[string]string{catalog.LabelZone: "test-zone-1"}, Allocatable: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("20"), gpu: resource.MustParse("4")}},
+				Pods: []inventory.Pod{{Namespace: "ml", Name: name + "-train", NodeName: name, Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), gpu: resource.MustParse("1")}}},
+			})
+		}
+		prev := NewCluster(prevIn)
+		// The next cluster: the GPU pool gone (its slot goes to the FPGA
+		// node first), some nodes given a pod, some removed, some added.
+		next := prevIn
+		next.NodePools = prevIn.NodePools[:2]
+		next.ExistingNodes = []ExistingNode{{Node: inventory.Node{Name: "fpga-node", Allocatable: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("20"), fpga: resource.MustParse("1")}}}}
+		same := []int{-1}
+		for j, n := range prevIn.ExistingNodes {
+			switch r.Intn(6) {
+			case 0: // removed
+				continue
+			case 1: // given a pod
+				n.Pods = append(slices.Clone(n.Pods), inventory.Pod{Namespace: "ns-0", Name: n.Node.Name + "-new", NodeName: n.Node.Name,
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")}})
+				same = append(same, -1)
+			default:
+				same = append(same, j)
+			}
+			next.ExistingNodes = append(next.ExistingNodes, n)
+		}
+		added := randomCluster(r, 5, false).ExistingNodes
+		for k := range added {
+			added[k].Node.Name += "-added"
+		}
+		next.ExistingNodes = append(next.ExistingNodes, added...)
+		same = append(same, slices.Repeat([]int{-1}, len(added))...)
+		c := NewClusterFrom(prev, next, same)
+		for k, j := range same {
+			if j >= 0 && c.base[k] {
+				reused++
+			}
+		}
+		for range 20 {
+			without := []int{r.Intn(len(next.ExistingNodes))}
+			for r.Intn(4) == 0 {
+				without = append(without, r.Intn(len(next.ExistingNodes)))
+			}
+			in := next
+			in.ExistingNodes = nil
+			in.Pods = []inventory.Pod{{Namespace: "ml", Name: "infer", Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), gpu: resource.MustParse("2")}}}
+			for i, n := range next.ExistingNodes {
+				if slices.Contains(without, i) {
+					in.Pods = append(in.Pods, n.Pods...)
+					continue
+				}
+				in.ExistingNodes = append(in.ExistingNodes, n)
+			}
+			want, werr := Solve(in)
+			got, gerr := c.Solve(NewPods(in.Pods), without)
+			if fmt.Sprint(werr) != fmt.Sprint(gerr) {
+				t.Fatalf("seed %d without %v: error %v, Solve's %v", seed, without, gerr, werr)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("seed %d without %v (topology %v):\ngot  %+v\nwant %+v", seed, without, topology, got, want)
+			}
+			solves++
+		}
+	}
+	if reused == 0 || solves == 0 {
+		t.Fatalf("%d simulations, %d nodes taken over: want some of each", solves, reused)
+	}
+}
