@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -64,7 +65,10 @@ type Cluster struct {
 	topology bool
 	// takers are the nodes that may take a pod, by set of shapes.
 	takers map[string]takers
-	memo   map[string]memoized
+	// uid names each node's content in the lineage, whose answers the
+	// Clusters made one from another with the same pools share.
+	uid []uint64
+	lin *lineage
 	// pre are the pools every Solve starts from (nil when they failed).
 	pre *preparedPools
 	// nodes are the plain nodes as Solve builds them, minus their pods
@@ -83,6 +87,31 @@ type memoized struct {
 	refs []PodRef // the pods in the order Solve placed them
 }
 
+// lineage is what Clusters made one from another (NewClusterFrom) with the
+// same NodePools, DaemonSets, Catalog and Options share: a node taken over
+// unchanged keeps its uid, so an answer is keyed by the uids of the nodes
+// Solve saw, and holds for a later Cluster that gives it the same nodes.
+type lineage struct {
+	nextUID, nextList uint64
+	// memo holds the answers by the list of nodes that may take the pods
+	// (a list no longer current is dropped), then by the rest of the key.
+	memo map[uint64]map[string]memoized
+	// lists are, by set of pod shapes, the last nodes (by uid) found to
+	// take one of them, and the number naming that list.
+	lists map[string]takerList
+	// contents number the pods' contents (Pods.content).
+	contents map[string]uint64
+}
+
+type takerList struct {
+	uids []uint64
+	id   uint64
+}
+
+func newLineage() *lineage {
+	return &lineage{memo: map[uint64]map[string]memoized{}, lists: map[string]takerList{}, contents: map[string]uint64{}}
+}
+
 // NewCluster prepares in.ExistingNodes for many Solves with in's NodePools,
 // DaemonSets, Catalog and Options; in.Pods is ignored.
 func NewCluster(in Input) *Cluster { return NewClusterFrom(nil, in, nil) }
@@ -94,25 +123,41 @@ func NewCluster(in Input) *Cluster { return NewClusterFrom(nil, in, nil) }
 // what prev read of it is taken over when the node names no resource
 // beyond CPU, memory, pods and ephemeral storage (its room then reads the
 // same whatever the pools); every other node is read afresh. in's pools,
-// DaemonSets and Options may differ from prev's. A nil prev or same
-// reads every node.
+// DaemonSets and Options may differ from prev's; where they are the same
+// (the same slices, catalogue and options), the new Cluster also takes
+// over prev's prepared pools and answers: a simulation that gives Solve
+// the same nodes and pods as one prev answered is answered from memory.
+// A nil prev or same reads every node.
 func NewClusterFrom(prev *Cluster, in Input, same []int) *Cluster {
 	in.Pods = nil
-	c := &Cluster{in: in, takers: map[string]takers{}, memo: map[string]memoized{}}
-	// Slot the resources the scheduler would: the pools' types and
-	// DaemonSets first, then the nodes and their pods.
-	s := newScheduler(in.Options)
-	c.ri = s.ri
-	if err := s.buildPools(in); err != nil {
-		// Solve reports it; leave nothing out.
-		c.overflow = true
+	c := &Cluster{in: in, takers: map[string]takers{}}
+	share := prev != nil && same != nil && prev.pre != nil && sameSetting(prev.in, in)
+	if share {
+		c.lin, c.pre, c.ri = prev.lin, prev.pre, prev.pre.ri.clone()
 	} else {
-		c.pre = s.prepared()
+		c.lin = newLineage()
+		// Slot the resources the scheduler would: the pools' types and
+		// DaemonSets first, then the nodes and their pods.
+		s := newScheduler(in.Options)
+		c.ri = s.ri
+		if err := s.buildPools(in); err != nil {
+			// Solve reports it; leave nothing out.
+			c.overflow = true
+		} else {
+			c.pre = s.prepared()
+		}
 	}
 	n := len(in.ExistingNodes)
 	c.free, c.plain, c.base, c.topo = make([]vec, n), make([]bool, n), make([]bool, n), make([]bool, n)
+	c.uid = make([]uint64, n)
 	c.byRoom = make([]int, 0, n)
 	for i := range in.ExistingNodes {
+		if share && same[i] >= 0 {
+			c.uid[i] = prev.uid[same[i]]
+		} else {
+			c.uid[i] = c.lin.nextUID
+			c.lin.nextUID++
+		}
 		if prev != nil && same != nil && same[i] >= 0 && prev.base[same[i]] {
 			j := same[i]
 			c.free[i], c.plain[i], c.base[i], c.topo[i] = prev.free[j], prev.plain[j], true, prev.topo[j]
@@ -134,6 +179,16 @@ func NewClusterFrom(prev *Cluster, in Input, same []int) *Cluster {
 	slices.SortStableFunc(c.byRoom, func(a, b int) int { return cmp.Compare(c.free[b][rCPU], c.free[a][rCPU]) })
 	c.sameSlots = c.pre != nil && len(c.ri.names) == len(c.pre.ri.names)
 	return c
+}
+
+// sameSetting: a and b schedule with the same pools, DaemonSets, catalogue
+// and options (the same slices: the engine's inputs do not change).
+func sameSetting(a, b Input) bool {
+	return sameSlice(a.NodePools, b.NodePools) && sameSlice(a.DaemonSets, b.DaemonSets) && a.Catalog == b.Catalog && a.Options == b.Options
+}
+
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // Nodes is the number of existing nodes the Cluster holds.
@@ -223,7 +278,8 @@ func hasTopology(p *inventory.Pod) bool {
 
 // Pods are pods to place, read once for any number of Cluster.Solves: a
 // consolidation candidate's pods are simulated pass after pass. Like every
-// input of the engine, the pods must not change afterwards.
+// input of the engine, the pods must not change afterwards. Like a Cluster,
+// Pods are not safe for concurrent use (a Solve numbers their content).
 type Pods struct {
 	list []inventory.Pod
 	// refs are the pods in the order Solve places them, and content what
@@ -237,6 +293,9 @@ type Pods struct {
 	// shapesKey names them.
 	shapes    []namedShape
 	shapesKey string
+	// lin and contentID: content's number in the lineage that last read it.
+	lin       *lineage
+	contentID uint64
 }
 
 type namedShape struct {
@@ -307,7 +366,7 @@ func slotKind(name corev1.ResourceName) int {
 func (c *Cluster) Solve(pods *Pods, without []int) (Result, error) {
 	in := c.in
 	in.Pods, in.ExistingNodes = pods.list, nil
-	may, prune := c.mayTake(pods)
+	may, list, prune := c.mayTake(pods)
 	if !prune {
 		skip := make(map[int]bool, len(without))
 		for _, i := range without {
@@ -340,12 +399,20 @@ func (c *Cluster) Solve(pods *Pods, without []int) (Result, error) {
 			}
 		}
 	}
-	key := make([]byte, 0, len(pods.content)+8*len(gone)+16)
+	// The nodes Solve sees (those that may take a pod, but those gone, and
+	// the fallback) and the pods, by number.
+	key := make([]byte, 0, 4*len(gone)+32)
+	key = binary.AppendUvarint(key, uint64(len(gone)))
 	for _, i := range gone {
-		key = strconv.AppendInt(append(key, ','), int64(i), 36)
+		key = binary.AppendUvarint(key, c.uid[i])
 	}
-	key = append(strconv.AppendInt(append(key, '|'), int64(fallback), 36), pods.content...)
-	if m, ok := c.memo[string(key)]; ok {
+	if fallback >= 0 {
+		key = binary.AppendUvarint(key, c.uid[fallback]+1)
+	} else {
+		key = binary.AppendUvarint(key, 0)
+	}
+	key = binary.AppendUvarint(key, c.contentOf(pods))
+	if m, ok := c.lin.memo[list][string(key)]; ok {
 		return m.res.renamed(m.refs, pods.refs), nil
 	}
 	in.ExistingNodes = make([]ExistingNode, 0, len(may)-len(gone)+1)
@@ -362,9 +429,26 @@ func (c *Cluster) Solve(pods *Pods, without []int) (Result, error) {
 	}
 	res, err := solve(in, c.pre, built)
 	if err == nil {
-		c.memo[string(key)] = memoized{res: res, refs: pods.refs}
+		if c.lin.memo[list] == nil {
+			c.lin.memo[list] = map[string]memoized{}
+		}
+		c.lin.memo[list][string(key)] = memoized{res: res, refs: pods.refs}
 	}
 	return res, err
+}
+
+// contentOf numbers what Solve reads of the pods but their names.
+func (c *Cluster) contentOf(pods *Pods) uint64 {
+	if pods.lin == c.lin {
+		return pods.contentID
+	}
+	id, ok := c.lin.contents[pods.content]
+	if !ok {
+		id = uint64(len(c.lin.contents))
+		c.lin.contents[pods.content] = id
+	}
+	pods.lin, pods.contentID = c.lin, id
+	return id
 }
 
 // podShape is what decides whether a node can take a pod at all.
@@ -376,14 +460,15 @@ type podShape struct {
 // mayTake returns, in order, the schedulable nodes that could take one of
 // the pods (it tolerates the node's NoSchedule and NoExecute taints —
 // PreferNoSchedule ones are relaxed at worst — and fits in the room left)
-// and every node Solve must parse; false when nodes that take none of
-// them may not be left out. It is worked out once per set of shapes.
-func (c *Cluster) mayTake(pods *Pods) ([]int, bool) {
+// and every node Solve must parse, with the number naming that list of
+// nodes in the lineage; false when nodes that take none of them may not
+// be left out. It is worked out once per set of shapes.
+func (c *Cluster) mayTake(pods *Pods) ([]int, uint64, bool) {
 	if c.overflow || c.topology || pods.topology {
-		return nil, false
+		return nil, 0, false
 	}
 	if got, ok := c.takers[pods.shapesKey]; ok {
-		return got.nodes, got.prune
+		return got.nodes, got.list, got.prune
 	}
 	shapes, prune := c.slotted(pods.shapes)
 	var out []int
@@ -417,13 +502,28 @@ func (c *Cluster) mayTake(pods *Pods) ([]int, bool) {
 		}
 		slices.Sort(out)
 	}
-	c.takers[pods.shapesKey] = takers{nodes: out, prune: prune}
-	return out, prune
+	// The list keeps its number while the nodes on it are the same.
+	uids := make([]uint64, len(out))
+	for k, i := range out {
+		uids[k] = c.uid[i]
+	}
+	last, ok := c.lin.lists[pods.shapesKey]
+	if !ok || !slices.Equal(last.uids, uids) {
+		if ok {
+			delete(c.lin.memo, last.id)
+		}
+		last = takerList{uids: uids, id: c.lin.nextList}
+		c.lin.nextList++
+		c.lin.lists[pods.shapesKey] = last
+	}
+	c.takers[pods.shapesKey] = takers{nodes: out, list: last.id, prune: prune}
+	return out, last.id, prune
 }
 
 // takers are the nodes that may take a pod of some shapes.
 type takers struct {
 	nodes []int
+	list  uint64
 	prune bool
 }
 

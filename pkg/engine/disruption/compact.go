@@ -85,7 +85,7 @@ func (st *state) compactPods(cache *nodeCache) {
 		if reuse && n.simPods != nil {
 			continue
 		}
-		n.simPods = n.in.Pods
+		n.simPods, n.derived = n.in.Pods, st.gen
 		if !ok {
 			continue
 		}
