@@ -65,6 +65,8 @@ type nodeInfo struct {
 	disruptionCost   float64
 	savingsRatio     float64
 	expl             *Candidacy
+	// drift is the drift method's verdict, once judged.
+	drift *driftVerdict
 }
 
 type state struct {
