@@ -25,57 +25,24 @@ import (
 func (st *state) compactPods(cache *nodeCache) {
 	var sels []labels.Selector
 	seen := map[string]bool{}
-	addSel := func(ls *metav1.LabelSelector) bool {
-		if ls == nil {
-			return true
-		}
-		s, err := metav1.LabelSelectorAsSelector(ls)
-		if err != nil {
-			return false
-		}
-		if k := s.String(); !seen[k] {
-			seen[k] = true
-			sels = append(sels, s)
-		}
-		return true
-	}
-	scan := func(p *inventory.Pod) bool {
-		for _, c := range p.TopologySpreadConstraints {
-			if !addSel(c.LabelSelector) {
-				return false
-			}
-		}
-		if a := p.Affinity; a != nil {
-			var terms []corev1.PodAffinityTerm
-			if a.PodAffinity != nil {
-				terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
-				for _, w := range a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
-					terms = append(terms, w.PodAffinityTerm)
-				}
-			}
-			if a.PodAntiAffinity != nil {
-				terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
-				for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
-					terms = append(terms, w.PodAffinityTerm)
-				}
-			}
-			for _, t := range terms {
-				if !addSel(t.LabelSelector) {
-					return false
-				}
-			}
-		}
-		return true
-	}
 	ok := true
-	for _, n := range st.nodes {
-		for i := range n.in.Pods {
-			ok = ok && scan(&n.in.Pods[i])
+	add := func(ts topologySelectors) {
+		ok = ok && ts.ok
+		for i, k := range ts.keys {
+			if !seen[k] {
+				seen[k] = true
+				sels = append(sels, ts.sels[i])
+			}
 		}
 	}
-	for i := range st.in.Pending {
-		ok = ok && scan(&st.in.Pending[i])
+	for _, n := range st.nodes {
+		if n.selectors == nil {
+			// Settle's cache keeps them with the node.
+			n.selectors = selectorsOf(n.in.Pods)
+		}
+		add(*n.selectors)
 	}
+	add(*selectorsOf(st.in.Pending))
 	folding := fmt.Sprint(ok, slices.Sorted(maps.Keys(seen)))
 	reuse := cache != nil && cache.folding == folding
 	if cache != nil {
@@ -110,6 +77,67 @@ func (st *state) compactPods(cache *nodeCache) {
 			NodeName: n.ref.Name, Phase: corev1.PodRunning, OwnerKind: inventory.OwnerDaemonSet, Requests: sum})
 		n.simPods = kept
 	}
+}
+
+// topologySelectors are the label selectors of the pods' topology spread
+// constraints and pod (anti-)affinity terms, each once, with their
+// String() keys; ok is false when one does not parse (nothing is folded).
+type topologySelectors struct {
+	sels []labels.Selector
+	keys []string
+	ok   bool
+}
+
+func selectorsOf(pods []inventory.Pod) *topologySelectors {
+	ts := &topologySelectors{ok: true}
+	addSel := func(ls *metav1.LabelSelector) bool {
+		if ls == nil {
+			return true
+		}
+		s, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			return false
+		}
+		if k := s.String(); !slices.Contains(ts.keys, k) {
+			ts.keys = append(ts.keys, k)
+			ts.sels = append(ts.sels, s)
+		}
+		return true
+	}
+	scan := func(p *inventory.Pod) bool {
+		for _, c := range p.TopologySpreadConstraints {
+			if !addSel(c.LabelSelector) {
+				return false
+			}
+		}
+		if a := p.Affinity; a != nil {
+			var terms []corev1.PodAffinityTerm
+			if a.PodAffinity != nil {
+				terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+				for _, w := range a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+					terms = append(terms, w.PodAffinityTerm)
+				}
+			}
+			if a.PodAntiAffinity != nil {
+				terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+				for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+					terms = append(terms, w.PodAffinityTerm)
+				}
+			}
+			for _, t := range terms {
+				if !addSel(t.LabelSelector) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for i := range pods {
+		if ts.ok = scan(&pods[i]); !ts.ok {
+			break
+		}
+	}
+	return ts
 }
 
 func foldable(p *inventory.Pod, sels []labels.Selector) bool {

@@ -49,8 +49,10 @@ type nodeInfo struct {
 	// them read for simulations (reschedPods).
 	resched []*inventory.Pod
 	pods    *engine.Pods
-	// simPods are the pods simulations see on the node (compactPods).
-	simPods []inventory.Pod
+	// simPods are the pods simulations see on the node (compactPods), and
+	// selectors those of its pods' topology terms.
+	simPods   []inventory.Pod
+	selectors *topologySelectors
 	// derived is the generation of Settle's cache (the newState) that
 	// derived the node and its simPods: they are unchanged since.
 	derived int
