@@ -175,6 +175,15 @@ func (s *scheduler) compatibleWith(c *looseClass, n *node) (Requirements, bool) 
 	for k, r := range c.reqs {
 		tr, ok := n.reqs[k]
 		if !ok || tr.Operator() != corev1.NodeSelectorOpIn {
+			if pin, isPin := c.pins[k]; isPin && !ok && !s.claimCountsOn(n, k) {
+				// A claim with no requirement on the key at all (a
+				// hostname-only claim, say): choose the pin too.
+				if narrow == nil {
+					narrow = Requirements{}
+				}
+				narrow[k] = pin
+				continue
+			}
 			if op := r.Operator(); ok || (op != corev1.NodeSelectorOpNotIn && op != corev1.NodeSelectorOpDoesNotExist) {
 				return nil, false
 			}
