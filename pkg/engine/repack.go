@@ -163,6 +163,7 @@ func (s *scheduler) liveClaims() int {
 func (s *scheduler) repack(absorb bool) bool {
 	var loose []*podData
 	var live []*node
+	pinCache := map[string]map[string]Requirements{}
 	for _, n := range s.claims {
 		if n.dead || len(n.pods) == 0 {
 			continue
@@ -173,7 +174,7 @@ func (s *scheduler) repack(absorb bool) bool {
 		for i, pd := range n.pods {
 			if movable(pd, n) {
 				loose = append(loose, pd)
-				pd.pins, pd.seq = s.pinsOf(pd, n), n.seqs[i]
+				pd.pins, pd.seq = s.pinsOf(pd, n, pinCache), n.seqs[i]
 				s.record(pd, n, -1)
 				n.used = n.used.sub(pd.req)
 				removed = true
@@ -203,10 +204,14 @@ func (s *scheduler) repack(absorb bool) bool {
 	}
 	duals := s.duals(live, classes)
 	budget := s.limitBudgets(live)
+	var bufs [][]*sizeGroup
 	sort.SliceStable(live, func(i, j int) bool { return live[i].used[rCPU] > live[j].used[rCPU] })
 	for _, current := range []bool{true, false} {
 		for _, n := range live {
-			s.topUp(n, classes, duals[n.pool], budget, current, absorb)
+			if !anyLeft(classes) {
+				break
+			}
+			s.topUp(n, classes, duals[n.pool], budget, current, absorb, &bufs)
 		}
 	}
 	for _, c := range classes {
@@ -219,26 +224,59 @@ func (s *scheduler) repack(absorb bool) bool {
 	return s.minValuesHold()
 }
 
+// anyLeft reports whether some loose pod is still to be placed (once none
+// is, the remaining top-ups have nothing to do).
+func anyLeft(classes []*looseClass) bool {
+	for _, c := range classes {
+		if c.left > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // pinsOf is the zone (or other non-hostname domain) of every group that
-// counts the pod or that it declares, which a move must keep.
-func (s *scheduler) pinsOf(pd *podData, n *node) Requirements {
-	var pins Requirements
-	pin := func(g *topologyGroup) {
-		if g.key == catalog.LabelHostname {
-			return
-		}
-		if d := n.domain(g.key); d != "" {
-			if pins == nil {
-				pins = Requirements{}
+// counts the pod or that it declares, which a move must keep. Pins on one
+// key come from cache, by key and domain (shared: nobody writes to pins).
+func (s *scheduler) pinsOf(pd *podData, n *node, cache map[string]map[string]Requirements) Requirements {
+	key, several := "", false
+	for _, gs := range [][]*topologyGroup{pd.selectedBy, pd.owned} {
+		for _, g := range gs {
+			if g.key == catalog.LabelHostname || n.domain(g.key) == "" {
+				continue
 			}
-			pins[g.key] = mustIn(g.key, d)
+			if key == "" {
+				key = g.key
+			} else if g.key != key {
+				several = true
+			}
 		}
 	}
-	for _, g := range pd.selectedBy {
-		pin(g)
+	if key == "" {
+		return nil
 	}
-	for _, g := range pd.owned {
-		pin(g)
+	if !several {
+		d := n.domain(key)
+		if pins, ok := cache[key][d]; ok {
+			return pins
+		}
+		pins := Requirements{key: mustIn(key, d)}
+		if cache[key] == nil {
+			cache[key] = map[string]Requirements{}
+		}
+		cache[key][d] = pins
+		return pins
+	}
+	pins := Requirements{}
+	for _, gs := range [][]*topologyGroup{pd.selectedBy, pd.owned} {
+		for _, g := range gs {
+			if g.key == catalog.LabelHostname {
+				continue
+			}
+			if d := n.domain(g.key); d != "" {
+				pins[g.key] = mustIn(g.key, d)
+			}
+		}
 	}
 	return pins
 }
