@@ -100,7 +100,7 @@
 //     pod affinity but in such a zone) off the claims, shrinks each claim
 //     to the cheapest type holding what is left, and packs the movable pods
 //     again with the LP's dual prices of CPU and memory: first into room the
-//     remaining claims already pay for, then into bigger types for them when
+//     remaining claims already pay for (least used claims first), then into bigger types for them when
 //     that gives more value per dollar, then into new claims, each opened on
 //     the type (one candidate per size and CPU:memory band) whose balanced
 //     fill has the most value per dollar (a claim with no zone requirement

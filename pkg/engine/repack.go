@@ -15,8 +15,9 @@ import (
 // priced with the LP's dual prices of CPU and memory (what a milli-CPU and
 // a byte cost in the cheapest fractional fleet):
 //
-//  1. every remaining claim may be topped up, on its current type or on a
-//     bigger one, whichever holds the most value per dollar;
+//  1. every remaining claim may be topped up, first on its current type
+//     (least used claims first) and then on a bigger one (most used first),
+//     whichever holds the most value per dollar;
 //  2. the rest go to new claims, each opened on the type (one candidate per
 //     size and CPU:memory band) whose best first-fit fill has the most value
 //     per dollar, so a claim's type matches the mix it carries.
@@ -222,8 +223,16 @@ func (s *scheduler) repack(absorb bool) bool {
 	duals := s.duals(live, classes)
 	budget := s.limitBudgets(live)
 	var bufs [][]*sizeGroup
-	sort.SliceStable(live, func(i, j int) bool { return live[i].used[rCPU] > live[j].used[rCPU] })
 	for _, current := range []bool{true, false} {
+		// The room claims already pay for goes to the least used first (a
+		// claim holding one small pod has room only small pods fit, which
+		// the others would take first); growth to the most used first.
+		sort.SliceStable(live, func(i, j int) bool {
+			if current {
+				return live[i].used[rCPU] < live[j].used[rCPU]
+			}
+			return live[i].used[rCPU] > live[j].used[rCPU]
+		})
 		for _, n := range live {
 			if !anyLeft(classes) {
 				break
