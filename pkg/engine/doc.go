@@ -153,7 +153,12 @@
 // cost/lb of 2), nor does hostname spread (its skew counts against the
 // emptiest node, which may hold pods too). Not charged per pod: a node that
 // holds a forced pod may hold others for free, so "cheapest type per forced
-// pod plus the LP over the rest" would not be a bound.
+// pod plus the LP over the rest" would not be a bound. The dual is searched
+// coarsely (about 50 LPs) and at z's upper end; every z it tries is a
+// feasible dual, so a coarser search can lower the bound but never make it
+// invalid. TestLowerBoundsAreLowerBounds checks both bounds against the
+// brute-force optimum of 400 small random instances (and that the same
+// check rejects the per-pod charge above).
 //
 // # Benchmarks
 //
