@@ -463,6 +463,3 @@ func (s *scheduler) openBin(c *looseClass, d *poolDuals, budgets map[*pool]*budg
 	s.claims = append(s.claims, n)
 	return true
 }
-
-var debugN int
-var debugRepack bool
