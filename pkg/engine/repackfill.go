@@ -102,7 +102,7 @@ func candidates(types []*itype, eff []float64, ok func(*itype) bool) []*itype {
 // (in chunks of half what fits), so neither resource runs out while the
 // other idles, then tops up with anything that still fits.
 func fill(free vec, groups []*sizeGroup, take []int) float64 {
-	var taken [64]int
+	var taken [256]int
 	var tk []int
 	if len(groups) <= len(taken) {
 		tk = taken[:len(groups)]
@@ -171,10 +171,19 @@ func (s *scheduler) compatibleWith(c *looseClass, n *node) (Requirements, bool) 
 			}
 		}
 	}
-	var narrow Requirements
+	// The pin keys the claim must take; usually all of the class's pins,
+	// which are then shared rather than copied (nobody writes to them).
+	var keyBuf [4]string
+	narrowKeys := keyBuf[:0]
 	for k, r := range c.reqs {
 		tr, ok := n.reqs[k]
 		if !ok || tr.Operator() != corev1.NodeSelectorOpIn {
+			if _, isPin := c.pins[k]; isPin && !ok && !s.claimCountsOn(n, k) {
+				// A claim with no requirement on the key at all (a
+				// hostname-only claim, say): choose the pin too.
+				narrowKeys = append(narrowKeys, k)
+				continue
+			}
 			if op := r.Operator(); ok || (op != corev1.NodeSelectorOpNotIn && op != corev1.NodeSelectorOpDoesNotExist) {
 				return nil, false
 			}
@@ -195,10 +204,17 @@ func (s *scheduler) compatibleWith(c *looseClass, n *node) (Requirements, bool) 
 		if !isPin || !tr.Has(pin.values[0]) || s.claimCountsOn(n, k) {
 			return nil, false
 		}
-		if narrow == nil {
-			narrow = Requirements{}
-		}
-		narrow[k] = pin
+		narrowKeys = append(narrowKeys, k)
+	}
+	switch len(narrowKeys) {
+	case 0:
+		return nil, true
+	case len(c.pins):
+		return c.pins, true
+	}
+	narrow := make(Requirements, len(narrowKeys))
+	for _, k := range narrowKeys {
+		narrow[k] = c.pins[k]
 	}
 	return narrow, true
 }
@@ -223,11 +239,11 @@ func (s *scheduler) claimCountsOn(n *node, key string) bool {
 
 // topUp fills a remaining claim with loose pods: the room its current type
 // has (current), or on a bigger type when that holds more value per dollar.
-func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets map[*pool]*budget, current, absorb bool) {
+func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets map[*pool]*budget, current, absorb bool, bufs *[][]*sizeGroup) {
 	if d == nil {
 		return
 	}
-	opts := s.topUpOptions(n, classes, make([]*topUpOption, 0, 4))
+	opts := s.topUpOptions(n, classes, make([]*topUpOption, 0, 4), bufs)
 	if len(opts) == 0 {
 		return
 	}
@@ -243,13 +259,17 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 	if len(best.o.narrow) > 0 {
 		keys := diffKeys(n.reqs, best.reqs)
 		n.reqs = best.reqs
+		f := offerFilterOf(n.reqs)
+		compat := s.keysCompat(n.pool, n.reqs, keys, &f)
 		kept := n.types[:0:0]
 		for _, t := range n.types {
-			if typeCompatibleKeys(t, n.reqs, keys) {
+			if compat[t.idx] {
 				kept = append(kept, t)
 			}
 		}
 		n.types = kept
+		s.refreshMax(n)
+		n.cur = s.cheapestIndex(n)
 	}
 	take := make([]int, len(best.o.groups))
 	fill(best.t.alloc.sub(n.used), best.o.groups, take)
@@ -259,12 +279,13 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 // topUpOption is the loose pods that may join a claim under the same pins.
 type topUpOption struct {
 	narrow Requirements
+	key    string // describeReqs(narrow), "" when empty
 	groups []*sizeGroup
 }
 
 // topUpOptions groups the classes that may join the claim by the pins they
 // need, appended to opts (the caller's buffer, which stays on its stack).
-func (s *scheduler) topUpOptions(n *node, classes []*looseClass, opts []*topUpOption) []*topUpOption {
+func (s *scheduler) topUpOptions(n *node, classes []*looseClass, opts []*topUpOption, bufs *[][]*sizeGroup) []*topUpOption {
 	for _, c := range classes {
 		if c.left == 0 {
 			continue
@@ -273,18 +294,38 @@ func (s *scheduler) topUpOptions(n *node, classes []*looseClass, opts []*topUpOp
 		if !ok {
 			continue
 		}
-		key := describeReqs(narrow)
+		key := ""
+		if len(narrow) > 0 {
+			if sameMap(narrow, c.pins) {
+				key = c.pinsKey
+			} else {
+				key = describeReqs(narrow)
+			}
+		}
 		var o *topUpOption
 		for _, x := range opts {
-			if describeReqs(x.narrow) == key {
+			if x.key == key {
 				o = x
 			}
 		}
 		if o == nil {
-			o = &topUpOption{narrow: narrow}
+			// The group lists of earlier calls are reused: a top-up is done
+			// with its options before the next claim's.
+			var groups []*sizeGroup
+			if i := len(opts); i < len(*bufs) {
+				groups = (*bufs)[i][:0]
+			}
+			o = &topUpOption{narrow: narrow, key: key, groups: groups}
 			opts = append(opts, o)
 		}
 		o.groups = append(o.groups, c.sizes...)
+	}
+	for i, o := range opts {
+		if i < len(*bufs) {
+			(*bufs)[i] = o.groups
+		} else {
+			*bufs = append(*bufs, o.groups)
+		}
 	}
 	return opts
 }
@@ -363,6 +404,13 @@ func (s *scheduler) place(n *node, groups []*sizeGroup, take []int) {
 			s.record(pd, n, 1)
 			sg.cls.left--
 		}
+	}
+	if n.used.fits(n.minAlloc) {
+		// Every type still holds the claim.
+		if !n.used.fits(n.types[n.cur].alloc) {
+			n.cur = s.cheapestIndex(n)
+		}
+		return
 	}
 	// A new slice: the snapshot (restore) may still hold the old one.
 	kept := make([]*itype, 0, len(n.types))
