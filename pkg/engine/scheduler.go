@@ -85,6 +85,7 @@ func solve(in Input, pre *preparedPools, built []*node) (Result, error) {
 	s.result.KarpenterCost = s.totalCost()
 	if !s.opts.KarpenterOnly {
 		s.improve()
+		s.tighten()
 	}
 	s.finalize()
 	if !s.opts.SkipLowerBounds {
