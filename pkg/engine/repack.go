@@ -218,17 +218,12 @@ func (s *scheduler) shrink(n *node) {
 	// n.types is a subsequence of the pool's types (every filter keeps their
 	// order), so one walk finds which were options already.
 	old, j := n.types, 0
-	types := make([]*itype, 0, len(n.pool.types))
-	for _, t := range n.pool.types {
+	n.types = s.fitting(n.pool.types, n.used, func(t *itype) bool {
 		wasOption := j < len(old) && old[j] == t
 		if wasOption {
 			j++
 		}
-		if n.used.fits(t.alloc) && (wasOption || typeCompatible(t, n.reqs)) {
-			types = append(types, t)
-		}
-	}
-	n.types = types
-	s.refreshMax(n)
+		return wasOption || n.used.fits(t.alloc) && typeCompatible(t, n.reqs)
+	}, n, false)
 	n.cur = s.cheapestIndex(n)
 }

@@ -4,8 +4,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
-	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -65,19 +65,19 @@ func band(t *itype) int {
 	return bits.Len64(cpu)*16 + bits.Len64(ratio)
 }
 
-// candidates keeps, per band, the most efficient type that ok accepts.
-func candidates(types []*itype, eff []float64, ok func(*itype) bool) []*itype {
-	// A few dozen bands at most: a slice searched linearly beats a map.
-	type banded struct {
-		band int
-		t    *itype
-		eff  float64
+// candidates keeps, per band, the most efficient type that ok accepts,
+// sorted by name. The slice is the scheduler's scratch, valid until the
+// next call.
+func (s *scheduler) candidates(types []*itype, eff []float64, ok func(*itype) bool) []*itype {
+	// Bands are small integers: a table by band finds a type's entry
+	// without searching the few dozen kept so far.
+	sc := &s.repackScratch
+	if sc.bandSlot == nil {
+		sc.bandSlot = make([]int32, maxBand+1)
 	}
-	var bestArr [64]banded
-	best := bestArr[:0]
+	best := sc.best[:0]
 	for _, t := range types {
-		b := t.band
-		i := slices.IndexFunc(best, func(x banded) bool { return x.band == b })
+		i := sc.bandSlot[t.band] - 1
 		if i >= 0 {
 			if e := eff[t.idx]; e > best[i].eff && ok(t) {
 				best[i].t, best[i].eff = t, e
@@ -85,30 +85,54 @@ func candidates(types []*itype, eff []float64, ok func(*itype) bool) []*itype {
 			continue
 		}
 		if ok(t) {
-			best = append(best, banded{band: b, t: t, eff: eff[t.idx]})
+			best = append(best, bandBest{band: t.band, t: t, eff: eff[t.idx]})
+			sc.bandSlot[t.band] = int32(len(best))
 		}
 	}
-	out := make([]*itype, len(best))
-	for i, x := range best {
-		out[i] = x.t
+	out := sc.cands[:0]
+	for _, x := range best {
+		out = append(out, x.t)
+		sc.bandSlot[x.band] = 0
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	sc.best, sc.cands = best, out
+	slices.SortFunc(out, func(a, b *itype) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return a.idx - b.idx
+	})
 	return out
 }
 
-// fill simulates packing the size groups into free room; take, when set,
-// receives how many of each group fit. It is a balanced fill: it keeps
-// taking from the group whose CPU:memory mix best matches the room left
-// (in chunks of half what fits), so neither resource runs out while the
-// other idles, then tops up with anything that still fits.
+// maxBand bounds band: bits.Len64 is at most 64.
+const maxBand = 64*16 + 64
+
+// bandBest is the most efficient type of a band found so far.
+type bandBest struct {
+	band int
+	t    *itype
+	eff  float64
+}
+
+// repackScratch is buffers the re-pack reuses from one claim to the next.
+type repackScratch struct {
+	bandSlot []int32 // by band: 1 + index in best, 0 for none
+	best     []bandBest
+	cands    []*itype
+	opts     []topUpOption
+	take     []int
+	types    []*itype
+}
+
+// fill simulates packing the size groups into free room; take (as long as
+// groups, zeroed by fill) receives how many of each group fit. It is a
+// balanced fill: it keeps taking from the group whose CPU:memory mix best
+// matches the room left (in chunks of half what fits), so neither resource
+// runs out while the other idles, then tops up with anything that still
+// fits.
 func fill(free vec, groups []*sizeGroup, take []int) float64 {
-	var taken [64]int
-	var tk []int
-	if len(groups) <= len(taken) {
-		tk = taken[:len(groups)]
-	} else {
-		tk = make([]int, len(groups))
-	}
+	tk := take[:len(groups)]
+	clear(tk)
 	capCPU, capMem := float64(max(free[rCPU], 1)), float64(max(free[rMem], 1))
 	v := 0.0
 	for {
@@ -145,10 +169,15 @@ func fill(free vec, groups []*sizeGroup, take []int) float64 {
 		tk[best] += int(k)
 		v += float64(k) * sg.val
 	}
-	if take != nil {
-		copy(take, tk)
-	}
 	return v
+}
+
+// takeBuf is the scheduler's scratch for fill's counts, n long.
+func (s *scheduler) takeBuf(n int) []int {
+	if cap(s.repackScratch.take) < n {
+		s.repackScratch.take = make([]int, n)
+	}
+	return s.repackScratch.take[:n]
 }
 
 // compatibleWith reports whether the class's pods may join the claim, and
@@ -227,7 +256,7 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 	if d == nil {
 		return
 	}
-	opts := s.topUpOptions(n, classes, make([]*topUpOption, 0, 4))
+	opts := s.topUpOptions(n, classes)
 	if len(opts) == 0 {
 		return
 	}
@@ -251,7 +280,7 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 		}
 		n.types = kept
 	}
-	take := make([]int, len(best.o.groups))
+	take := s.takeBuf(len(best.o.groups))
 	fill(best.t.alloc.sub(n.used), best.o.groups, take)
 	s.place(n, best.o.groups, take)
 }
@@ -263,8 +292,11 @@ type topUpOption struct {
 }
 
 // topUpOptions groups the classes that may join the claim by the pins they
-// need, appended to opts (the caller's buffer, which stays on its stack).
-func (s *scheduler) topUpOptions(n *node, classes []*looseClass, opts []*topUpOption) []*topUpOption {
+// need. The options and their groups are the scheduler's scratch, valid
+// until the next call: a claim's options were a tenth of the re-pack's
+// allocations.
+func (s *scheduler) topUpOptions(n *node, classes []*looseClass) []topUpOption {
+	opts := s.repackScratch.opts[:0]
 	for _, c := range classes {
 		if c.left == 0 {
 			continue
@@ -274,18 +306,24 @@ func (s *scheduler) topUpOptions(n *node, classes []*looseClass, opts []*topUpOp
 			continue
 		}
 		key := describeReqs(narrow)
-		var o *topUpOption
-		for _, x := range opts {
-			if describeReqs(x.narrow) == key {
-				o = x
+		o := -1
+		for i := range opts {
+			if describeReqs(opts[i].narrow) == key {
+				o = i
 			}
 		}
-		if o == nil {
-			o = &topUpOption{narrow: narrow}
-			opts = append(opts, o)
+		if o < 0 {
+			o = len(opts)
+			if len(opts) < cap(opts) {
+				opts = opts[:o+1] // reuse the groups' backing array
+				opts[o].narrow, opts[o].groups = narrow, opts[o].groups[:0]
+			} else {
+				opts = append(opts, topUpOption{narrow: narrow})
+			}
 		}
-		o.groups = append(o.groups, c.sizes...)
+		opts[o].groups = append(opts[o].groups, c.sizes...)
 	}
+	s.repackScratch.opts = opts
 	return opts
 }
 
@@ -301,7 +339,7 @@ type topUpChoice struct {
 // bestTopUp scores each option on the claim's current type (current) or on
 // each candidate type: value per dollar, or with absorb the marginal value
 // per marginal dollar.
-func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *budget, current, absorb bool) topUpChoice {
+func (s *scheduler) bestTopUp(n *node, opts []topUpOption, d *poolDuals, b *budget, current, absorb bool) topUpChoice {
 	preVal := d.y.value(n.used)
 	curCap := n.types[n.cur].capacity
 	var best topUpChoice
@@ -310,7 +348,8 @@ func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *bud
 	if absorb {
 		best.score = 0
 	}
-	for _, o := range opts {
+	for oi := range opts {
+		o := &opts[oi]
 		reqs := n.reqs
 		if len(o.narrow) > 0 {
 			reqs = n.reqs.Clone()
@@ -325,7 +364,7 @@ func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *bud
 				cands = []*itype{n.types[n.cur]}
 			}
 		} else {
-			cands = candidates(n.types, d.eff, func(t *itype) bool {
+			cands = s.candidates(n.types, d.eff, func(t *itype) bool {
 				_, ok := t.cheapestF(&f)
 				return ok
 			})
@@ -335,7 +374,7 @@ func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *bud
 			if b != nil && !b.allows(n.pool, t.capacity.sub(curCap), 0) {
 				continue
 			}
-			v := fill(t.alloc.sub(n.used), o.groups, nil)
+			v := fill(t.alloc.sub(n.used), o.groups, s.takeBuf(len(o.groups)))
 			if v == 0 {
 				continue
 			}
@@ -364,16 +403,48 @@ func (s *scheduler) place(n *node, groups []*sizeGroup, take []int) {
 			sg.cls.left--
 		}
 	}
-	// A new slice: the snapshot (restore) may still hold the old one.
-	kept := make([]*itype, 0, len(n.types))
-	for _, t := range n.types {
-		if n.used.fits(t.alloc) {
+	n.types = s.fitting(n.types, n.used, nil, n, true)
+	n.cur = s.cheapestIndex(n)
+}
+
+// fitting is the types that keep accepts (when set; it sees every type, in
+// order) and that hold used, and sets n's maxAlloc and minAlloc over them in
+// the same walk. It never writes to types, which the snapshot (restore) may
+// still hold: when every type stays and the claim owns types it returns
+// types itself, else a new slice.
+func (s *scheduler) fitting(types []*itype, used vec, keep func(*itype) bool, n *node, own bool) []*itype {
+	var maxA vec
+	var minA vec
+	for e := range minA {
+		minA[e] = math.MaxInt64
+	}
+	kept := types
+	dropped := false
+	for i, t := range types {
+		if (keep != nil && !keep(t)) || !used.fits(t.alloc) {
+			if !dropped {
+				dropped = true
+				kept = append(s.repackScratch.types[:0], types[:i]...)
+			}
+			continue
+		}
+		if dropped {
 			kept = append(kept, t)
 		}
+		for e := range maxA {
+			maxA[e] = max(maxA[e], t.alloc[e])
+			minA[e] = min(minA[e], t.alloc[e])
+		}
 	}
-	n.types = kept
-	s.refreshMax(n)
-	n.cur = s.cheapestIndex(n)
+	n.maxAlloc, n.minAlloc = maxA, minA
+	if !dropped {
+		if !own {
+			return slices.Clone(types)
+		}
+		return types
+	}
+	s.repackScratch.types = kept[:0]
+	return slices.Clone(kept)
 }
 
 // openBin opens a new claim for the class on the type whose fill has the
@@ -382,7 +453,7 @@ func (s *scheduler) openBin(c *looseClass, d *poolDuals, budgets map[*pool]*budg
 	p := c.pool
 	b := budgets[p]
 	f := offerFilterOf(c.nodeReqs)
-	cands := candidates(c.types, d.eff, func(t *itype) bool {
+	cands := s.candidates(c.types, d.eff, func(t *itype) bool {
 		_, ok := t.cheapestF(&f)
 		return ok && b.allows(p, t.capacity, 1)
 	})
@@ -390,7 +461,7 @@ func (s *scheduler) openBin(c *looseClass, d *poolDuals, budgets map[*pool]*budg
 	bestScore := 0.0
 	for _, t := range cands {
 		off, _ := t.cheapestF(&f)
-		v := fill(t.alloc, c.sizes, nil)
+		v := fill(t.alloc, c.sizes, s.takeBuf(len(c.sizes)))
 		if v == 0 {
 			continue
 		}
@@ -406,7 +477,7 @@ func (s *scheduler) openBin(c *looseClass, d *poolDuals, budgets map[*pool]*budg
 	n := &node{id: s.nextID, name: p.name + "-" + strconv.Itoa(u.seq), pool: p, taints: p.taints, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1,
 		reqs: c.nodeReqs.Clone(), types: slices.Clone(c.types)}
 	s.nextID++
-	take := make([]int, len(c.sizes))
+	take := s.takeBuf(len(c.sizes))
 	fill(bestT.alloc, c.sizes, take)
 	s.place(n, c.sizes, take)
 	if b != nil {

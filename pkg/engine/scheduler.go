@@ -21,6 +21,7 @@ type scheduler struct {
 	parts               int
 	zeroGroups          []*topologyGroup // groups keeping their claims with hc 0
 	scratch             []candidate
+	repackScratch       repackScratch
 	keysCache           map[string][]bool
 	groups              []*topologyGroup
 	groupsByID          map[string]*topologyGroup
