@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -75,6 +76,7 @@ func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 		return nil, nil
 	}
 	mask := s.partsFor(pd)
+	dims := s.dims()
 	if few, ok := s.fewClaims(pd); ok {
 		return s.pickAmong(pd, mask, few)
 	}
@@ -91,7 +93,7 @@ func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 				bucket := s.rooms[bits.TrailingZeros64(m)].buckets[b]
 				for i := range bucket {
 					e := &bucket[i]
-					if !pd.req.fits(e.free) {
+					if !pd.req.fitsIn(&e.free, dims) {
 						continue
 					}
 					// Ties go to the first in the order of the scan.
@@ -121,7 +123,7 @@ func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 			}
 			bucket := byCount[c]
 			for i := range bucket {
-				if !pd.req.fits(bucket[i].head) {
+				if !pd.req.fitsIn(&bucket[i].head, dims) {
 					continue
 				}
 				if narrowed, ok := s.canAdd(pd, bucket[i].n); ok {
@@ -231,12 +233,28 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 	if !sameMap(narrowed, reqs) {
 		keys = diffKeys(reqs, narrowed)
 	}
-	fit := make([]*itype, 0, len(ce.types))
+	// The types that fit, gathered in scratch and copied at their size (a
+	// claim's slice was the pool's size), with their bounds in the same walk.
+	var compat []bool
+	if len(keys) > 0 {
+		f := offerFilterOf(narrowed)
+		compat = s.keysCompat(p, narrowed, keys, &f)
+	}
+	fit := s.fitBuf[:0]
+	dims := s.dims()
+	b := newAllocBounds(dims)
+	var largest vec
 	for _, t := range ce.types {
-		if pd.req.fits(t.alloc) && (len(keys) == 0 || typeCompatibleKeys(t, narrowed, keys)) && s.withinLimits(p, t) {
+		if pd.req.fitsIn(&t.alloc, dims) && (len(keys) == 0 || compat[t.idx]) && s.withinLimits(p, t) {
 			fit = append(fit, t)
+			b.add(&t.alloc)
+			for e := range largest[:dims] {
+				largest[e] = max(largest[e], t.capacity[e])
+			}
 		}
 	}
+	s.fitBuf = fit[:0]
+	maxA, minA := b.result()
 	if len(fit) == 0 {
 		if !explain {
 			return nil, ""
@@ -262,16 +280,9 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 		narrowed = p.reqs.Clone() // claims narrow their own copy
 	}
 	n := &node{id: probe.id, name: name, pool: p, taints: p.taints, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1,
-		reqs: narrowed, types: fit}
-	s.refreshMax(n)
+		reqs: narrowed, types: slices.Clone(fit), maxAlloc: maxA, minAlloc: minA}
 	// Karpenter pessimistically charges the largest option against limits.
 	if p.limited {
-		var largest vec
-		for _, t := range fit {
-			for e := range largest {
-				largest[e] = max(largest[e], t.capacity[e])
-			}
-		}
 		for e := range largest {
 			if p.limitMask[e] == 1 {
 				u.remaining[e] -= largest[e]
@@ -288,26 +299,14 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 	return n, ""
 }
 
-func (s *scheduler) refreshMax(n *node) {
-	n.maxAlloc = vec{}
-	for e := range n.minAlloc {
-		n.minAlloc[e] = math.MaxInt64
-	}
-	for _, t := range n.types {
-		for e := range n.maxAlloc {
-			n.maxAlloc[e] = max(n.maxAlloc[e], t.alloc[e])
-			n.minAlloc[e] = min(n.minAlloc[e], t.alloc[e])
-		}
-	}
-}
-
 // cheapestIndex is the index of the claim's cheapest type that fits and is
 // offered where its requirements allow.
 func (s *scheduler) cheapestIndex(n *node) int {
 	f := offerFilterOf(n.reqs)
+	dims := s.dims()
 	best, bestPrice := 0, math.MaxFloat64
 	for i, t := range n.types {
-		if t.offerings[0].Price >= bestPrice || !n.used.fits(t.alloc) {
+		if t.offerings[0].Price >= bestPrice || !n.used.fitsIn(&t.alloc, dims) {
 			continue // offerings are sorted: the type cannot beat the best
 		}
 		if o, ok := t.cheapestF(&f); ok && o.Price < bestPrice {

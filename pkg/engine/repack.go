@@ -218,12 +218,13 @@ func (s *scheduler) shrink(n *node) {
 	// n.types is a subsequence of the pool's types (every filter keeps their
 	// order), so one walk finds which were options already.
 	old, j := n.types, 0
+	compat := s.reqsCompat(n.pool, n.reqs)
 	n.types = s.fitting(n.pool.types, n.used, func(t *itype) bool {
 		wasOption := j < len(old) && old[j] == t
 		if wasOption {
 			j++
 		}
-		return wasOption || n.used.fits(t.alloc) && typeCompatible(t, n.reqs)
+		return wasOption || compat[t.idx]
 	}, n, false)
 	n.cur = s.cheapestIndex(n)
 }

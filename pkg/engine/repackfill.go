@@ -413,15 +413,12 @@ func (s *scheduler) place(n *node, groups []*sizeGroup, take []int) {
 // still hold: when every type stays and the claim owns types it returns
 // types itself, else a new slice.
 func (s *scheduler) fitting(types []*itype, used vec, keep func(*itype) bool, n *node, own bool) []*itype {
-	var maxA vec
-	var minA vec
-	for e := range minA {
-		minA[e] = math.MaxInt64
-	}
+	dims := s.dims()
+	b := newAllocBounds(dims)
 	kept := types
 	dropped := false
 	for i, t := range types {
-		if (keep != nil && !keep(t)) || !used.fits(t.alloc) {
+		if (keep != nil && !keep(t)) || !used.fitsIn(&t.alloc, dims) {
 			if !dropped {
 				dropped = true
 				kept = append(s.repackScratch.types[:0], types[:i]...)
@@ -431,12 +428,9 @@ func (s *scheduler) fitting(types []*itype, used vec, keep func(*itype) bool, n 
 		if dropped {
 			kept = append(kept, t)
 		}
-		for e := range maxA {
-			maxA[e] = max(maxA[e], t.alloc[e])
-			minA[e] = min(minA[e], t.alloc[e])
-		}
+		b.add(&t.alloc)
 	}
-	n.maxAlloc, n.minAlloc = maxA, minA
+	n.maxAlloc, n.minAlloc = b.result()
 	if !dropped {
 		if !own {
 			return slices.Clone(types)

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -49,6 +50,55 @@ func (a vec) fits(b vec) bool {
 	}
 	return true
 }
+
+// fitsIn is fits over the first dims slots. Slots past the resource
+// index's names are never set, so with dims = s.dims() it is fits.
+func (a *vec) fitsIn(b *vec, dims int) bool {
+	for i := range a[:dims] {
+		if a[i] > b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// allocBounds gathers the component-wise maximum and minimum of types'
+// allocatable (a claim's maxAlloc and minAlloc) over the first dims slots;
+// the rest are zero for every type.
+type allocBounds struct {
+	max, min vec
+	dims, n  int
+}
+
+func newAllocBounds(dims int) allocBounds {
+	b := allocBounds{dims: dims}
+	for e := range b.min {
+		b.min[e] = math.MaxInt64
+	}
+	return b
+}
+
+func (b *allocBounds) add(a *vec) {
+	for e := range b.max[:b.dims] {
+		b.max[e] = max(b.max[e], a[e])
+		b.min[e] = min(b.min[e], a[e])
+	}
+	b.n++
+}
+
+// result is the maximum (zero for no type) and minimum (MaxInt64 for no
+// type), as a walk over every slot gives.
+func (b *allocBounds) result() (maxA, minA vec) {
+	if b.n > 0 {
+		for e := b.dims; e < nres; e++ {
+			b.min[e] = 0
+		}
+	}
+	return b.max, b.min
+}
+
+// dims is how many resource slots are in use: every vec is zero past them.
+func (s *scheduler) dims() int { return len(s.ri.names) }
 
 // resourceIndex interns resource names into vec slots.
 type resourceIndex struct {

@@ -98,6 +98,9 @@ func (s *scheduler) topology(pd *podData, n *node, reqs Requirements) (Requireme
 	}
 	copied := false
 	narrow := func(key, d string) {
+		if r, ok := reqs[key]; ok && r.isIn(d) {
+			return // already so: no copy (most pods join claims already pinned)
+		}
 		if !copied {
 			reqs = reqs.Clone()
 			copied = true

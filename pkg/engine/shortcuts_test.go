@@ -1,0 +1,192 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// The scheduler's speed shortcuts (#20) must give what the slow path gives.
+
+// TestTermCacheGivesTheParsedGroups: group finds a term by its form as
+// written (no selector parse); the groups must be the ones parseGroup gives,
+// terms that differ in any field must not share a group, and a term that
+// does not parse must fail every time.
+func TestTermCacheGivesTheParsedGroups(t *testing.T) {
+	type term struct {
+		kind       int
+		key        string
+		ns         map[string]bool
+		sel        *metav1.LabelSelector
+		extra      map[string]string
+		skew, minD int32
+		honor, ign bool
+	}
+	ml := func(kv ...string) *metav1.LabelSelector {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return &metav1.LabelSelector{MatchLabels: m}
+	}
+	me := func(op metav1.LabelSelectorOperator, key string, v ...string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: key, Operator: op, Values: v}}}
+	}
+	ns := func(n ...string) map[string]bool {
+		m := map[string]bool{}
+		for _, x := range n {
+			m[x] = true
+		}
+		return m
+	}
+	base := term{kind: kindSpread, key: catalog.LabelZone, ns: ns("default"), sel: ml("app", "a"), skew: 1}
+	vary := []func(*term){
+		func(*term) {}, // the same term again, as a new object
+		func(x *term) { x.kind = kindAnti },
+		func(x *term) { x.key = catalog.LabelHostname },
+		func(x *term) { x.ns = ns("other") },
+		func(x *term) { x.ns = ns("default", "other") },
+		func(x *term) { x.ns = map[string]bool{"default": true, "other": false} },
+		func(x *term) { x.sel = ml("app", "b") },
+		func(x *term) { x.sel = ml("ap", "pa") },
+		func(x *term) { x.sel = ml("app", "a", "tier", "web") },
+		func(x *term) { x.sel = me(metav1.LabelSelectorOpIn, "app", "a") }, // parses like base: shares its group
+		func(x *term) { x.sel = me(metav1.LabelSelectorOpNotIn, "app", "a") },
+		func(x *term) { x.sel = me(metav1.LabelSelectorOpIn, "app", "a", "b") },
+		func(x *term) { x.sel = me(metav1.LabelSelectorOpIn, "app", "a,b") }, // does not parse
+		func(x *term) { x.sel = nil },
+		func(x *term) { x.sel = &metav1.LabelSelector{} },
+		func(x *term) { x.extra = map[string]string{"app": "b"} },
+		func(x *term) { x.extra = map[string]string{"tier": "web"} },
+		func(x *term) { x.extra = map[string]string{} },
+		func(x *term) { x.skew = 2 },
+		func(x *term) { x.minD = 3 },
+		func(x *term) { x.honor = true },
+		func(x *term) { x.ign = true },
+	}
+	var terms []term
+	for round := 0; round < 2; round++ { // the second round hits the cache
+		for _, v := range vary {
+			x := base
+			x.sel = base.sel.DeepCopy()
+			v(&x)
+			terms = append(terms, x)
+		}
+	}
+	cached, parsed := newScheduler(Options{}), newScheduler(Options{})
+	byCached, byParsed := map[*topologyGroup]int{}, map[*topologyGroup]int{}
+	for i, x := range terms {
+		gc, errc := cached.group(x.kind, x.key, x.ns, x.sel, x.extra, x.skew, x.minD, x.honor, x.ign)
+		gp, errp := parsed.parseGroup(x.kind, x.key, x.ns, x.sel, x.extra, x.skew, x.minD, x.honor, x.ign)
+		if (errc == nil) != (errp == nil) {
+			t.Fatalf("term %d: cached error %v, parsed error %v", i, errc, errp)
+		}
+		if errc != nil {
+			continue
+		}
+		// The same partition of terms into groups, with the same groups.
+		jc, okc := byCached[gc]
+		jp, okp := byParsed[gp]
+		if okc != okp || jc != jp {
+			t.Fatalf("term %d (%+v): cached group first seen at term %d (%v), parsed at %d (%v)", i, x, jc, okc, jp, okp)
+		}
+		if !okc {
+			byCached[gc], byParsed[gp] = i, i
+		}
+		if gc.desc != gp.desc || gc.kind != gp.kind || gc.key != gp.key || gc.maxSkew != gp.maxSkew || fmt.Sprint(gc.namespaces) != fmt.Sprint(gp.namespaces) {
+			t.Fatalf("term %d: cached group %q differs from parsed %q", i, gc.desc, gp.desc)
+		}
+	}
+	if len(byCached) < len(vary)/2 {
+		t.Fatalf("only %d groups for %d terms", len(byCached), len(vary))
+	}
+}
+
+// TestReqsCompatIsTypeCompatible: the cache by requirements gives
+// typeCompatible for every type, including sets that differ only in an
+// operator, a bound or a value.
+func TestReqsCompatIsTypeCompatible(t *testing.T) {
+	s := newScheduler(Options{})
+	in := Input{Pods: pods(1, "p", "1", "1Gi"), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(30))}}
+	if err := s.buildPools(in); err != nil {
+		t.Fatal(err)
+	}
+	p := s.pools[0]
+	r := func(key string, op corev1.NodeSelectorOperator, v ...string) Requirement {
+		x, err := NewRequirement(key, op, v...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	sets := []Requirements{
+		{},
+		{catalog.LabelZone: r(catalog.LabelZone, corev1.NodeSelectorOpIn, "test-zone-3")},
+		{catalog.LabelZone: r(catalog.LabelZone, corev1.NodeSelectorOpNotIn, "test-zone-3")},
+		{catalog.LabelZone: r(catalog.LabelZone, corev1.NodeSelectorOpIn, "test-zone-1", "test-zone-3")},
+		{catalog.LabelZone: r(catalog.LabelZone, corev1.NodeSelectorOpIn, "test-zone-3"), catalog.LabelCapacityType: r(catalog.LabelCapacityType, corev1.NodeSelectorOpIn, catalog.CapacityTypeSpot)},
+		{catalog.LabelCapacityType: r(catalog.LabelCapacityType, corev1.NodeSelectorOpIn, catalog.CapacityTypeSpot)},
+		{catalog.LabelCapacityType: r(catalog.LabelCapacityType, corev1.NodeSelectorOpNotIn, catalog.CapacityTypeSpot)},
+		{catalog.LabelInstanceType: r(catalog.LabelInstanceType, corev1.NodeSelectorOpIn, "fake-it-3", "fake-it-12")},
+		{catalog.LabelInstanceType: r(catalog.LabelInstanceType, corev1.NodeSelectorOpIn, "fake-it-3,fake-it-12")},
+		{"fake": r("fake", corev1.NodeSelectorOpGt, "3")},
+		{"fake": r("fake", corev1.NodeSelectorOpLt, "3")},
+		{catalog.LabelOS: r(catalog.LabelOS, corev1.NodeSelectorOpDoesNotExist)},
+		{catalog.LabelOS: r(catalog.LabelOS, corev1.NodeSelectorOpExists)},
+	}
+	for round := 0; round < 2; round++ {
+		for i, rs := range sets {
+			got := s.reqsCompat(p, rs)
+			for _, typ := range p.types {
+				if want := typeCompatible(typ, rs); got[typ.idx] != want {
+					t.Fatalf("round %d, set %d (%s): %s compatible %v, want %v", round, i, describeReqs(rs), typ.name, got[typ.idx], want)
+				}
+			}
+		}
+	}
+}
+
+// TestExtendedResourcesAreCompared: fits reads only the slots in use; a
+// GPU pod's slot is one of them, so its claim keeps only GPU types even
+// though CPU-only types are cheaper and have room.
+func TestExtendedResourcesAreCompared(t *testing.T) {
+	types := fakeInstanceTypes(8)
+	for i := 4; i < 8; i++ {
+		types[i].Capacity = types[i].Capacity.DeepCopy()
+		types[i].Capacity[catalog.ResourceNVIDIAGPU] = *resource.NewQuantity(1, resource.DecimalSI)
+	}
+	gpu := func(p *inventory.Pod) { p.Requests[catalog.ResourceNVIDIAGPU] = resource.MustParse("1") }
+	in := Input{Pods: append(pods(3, "gpu", "500m", "512Mi", gpu), pods(20, "cpu", "500m", "512Mi")...), NodePools: []NodePool{hugePool("default", types)}}
+	for _, only := range []bool{true, false} {
+		in.Options.KarpenterOnly = only
+		res, err := Solve(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errs := Check(in, res); len(errs) > 0 {
+			t.Fatalf("KarpenterOnly=%v: %d violations, first: %v", only, len(errs), errs[0])
+		}
+		gpus := 0
+		for _, nc := range res.NodeClaims {
+			for _, p := range nc.Pods {
+				if p.Name[:3] == "gpu" {
+					gpus++
+					for _, name := range nc.InstanceTypes {
+						if name < "fake-it-4" {
+							t.Fatalf("KarpenterOnly=%v: claim %s holds a GPU pod but offers %s, which has no GPU", only, nc.Name, name)
+						}
+					}
+				}
+			}
+		}
+		if gpus != 3 {
+			t.Fatalf("KarpenterOnly=%v: %d GPU pods placed, want 3", only, gpus)
+		}
+	}
+}
