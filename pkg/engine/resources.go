@@ -54,6 +54,9 @@ func (a vec) fits(b vec) bool {
 // fitsIn is fits over the first dims slots. Slots past the resource
 // index's names are never set, so with dims = s.dims() it is fits.
 func (a *vec) fitsIn(b *vec, dims int) bool {
+	if dims <= rExt { // the four built-in slots only: the common case, unrolled
+		return a[rCPU] <= b[rCPU] && a[rMem] <= b[rMem] && a[rPods] <= b[rPods] && a[rEph] <= b[rEph]
+	}
 	for i := range a[:dims] {
 		if a[i] > b[i] {
 			return false
@@ -79,11 +82,18 @@ func newAllocBounds(dims int) allocBounds {
 }
 
 func (b *allocBounds) add(a *vec) {
+	b.n++
+	if b.dims <= rExt { // as fitsIn
+		b.max[rCPU], b.min[rCPU] = max(b.max[rCPU], a[rCPU]), min(b.min[rCPU], a[rCPU])
+		b.max[rMem], b.min[rMem] = max(b.max[rMem], a[rMem]), min(b.min[rMem], a[rMem])
+		b.max[rPods], b.min[rPods] = max(b.max[rPods], a[rPods]), min(b.min[rPods], a[rPods])
+		b.max[rEph], b.min[rEph] = max(b.max[rEph], a[rEph]), min(b.min[rEph], a[rEph])
+		return
+	}
 	for e := range b.max[:b.dims] {
 		b.max[e] = max(b.max[e], a[e])
 		b.min[e] = min(b.min[e], a[e])
 	}
-	b.n++
 }
 
 // result is the maximum (zero for no type) and minimum (MaxInt64 for no

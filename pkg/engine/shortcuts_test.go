@@ -190,3 +190,34 @@ func TestExtendedResourcesAreCompared(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryBuiltInSlotIsCompared: fitsIn's unrolled case reads CPU,
+// memory, pods and ephemeral storage; tiny pods that only the pod count or
+// the disk keeps off a small type must not crowd it.
+func TestEveryBuiltInSlotIsCompared(t *testing.T) {
+	types := fakeInstanceTypes(8)
+	for i := range types {
+		types[i].Capacity = types[i].Capacity.DeepCopy()
+		types[i].Capacity[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(i+1)<<30, resource.BinarySI)
+	}
+	disk := func(p *inventory.Pod) { p.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse("700Mi") }
+	for name, ps := range map[string][]inventory.Pod{
+		"pods": pods(45, "tiny", "10m", "10Mi"),
+		"disk": pods(12, "disk", "10m", "10Mi", disk),
+	} {
+		in := Input{Pods: ps, NodePools: []NodePool{hugePool("default", types)}}
+		for _, only := range []bool{true, false} {
+			in.Options.KarpenterOnly = only
+			res, err := Solve(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Unschedulable) > 0 {
+				t.Fatalf("%s, KarpenterOnly=%v: %d unschedulable", name, only, len(res.Unschedulable))
+			}
+			if errs := Check(in, res); len(errs) > 0 {
+				t.Fatalf("%s, KarpenterOnly=%v: %d violations, first: %v", name, only, len(errs), errs[0])
+			}
+		}
+	}
+}
