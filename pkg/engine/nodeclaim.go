@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -179,6 +180,58 @@ func (s *scheduler) compatible(pd *podData, p *pool, reqs Requirements) *compatE
 	return e
 }
 
+// fitKey names what decides which of a pool's types a new claim may take:
+// the pod's requirements (its compatible types), the narrowed keys' check
+// (keysCompat's slice, nil for none) and the pod's requests.
+type fitKey struct {
+	pool   int
+	reqKey string
+	compat *bool
+	req    vec
+}
+
+// fitEntry is the types of the pool that fit, in order, and their bounds.
+type fitEntry struct {
+	fit                 []*itype // read-only: claims copy it
+	maxA, minA, largest vec      // allocatable bounds; largest capacity
+}
+
+// fitCache is off only in tests, which compare with the walk.
+var fitCache = true
+
+// fitFor is the types of ce a new claim for the pod may take: those that
+// hold the pod, pass compat and are within the pool's limits. Pods of one
+// shape open most claims, so the walk over a pool's types is kept per
+// fitKey. Limits only shrink during a solve, so a kept list is still exact
+// while its largest capacity is within them; else it is walked again.
+func (s *scheduler) fitFor(pd *podData, p *pool, ce *compatEntry, compat []bool) *fitEntry {
+	key := fitKey{pool: p.idx, reqKey: pd.reqKey, compat: unsafe.SliceData(compat), req: pd.req}
+	if e, ok := s.fits[key]; ok && fitCache && s.withinLimitsCap(p, &e.largest) {
+		return e
+	}
+	fit := s.fitBuf[:0]
+	dims := s.dims()
+	b := newAllocBounds(dims)
+	var largest vec
+	for _, t := range ce.types {
+		if pd.req.fitsIn(&t.alloc, dims) && (compat == nil || compat[t.idx]) && s.withinLimits(p, t) {
+			fit = append(fit, t)
+			b.add(&t.alloc)
+			for e := range largest[:dims] {
+				largest[e] = max(largest[e], t.capacity[e])
+			}
+		}
+	}
+	s.fitBuf = fit[:0]
+	e := &fitEntry{fit: slices.Clone(fit), largest: largest}
+	e.maxA, e.minA = b.result()
+	if s.fits == nil {
+		s.fits = map[fitKey]*fitEntry{}
+	}
+	s.fits[key] = e
+	return e
+}
+
 // newClaim opens a claim on the pool for the pod, or, when explain, says
 // why it cannot. A failure changes nothing, so add asks again with explain
 // only when every pool fails: most pods fit a later pool and their reasons
@@ -233,28 +286,13 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 	if !sameMap(narrowed, reqs) {
 		keys = diffKeys(reqs, narrowed)
 	}
-	// The types that fit, gathered in scratch and copied at their size (a
-	// claim's slice was the pool's size), with their bounds in the same walk.
 	var compat []bool
 	if len(keys) > 0 {
 		f := offerFilterOf(narrowed)
 		compat = s.keysCompat(p, narrowed, keys, &f)
 	}
-	fit := s.fitBuf[:0]
-	dims := s.dims()
-	b := newAllocBounds(dims)
-	var largest vec
-	for _, t := range ce.types {
-		if pd.req.fitsIn(&t.alloc, dims) && (len(keys) == 0 || compat[t.idx]) && s.withinLimits(p, t) {
-			fit = append(fit, t)
-			b.add(&t.alloc)
-			for e := range largest[:dims] {
-				largest[e] = max(largest[e], t.capacity[e])
-			}
-		}
-	}
-	s.fitBuf = fit[:0]
-	maxA, minA := b.result()
+	fe := s.fitFor(pd, p, ce, compat)
+	fit, maxA, minA, largest := fe.fit, fe.maxA, fe.minA, fe.largest
 	if len(fit) == 0 {
 		if !explain {
 			return nil, ""
@@ -280,7 +318,7 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 		narrowed = p.reqs.Clone() // claims narrow their own copy
 	}
 	n := &node{id: probe.id, name: name, pool: p, taints: p.taints, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1,
-		reqs: narrowed, types: slices.Clone(fit), maxAlloc: maxA, minAlloc: minA}
+		reqs: narrowed, types: slices.Clone(fit), maxAlloc: maxA, minAlloc: minA} // a claim filters its own copy
 	// Karpenter pessimistically charges the largest option against limits.
 	if p.limited {
 		for e := range largest {

@@ -23,6 +23,7 @@ type scheduler struct {
 	scratch             []candidate
 	repackScratch       repackScratch
 	fitBuf              []*itype // newClaim's scratch
+	fits                map[fitKey]*fitEntry
 	keysCache           map[string][]bool
 	keyBuf              []byte // scratch for cache keys
 	groups              []*topologyGroup

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -217,6 +218,40 @@ func TestEveryBuiltInSlotIsCompared(t *testing.T) {
 			}
 			if errs := Check(in, res); len(errs) > 0 {
 				t.Fatalf("%s, KarpenterOnly=%v: %d violations, first: %v", name, only, len(errs), errs[0])
+			}
+		}
+	}
+}
+
+// TestFitCacheGivesTheWalksAnswer: new claims take a pool's fitting types
+// from a list kept per pod shape (fitFor); the result must be the walk's,
+// also when the pool's limits shrink under the kept lists.
+func TestFitCacheGivesTheWalksAnswer(t *testing.T) {
+	defer func() { fitCache = true }()
+	limited := hugePool("default", fakeInstanceTypes(60))
+	limited.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("900")}
+	for name, in := range map[string]Input{
+		"mix":     {Pods: karpenterMix(1500), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(100))}},
+		"limited": {Pods: karpenterMix(1500), NodePools: []NodePool{limited, hugePool("spill", fakeInstanceTypes(20))}},
+	} {
+		for _, only := range []bool{false, true} {
+			in.Options.KarpenterOnly = only
+			fitCache = true
+			cached, err := Solve(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fitCache = false
+			walked, err := Solve(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(cached, walked) {
+				t.Errorf("%s, KarpenterOnly=%v: the kept lists give %d nodes $%.2f/h, the walk %d nodes $%.2f/h", name, only,
+					len(cached.NodeClaims), cached.Cost, len(walked.NodeClaims), walked.Cost)
+			}
+			if errs := Check(in, cached); len(errs) > 0 {
+				t.Errorf("%s, KarpenterOnly=%v: Check: %v", name, only, errs[0])
 			}
 		}
 	}
