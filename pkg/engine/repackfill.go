@@ -122,6 +122,7 @@ type repackScratch struct {
 	opts     []topUpOption
 	take     []int
 	types    []*itype
+	shares   []share // fill's, by group
 }
 
 // fill simulates packing the size groups into free room; take (as long as
@@ -130,10 +131,19 @@ type repackScratch struct {
 // matches the room left (in chunks of half what fits), so neither resource
 // runs out while the other idles, then tops up with anything that still
 // fits.
-func fill(free vec, groups []*sizeGroup, take []int) float64 {
+func (s *scheduler) fill(free vec, groups []*sizeGroup, take []int) float64 {
 	tk := take[:len(groups)]
 	clear(tk)
 	capCPU, capMem := float64(max(free[rCPU], 1)), float64(max(free[rMem], 1))
+	// Each group's share of the room and its norm, computed once per call
+	// rather than once per round (the same values, so the same scores).
+	sc := &s.repackScratch
+	sc.shares = slices.Grow(sc.shares[:0], len(groups))[:len(groups)]
+	for i, sg := range groups {
+		rc, rm := float64(sg.req[rCPU])/capCPU, float64(sg.req[rMem])/capMem
+		sc.shares[i] = share{rc: rc, rm: rm, norm: math.Hypot(rc, rm)}
+	}
+	dims := s.dims()
 	v := 0.0
 	for {
 		best, bestScore, bestFit := -1, -math.MaxFloat64, int64(0)
@@ -144,7 +154,7 @@ func fill(free vec, groups []*sizeGroup, take []int) float64 {
 			if k <= 0 {
 				continue
 			}
-			for r := range sg.req {
+			for r := range sg.req[:dims] {
 				if sg.req[r] > 0 {
 					k = min(k, free[r]/sg.req[r])
 				}
@@ -152,8 +162,8 @@ func fill(free vec, groups []*sizeGroup, take []int) float64 {
 			if k <= 0 {
 				continue
 			}
-			rc, rm := float64(sg.req[rCPU])/capCPU, float64(sg.req[rMem])/capMem
-			score := (rc*fc + rm*fm) / (math.Hypot(rc, rm)*fn + 1e-18)
+			sh := &sc.shares[i]
+			score := (sh.rc*fc + sh.rm*fm) / (sh.norm*fn + 1e-18)
 			if score > bestScore+1e-12 {
 				best, bestScore, bestFit = i, score, k
 			}
@@ -171,6 +181,10 @@ func fill(free vec, groups []*sizeGroup, take []int) float64 {
 	}
 	return v
 }
+
+// share is a size group's request as fractions of the room fill started
+// with, and their norm.
+type share struct{ rc, rm, norm float64 }
 
 // takeBuf is the scheduler's scratch for fill's counts, n long.
 func (s *scheduler) takeBuf(n int) []int {
@@ -281,7 +295,7 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 		n.types = kept
 	}
 	take := s.takeBuf(len(best.o.groups))
-	fill(best.t.alloc.sub(n.used), best.o.groups, take)
+	s.fill(best.t.alloc.sub(n.used), best.o.groups, take)
 	s.place(n, best.o.groups, take)
 }
 
@@ -364,17 +378,15 @@ func (s *scheduler) bestTopUp(n *node, opts []topUpOption, d *poolDuals, b *budg
 				cands = []*itype{n.types[n.cur]}
 			}
 		} else {
-			cands = s.candidates(n.types, d.eff, func(t *itype) bool {
-				_, ok := t.cheapestF(&f)
-				return ok
-			})
+			offered := s.offeredUnder(n.pool, &f)
+			cands = s.candidates(n.types, d.eff, func(t *itype) bool { return offered[t.idx] })
 		}
 		for _, t := range cands {
 			off, _ := t.cheapestF(&f)
 			if b != nil && !b.allows(n.pool, t.capacity.sub(curCap), 0) {
 				continue
 			}
-			v := fill(t.alloc.sub(n.used), o.groups, s.takeBuf(len(o.groups)))
+			v := s.fill(t.alloc.sub(n.used), o.groups, s.takeBuf(len(o.groups)))
 			if v == 0 {
 				continue
 			}
@@ -447,15 +459,15 @@ func (s *scheduler) openBin(c *looseClass, d *poolDuals, budgets map[*pool]*budg
 	p := c.pool
 	b := budgets[p]
 	f := offerFilterOf(c.nodeReqs)
+	offered := s.offeredUnder(p, &f)
 	cands := s.candidates(c.types, d.eff, func(t *itype) bool {
-		_, ok := t.cheapestF(&f)
-		return ok && b.allows(p, t.capacity, 1)
+		return offered[t.idx] && b.allows(p, t.capacity, 1)
 	})
 	var bestT *itype
 	bestScore := 0.0
 	for _, t := range cands {
 		off, _ := t.cheapestF(&f)
-		v := fill(t.alloc, c.sizes, s.takeBuf(len(c.sizes)))
+		v := s.fill(t.alloc, c.sizes, s.takeBuf(len(c.sizes)))
 		if v == 0 {
 			continue
 		}
@@ -472,7 +484,7 @@ func (s *scheduler) openBin(c *looseClass, d *poolDuals, budgets map[*pool]*budg
 		reqs: c.nodeReqs.Clone(), types: slices.Clone(c.types)}
 	s.nextID++
 	take := s.takeBuf(len(c.sizes))
-	fill(bestT.alloc, c.sizes, take)
+	s.fill(bestT.alloc, c.sizes, take)
 	s.place(n, c.sizes, take)
 	if b != nil {
 		b.charge(p, n.types[n.cur].capacity, 1)

@@ -109,12 +109,22 @@ func TestTermCacheGivesTheParsedGroups(t *testing.T) {
 	}
 }
 
-// TestReqsCompatIsTypeCompatible: the cache by requirements gives
-// typeCompatible for every type, including sets that differ only in an
-// operator, a bound or a value.
+// TestReqsCompatIsTypeCompatible: the caches by requirements give
+// typeCompatible (reqsCompat) and an allowed offering (offeredUnder) for
+// every type, including sets that differ only in an operator, a bound or a
+// value.
 func TestReqsCompatIsTypeCompatible(t *testing.T) {
 	s := newScheduler(Options{})
-	in := Input{Pods: pods(1, "p", "1", "1Gi"), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(30))}}
+	types := fakeInstanceTypes(30)
+	for i := range types {
+		switch i % 3 {
+		case 1: // on-demand only
+			types[i].Offerings = types[i].Offerings[2:]
+		case 2: // not in test-zone-3
+			types[i].Offerings = types[i].Offerings[:4]
+		}
+	}
+	in := Input{Pods: pods(1, "p", "1", "1Gi"), NodePools: []NodePool{hugePool("default", types)}}
 	if err := s.buildPools(in); err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +153,13 @@ func TestReqsCompatIsTypeCompatible(t *testing.T) {
 	}
 	for round := 0; round < 2; round++ {
 		for i, rs := range sets {
+			f := offerFilterOf(rs)
+			offered := s.offeredUnder(p, &f)
+			for _, typ := range p.types {
+				if _, want := typ.cheapestF(&f); offered[typ.idx] != want {
+					t.Fatalf("round %d, set %d (%s): %s offered %v, want %v", round, i, describeReqs(rs), typ.name, offered[typ.idx], want)
+				}
+			}
 			got := s.reqsCompat(p, rs)
 			for _, typ := range p.types {
 				if want := typeCompatible(typ, rs); got[typ.idx] != want {
