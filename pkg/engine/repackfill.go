@@ -150,21 +150,25 @@ func (s *scheduler) fill(free vec, groups []*sizeGroup, take []int) float64 {
 		fc, fm := float64(free[rCPU])/capCPU, float64(free[rMem])/capMem
 		fn := math.Hypot(fc, fm)
 		for i, sg := range groups {
-			k := int64(len(sg.pods) - tk[i])
-			if k <= 0 {
+			left := int64(len(sg.pods) - tk[i])
+			if left <= 0 {
 				continue
 			}
+			// The score first: how many fit (divisions) matters only for a
+			// group that would win, and one that fits none is skipped
+			// either way.
+			sh := &sc.shares[i]
+			score := (sh.rc*fc + sh.rm*fm) / (sh.norm*fn + 1e-18)
+			if score <= bestScore+1e-12 {
+				continue
+			}
+			k := left
 			for r := range sg.req[:dims] {
 				if sg.req[r] > 0 {
 					k = min(k, free[r]/sg.req[r])
 				}
 			}
-			if k <= 0 {
-				continue
-			}
-			sh := &sc.shares[i]
-			score := (sh.rc*fc + sh.rm*fm) / (sh.norm*fn + 1e-18)
-			if score > bestScore+1e-12 {
+			if k > 0 {
 				best, bestScore, bestFit = i, score, k
 			}
 		}
@@ -440,7 +444,12 @@ func (s *scheduler) fitting(types []*itype, used vec, keep func(*itype) bool, n 
 		if dropped {
 			kept = append(kept, t)
 		}
-		b.add(&t.alloc)
+		if dims <= rExt {
+			b.addCPUMem(&t.alloc)
+			b.addPodsEph(&t.alloc)
+		} else {
+			b.add(&t.alloc)
+		}
 	}
 	n.maxAlloc, n.minAlloc = b.result()
 	if !dropped {

@@ -82,18 +82,29 @@ func newAllocBounds(dims int) allocBounds {
 }
 
 func (b *allocBounds) add(a *vec) {
-	b.n++
-	if b.dims <= rExt { // as fitsIn
-		b.max[rCPU], b.min[rCPU] = max(b.max[rCPU], a[rCPU]), min(b.min[rCPU], a[rCPU])
-		b.max[rMem], b.min[rMem] = max(b.max[rMem], a[rMem]), min(b.min[rMem], a[rMem])
-		b.max[rPods], b.min[rPods] = max(b.max[rPods], a[rPods]), min(b.min[rPods], a[rPods])
-		b.max[rEph], b.min[rEph] = max(b.max[rEph], a[rEph]), min(b.min[rEph], a[rEph])
+	if b.dims <= rExt { // as fitsIn; two halves, each small enough to inline
+		b.addCPUMem(a)
+		b.addPodsEph(a)
 		return
 	}
+	b.n++
 	for e := range b.max[:b.dims] {
 		b.max[e] = max(b.max[e], a[e])
 		b.min[e] = min(b.min[e], a[e])
 	}
+}
+
+// addCPUMem and addPodsEph are add for the four built-in slots; hot loops
+// call them directly so that they inline (add does not).
+func (b *allocBounds) addCPUMem(a *vec) {
+	b.n++
+	b.max[rCPU], b.min[rCPU] = max(b.max[rCPU], a[rCPU]), min(b.min[rCPU], a[rCPU])
+	b.max[rMem], b.min[rMem] = max(b.max[rMem], a[rMem]), min(b.min[rMem], a[rMem])
+}
+
+func (b *allocBounds) addPodsEph(a *vec) {
+	b.max[rPods], b.min[rPods] = max(b.max[rPods], a[rPods]), min(b.min[rPods], a[rPods])
+	b.max[rEph], b.min[rEph] = max(b.max[rEph], a[rEph]), min(b.min[rEph], a[rEph])
 }
 
 // result is the maximum (zero for no type) and minimum (MaxInt64 for no

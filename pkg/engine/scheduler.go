@@ -226,7 +226,12 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 			for _, t := range n.types {
 				if n.used.fitsIn(&t.alloc, dims) && (!changed || compat[t.idx]) {
 					kept = append(kept, t)
-					b.add(&t.alloc)
+					if dims <= rExt {
+						b.addCPUMem(&t.alloc)
+						b.addPodsEph(&t.alloc)
+					} else {
+						b.add(&t.alloc)
+					}
 				}
 			}
 			clear(n.types[len(kept):])
