@@ -106,21 +106,44 @@ func (s *scheduler) restore(snap repackSnapshot) {
 // improve runs the re-pack and keeps it only when the fleet gets cheaper
 // without more nodes, or at least 5 % cheaper. When the first re-pack needs
 // more nodes, a second one grows existing claims before opening new ones.
+// Both start from the same preparation (pods taken off, claims shrunk,
+// classes priced), done once: the second restores it from a snapshot
+// instead of redoing it from the greedy result.
 func (s *scheduler) improve() {
 	before, nodes := s.totalCost(), s.liveClaims()
 	snap := s.snapshotState()
+	prep, ok := s.prepareRepack()
+	if !ok || len(prep.classes) == 0 {
+		s.restore(snap) // no class found a pool, or nothing to move
+		return
+	}
+	prepared := s.snapshotState()
+	prep.save()
 	for _, absorb := range []bool{false, true} {
-		ok := s.repack(absorb)
+		ok := s.repack(prep, absorb)
 		cost, n := s.totalCost(), s.liveClaims()
 		if ok && cost < before-1e-9 && (n <= nodes || cost <= 0.95*before) {
 			return
 		}
-		s.restore(snap)
-		if !ok || n <= nodes {
+		if absorb || !ok || n <= nodes {
+			s.restore(snap)
 			return
 		}
+		if redoPrepare {
+			// Tests: the second re-pack from the greedy result, as if
+			// nothing had been kept of the first.
+			s.restore(snap)
+			prep, _ = s.prepareRepack()
+			continue
+		}
+		s.restore(prepared)
+		prep.reset()
 	}
 }
+
+// redoPrepare is set only by tests, which compare the second re-pack with
+// one prepared afresh.
+var redoPrepare = false
 
 func (s *scheduler) liveClaims() int {
 	n := 0
@@ -132,10 +155,50 @@ func (s *scheduler) liveClaims() int {
 	return n
 }
 
-// repack re-packs the movable pods; false when some pod found no place (the
-// caller restores the greedy result). absorb grows existing claims whenever
-// that holds more pods, before any new claim is opened.
-func (s *scheduler) repack(absorb bool) bool {
+// repackPrep is what a re-pack starts from: the remaining claims (by CPU
+// used, descending) and the movable pods taken off them, classed and
+// priced; saved and reset restore what a re-pack changes of it.
+type repackPrep struct {
+	live    []*node
+	classes []*looseClass
+	duals   map[*pool]*poolDuals
+	budgets map[*pool]*budget
+
+	left    []int        // by class
+	pods    [][]*podData // by size group, class by class
+	budgetV map[*pool]budget
+}
+
+func (p *repackPrep) save() {
+	p.left, p.pods, p.budgetV = nil, nil, map[*pool]budget{}
+	for _, c := range p.classes {
+		p.left = append(p.left, c.left)
+		for _, sg := range c.sizes {
+			p.pods = append(p.pods, sg.pods)
+		}
+	}
+	for k, b := range p.budgets {
+		p.budgetV[k] = *b
+	}
+}
+
+func (p *repackPrep) reset() {
+	i := 0
+	for ci, c := range p.classes {
+		c.left = p.left[ci]
+		for _, sg := range c.sizes {
+			sg.pods = p.pods[i]
+			i++
+		}
+	}
+	for k, b := range p.budgets {
+		*b = p.budgetV[k]
+	}
+}
+
+// prepareRepack takes the movable pods off every claim and shrinks the
+// claims to what is left; false when some class of them has no pool.
+func (s *scheduler) prepareRepack() (*repackPrep, bool) {
 	var loose []*podData
 	var live []*node
 	for _, n := range s.claims {
@@ -170,15 +233,22 @@ func (s *scheduler) repack(absorb bool) bool {
 		live = append(live, n)
 	}
 	if len(loose) == 0 {
-		return true
+		return &repackPrep{}, true
 	}
 	classes, ok := s.classify(loose)
 	if !ok {
-		return false
+		return nil, false
 	}
-	duals := s.duals(live, classes)
-	budget := s.limitBudgets(live)
+	prep := &repackPrep{live: live, classes: classes, duals: s.duals(live, classes), budgets: s.limitBudgets(live)}
 	sort.SliceStable(live, func(i, j int) bool { return live[i].used[rCPU] > live[j].used[rCPU] })
+	return prep, true
+}
+
+// repack packs the loose pods again; false when some pod found no place
+// (the caller restores the greedy result). absorb grows existing claims
+// whenever that holds more pods, before any new claim is opened.
+func (s *scheduler) repack(prep *repackPrep, absorb bool) bool {
+	live, classes, duals, budget := prep.live, prep.classes, prep.duals, prep.budgets
 	for _, current := range []bool{true, false} {
 		for _, n := range live {
 			s.topUp(n, classes, duals[n.pool], budget, current, absorb)
