@@ -28,7 +28,8 @@ type scheduler struct {
 	keyBuf              []byte // scratch for cache keys
 	groups              []*topologyGroup
 	groupsByID          map[string]*topologyGroup
-	groupsByRaw         map[string]*topologyGroup // group's cache by the term as written
+	groupsByRaw         map[string]*topologyGroup   // group's cache by the term as written
+	selectedByForm      map[string][]*topologyGroup // computeSelected's, by namespace and labels
 	universe            map[string][]domainSource
 	univ                map[string][]string
 	anyPreferNoSchedule bool

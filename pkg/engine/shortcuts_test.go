@@ -299,3 +299,50 @@ func TestSecondRepackFromThePreparedState(t *testing.T) {
 		t.Errorf("cost $%.2f/h, greedy $%.2f/h: no re-pack was kept, so the test proves nothing", fromSnapshot.Cost, fromSnapshot.KarpenterCost)
 	}
 }
+
+// TestSelectedByFormIsSelects: computeSelected keeps which groups select a
+// pod per namespace and labels; every pod must get exactly the groups whose
+// selects accepts it, in order.
+func TestSelectedByFormIsSelects(t *testing.T) {
+	var ps []inventory.Pod
+	for _, ns := range []string{"default", "other"} {
+		for _, labels := range []map[string]string{nil, {"app": "a"}, {"app": "b"}, {"app": "a", "tier": "web"}, {"tier": "web"}, {"apptier": "web"}, {"app": "atier"}} {
+			for i := 0; i < 2; i++ { // the second hits the kept form
+				p := mkPod(fmt.Sprintf("p-%d", len(ps)), "100m", "100Mi", withSpread(catalog.LabelZone, 1, corev1.DoNotSchedule, nil))
+				p.Namespace, p.Labels = ns, labels
+				ps = append(ps, p)
+			}
+		}
+	}
+	sel := func(kv ...string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{kv[0]: kv[1]}}
+	}
+	s := newScheduler(Options{})
+	for _, x := range []struct {
+		ns  map[string]bool
+		sel *metav1.LabelSelector
+	}{
+		{map[string]bool{"default": true}, sel("app", "a")},
+		{map[string]bool{"other": true}, sel("app", "a")},
+		{map[string]bool{"*": true}, sel("tier", "web")},
+		{map[string]bool{"default": true}, &metav1.LabelSelector{}},
+		{map[string]bool{"other": true}, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpExists}}}},
+	} {
+		if _, err := s.group(kindSpread, catalog.LabelZone, x.ns, x.sel, nil, 1, 0, false, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range ps {
+		pd := &podData{pod: &ps[i]}
+		s.computeSelected(pd)
+		var want []*topologyGroup
+		for _, g := range s.groups {
+			if g.selects(pd.pod) {
+				want = append(want, g)
+			}
+		}
+		if !reflect.DeepEqual(pd.selectedBy, want) {
+			t.Fatalf("pod %d (%s %v): selected by %d groups, want %d", i, ps[i].Namespace, ps[i].Labels, len(pd.selectedBy), len(want))
+		}
+	}
+}
