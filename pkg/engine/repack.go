@@ -64,7 +64,8 @@ type repackSnapshot struct {
 }
 
 func (s *scheduler) snapshotState() repackSnapshot {
-	snap := repackSnapshot{claims: slices.Clone(s.claims), seq: s.seq, nextID: s.nextID}
+	snap := repackSnapshot{claims: slices.Clone(s.claims), seq: s.seq, nextID: s.nextID,
+		states: make([]claimState, 0, len(s.claims)), groups: make([]groupState, 0, len(s.groups)), poolSeq: make([]int, 0, len(s.pools))}
 	for _, n := range s.claims {
 		snap.states = append(snap.states, claimState{n: n, copy: *n})
 	}
