@@ -42,12 +42,13 @@ func (s *scheduler) lbClasses(all []*podData) []*lbClass {
 		}
 	}
 	var classes []*lbClass
-	byKey := map[string]*lbClass{}
+	type classKey struct{ reqs, tols, ext string }
+	byKey := map[classKey]*lbClass{}
 	for _, pd := range all {
 		if !onClaims[pd] {
 			continue
 		}
-		key := pd.reqKey + "|" + tolKey(pd.pod.Tolerations) + "|" + extKey(pd.req)
+		key := classKey{pd.reqKey, tolKey(pd.pod.Tolerations), extKey(pd.req)}
 		c, ok := byKey[key]
 		if !ok {
 			c = &lbClass{rep: pd, types: map[*itype]bool{}, minReq: pd.req}
@@ -206,22 +207,30 @@ func boundWithNodes(ts []*itype, d vec, k int, minReq vec) float64 {
 	if zMax == math.MaxFloat64 {
 		return 0
 	}
-	// Prices and shapes in flat slices: the search solves about 80 LPs.
+	// Prices in flat slices: the search solves about 50 LPs. Every z in
+	// [0, zMax] gives a feasible dual (prices stay ≥ 0), so a coarser search
+	// can only give a lower bound, never an invalid one; 24 and 32
+	// iterations leave it within a cent at 5,000 pods, at a third of the
+	// cost of 40 and 60.
 	prices, lowered := make([]float64, len(ts)), make([]float64, len(ts))
+	holds := make([]bool, len(ts))
 	for i, t := range ts {
 		prices[i] = t.offerings[0].Price
+		holds[i] = minReq.fits(t.alloc)
 	}
 	at := func(z float64) float64 {
-		for i, t := range ts {
+		for i := range ts {
 			lowered[i] = prices[i]
-			if minReq.fits(t.alloc) {
+			if holds[i] {
 				lowered[i] -= z
 			}
 		}
-		_, _, v := lpDualPriced(ts, lowered, float64(d[rCPU]), float64(d[rMem]), 60)
+		_, _, v := lpDualPriced(ts, lowered, float64(d[rCPU]), float64(d[rMem]), 32)
 		return v + z*float64(k)
 	}
-	return at(argmax(at, 0, zMax, 40))
+	// The search stops short of an end point; the optimum is often zMax
+	// itself (every forced node the cheapest type that holds one).
+	return max(at(argmax(at, 0, zMax, 24)), at(zMax))
 }
 
 // argmax is where the concave f peaks in [lo, hi], by ternary search.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"cmp"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -55,11 +56,19 @@ type Cluster struct {
 	byRoom []int
 	plain  []bool
 	parsed []int
+	// base: the node and its pods name no resource beyond the four every
+	// slot layout starts with (CPU, memory, pods, ephemeral storage), so
+	// its room is the same in any Cluster's slots and NewClusterFrom may
+	// take it over. topo: one of its pods declares topology.
+	base, topo []bool
 	// topology: a bound pod declares topology spread or pod (anti-)affinity.
 	topology bool
 	// takers are the nodes that may take a pod, by set of shapes.
 	takers map[string]takers
-	memo   map[string]memoized
+	// uid names each node's content in the lineage, whose answers the
+	// Clusters made one from another with the same pools share.
+	uid []uint64
+	lin *lineage
 	// pre are the pools every Solve starts from (nil when they failed).
 	pre *preparedPools
 	// nodes are the plain nodes as Solve builds them, minus their pods
@@ -67,7 +76,8 @@ type Cluster struct {
 	// declares topology there, so Solve reads a plain node's pods only
 	// for its room and host ports. They are used only when the nodes slot
 	// no resource the pools did not (sameSlots): Solve then slots exactly
-	// as it would building them itself.
+	// as it would building them itself; or for a base node, whose slots
+	// are the same in every layout.
 	nodes     []*node
 	sameSlots bool
 }
@@ -77,37 +87,90 @@ type memoized struct {
 	refs []PodRef // the pods in the order Solve placed them
 }
 
+// lineage is what Clusters made one from another (NewClusterFrom) with the
+// same NodePools, DaemonSets, Catalog and Options share: a node taken over
+// unchanged keeps its uid, so an answer is keyed by the uids of the nodes
+// Solve saw, and holds for a later Cluster that gives it the same nodes.
+type lineage struct {
+	nextUID, nextList uint64
+	// memo holds the answers by the list of nodes that may take the pods
+	// (a list no longer current is dropped), then by the rest of the key.
+	memo map[uint64]map[string]memoized
+	// lists are, by set of pod shapes, the last nodes (by uid) found to
+	// take one of them, and the number naming that list.
+	lists map[string]takerList
+	// contents number the pods' contents (Pods.content).
+	contents map[string]uint64
+}
+
+type takerList struct {
+	uids []uint64
+	id   uint64
+}
+
+func newLineage() *lineage {
+	return &lineage{memo: map[uint64]map[string]memoized{}, lists: map[string]takerList{}, contents: map[string]uint64{}}
+}
+
 // NewCluster prepares in.ExistingNodes for many Solves with in's NodePools,
 // DaemonSets, Catalog and Options; in.Pods is ignored.
-func NewCluster(in Input) *Cluster {
+func NewCluster(in Input) *Cluster { return NewClusterFrom(nil, in, nil) }
+
+// NewClusterFrom is NewCluster(in) for nodes most of which an earlier
+// Cluster read (a plan's next wave, consolidation's next pass): where
+// same[i] ≥ 0, in.ExistingNodes[i] is prev's node same[i] unchanged (the
+// same name, labels, taints, allocatable, schedulability and pods), and
+// what prev read of it is taken over when the node names no resource
+// beyond CPU, memory, pods and ephemeral storage (its room then reads the
+// same whatever the pools); every other node is read afresh. in's pools,
+// DaemonSets and Options may differ from prev's; where they are the same
+// (the same slices, catalogue and options), the new Cluster also takes
+// over prev's prepared pools and answers: a simulation that gives Solve
+// the same nodes and pods as one prev answered is answered from memory.
+// A nil prev or same reads every node.
+func NewClusterFrom(prev *Cluster, in Input, same []int) *Cluster {
 	in.Pods = nil
-	c := &Cluster{in: in, takers: map[string]takers{}, memo: map[string]memoized{}}
-	// Slot the resources the scheduler would: the pools' types and
-	// DaemonSets first, then the nodes and their pods.
-	s := newScheduler(in.Options)
-	c.ri = s.ri
-	if err := s.buildPools(in); err != nil {
-		// Solve reports it; leave nothing out.
-		c.overflow = true
+	c := &Cluster{in: in, takers: map[string]takers{}}
+	share := prev != nil && same != nil && prev.pre != nil && sameSetting(prev.in, in)
+	if share {
+		c.lin, c.pre, c.ri = prev.lin, prev.pre, prev.pre.ri.clone()
 	} else {
-		c.pre = s.prepared()
-	}
-	c.free = make([]vec, len(in.ExistingNodes))
-	c.plain = make([]bool, len(in.ExistingNodes))
-	for i := range in.ExistingNodes {
-		en := &in.ExistingNodes[i]
-		free, err := c.ri.vec(en.Node.Allocatable)
-		c.overflow = c.overflow || err != nil
-		c.plain[i] = true
-		for j := range en.Pods {
-			p := &en.Pods[j]
-			c.topology = c.topology || hasTopology(p)
-			c.plain[i] = c.plain[i] && nodeAffinityParses(p)
-			req, err := c.podVec(p)
-			c.overflow = c.overflow || err != nil
-			free = free.sub(req)
+		c.lin = newLineage()
+		// Slot the resources the scheduler would: the pools' types and
+		// DaemonSets first, then the nodes and their pods.
+		s := newScheduler(in.Options)
+		c.ri = s.ri
+		if err := s.buildPools(in); err != nil {
+			// Solve reports it; leave nothing out.
+			c.overflow = true
+		} else {
+			c.pre = s.prepared()
 		}
-		c.free[i] = free
+	}
+	n := len(in.ExistingNodes)
+	c.free, c.plain, c.base, c.topo = make([]vec, n), make([]bool, n), make([]bool, n), make([]bool, n)
+	c.uid = make([]uint64, n)
+	c.byRoom = make([]int, 0, n)
+	for i := range in.ExistingNodes {
+		if share && same[i] >= 0 {
+			c.uid[i] = prev.uid[same[i]]
+		} else {
+			c.uid[i] = c.lin.nextUID
+			c.lin.nextUID++
+		}
+		if prev != nil && same != nil && same[i] >= 0 && prev.base[same[i]] {
+			j := same[i]
+			c.free[i], c.plain[i], c.base[i], c.topo[i] = prev.free[j], prev.plain[j], true, prev.topo[j]
+			if prev.nodes != nil && prev.nodes[j] != nil {
+				if c.nodes == nil {
+					c.nodes = make([]*node, n)
+				}
+				c.nodes[i] = prev.nodes[j]
+			}
+		} else {
+			c.read(i)
+		}
+		c.topology = c.topology || c.topo[i]
 		c.byRoom = append(c.byRoom, i)
 		if !c.plain[i] {
 			c.parsed = append(c.parsed, i)
@@ -118,10 +181,56 @@ func NewCluster(in Input) *Cluster {
 	return c
 }
 
+// sameSetting: a and b schedule with the same pools, DaemonSets, catalogue
+// and options (the same slices: the engine's inputs do not change).
+func sameSetting(a, b Input) bool {
+	return sameSlice(a.NodePools, b.NodePools) && sameSlice(a.DaemonSets, b.DaemonSets) && a.Catalog == b.Catalog && a.Options == b.Options
+}
+
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// Nodes is the number of existing nodes the Cluster holds.
+func (c *Cluster) Nodes() int { return len(c.in.ExistingNodes) }
+
+// read reads node i: its room in the Cluster's slots, whether Solve must
+// parse it, whether it is base and whether a pod declares topology.
+func (c *Cluster) read(i int) {
+	en := &c.in.ExistingNodes[i]
+	free, err := c.ri.vec(en.Node.Allocatable)
+	c.overflow = c.overflow || err != nil
+	c.plain[i], c.base[i] = true, baseOnly(en.Node.Allocatable)
+	for j := range en.Pods {
+		p := &en.Pods[j]
+		c.topo[i] = c.topo[i] || hasTopology(p)
+		c.plain[i] = c.plain[i] && nodeAffinityParses(p)
+		c.base[i] = c.base[i] && baseOnly(p.Requests)
+		req, err := c.podVec(p)
+		c.overflow = c.overflow || err != nil
+		free = free.sub(req)
+	}
+	c.free[i] = free
+}
+
+// baseOnly: the list names only resources every slot layout starts with.
+func baseOnly(rl corev1.ResourceList) bool {
+	for name := range rl {
+		switch name {
+		case corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // built is node i as buildExisting builds it, minus its pods; nil when
-// Solve must build it (the node is not plain or not schedulable).
+// Solve must build it (the node is not plain or not schedulable). A node
+// is built in the Cluster's slots, which are Solve's (sameSlots) or, for
+// a base node, agree with them on every slot it fills.
 func (c *Cluster) built(i int) *node {
-	if !c.sameSlots || !c.plain[i] || c.in.ExistingNodes[i].Node.Unschedulable {
+	if c.pre == nil || !c.sameSlots && !c.base[i] || !c.plain[i] || c.in.ExistingNodes[i].Node.Unschedulable {
 		return nil
 	}
 	if c.nodes == nil {
@@ -169,7 +278,8 @@ func hasTopology(p *inventory.Pod) bool {
 
 // Pods are pods to place, read once for any number of Cluster.Solves: a
 // consolidation candidate's pods are simulated pass after pass. Like every
-// input of the engine, the pods must not change afterwards.
+// input of the engine, the pods must not change afterwards. Like a Cluster,
+// Pods are not safe for concurrent use (a Solve numbers their content).
 type Pods struct {
 	list []inventory.Pod
 	// refs are the pods in the order Solve places them, and content what
@@ -183,6 +293,9 @@ type Pods struct {
 	// shapesKey names them.
 	shapes    []namedShape
 	shapesKey string
+	// lin and contentID: content's number in the lineage that last read it.
+	lin       *lineage
+	contentID uint64
 }
 
 type namedShape struct {
@@ -253,7 +366,7 @@ func slotKind(name corev1.ResourceName) int {
 func (c *Cluster) Solve(pods *Pods, without []int) (Result, error) {
 	in := c.in
 	in.Pods, in.ExistingNodes = pods.list, nil
-	may, prune := c.mayTake(pods)
+	may, list, prune := c.mayTake(pods)
 	if !prune {
 		skip := make(map[int]bool, len(without))
 		for _, i := range without {
@@ -286,12 +399,20 @@ func (c *Cluster) Solve(pods *Pods, without []int) (Result, error) {
 			}
 		}
 	}
-	key := make([]byte, 0, len(pods.content)+8*len(gone)+16)
+	// The nodes Solve sees (those that may take a pod, but those gone, and
+	// the fallback) and the pods, by number.
+	key := make([]byte, 0, 4*len(gone)+32)
+	key = binary.AppendUvarint(key, uint64(len(gone)))
 	for _, i := range gone {
-		key = strconv.AppendInt(append(key, ','), int64(i), 36)
+		key = binary.AppendUvarint(key, c.uid[i])
 	}
-	key = append(strconv.AppendInt(append(key, '|'), int64(fallback), 36), pods.content...)
-	if m, ok := c.memo[string(key)]; ok {
+	if fallback >= 0 {
+		key = binary.AppendUvarint(key, c.uid[fallback]+1)
+	} else {
+		key = binary.AppendUvarint(key, 0)
+	}
+	key = binary.AppendUvarint(key, c.contentOf(pods))
+	if m, ok := c.lin.memo[list][string(key)]; ok {
 		return m.res.renamed(m.refs, pods.refs), nil
 	}
 	in.ExistingNodes = make([]ExistingNode, 0, len(may)-len(gone)+1)
@@ -308,9 +429,26 @@ func (c *Cluster) Solve(pods *Pods, without []int) (Result, error) {
 	}
 	res, err := solve(in, c.pre, built)
 	if err == nil {
-		c.memo[string(key)] = memoized{res: res, refs: pods.refs}
+		if c.lin.memo[list] == nil {
+			c.lin.memo[list] = map[string]memoized{}
+		}
+		c.lin.memo[list][string(key)] = memoized{res: res, refs: pods.refs}
 	}
 	return res, err
+}
+
+// contentOf numbers what Solve reads of the pods but their names.
+func (c *Cluster) contentOf(pods *Pods) uint64 {
+	if pods.lin == c.lin {
+		return pods.contentID
+	}
+	id, ok := c.lin.contents[pods.content]
+	if !ok {
+		id = uint64(len(c.lin.contents))
+		c.lin.contents[pods.content] = id
+	}
+	pods.lin, pods.contentID = c.lin, id
+	return id
 }
 
 // podShape is what decides whether a node can take a pod at all.
@@ -322,14 +460,15 @@ type podShape struct {
 // mayTake returns, in order, the schedulable nodes that could take one of
 // the pods (it tolerates the node's NoSchedule and NoExecute taints —
 // PreferNoSchedule ones are relaxed at worst — and fits in the room left)
-// and every node Solve must parse; false when nodes that take none of
-// them may not be left out. It is worked out once per set of shapes.
-func (c *Cluster) mayTake(pods *Pods) ([]int, bool) {
+// and every node Solve must parse, with the number naming that list of
+// nodes in the lineage; false when nodes that take none of them may not
+// be left out. It is worked out once per set of shapes.
+func (c *Cluster) mayTake(pods *Pods) ([]int, uint64, bool) {
 	if c.overflow || c.topology || pods.topology {
-		return nil, false
+		return nil, 0, false
 	}
 	if got, ok := c.takers[pods.shapesKey]; ok {
-		return got.nodes, got.prune
+		return got.nodes, got.list, got.prune
 	}
 	shapes, prune := c.slotted(pods.shapes)
 	var out []int
@@ -363,13 +502,28 @@ func (c *Cluster) mayTake(pods *Pods) ([]int, bool) {
 		}
 		slices.Sort(out)
 	}
-	c.takers[pods.shapesKey] = takers{nodes: out, prune: prune}
-	return out, prune
+	// The list keeps its number while the nodes on it are the same.
+	uids := make([]uint64, len(out))
+	for k, i := range out {
+		uids[k] = c.uid[i]
+	}
+	last, ok := c.lin.lists[pods.shapesKey]
+	if !ok || !slices.Equal(last.uids, uids) {
+		if ok {
+			delete(c.lin.memo, last.id)
+		}
+		last = takerList{uids: uids, id: c.lin.nextList}
+		c.lin.nextList++
+		c.lin.lists[pods.shapesKey] = last
+	}
+	c.takers[pods.shapesKey] = takers{nodes: out, list: last.id, prune: prune}
+	return out, last.id, prune
 }
 
 // takers are the nodes that may take a pod of some shapes.
 type takers struct {
 	nodes []int
+	list  uint64
 	prune bool
 }
 

@@ -94,6 +94,15 @@ func randomCluster(r *rand.Rand, nodes int, topology bool) Input {
 	return in
 }
 
+// answers counts what the Cluster remembers.
+func answers(c *Cluster) int {
+	n := 0
+	for _, m := range c.lin.memo {
+		n += len(m)
+	}
+	return n
+}
+
 // Cluster.Solve gives exactly Solve's result — placements, claims, reasons,
 // costs — for every simulation of "these nodes' pods without these nodes",
 // whether it leaves nodes out, answers from memory or, with topology,
@@ -134,7 +143,7 @@ func TestClusterSolveIsSolve(t *testing.T) {
 				in.ExistingNodes = append(in.ExistingNodes, n)
 			}
 			want, werr := Solve(in)
-			memo := len(c.memo)
+			memo := answers(c)
 			got, gerr := c.Solve(NewPods(in.Pods), without)
 			if fmt.Sprint(werr) != fmt.Sprint(gerr) {
 				t.Fatalf("seed %d without %v: error %v, Solve's %v", seed, without, gerr, werr)
@@ -165,7 +174,7 @@ func TestClusterSolveIsSolve(t *testing.T) {
 					t.Fatalf("seed %d without %v: %v", seed, without, err)
 				}
 			}
-			if len(c.memo) == memo && !topology {
+			if answers(c) == memo && !topology {
 				remembered++
 			}
 		}
@@ -174,7 +183,7 @@ func TestClusterSolveIsSolve(t *testing.T) {
 				leftOut++
 			}
 		}
-		if topology && len(c.memo) > 0 {
+		if topology && answers(c) > 0 {
 			t.Fatalf("seed %d: a cluster with topology answered from memory", seed)
 		}
 	}
@@ -210,5 +219,142 @@ func TestSkipLowerBoundsChangesOnlyTheBounds(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("seed %d: SkipLowerBounds changed the result:\ngot  %+v\nwant %+v", seed, got, want)
 		}
+	}
+}
+
+// A Cluster made from an earlier one (a plan's next wave, consolidation's
+// next pass) answers as Solve does: nodes changed, removed and added, and
+// either the pools changed, with nodes with extended resources whose slots
+// move (reading them from the earlier Cluster would put their GPUs in
+// another resource's slot), or the same pools, whose answers it shares
+// with the earlier Cluster (one remembered for nodes since changed, or for
+// other nodes that may take the pods, would be wrong). Made from an earlier
+// Cluster with nothing changed, it answers what that one was asked from
+// memory.
+func TestClusterFromIsNewCluster(t *testing.T) {
+	const gpu, fpga = corev1.ResourceName("example.com/gpu"), corev1.ResourceName("example.com/fpga")
+	gpuTypes := fakeInstanceTypes(4)
+	for i := range gpuTypes {
+		gpuTypes[i].Name = fmt.Sprintf("gpu-it-%d", i)
+		gpuTypes[i].Labels = map[string]string{catalog.LabelInstanceType: gpuTypes[i].Name}
+		gpuTypes[i].Capacity = gpuTypes[i].Capacity.DeepCopy()
+		gpuTypes[i].Capacity[gpu] = resource.MustParse("8")
+	}
+	var solves, reused, remembered int
+	for seed := int64(1); seed <= 40; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		topology := seed%5 == 0
+		prevIn := randomCluster(r, 20+r.Intn(30), topology)
+		prevIn.Options.KarpenterOnly = seed%2 == 0
+		prevIn.NodePools = append(prevIn.NodePools, NodePool{Name: "gpu", InstanceTypes: gpuTypes})
+		// GPU nodes, each with a pod using one of its four GPUs.
+		for k := range 3 {
+			name := fmt.Sprintf("gpu-node-%d", k)
+			prevIn.ExistingNodes = append(prevIn.ExistingNodes, ExistingNode{
+				Node: inventory.Node{Name: name, Labels: map[string]string{catalog.LabelZone: "test-zone-1"}, Allocatable: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("20"), gpu: resource.MustParse("4")}},
+				Pods: []inventory.Pod{{Namespace: "ml", Name: name + "-train", NodeName: name, Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), gpu: resource.MustParse("1")}}},
+			})
+		}
+		// Sets of nodes to simulate without.
+		withouts := func(nodes int) [][]int {
+			var out [][]int
+			for range 40 {
+				without := []int{r.Intn(nodes)}
+				for r.Intn(4) == 0 {
+					without = append(without, r.Intn(nodes))
+				}
+				out = append(out, without)
+			}
+			return out
+		}
+		// simulate places the nodes' pods without them, and a pod that
+		// needs two GPUs, and returns how many answers came from memory.
+		simulate := func(c *Cluster, nodes Input, withouts [][]int) int {
+			hits := 0
+			for _, without := range withouts {
+				in := nodes
+				in.ExistingNodes = nil
+				in.Pods = []inventory.Pod{{Namespace: "ml", Name: "infer", Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), gpu: resource.MustParse("2")}}}
+				for i, n := range nodes.ExistingNodes {
+					if slices.Contains(without, i) {
+						in.Pods = append(in.Pods, n.Pods...)
+						continue
+					}
+					in.ExistingNodes = append(in.ExistingNodes, n)
+				}
+				want, werr := Solve(in)
+				memo := answers(c)
+				got, gerr := c.Solve(NewPods(in.Pods), without)
+				if fmt.Sprint(werr) != fmt.Sprint(gerr) {
+					t.Fatalf("seed %d without %v: error %v, Solve's %v", seed, without, gerr, werr)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("seed %d without %v (topology %v):\ngot  %+v\nwant %+v", seed, without, topology, got, want)
+				}
+				solves++
+				if answers(c) == memo {
+					hits++
+				}
+			}
+			return hits
+		}
+		prev := NewCluster(prevIn)
+		asked := withouts(len(prevIn.ExistingNodes))
+		simulate(prev, prevIn, asked)
+		if !topology {
+			// Nothing changed: every answer from memory.
+			again := NewClusterFrom(prev, prevIn, slices.Collect(func(yield func(int) bool) {
+				for i := range prevIn.ExistingNodes {
+					yield(i)
+				}
+			}))
+			if hits := simulate(again, prevIn, asked); hits != len(asked) {
+				t.Fatalf("seed %d: %d of %d simulations asked again answered from memory", seed, hits, len(asked))
+			}
+			remembered += len(asked)
+		}
+		// The next cluster: the same pools, or the GPU pool gone (its slot
+		// goes to the FPGA node first); some nodes given a pod, some
+		// removed, some added.
+		next := prevIn
+		if seed%2 == 0 {
+			next.NodePools = prevIn.NodePools[:2]
+		}
+		next.ExistingNodes = []ExistingNode{{Node: inventory.Node{Name: "fpga-node", Allocatable: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("20"), fpga: resource.MustParse("1")}}}}
+		same := []int{-1}
+		for j, n := range prevIn.ExistingNodes {
+			switch r.Intn(6) {
+			case 0: // removed
+				continue
+			case 1: // given a pod
+				n.Pods = append(slices.Clone(n.Pods), inventory.Pod{Namespace: "ns-0", Name: n.Node.Name + "-new", NodeName: n.Node.Name,
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("1Gi")}})
+				same = append(same, -1)
+			default:
+				same = append(same, j)
+			}
+			next.ExistingNodes = append(next.ExistingNodes, n)
+		}
+		added := randomCluster(r, 5, false).ExistingNodes
+		for k := range added {
+			added[k].Node.Name += "-added"
+		}
+		next.ExistingNodes = append(next.ExistingNodes, added...)
+		same = append(same, slices.Repeat([]int{-1}, len(added))...)
+		c := NewClusterFrom(prev, next, same)
+		for k, j := range same {
+			if j >= 0 && c.base[k] {
+				reused++
+			}
+		}
+		if shared := c.lin == prev.lin; shared != (seed%2 == 1) {
+			t.Fatalf("seed %d: answers shared %v with the pools the same %v", seed, shared, seed%2 == 1)
+		}
+		simulate(c, next, withouts(len(next.ExistingNodes)))
+	}
+	if reused == 0 || remembered == 0 {
+		t.Fatalf("%d simulations, %d nodes taken over, %d answered from an earlier Cluster's memory: want some of each", solves, reused, remembered)
 	}
 }

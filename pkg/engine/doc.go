@@ -95,16 +95,19 @@
 //     first goes to the in-flight claim whose current cheapest type already
 //     has room for it (best fit through an index of claims by free CPU, no
 //     extra cost) before Karpenter's fewest-pods-first rule. Then a re-pack
-//     (repack.go) takes every "movable" pod (no topology terms, no host
-//     ports, counted by no pod affinity) off the claims, shrinks each claim
+//     (repack.go) takes every "movable" pod (no host ports, no topology
+//     terms but pod affinity in a zone its claim has chosen, counted by no
+//     pod affinity but in such a zone) off the claims, shrinks each claim
 //     to the cheapest type holding what is left, and packs the movable pods
 //     again with the LP's dual prices of CPU and memory: first into room the
-//     remaining claims already pay for, then into bigger types for them when
+//     remaining claims already pay for (least used claims first), then into bigger types for them when
 //     that gives more value per dollar, then into new claims, each opened on
 //     the type (one candidate per size and CPU:memory band) whose balanced
-//     fill has the most value per dollar. Moved pods keep their zone for
-//     every zone-keyed group that counts them and their place in the order,
-//     so every constraint judged at placement time still holds. The re-pack
+//     fill has the most value per dollar (a claim with no zone requirement
+//     takes a moved pod's zone). Moved pods keep their zone for every
+//     zone-keyed group that counts them or that they declare and their
+//     place in the order, so every constraint judged at placement time
+//     still holds. The re-pack
 //     is kept only when the fleet is cheaper without more nodes (or at least
 //     5 % cheaper); when it needs more nodes a second re-pack grows existing
 //     claims first. KarpenterCost is the cost after the greedy pass, before
@@ -150,7 +153,12 @@
 // cost/lb of 2), nor does hostname spread (its skew counts against the
 // emptiest node, which may hold pods too). Not charged per pod: a node that
 // holds a forced pod may hold others for free, so "cheapest type per forced
-// pod plus the LP over the rest" would not be a bound.
+// pod plus the LP over the rest" would not be a bound. The dual is searched
+// coarsely (about 50 LPs) and at z's upper end; every z it tries is a
+// feasible dual, so a coarser search can lower the bound but never make it
+// invalid. TestLowerBoundsAreLowerBounds checks both bounds against the
+// brute-force optimum of 400 small random instances (and that the same
+// check rejects the per-pod charge above).
 //
 // # Shortcuts
 //

@@ -337,6 +337,15 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 	return n, ""
 }
 
+// refreshMax sets the claim's maxAlloc and minAlloc over its types.
+func (s *scheduler) refreshMax(n *node) {
+	b := newAllocBounds(s.dims())
+	for _, t := range n.types {
+		b.add(&t.alloc)
+	}
+	n.maxAlloc, n.minAlloc = b.result()
+}
+
 // cheapestIndex is the index of the claim's cheapest type that fits and is
 // offered where its requirements allow.
 func (s *scheduler) cheapestIndex(n *node) int {

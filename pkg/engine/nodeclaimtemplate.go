@@ -79,7 +79,8 @@ func (s *scheduler) usePrepared(pre *preparedPools) {
 	s.pools = slices.Clone(pre.pools)
 	s.uses = make([]*poolUse, len(s.pools))
 	if len(pre.zones) > 0 {
-		s.universe[catalog.LabelZone] = slices.Clone(pre.zones)
+		// Clipped: the existing nodes' zones are appended to a copy.
+		s.universe[catalog.LabelZone] = slices.Clip(pre.zones)
 	}
 	s.anyPreferNoSchedule = pre.anyPreferNoSchedule
 }

@@ -23,6 +23,7 @@ type looseClass struct {
 	rep        *podData
 	reqs       Requirements // the pod's requirements and its zone pins
 	pins       Requirements
+	pinsKey    string           // describeReqs(pins)
 	antiHost   []*topologyGroup // hostname anti-affinity groups that count the pods
 	spreadHost []*topologyGroup // hostname spread groups that count the pods
 	sizes      []*sizeGroup     // by value, largest first
@@ -65,14 +66,15 @@ func (s *scheduler) classify(loose []*podData) ([]*looseClass, bool) {
 				spread = append(spread, g)
 			}
 		}
-		key := pd.reqKey + "|" + tolKey(pd.pod.Tolerations) + "|" + strconv.FormatBool(pd.tolerateNS) + "|" + describeReqs(pd.pins) + "|" + fmt.Sprint(anti, spread)
+		pinsKey := describeReqs(pd.pins)
+		key := pd.reqKey + "|" + tolKey(pd.pod.Tolerations) + "|" + strconv.FormatBool(pd.tolerateNS) + "|" + pinsKey + "|" + fmt.Sprint(anti, spread)
 		c, ok := byKey[key]
 		if !ok {
 			reqs := pd.reqs.Clone()
 			for _, r := range pd.pins {
 				reqs.Add(r)
 			}
-			c = &looseClass{rep: pd, reqs: reqs, pins: pd.pins, antiHost: anti, spreadHost: spread}
+			c = &looseClass{rep: pd, reqs: reqs, pins: pd.pins, pinsKey: pinsKey, antiHost: anti, spreadHost: spread}
 			byKey[key] = c
 			classes = append(classes, c)
 		}

@@ -119,7 +119,6 @@ type repackScratch struct {
 	bandSlot []int32 // by band: 1 + index in best, 0 for none
 	best     []bandBest
 	cands    []*itype
-	opts     []topUpOption
 	take     []int
 	types    []*itype
 	shares   []share // fill's, by group
@@ -218,10 +217,19 @@ func (s *scheduler) compatibleWith(c *looseClass, n *node) (Requirements, bool) 
 			}
 		}
 	}
-	var narrow Requirements
+	// The pin keys the claim must take; usually all of the class's pins,
+	// which are then shared rather than copied (nobody writes to them).
+	var keyBuf [4]string
+	narrowKeys := keyBuf[:0]
 	for k, r := range c.reqs {
 		tr, ok := n.reqs[k]
 		if !ok || tr.Operator() != corev1.NodeSelectorOpIn {
+			if _, isPin := c.pins[k]; isPin && !ok && !s.claimCountsOn(n, k) {
+				// A claim with no requirement on the key at all (a
+				// hostname-only claim, say): choose the pin too.
+				narrowKeys = append(narrowKeys, k)
+				continue
+			}
 			if op := r.Operator(); ok || (op != corev1.NodeSelectorOpNotIn && op != corev1.NodeSelectorOpDoesNotExist) {
 				return nil, false
 			}
@@ -242,10 +250,17 @@ func (s *scheduler) compatibleWith(c *looseClass, n *node) (Requirements, bool) 
 		if !isPin || !tr.Has(pin.values[0]) || s.claimCountsOn(n, k) {
 			return nil, false
 		}
-		if narrow == nil {
-			narrow = Requirements{}
-		}
-		narrow[k] = pin
+		narrowKeys = append(narrowKeys, k)
+	}
+	switch len(narrowKeys) {
+	case 0:
+		return nil, true
+	case len(c.pins):
+		return c.pins, true
+	}
+	narrow := make(Requirements, len(narrowKeys))
+	for _, k := range narrowKeys {
+		narrow[k] = c.pins[k]
 	}
 	return narrow, true
 }
@@ -270,11 +285,11 @@ func (s *scheduler) claimCountsOn(n *node, key string) bool {
 
 // topUp fills a remaining claim with loose pods: the room its current type
 // has (current), or on a bigger type when that holds more value per dollar.
-func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets map[*pool]*budget, current, absorb bool) {
+func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets map[*pool]*budget, current, absorb bool, bufs *[][]*sizeGroup) {
 	if d == nil {
 		return
 	}
-	opts := s.topUpOptions(n, classes)
+	opts := s.topUpOptions(n, classes, make([]*topUpOption, 0, 4), bufs)
 	if len(opts) == 0 {
 		return
 	}
@@ -290,13 +305,17 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 	if len(best.o.narrow) > 0 {
 		keys := diffKeys(n.reqs, best.reqs)
 		n.reqs = best.reqs
+		f := offerFilterOf(n.reqs)
+		compat := s.keysCompat(n.pool, n.reqs, keys, &f)
 		kept := n.types[:0:0]
 		for _, t := range n.types {
-			if typeCompatibleKeys(t, n.reqs, keys) {
+			if compat[t.idx] {
 				kept = append(kept, t)
 			}
 		}
 		n.types = kept
+		s.refreshMax(n)
+		n.cur = s.cheapestIndex(n)
 	}
 	take := s.takeBuf(len(best.o.groups))
 	s.fill(best.t.alloc.sub(n.used), best.o.groups, take)
@@ -306,15 +325,13 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 // topUpOption is the loose pods that may join a claim under the same pins.
 type topUpOption struct {
 	narrow Requirements
+	key    string // describeReqs(narrow), "" when empty
 	groups []*sizeGroup
 }
 
 // topUpOptions groups the classes that may join the claim by the pins they
-// need. The options and their groups are the scheduler's scratch, valid
-// until the next call: a claim's options were a tenth of the re-pack's
-// allocations.
-func (s *scheduler) topUpOptions(n *node, classes []*looseClass) []topUpOption {
-	opts := s.repackScratch.opts[:0]
+// need, appended to opts (the caller's buffer, which stays on its stack).
+func (s *scheduler) topUpOptions(n *node, classes []*looseClass, opts []*topUpOption, bufs *[][]*sizeGroup) []*topUpOption {
 	for _, c := range classes {
 		if c.left == 0 {
 			continue
@@ -323,25 +340,39 @@ func (s *scheduler) topUpOptions(n *node, classes []*looseClass) []topUpOption {
 		if !ok {
 			continue
 		}
-		key := describeReqs(narrow)
-		o := -1
-		for i := range opts {
-			if describeReqs(opts[i].narrow) == key {
-				o = i
-			}
-		}
-		if o < 0 {
-			o = len(opts)
-			if len(opts) < cap(opts) {
-				opts = opts[:o+1] // reuse the groups' backing array
-				opts[o].narrow, opts[o].groups = narrow, opts[o].groups[:0]
+		key := ""
+		if len(narrow) > 0 {
+			if sameMap(narrow, c.pins) {
+				key = c.pinsKey
 			} else {
-				opts = append(opts, topUpOption{narrow: narrow})
+				key = describeReqs(narrow)
 			}
 		}
-		opts[o].groups = append(opts[o].groups, c.sizes...)
+		var o *topUpOption
+		for _, x := range opts {
+			if x.key == key {
+				o = x
+			}
+		}
+		if o == nil {
+			// The group lists of earlier calls are reused: a top-up is done
+			// with its options before the next claim's.
+			var groups []*sizeGroup
+			if i := len(opts); i < len(*bufs) {
+				groups = (*bufs)[i][:0]
+			}
+			o = &topUpOption{narrow: narrow, key: key, groups: groups}
+			opts = append(opts, o)
+		}
+		o.groups = append(o.groups, c.sizes...)
 	}
-	s.repackScratch.opts = opts
+	for i, o := range opts {
+		if i < len(*bufs) {
+			(*bufs)[i] = o.groups
+		} else {
+			*bufs = append(*bufs, o.groups)
+		}
+	}
 	return opts
 }
 
@@ -357,7 +388,7 @@ type topUpChoice struct {
 // bestTopUp scores each option on the claim's current type (current) or on
 // each candidate type: value per dollar, or with absorb the marginal value
 // per marginal dollar.
-func (s *scheduler) bestTopUp(n *node, opts []topUpOption, d *poolDuals, b *budget, current, absorb bool) topUpChoice {
+func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *budget, current, absorb bool) topUpChoice {
 	preVal := d.y.value(n.used)
 	curCap := n.types[n.cur].capacity
 	var best topUpChoice
@@ -366,8 +397,7 @@ func (s *scheduler) bestTopUp(n *node, opts []topUpOption, d *poolDuals, b *budg
 	if absorb {
 		best.score = 0
 	}
-	for oi := range opts {
-		o := &opts[oi]
+	for _, o := range opts {
 		reqs := n.reqs
 		if len(o.narrow) > 0 {
 			reqs = n.reqs.Clone()
@@ -418,6 +448,13 @@ func (s *scheduler) place(n *node, groups []*sizeGroup, take []int) {
 			s.record(pd, n, 1)
 			sg.cls.left--
 		}
+	}
+	if n.used.fits(n.minAlloc) {
+		// Every type still holds the claim.
+		if !n.used.fits(n.types[n.cur].alloc) {
+			n.cur = s.cheapestIndex(n)
+		}
+		return
 	}
 	n.types = s.fitting(n.types, n.used, nil, n, true)
 	n.cur = s.cheapestIndex(n)

@@ -143,7 +143,11 @@ type predictor struct {
 	catalog    *catalog.Catalog
 	daemonSets []inventory.DaemonSet
 	fleet      []engine.ExistingNode
-	wave       int
+	// cluster is the fleet as the last wave's simulation read it, and
+	// given the fleet's nodes that wave gave pods (read again by the next).
+	cluster *engine.Cluster
+	given   map[int]bool
+	wave    int
 	// price is each predicted node's $/h, by name, as the plan prices it.
 	price map[string]float64
 }
@@ -177,7 +181,17 @@ func (pr *predictor) predict(pods []inventory.Pod, poolNames []string) ([]Predic
 	}
 	// A Cluster answers as Solve does, but leaves out the fleet's nodes
 	// that can take none of the wave's pods (full, or tainted against them).
-	res, err := engine.NewCluster(engine.Input{ExistingNodes: pr.fleet, NodePools: pools, DaemonSets: pr.daemonSets, Catalog: pr.catalog}).Solve(engine.NewPods(pods), nil)
+	// It takes over what the last wave's read of the nodes no pod has
+	// landed on since: the fleet only grows, its nodes keep their places.
+	same := make([]int, len(pr.fleet))
+	for i := range same {
+		same[i] = i
+		if pr.cluster == nil || i >= pr.cluster.Nodes() || pr.given[i] {
+			same[i] = -1
+		}
+	}
+	pr.cluster = engine.NewClusterFrom(pr.cluster, engine.Input{ExistingNodes: pr.fleet, NodePools: pools, DaemonSets: pr.daemonSets, Catalog: pr.catalog}, same)
+	res, err := pr.cluster.Solve(engine.NewPods(pods), nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -189,9 +203,11 @@ func (pr *predictor) predict(pods []inventory.Pod, poolNames []string) ([]Predic
 	for i, n := range pr.fleet {
 		fleetIndex[n.Node.Name] = i
 	}
+	pr.given = map[int]bool{}
 	for _, pl := range res.Placements {
 		if i, ok := fleetIndex[pl.Node]; ok {
 			pr.fleet[i].Pods = append(pr.fleet[i].Pods, byRef[pl.Pod])
+			pr.given[i] = true
 		}
 	}
 	out := make([]PredictedNode, 0, len(res.NodeClaims))

@@ -25,6 +25,71 @@ import (
 func (st *state) compactPods(cache *nodeCache) {
 	var sels []labels.Selector
 	seen := map[string]bool{}
+	ok := true
+	add := func(ts topologySelectors) {
+		ok = ok && ts.ok
+		for i, k := range ts.keys {
+			if !seen[k] {
+				seen[k] = true
+				sels = append(sels, ts.sels[i])
+			}
+		}
+	}
+	for _, n := range st.nodes {
+		if n.selectors == nil {
+			// Settle's cache keeps them with the node.
+			n.selectors = selectorsOf(n.in.Pods)
+		}
+		add(*n.selectors)
+	}
+	add(*selectorsOf(st.in.Pending))
+	folding := fmt.Sprint(ok, slices.Sorted(maps.Keys(seen)))
+	reuse := cache != nil && cache.folding == folding
+	if cache != nil {
+		cache.folding = folding
+	}
+	for _, n := range st.nodes {
+		if reuse && n.simPods != nil {
+			continue
+		}
+		n.simPods, n.derived = n.in.Pods, st.gen
+		if !ok {
+			continue
+		}
+		var kept []inventory.Pod
+		sum := corev1.ResourceList{}
+		folded := 0
+		for i := range n.in.Pods {
+			p := &n.in.Pods[i]
+			if foldable(p, sels) {
+				addList(sum, p.Requests)
+				folded++
+				continue
+			}
+			kept = append(kept, *p)
+		}
+		if folded < 2 {
+			continue
+		}
+		// The scheduler adds one pod per pod; the stand-in carries the rest.
+		sum[corev1.ResourcePods] = *resource.NewQuantity(int64(folded-1), resource.DecimalSI)
+		kept = append(kept, inventory.Pod{Namespace: "karpenter-migrate.io", Name: fmt.Sprintf("%s-folded-pods", n.ref.Name),
+			NodeName: n.ref.Name, Phase: corev1.PodRunning, OwnerKind: inventory.OwnerDaemonSet, Requests: sum})
+		n.simPods = kept
+	}
+}
+
+// topologySelectors are the label selectors of the pods' topology spread
+// constraints and pod (anti-)affinity terms, each once, with their
+// String() keys; ok is false when one does not parse (nothing is folded).
+type topologySelectors struct {
+	sels []labels.Selector
+	keys []string
+	ok   bool
+}
+
+func selectorsOf(pods []inventory.Pod) *topologySelectors {
+	ts := &topologySelectors{ok: true}
 	addSel := func(ls *metav1.LabelSelector) bool {
 		if ls == nil {
 			return true
@@ -33,9 +98,9 @@ func (st *state) compactPods(cache *nodeCache) {
 		if err != nil {
 			return false
 		}
-		if k := s.String(); !seen[k] {
-			seen[k] = true
-			sels = append(sels, s)
+		if k := s.String(); !slices.Contains(ts.keys, k) {
+			ts.keys = append(ts.keys, k)
+			ts.sels = append(ts.sels, s)
 		}
 		return true
 	}
@@ -67,49 +132,12 @@ func (st *state) compactPods(cache *nodeCache) {
 		}
 		return true
 	}
-	ok := true
-	for _, n := range st.nodes {
-		for i := range n.in.Pods {
-			ok = ok && scan(&n.in.Pods[i])
+	for i := range pods {
+		if ts.ok = scan(&pods[i]); !ts.ok {
+			break
 		}
 	}
-	for i := range st.in.Pending {
-		ok = ok && scan(&st.in.Pending[i])
-	}
-	folding := fmt.Sprint(ok, slices.Sorted(maps.Keys(seen)))
-	reuse := cache != nil && cache.folding == folding
-	if cache != nil {
-		cache.folding = folding
-	}
-	for _, n := range st.nodes {
-		if reuse && n.simPods != nil {
-			continue
-		}
-		n.simPods = n.in.Pods
-		if !ok {
-			continue
-		}
-		var kept []inventory.Pod
-		sum := corev1.ResourceList{}
-		folded := 0
-		for i := range n.in.Pods {
-			p := &n.in.Pods[i]
-			if foldable(p, sels) {
-				addList(sum, p.Requests)
-				folded++
-				continue
-			}
-			kept = append(kept, *p)
-		}
-		if folded < 2 {
-			continue
-		}
-		// The scheduler adds one pod per pod; the stand-in carries the rest.
-		sum[corev1.ResourcePods] = *resource.NewQuantity(int64(folded-1), resource.DecimalSI)
-		kept = append(kept, inventory.Pod{Namespace: "karpenter-migrate.io", Name: fmt.Sprintf("%s-folded-pods", n.ref.Name),
-			NodeName: n.ref.Name, Phase: corev1.PodRunning, OwnerKind: inventory.OwnerDaemonSet, Requests: sum})
-		n.simPods = kept
-	}
+	return ts
 }
 
 func foldable(p *inventory.Pod, sels []labels.Selector) bool {

@@ -78,7 +78,9 @@ func (st *state) simulate(cands []*nodeInfo, karpenterOnly bool) (*simulation, e
 
 // cluster is every node as the pass's simulations see it (engine.Cluster:
 // prepared once, each simulation leaves its nodes out), for Karpenter's
-// scheduler or the improved one.
+// scheduler or the improved one. In Settle it takes over what the last
+// such cluster read of the nodes no command changed since (derived no
+// later) and whose simulation taint is as it was.
 func (st *state) cluster(karpenterOnly bool) *engine.Cluster {
 	if c := st.clusters[karpenterOnly]; c != nil {
 		return c
@@ -86,20 +88,35 @@ func (st *state) cluster(karpenterOnly bool) *engine.Cluster {
 	in := engine.Input{NodePools: st.in.NodePools, DaemonSets: st.in.DaemonSets, Catalog: st.in.Catalog,
 		Options: engine.Options{KarpenterOnly: karpenterOnly, MaxInstanceTypes: simMaxInstanceTypes, SkipLowerBounds: true}}
 	in.ExistingNodes = make([]engine.ExistingNode, len(st.nodes))
+	var last passCluster
+	if st.cache != nil {
+		last = st.cache.clusters[karpenterOnly]
+	}
+	now := passCluster{gen: st.gen, at: make(map[string]int, len(st.nodes)), tainted: make([]bool, len(st.nodes))}
+	same := make([]int, len(st.nodes))
 	for i, n := range st.nodes {
 		en := n.in.ExistingNode
 		en.Pods = n.simPods
 		// Karpenter skips nodes still inside consolidateAfter when it
 		// simulates consolidation; a taint no pod tolerates keeps pods off
 		// them while their pods still count for topology.
-		if n.pool != nil && !n.never && st.now.Before(n.consolidatableAt) {
+		tainted := n.pool != nil && !n.never && st.now.Before(n.consolidatableAt)
+		if tainted {
 			en.Node.Taints = append(slices.Clip(en.Node.Taints), corev1.Taint{Key: simulationTaint, Effect: corev1.TaintEffectNoSchedule})
 		}
 		in.ExistingNodes[i] = en
+		now.at[n.ref.Name], now.tainted[i] = i, tainted
+		same[i] = -1
+		if j, ok := last.at[n.ref.Name]; ok && n.derived <= last.gen && last.tainted[j] == tainted {
+			same[i] = j
+		}
 	}
-	c := engine.NewCluster(in)
-	st.clusters[karpenterOnly] = c
-	return c
+	now.c = engine.NewClusterFrom(last.c, in, same)
+	if st.cache != nil {
+		st.cache.clusters[karpenterOnly] = now
+	}
+	st.clusters[karpenterOnly] = now.c
+	return now.c
 }
 
 func names(cs []*nodeInfo) string {

@@ -13,7 +13,9 @@ import (
 // explains every node and reports the budgets. It is pure and deterministic.
 func Decide(in Input) (Decision, error) { return decide(in, nil) }
 
-// decide is Decide with Settle's cache of what earlier passes derived.
+// decide is Decide with Settle's cache of what earlier passes derived;
+// with a cache it leaves out the nodes' explanations, which Settle does
+// not read.
 func decide(in Input, cache *nodeCache) (Decision, error) {
 	st, err := newState(&in, cache)
 	if err != nil {
@@ -89,8 +91,11 @@ func decide(in Input, cache *nodeCache) (Decision, error) {
 			st.explainSingle(n, c)
 		}
 	}
-	for _, n := range st.nodes {
-		d.Nodes = append(d.Nodes, *n.expl)
+	if cache == nil {
+		d.Nodes = make([]Candidacy, 0, len(st.nodes))
+		for _, n := range st.nodes {
+			d.Nodes = append(d.Nodes, *n.expl)
+		}
 	}
 	return d, nil
 }

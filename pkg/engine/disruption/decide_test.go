@@ -1,6 +1,7 @@
 package disruption
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -321,6 +322,17 @@ func TestDrift(t *testing.T) {
 	want := map[string]string{"old-hash": NodePoolDrifted, "arm": RequirementsDrifted}
 	if len(got) != len(want) || got["old-hash"] != want["old-hash"] || got["arm"] != want["arm"] {
 		t.Fatalf("drifted = %v, want %v", got, want)
+	}
+	// Settle's passes keep each node's verdict: the same report.
+	cache := newNodeCache()
+	for pass := range 2 {
+		again, err := decide(in, cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(again.Drifted, d.Drifted) {
+			t.Fatalf("pass %d with Settle's cache: drifted %+v, want %+v", pass+1, again.Drifted, d.Drifted)
+		}
 	}
 
 	// What-if: a new taint on the proposed pool rolls every node of it.

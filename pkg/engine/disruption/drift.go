@@ -37,10 +37,16 @@ func (st *state) drift(b *budgets) ([]DriftedNode, error) {
 		if n.pool == nil || n.in.InFlight {
 			continue
 		}
-		reason, detail, err := st.drifted(n, proposed[n.pool.name])
-		if err != nil {
-			return nil, err
+		if n.drift == nil {
+			reason, detail, err := st.drifted(n, proposed[n.pool.name])
+			if err != nil {
+				return nil, err
+			}
+			// Settle's cache keeps it with the node: the node, its pool and
+			// the options are the same in every pass.
+			n.drift = &driftVerdict{reason, detail}
 		}
+		reason, detail := n.drift.reason, n.drift.detail
 		if reason == "" {
 			continue
 		}
@@ -62,6 +68,9 @@ func (st *state) drift(b *budgets) ([]DriftedNode, error) {
 	}
 	return out, nil
 }
+
+// driftVerdict is drifted's answer for a node.
+type driftVerdict struct{ reason, detail string }
 
 func (st *state) drifted(n *nodeInfo, proposed *engine.NodePool) (reason, detail string, err error) {
 	nd := &n.in.Node

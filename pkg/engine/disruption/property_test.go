@@ -174,31 +174,7 @@ func TestPropertyRandomClusters(t *testing.T) {
 		for _, p := range s.Passes {
 			methods[p.Method]++
 		}
-		// Replay: each pass's commands are valid in the state they acted on,
-		// and are what Decide, deriving everything afresh, decides there
-		// (Settle reuses what earlier passes derived of unchanged nodes).
-		cur := in
-		cur.Nodes = cloneNodes(in.Nodes)
-		seq := 0
-		for i, p := range s.Passes {
-			cur.Now = p.Now
-			if errs := Validate(cur, p.Commands); len(errs) > 0 {
-				t.Fatalf("seed %d pass %d: %v", seed, i, errs[0])
-			}
-			fresh, err := Decide(cur)
-			if err != nil {
-				t.Fatalf("seed %d pass %d: %v", seed, i, err)
-			}
-			if !reflect.DeepEqual(fresh.Commands, p.Commands) {
-				t.Fatalf("seed %d pass %d: Settle's commands differ from Decide's afresh:\nsettle %+v\ndecide %+v", seed, i, p.Commands, fresh.Commands)
-			}
-			for _, c := range p.Commands {
-				seq++
-				if _, err := apply(&cur, c, seq); err != nil {
-					t.Fatalf("seed %d pass %d: apply: %v", seed, i, err)
-				}
-			}
-		}
+		replaySettle(t, seed, in, s)
 		// Settled means settled: another pass at the end acts no more.
 		final := s.Final
 		final.Now = final.Now.Add(48 * time.Hour)
@@ -217,6 +193,71 @@ func TestPropertyRandomClusters(t *testing.T) {
 		}
 	}
 	t.Logf("passes by method: %v", methods)
+}
+
+// replaySettle: each pass's commands are valid in the state they acted on,
+// and are what Decide, deriving everything afresh, decides there (Settle
+// reuses what earlier passes derived of unchanged nodes, and their
+// simulations' answers).
+func replaySettle(t *testing.T, seed int64, in Input, s Settlement) {
+	t.Helper()
+	cur := in
+	cur.Nodes = cloneNodes(in.Nodes)
+	seq := 0
+	for i, p := range s.Passes {
+		cur.Now = p.Now
+		if errs := Validate(cur, p.Commands); len(errs) > 0 {
+			t.Fatalf("seed %d pass %d: %v", seed, i, errs[0])
+		}
+		fresh, err := Decide(cur)
+		if err != nil {
+			t.Fatalf("seed %d pass %d: %v", seed, i, err)
+		}
+		if !reflect.DeepEqual(fresh.Commands, p.Commands) {
+			t.Fatalf("seed %d pass %d: Settle's commands differ from Decide's afresh:\nsettle %+v\ndecide %+v", seed, i, p.Commands, fresh.Commands)
+		}
+		for _, c := range p.Commands {
+			seq++
+			if _, err := apply(&cur, c, seq); err != nil {
+				t.Fatalf("seed %d pass %d: apply: %v", seed, i, err)
+			}
+		}
+	}
+}
+
+// Without topology, a pass's simulations leave out the nodes that cannot
+// take a pod and take over what the last pass read of the unchanged nodes
+// (engine.NewClusterFrom), with its answers; Settle still decides in
+// every pass what Decide decides afresh. Nodes given pods, or whose
+// consolidateAfter runs out (the simulations' taint comes off), since the
+// last simulated pass must be read again.
+func TestSettleWithoutTopologyIsDecideAfresh(t *testing.T) {
+	passes := 0
+	for seed := int64(1); seed <= 30; seed++ {
+		r := rand.New(rand.NewSource(seed))
+		in := randomCluster(r, 10+r.Intn(30), 2+r.Intn(6))
+		for i := range in.Nodes {
+			// Many nodes inside consolidateAfter: the simulations' taint
+			// comes off them between passes, nothing else changing.
+			if r.Intn(3) == 0 {
+				in.Nodes[i].LastPodEventTime = t0.Add(-time.Duration(r.Intn(30)) * time.Second)
+			}
+			for j := range in.Nodes[i].Pods {
+				p := &in.Nodes[i].Pods[j]
+				p.TopologySpreadConstraints, p.Affinity = nil, nil
+			}
+		}
+		in.Options.KarpenterOnly = seed%2 == 0
+		s, err := Settle(in, SettleOptions{})
+		if err != nil {
+			t.Fatalf("seed %d: settle: %v", seed, err)
+		}
+		replaySettle(t, seed, in, s)
+		passes += len(s.Passes)
+	}
+	if passes < 60 {
+		t.Fatalf("%d passes acted in 30 clusters: too few to test the passes' reuse", passes)
+	}
 }
 
 func TestSettleReachesSteadyState(t *testing.T) {

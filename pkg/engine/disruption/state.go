@@ -49,8 +49,13 @@ type nodeInfo struct {
 	// them read for simulations (reschedPods).
 	resched []*inventory.Pod
 	pods    *engine.Pods
-	// simPods are the pods simulations see on the node (compactPods).
-	simPods []inventory.Pod
+	// simPods are the pods simulations see on the node (compactPods), and
+	// selectors those of its pods' topology terms.
+	simPods   []inventory.Pod
+	selectors *topologySelectors
+	// derived is the generation of Settle's cache (the newState) that
+	// derived the node and its simPods: they are unchanged since.
+	derived int
 	// blockers are reasons no method may disrupt the node (node- or
 	// pod-level); podBlockers is the pod-level subset (drift ignores them
 	// when the pool sets terminationGracePeriod).
@@ -62,6 +67,8 @@ type nodeInfo struct {
 	disruptionCost   float64
 	savingsRatio     float64
 	expl             *Candidacy
+	// drift is the drift method's verdict, once judged.
+	drift *driftVerdict
 }
 
 type state struct {
@@ -78,6 +85,8 @@ type state struct {
 	pdbs map[string][]pdbInfo
 	// clusters are the nodes as simulations see them, by KarpenterOnly.
 	clusters map[bool]*engine.Cluster
+	cache    *nodeCache
+	gen      int
 }
 
 type pdbInfo struct {
@@ -89,7 +98,11 @@ type pdbInfo struct {
 // earlier pass derived from nodes unchanged since; nil derives everything.
 func newState(in *Input, cache *nodeCache) (*state, error) {
 	st := &state{in: in, now: in.Now, opts: in.Options, byPNm: map[string]*poolInfo{}, byNm: map[string]*nodeInfo{},
-		pdbs: map[string][]pdbInfo{}, clusters: map[bool]*engine.Cluster{}}
+		pdbs: map[string][]pdbInfo{}, clusters: map[bool]*engine.Cluster{}, cache: cache}
+	if cache != nil {
+		cache.gen++
+		st.gen = cache.gen
+	}
 	if st.opts.MaxCandidates <= 0 {
 		st.opts.MaxCandidates = 100
 	}
@@ -122,7 +135,13 @@ func newState(in *Input, cache *nodeCache) (*state, error) {
 		st.pools = append(st.pools, p)
 		st.byPNm[p.name] = p
 	}
+	if cache != nil && cache.pdbs != nil {
+		st.pdbs = cache.pdbs
+	}
 	for i := range in.PDBs {
+		if cache != nil && cache.pdbs != nil {
+			break
+		}
 		pdb := &in.PDBs[i]
 		sel := labels.Nothing()
 		if pdb.Selector != nil {
@@ -152,6 +171,9 @@ func newState(in *Input, cache *nodeCache) (*state, error) {
 			st.deleting = append(st.deleting, i)
 		}
 	}
+	if cache != nil {
+		cache.pdbs = st.pdbs
+	}
 	st.compactPods(cache)
 	cache.keep(st.nodes)
 	for _, ni := range st.nodes {
@@ -172,9 +194,27 @@ type nodeCache struct {
 	nodes map[string]*nodeInfo
 	// folding is compactPods' selectors the simPods were folded against.
 	folding string
+	// pdbs are the PDBs with their selectors parsed, the same every pass.
+	pdbs map[string][]pdbInfo
+	// clusters are the last simulated clusters, by KarpenterOnly.
+	clusters map[bool]passCluster
+	// gen counts the states read with the cache (nodeInfo.derived).
+	gen int
 }
 
-func newNodeCache() *nodeCache { return &nodeCache{nodes: map[string]*nodeInfo{}} }
+// passCluster is an engine.Cluster a pass simulated on, the cache's
+// generation then, each node's place in it, and whether the node carried
+// the simulation taint.
+type passCluster struct {
+	c       *engine.Cluster
+	gen     int
+	at      map[string]int
+	tainted []bool
+}
+
+func newNodeCache() *nodeCache {
+	return &nodeCache{nodes: map[string]*nodeInfo{}, clusters: map[bool]passCluster{}}
+}
 
 // node returns the cached view of n for this pass (its own Candidacy),
 // or nil.
@@ -222,7 +262,7 @@ func (st *state) newNode(i int, n *Node) *nodeInfo {
 		Zone:         label(nd, catalog.LabelZone, nd.Zone),
 		CapacityType: label(nd, catalog.LabelCapacityType, nd.CapacityType),
 	}}
-	ni.expl = &Candidacy{}
+	ni.expl, ni.derived = &Candidacy{}, st.gen
 	ni.pool = st.byPNm[ni.ref.NodePool]
 	switch v, ok := nd.Labels[apiv1.NodeInitializedLabelKey]; {
 	case ok:

@@ -1,0 +1,63 @@
+package plan
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	apiv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// Each wave's simulation takes over what the last one read of the fleet's
+// nodes no pod has landed on since (engine.NewClusterFrom); the waves are
+// predicted as if every wave read the whole fleet afresh. The waves' pods
+// fill the room earlier waves left, so a node read before it was given a
+// pod would take a pod it has no room for.
+func TestPredictTakesOverTheFleetAsRead(t *testing.T) {
+	np := &apiv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "web"}}
+	np.Spec.Template.Spec.Requirements = []apiv1.NodeSelectorRequirementWithMinValues{
+		{Key: catalog.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}},
+		{Key: catalog.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}},
+	}
+	pools := []engine.NodePool{engine.NodePoolFromV1(np, nil)}
+	cat := catalog.Default()
+	reused, fresh := newPredictor(pools, cat, nil), newPredictor(pools, cat, nil)
+	pod := func(i int, cpu string) inventory.Pod {
+		return inventory.Pod{Namespace: "app", Name: fmt.Sprintf("p-%d", i), Phase: corev1.PodRunning, OwnerKind: inventory.OwnerDeployment, OwnerName: "web",
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("256Mi")}}
+	}
+	// A 2-CPU node for the first pod, then half a CPU at a time into what
+	// it leaves, until it is full.
+	waves := [][]inventory.Pod{{pod(0, "1200m")}, {pod(1, "500m")}, {pod(2, "500m")}, {pod(3, "500m")}, {pod(4, "500m")}}
+	landed := 0
+	for w, pods := range waves {
+		fresh.cluster = nil
+		want, _, err := fresh.predict(pods, []string{"web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := reused.predict(pods, []string{"web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("wave %d predicted\n%+v\nread afresh\n%+v", w+1, got, want)
+		}
+		if len(want) == 0 {
+			landed++
+		}
+	}
+	if !reflect.DeepEqual(reused.fleet, fresh.fleet) {
+		t.Fatalf("fleet\n%+v\nread afresh\n%+v", reused.fleet, fresh.fleet)
+	}
+	if landed == 0 || len(fresh.fleet) < 2 {
+		t.Fatalf("%d waves landed on earlier nodes, %d nodes: the case tests nothing", landed, len(fresh.fleet))
+	}
+}
