@@ -122,6 +122,7 @@ type repackScratch struct {
 	take     []int
 	types    []*itype
 	shares   []share // fill's, by group
+	active   []int32 // fill's groups still in play
 }
 
 // fill simulates packing the size groups into free room; take (as long as
@@ -143,19 +144,30 @@ func (s *scheduler) fill(free vec, groups []*sizeGroup, take []int) float64 {
 		sc.shares[i] = share{rc: rc, rm: rm, norm: math.Hypot(rc, rm)}
 	}
 	dims := s.dims()
+	// The groups still in play, in order: the room only shrinks and taken
+	// pods stay taken, so a group that has none left or no longer fits is
+	// out for good (dropping it changes no round's choice).
+	act := sc.active[:0]
+	for i := range groups {
+		act = append(act, int32(i))
+	}
+	sc.active = act
 	v := 0.0
 	for {
 		best, bestScore, bestFit := -1, -math.MaxFloat64, int64(0)
 		fc, fm := float64(free[rCPU])/capCPU, float64(free[rMem])/capMem
 		fn := math.Hypot(fc, fm)
-		for i, sg := range groups {
+		w := 0
+		for _, i := range act {
+			sg := groups[i]
 			left := int64(len(sg.pods) - tk[i])
-			if left <= 0 {
+			if left <= 0 || !holdsOne(&free, &sg.req, dims) {
 				continue
 			}
+			act[w] = i
+			w++
 			// The score first: how many fit (divisions) matters only for a
-			// group that would win, and one that fits none is skipped
-			// either way.
+			// group that would win.
 			sh := &sc.shares[i]
 			score := (sh.rc*fc + sh.rm*fm) / (sh.norm*fn + 1e-18)
 			if score <= bestScore+1e-12 {
@@ -167,10 +179,9 @@ func (s *scheduler) fill(free vec, groups []*sizeGroup, take []int) float64 {
 					k = min(k, free[r]/sg.req[r])
 				}
 			}
-			if k > 0 {
-				best, bestScore, bestFit = i, score, k
-			}
+			best, bestScore, bestFit = int(i), score, k
 		}
+		act = act[:w]
 		if best < 0 {
 			break
 		}
@@ -183,6 +194,17 @@ func (s *scheduler) fill(free vec, groups []*sizeGroup, take []int) float64 {
 		v += float64(k) * sg.val
 	}
 	return v
+}
+
+// holdsOne reports whether free/req ≥ 1 in every slot the request uses
+// (fill's "at least one fits").
+func holdsOne(free, req *vec, dims int) bool {
+	for r := range req[:dims] {
+		if req[r] > 0 && free[r] < req[r] {
+			return false
+		}
+	}
+	return true
 }
 
 // share is a size group's request as fractions of the room fill started
