@@ -21,9 +21,15 @@ type scheduler struct {
 	parts               int
 	zeroGroups          []*topologyGroup // groups keeping their claims with hc 0
 	scratch             []candidate
+	repackScratch       repackScratch
+	fitBuf              []*itype // newClaim's scratch
+	fits                map[fitKey]*fitEntry
 	keysCache           map[string][]bool
+	keyBuf              []byte // scratch for cache keys
 	groups              []*topologyGroup
 	groupsByID          map[string]*topologyGroup
+	groupsByRaw         map[string]*topologyGroup   // group's cache by the term as written
+	selectedByForm      map[string][]*topologyGroup // computeSelected's, by namespace and labels
 	universe            map[string][]domainSource
 	univ                map[string][]string
 	anyPreferNoSchedule bool
@@ -239,14 +245,22 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 				f := offerFilterOf(n.reqs)
 				compat = s.keysCompat(n.pool, n.reqs, keys, &f)
 			}
+			dims := s.dims()
+			b := newAllocBounds(dims)
 			for _, t := range n.types {
-				if n.used.fits(t.alloc) && (!changed || compat[t.idx]) {
+				if n.used.fitsIn(&t.alloc, dims) && (!changed || compat[t.idx]) {
 					kept = append(kept, t)
+					if dims <= rExt {
+						b.addCPUMem(&t.alloc)
+						b.addPodsEph(&t.alloc)
+					} else {
+						b.add(&t.alloc)
+					}
 				}
 			}
 			clear(n.types[len(kept):])
 			n.types = kept
-			s.refreshMax(n)
+			n.maxAlloc, n.minAlloc = b.result()
 			n.cur = s.cheapestIndex(n)
 		} else if !n.used.fits(n.types[n.cur].alloc) {
 			n.cur = s.cheapestIndex(n)
