@@ -9,19 +9,23 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 )
 
-// lowerBound prices the pods that went to new NodeClaims (or could not be
-// placed) at the LP relaxation over CPU and memory of the instance types
-// they may use, plus single-resource bounds for the other resources, summed
-// over groups of pods that can share no type. See the package doc.
+// lowerBound prices the pods that went to new NodeClaims at the LP
+// relaxation over CPU and memory of the instance types they may use, plus
+// single-resource bounds for the other resources, summed over groups of
+// pods that can share no type. See the package doc.
 //
 // The second value is the topology-aware bound: pods that a required
 // hostname anti-affinity keeps one per node (a term the pod owns and is
 // selected by) force as many nodes as the largest such group has pods in a
 // component, and each of those nodes is a type that holds one of them; the
 // LP then also has the row Σ x_t ≥ k over those types (boundWithNodes).
-func (s *scheduler) lowerBound(all []*podData) (float64, float64) {
+//
+// It reads only the pods' requests, requirements, tolerations and terms
+// and the pools' types, which nothing changes after the queue, so it may
+// run beside improve and finalize.
+func (s *scheduler) lowerBound(onClaims []*podData) (float64, float64) {
 	total, topo := 0.0, 0.0
-	for _, c := range lbComponents(s.lbClasses(all)) {
+	for _, c := range lbComponents(s.lbClasses(onClaims)) {
 		b, t := componentBound(c)
 		total += b
 		topo += t
@@ -29,26 +33,34 @@ func (s *scheduler) lowerBound(all []*podData) (float64, float64) {
 	return total, topo
 }
 
-// lbClasses classes the pods placed on new claims by the types they may
-// use.
-func (s *scheduler) lbClasses(all []*podData) []*lbClass {
-	onClaims := map[*podData]bool{}
+// podsOnClaims is the pods, in queue order, that the queue put on new
+// claims. The re-pack moves pods only from claim to claim, so it is also
+// the set after improve.
+func (s *scheduler) podsOnClaims(all []*podData) []*podData {
+	on := map[*podData]bool{}
 	for _, n := range s.claims {
 		if n.dead {
 			continue
 		}
 		for _, pd := range n.pods {
-			onClaims[pd] = true
+			on[pd] = true
 		}
 	}
-	var classes []*lbClass
-	type classKey struct{ reqs, tols, ext string }
-	byKey := map[classKey]*lbClass{}
+	var out []*podData
 	for _, pd := range all {
-		if !onClaims[pd] {
-			continue
+		if on[pd] {
+			out = append(out, pd)
 		}
-		key := classKey{pd.reqKey, tolKey(pd.pod.Tolerations), extKey(pd.req)}
+	}
+	return out
+}
+
+// lbClasses classes the pods by the types they may use.
+func (s *scheduler) lbClasses(pods []*podData) []*lbClass {
+	var classes []*lbClass
+	byKey := map[string]*lbClass{}
+	for _, pd := range pods {
+		key := pd.reqKey + "|" + tolKey(pd.pod.Tolerations) + "|" + extKey(pd.req)
 		c, ok := byKey[key]
 		if !ok {
 			c = &lbClass{rep: pd, types: map[*itype]bool{}, minReq: pd.req}

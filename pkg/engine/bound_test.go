@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -203,4 +204,30 @@ func TestLowerBoundsAreLowerBounds(t *testing.T) {
 		t.Error("the per-pod charge never exceeded the optimum: the comparison cannot tell a bound from an invalid one")
 	}
 	t.Logf("topology bound tighter on %d of 400, per-pod charge above the optimum on %d", tighter, invalid)
+}
+
+// TestImproveKeepsThePodsOnClaims: the bounds are worked out from the pods
+// the queue put on claims while improve runs, which is right only if
+// improve and finalize leave the same pods on claims.
+func TestImproveKeepsThePodsOnClaims(t *testing.T) {
+	inputs := map[string]Input{
+		"karpenter mix":  {Pods: karpenterMix(2000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}},
+		"real catalogue": {Pods: realisticMix(500), NodePools: realisticPools(), Catalog: catalog.Default()},
+	}
+	for seed := int64(1); seed <= 30; seed++ {
+		inputs[fmt.Sprintf("random %d", seed)] = randomWorkload(rand.New(rand.NewSource(seed)), 20+int(seed)*4)
+	}
+	for name, in := range inputs {
+		s := newScheduler(in.Options)
+		pods, err := s.queue(in, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		before := s.podsOnClaims(pods)
+		s.improve()
+		s.finalize()
+		if after := s.podsOnClaims(pods); !slices.Equal(before, after) {
+			t.Errorf("%s: %d pods on claims after the queue, %d after improve", name, len(before), len(after))
+		}
+	}
 }

@@ -166,6 +166,20 @@
 // brute-force optimum of 400 small random instances (and that the same
 // check rejects the per-pod charge above).
 //
+// # Shortcuts
+//
+// For speed (#20) the scheduler keeps, per form, what many pods or claims
+// would work out alike, and skips what cannot change an answer; each gives
+// the slow path's answer, and shortcuts_test.go (with
+// TestFewClaimsListGivesTheScansAnswer in check_test.go) holds each to it:
+// topology groups by the term as written, the groups selecting a pod by
+// its namespace and labels, a new claim's fitting types by pod shape
+// (fitFor, kept while the pool's limits hold the largest), the types
+// compatible with a claim's requirements and those offered under a zone /
+// capacity-type filter (reqsCompat, offeredUnder), resource checks over
+// the slots in use (fitsIn), and the second re-pack from a snapshot of the
+// prepared state.
+//
 // # Benchmarks
 //
 // go test -run x -bench . -benchmem ./pkg/engine/... reports pods/s (wall),

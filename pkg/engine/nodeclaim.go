@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -75,6 +77,7 @@ func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 		return nil, nil
 	}
 	mask := s.partsFor(pd)
+	dims := s.dims()
 	if few, ok := s.fewClaims(pd); ok {
 		return s.pickAmong(pd, mask, few)
 	}
@@ -91,7 +94,7 @@ func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 				bucket := s.rooms[bits.TrailingZeros64(m)].buckets[b]
 				for i := range bucket {
 					e := &bucket[i]
-					if !pd.req.fits(e.free) {
+					if !pd.req.fitsIn(&e.free, dims) {
 						continue
 					}
 					// Ties go to the first in the order of the scan.
@@ -121,7 +124,7 @@ func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 			}
 			bucket := byCount[c]
 			for i := range bucket {
-				if !pd.req.fits(bucket[i].head) {
+				if !pd.req.fitsIn(&bucket[i].head, dims) {
 					continue
 				}
 				if narrowed, ok := s.canAdd(pd, bucket[i].n); ok {
@@ -174,6 +177,58 @@ func (s *scheduler) compatible(pd *podData, p *pool, reqs Requirements) *compatE
 		}
 	}
 	s.compat[k] = e
+	return e
+}
+
+// fitKey names what decides which of a pool's types a new claim may take:
+// the pod's requirements (its compatible types), the narrowed keys' check
+// (keysCompat's slice, nil for none) and the pod's requests.
+type fitKey struct {
+	pool   int
+	reqKey string
+	compat *bool
+	req    vec
+}
+
+// fitEntry is the types of the pool that fit, in order, and their bounds.
+type fitEntry struct {
+	fit                 []*itype // read-only: claims copy it
+	maxA, minA, largest vec      // allocatable bounds; largest capacity
+}
+
+// fitCache is off only in tests, which compare with the walk.
+var fitCache = true
+
+// fitFor is the types of ce a new claim for the pod may take: those that
+// hold the pod, pass compat and are within the pool's limits. Pods of one
+// shape open most claims, so the walk over a pool's types is kept per
+// fitKey. Limits only shrink during a solve, so a kept list is still exact
+// while its largest capacity is within them; else it is walked again.
+func (s *scheduler) fitFor(pd *podData, p *pool, ce *compatEntry, compat []bool) *fitEntry {
+	key := fitKey{pool: p.idx, reqKey: pd.reqKey, compat: unsafe.SliceData(compat), req: pd.req}
+	if e, ok := s.fits[key]; ok && fitCache && s.withinLimitsCap(p, &e.largest) {
+		return e
+	}
+	fit := s.fitBuf[:0]
+	dims := s.dims()
+	b := newAllocBounds(dims)
+	var largest vec
+	for _, t := range ce.types {
+		if pd.req.fitsIn(&t.alloc, dims) && (compat == nil || compat[t.idx]) && s.withinLimits(p, t) {
+			fit = append(fit, t)
+			b.add(&t.alloc)
+			for e := range largest[:dims] {
+				largest[e] = max(largest[e], t.capacity[e])
+			}
+		}
+	}
+	s.fitBuf = fit[:0]
+	e := &fitEntry{fit: slices.Clone(fit), largest: largest}
+	e.maxA, e.minA = b.result()
+	if s.fits == nil {
+		s.fits = map[fitKey]*fitEntry{}
+	}
+	s.fits[key] = e
 	return e
 }
 
@@ -231,12 +286,13 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 	if !sameMap(narrowed, reqs) {
 		keys = diffKeys(reqs, narrowed)
 	}
-	fit := make([]*itype, 0, len(ce.types))
-	for _, t := range ce.types {
-		if pd.req.fits(t.alloc) && (len(keys) == 0 || typeCompatibleKeys(t, narrowed, keys)) && s.withinLimits(p, t) {
-			fit = append(fit, t)
-		}
+	var compat []bool
+	if len(keys) > 0 {
+		f := offerFilterOf(narrowed)
+		compat = s.keysCompat(p, narrowed, keys, &f)
 	}
+	fe := s.fitFor(pd, p, ce, compat)
+	fit, maxA, minA, largest := fe.fit, fe.maxA, fe.minA, fe.largest
 	if len(fit) == 0 {
 		if !explain {
 			return nil, ""
@@ -262,16 +318,9 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 		narrowed = p.reqs.Clone() // claims narrow their own copy
 	}
 	n := &node{id: probe.id, name: name, pool: p, taints: p.taints, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1,
-		reqs: narrowed, types: fit}
-	s.refreshMax(n)
+		reqs: narrowed, types: slices.Clone(fit), maxAlloc: maxA, minAlloc: minA} // a claim filters its own copy
 	// Karpenter pessimistically charges the largest option against limits.
 	if p.limited {
-		var largest vec
-		for _, t := range fit {
-			for e := range largest {
-				largest[e] = max(largest[e], t.capacity[e])
-			}
-		}
 		for e := range largest {
 			if p.limitMask[e] == 1 {
 				u.remaining[e] -= largest[e]
@@ -288,26 +337,23 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 	return n, ""
 }
 
+// refreshMax sets the claim's maxAlloc and minAlloc over its types.
 func (s *scheduler) refreshMax(n *node) {
-	n.maxAlloc = vec{}
-	for e := range n.minAlloc {
-		n.minAlloc[e] = math.MaxInt64
-	}
+	b := newAllocBounds(s.dims())
 	for _, t := range n.types {
-		for e := range n.maxAlloc {
-			n.maxAlloc[e] = max(n.maxAlloc[e], t.alloc[e])
-			n.minAlloc[e] = min(n.minAlloc[e], t.alloc[e])
-		}
+		b.add(&t.alloc)
 	}
+	n.maxAlloc, n.minAlloc = b.result()
 }
 
 // cheapestIndex is the index of the claim's cheapest type that fits and is
 // offered where its requirements allow.
 func (s *scheduler) cheapestIndex(n *node) int {
 	f := offerFilterOf(n.reqs)
+	dims := s.dims()
 	best, bestPrice := 0, math.MaxFloat64
 	for i, t := range n.types {
-		if t.offerings[0].Price >= bestPrice || !n.used.fits(t.alloc) {
+		if t.offerings[0].Price >= bestPrice || !n.used.fitsIn(&t.alloc, dims) {
 			continue // offerings are sorted: the type cannot beat the best
 		}
 		if o, ok := t.cheapestF(&f); ok && o.Price < bestPrice {

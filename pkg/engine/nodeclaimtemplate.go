@@ -279,6 +279,12 @@ func (s *scheduler) daemonOverhead(dss []inventory.DaemonSet, p *pool) (vec, err
 }
 
 func (s *scheduler) withinLimits(p *pool, t *itype) bool {
+	return s.withinLimitsCap(p, &t.capacity)
+}
+
+// withinLimitsCap reports whether a type of this capacity is within what
+// the pool's limits leave.
+func (s *scheduler) withinLimitsCap(p *pool, capacity *vec) bool {
 	if !p.limited {
 		return true
 	}
@@ -286,8 +292,8 @@ func (s *scheduler) withinLimits(p *pool, t *itype) bool {
 	if u := s.uses[p.pos]; u != nil {
 		remaining = &u.remaining
 	}
-	for e := range t.capacity {
-		if p.limitMask[e] == 1 && t.capacity[e] > remaining[e] {
+	for e := range capacity {
+		if p.limitMask[e] == 1 && capacity[e] > remaining[e] {
 			return false
 		}
 	}

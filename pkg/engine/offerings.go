@@ -223,3 +223,78 @@ func typeCompatible(t *itype, reqs Requirements) bool {
 	_, ok := t.cheapest(reqs)
 	return ok
 }
+
+// reqsCompat is, by type index, typeCompatible over the pool's types for
+// reqs, cached per pool and requirements: the re-pack's shrink asks it for
+// every claim, and claims share a few requirement sets.
+func (s *scheduler) reqsCompat(p *pool, reqs Requirements) []bool {
+	b := append(s.keyBuf[:0], "reqs|"...)
+	b = strconv.AppendInt(b, int64(p.idx), 10)
+	b = appendReqsKey(b, reqs)
+	s.keyBuf = b
+	if c, ok := s.keysCache[string(b)]; ok {
+		return c
+	}
+	c := make([]bool, len(p.types))
+	for i, t := range p.types {
+		c[i] = typeCompatible(t, reqs)
+	}
+	s.keysCache[string(b)] = c
+	return c
+}
+
+// offeredUnder is, by type index, whether the pool's type has an offering
+// the filter allows, cached per pool and per the filter's zone and
+// capacity-type requirements: the re-pack asks it of every type of every
+// claim it tops up.
+func (s *scheduler) offeredUnder(p *pool, f *offerFilter) []bool {
+	b := append(s.keyBuf[:0], "offer|"...)
+	b = strconv.AppendInt(b, int64(p.idx), 10)
+	if f.hasZ {
+		b = appendReqKey(b, catalog.LabelZone, f.zr)
+	}
+	if f.hasC {
+		b = appendReqKey(b, catalog.LabelCapacityType, f.cr)
+	}
+	s.keyBuf = b
+	if c, ok := s.keysCache[string(b)]; ok {
+		return c
+	}
+	c := make([]bool, len(p.types))
+	for i, t := range p.types {
+		_, c[i] = t.cheapestF(f)
+	}
+	s.keysCache[string(b)] = c
+	return c
+}
+
+// appendReqsKey appends an exact form of the requirements (every field the
+// set algebra reads, strings length-prefixed), for cache keys.
+func appendReqsKey(b []byte, rs Requirements) []byte {
+	for _, k := range rs.sortedKeys() {
+		b = appendReqKey(b, k, rs[k])
+	}
+	return b
+}
+
+// appendReqKey is appendReqsKey for one requirement, under key k.
+func appendReqKey(b []byte, k string, r Requirement) []byte {
+	b = append(b, 0)
+	b = appendStr(b, k)
+	if r.complement {
+		b = append(b, 1, '!')
+	}
+	for _, v := range r.values {
+		b = append(b, 1)
+		b = appendStr(b, v)
+	}
+	if r.gt != nil {
+		b = append(b, 2, '>')
+		b = strconv.AppendInt(b, *r.gt, 10)
+	}
+	if r.lt != nil {
+		b = append(b, 2, '<')
+		b = strconv.AppendInt(b, *r.lt, 10)
+	}
+	return b
+}

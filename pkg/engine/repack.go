@@ -81,7 +81,8 @@ type repackSnapshot struct {
 }
 
 func (s *scheduler) snapshotState() repackSnapshot {
-	snap := repackSnapshot{claims: slices.Clone(s.claims), seq: s.seq, nextID: s.nextID}
+	snap := repackSnapshot{claims: slices.Clone(s.claims), seq: s.seq, nextID: s.nextID,
+		states: make([]claimState, 0, len(s.claims)), groups: make([]groupState, 0, len(s.groups)), poolSeq: make([]int, 0, len(s.pools))}
 	for _, n := range s.claims {
 		snap.states = append(snap.states, claimState{n: n, copy: *n})
 	}
@@ -129,11 +130,20 @@ func (s *scheduler) restore(snap repackSnapshot) {
 // more nodes, a second one grows existing claims before opening new ones;
 // it is kept when it needs no more nodes, else the cheaper of the two that
 // is at least 5 % cheaper is. (A first re-pack at least 5 % cheaper with a
-// tenth more nodes or more is kept without trying.)
+// tenth more nodes or more is kept without trying.) Both re-packs start
+// from the same preparation (pods taken off, claims shrunk, classes
+// priced), done once: the second restores it from a snapshot.
 func (s *scheduler) improve() {
 	before, nodes := s.totalCost(), s.liveClaims()
 	snap := s.snapshotState()
-	ok := s.repack(false)
+	prep, ok := s.prepareRepack()
+	if !ok || len(prep.classes) == 0 {
+		s.restore(snap) // no class found a pool, or nothing to move
+		return
+	}
+	prepared := s.snapshotState()
+	prep.save()
+	ok = s.repack(prep, false)
 	cost, n := s.totalCost(), s.liveClaims()
 	if ok && cost < before-1e-9 && n <= nodes {
 		return
@@ -152,8 +162,15 @@ func (s *scheduler) improve() {
 		f := s.snapshotState()
 		first = &f
 	}
-	s.restore(snap)
-	ok2 := s.repack(true)
+	if redoPrepare {
+		// Tests: the second re-pack prepared afresh from the greedy result.
+		s.restore(snap)
+		prep, _ = s.prepareRepack()
+	} else {
+		s.restore(prepared)
+		prep.reset()
+	}
+	ok2 := s.repack(prep, true)
 	cost2, n2 := s.totalCost(), s.liveClaims()
 	if ok2 && cost2 < before-1e-9 && (n2 <= nodes || (cost2 <= 0.95*before && (first == nil || cost2 <= cost))) {
 		return
@@ -165,6 +182,10 @@ func (s *scheduler) improve() {
 	s.restore(snap)
 }
 
+// redoPrepare is set only by tests, which compare the second re-pack with
+// one prepared afresh.
+var redoPrepare = false
+
 func (s *scheduler) liveClaims() int {
 	n := 0
 	for _, c := range s.claims {
@@ -175,10 +196,50 @@ func (s *scheduler) liveClaims() int {
 	return n
 }
 
-// repack re-packs the movable pods; false when some pod found no place (the
-// caller restores the greedy result). absorb grows existing claims whenever
-// that holds more pods, before any new claim is opened.
-func (s *scheduler) repack(absorb bool) bool {
+// repackPrep is what a re-pack starts from: the remaining claims (in the
+// claims' order) and the movable pods taken off them, classed and priced;
+// save and reset restore what a re-pack changes of it.
+type repackPrep struct {
+	live    []*node
+	classes []*looseClass
+	duals   map[*pool]*poolDuals
+	budgets map[*pool]*budget
+
+	left    []int        // by class
+	pods    [][]*podData // by size group, class by class
+	budgetV map[*pool]budget
+}
+
+func (p *repackPrep) save() {
+	p.left, p.pods, p.budgetV = nil, nil, map[*pool]budget{}
+	for _, c := range p.classes {
+		p.left = append(p.left, c.left)
+		for _, sg := range c.sizes {
+			p.pods = append(p.pods, sg.pods)
+		}
+	}
+	for k, b := range p.budgets {
+		p.budgetV[k] = *b
+	}
+}
+
+func (p *repackPrep) reset() {
+	i := 0
+	for ci, c := range p.classes {
+		c.left = p.left[ci]
+		for _, sg := range c.sizes {
+			sg.pods = p.pods[i]
+			i++
+		}
+	}
+	for k, b := range p.budgets {
+		*b = p.budgetV[k]
+	}
+}
+
+// prepareRepack takes the movable pods off every claim and shrinks the
+// claims to what is left; false when some class of them has no pool.
+func (s *scheduler) prepareRepack() (*repackPrep, bool) {
 	var loose []*podData
 	var live []*node
 	pinCache := map[string]map[string]Requirements{}
@@ -214,14 +275,20 @@ func (s *scheduler) repack(absorb bool) bool {
 		live = append(live, n)
 	}
 	if len(loose) == 0 {
-		return true
+		return &repackPrep{}, true
 	}
 	classes, ok := s.classify(loose)
 	if !ok {
-		return false
+		return nil, false
 	}
-	duals := s.duals(live, classes)
-	budget := s.limitBudgets(live)
+	return &repackPrep{live: live, classes: classes, duals: s.duals(live, classes), budgets: s.limitBudgets(live)}, true
+}
+
+// repack packs the loose pods again; false when some pod found no place
+// (the caller restores the greedy result). absorb grows existing claims
+// whenever that holds more pods, before any new claim is opened.
+func (s *scheduler) repack(prep *repackPrep, absorb bool) bool {
+	live, classes, duals, budget := slices.Clone(prep.live), prep.classes, prep.duals, prep.budgets
 	var bufs [][]*sizeGroup
 	for _, current := range []bool{true, false} {
 		// The room claims already pay for goes to the least used first (a
@@ -313,17 +380,13 @@ func (s *scheduler) shrink(n *node) {
 	// n.types is a subsequence of the pool's types (every filter keeps their
 	// order), so one walk finds which were options already.
 	old, j := n.types, 0
-	types := make([]*itype, 0, len(n.pool.types))
-	for _, t := range n.pool.types {
+	compat := s.reqsCompat(n.pool, n.reqs)
+	n.types = s.fitting(n.pool.types, n.used, func(t *itype) bool {
 		wasOption := j < len(old) && old[j] == t
 		if wasOption {
 			j++
 		}
-		if n.used.fits(t.alloc) && (wasOption || typeCompatible(t, n.reqs)) {
-			types = append(types, t)
-		}
-	}
-	n.types = types
-	s.refreshMax(n)
+		return wasOption || compat[t.idx]
+	}, n, false)
 	n.cur = s.cheapestIndex(n)
 }

@@ -4,8 +4,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
-	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -65,19 +65,19 @@ func band(t *itype) int {
 	return bits.Len64(cpu)*16 + bits.Len64(ratio)
 }
 
-// candidates keeps, per band, the most efficient type that ok accepts.
-func candidates(types []*itype, eff []float64, ok func(*itype) bool) []*itype {
-	// A few dozen bands at most: a slice searched linearly beats a map.
-	type banded struct {
-		band int
-		t    *itype
-		eff  float64
+// candidates keeps, per band, the most efficient type that ok accepts,
+// sorted by name. The slice is the scheduler's scratch, valid until the
+// next call.
+func (s *scheduler) candidates(types []*itype, eff []float64, ok func(*itype) bool) []*itype {
+	// Bands are small integers: a table by band finds a type's entry
+	// without searching the few dozen kept so far.
+	sc := &s.repackScratch
+	if sc.bandSlot == nil {
+		sc.bandSlot = make([]int32, maxBand+1)
 	}
-	var bestArr [64]banded
-	best := bestArr[:0]
+	best := sc.best[:0]
 	for _, t := range types {
-		b := t.band
-		i := slices.IndexFunc(best, func(x banded) bool { return x.band == b })
+		i := sc.bandSlot[t.band] - 1
 		if i >= 0 {
 			if e := eff[t.idx]; e > best[i].eff && ok(t) {
 				best[i].t, best[i].eff = t, e
@@ -85,55 +85,103 @@ func candidates(types []*itype, eff []float64, ok func(*itype) bool) []*itype {
 			continue
 		}
 		if ok(t) {
-			best = append(best, banded{band: b, t: t, eff: eff[t.idx]})
+			best = append(best, bandBest{band: t.band, t: t, eff: eff[t.idx]})
+			sc.bandSlot[t.band] = int32(len(best))
 		}
 	}
-	out := make([]*itype, len(best))
-	for i, x := range best {
-		out[i] = x.t
+	out := sc.cands[:0]
+	for _, x := range best {
+		out = append(out, x.t)
+		sc.bandSlot[x.band] = 0
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	sc.best, sc.cands = best, out
+	slices.SortFunc(out, func(a, b *itype) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return a.idx - b.idx
+	})
 	return out
 }
 
-// fill simulates packing the size groups into free room; take, when set,
-// receives how many of each group fit. It is a balanced fill: it keeps
-// taking from the group whose CPU:memory mix best matches the room left
-// (in chunks of half what fits), so neither resource runs out while the
-// other idles, then tops up with anything that still fits.
-func fill(free vec, groups []*sizeGroup, take []int) float64 {
-	var taken [256]int
-	var tk []int
-	if len(groups) <= len(taken) {
-		tk = taken[:len(groups)]
-	} else {
-		tk = make([]int, len(groups))
-	}
+// maxBand bounds band: bits.Len64 is at most 64.
+const maxBand = 64*16 + 64
+
+// bandBest is the most efficient type of a band found so far.
+type bandBest struct {
+	band int
+	t    *itype
+	eff  float64
+}
+
+// repackScratch is buffers the re-pack reuses from one claim to the next.
+type repackScratch struct {
+	bandSlot []int32 // by band: 1 + index in best, 0 for none
+	best     []bandBest
+	cands    []*itype
+	take     []int
+	types    []*itype
+	shares   []share // fill's, by group
+	active   []int32 // fill's groups still in play
+}
+
+// fill simulates packing the size groups into free room; take (as long as
+// groups, zeroed by fill) receives how many of each group fit. It is a
+// balanced fill: it keeps taking from the group whose CPU:memory mix best
+// matches the room left (in chunks of half what fits), so neither resource
+// runs out while the other idles, then tops up with anything that still
+// fits.
+func (s *scheduler) fill(free vec, groups []*sizeGroup, take []int) float64 {
+	tk := take[:len(groups)]
+	clear(tk)
 	capCPU, capMem := float64(max(free[rCPU], 1)), float64(max(free[rMem], 1))
+	// Each group's share of the room and its norm, computed once per call
+	// rather than once per round (the same values, so the same scores).
+	sc := &s.repackScratch
+	sc.shares = slices.Grow(sc.shares[:0], len(groups))[:len(groups)]
+	for i, sg := range groups {
+		rc, rm := float64(sg.req[rCPU])/capCPU, float64(sg.req[rMem])/capMem
+		sc.shares[i] = share{rc: rc, rm: rm, norm: math.Hypot(rc, rm)}
+	}
+	dims := s.dims()
+	// The groups still in play, in order: the room only shrinks and taken
+	// pods stay taken, so a group that has none left or no longer fits is
+	// out for good (dropping it changes no round's choice).
+	act := sc.active[:0]
+	for i := range groups {
+		act = append(act, int32(i))
+	}
+	sc.active = act
 	v := 0.0
 	for {
 		best, bestScore, bestFit := -1, -math.MaxFloat64, int64(0)
 		fc, fm := float64(free[rCPU])/capCPU, float64(free[rMem])/capMem
 		fn := math.Hypot(fc, fm)
-		for i, sg := range groups {
-			k := int64(len(sg.pods) - tk[i])
-			if k <= 0 {
+		w := 0
+		for _, i := range act {
+			sg := groups[i]
+			left := int64(len(sg.pods) - tk[i])
+			if left <= 0 || !holdsOne(&free, &sg.req, dims) {
 				continue
 			}
-			for r := range sg.req {
+			act[w] = i
+			w++
+			// The score first: how many fit (divisions) matters only for a
+			// group that would win.
+			sh := &sc.shares[i]
+			score := (sh.rc*fc + sh.rm*fm) / (sh.norm*fn + 1e-18)
+			if score <= bestScore+1e-12 {
+				continue
+			}
+			k := left
+			for r := range sg.req[:dims] {
 				if sg.req[r] > 0 {
 					k = min(k, free[r]/sg.req[r])
 				}
 			}
-			if k <= 0 {
-				continue
-			}
-			rc, rm := float64(sg.req[rCPU])/capCPU, float64(sg.req[rMem])/capMem
-			score := (rc*fc + rm*fm) / (math.Hypot(rc, rm)*fn + 1e-18)
-			if score > bestScore+1e-12 {
-				best, bestScore, bestFit = i, score, k
-			}
+			best, bestScore, bestFit = int(i), score, k
 		}
+		act = act[:w]
 		if best < 0 {
 			break
 		}
@@ -145,10 +193,30 @@ func fill(free vec, groups []*sizeGroup, take []int) float64 {
 		tk[best] += int(k)
 		v += float64(k) * sg.val
 	}
-	if take != nil {
-		copy(take, tk)
-	}
 	return v
+}
+
+// holdsOne reports whether free/req ≥ 1 in every slot the request uses
+// (fill's "at least one fits").
+func holdsOne(free, req *vec, dims int) bool {
+	for r := range req[:dims] {
+		if req[r] > 0 && free[r] < req[r] {
+			return false
+		}
+	}
+	return true
+}
+
+// share is a size group's request as fractions of the room fill started
+// with, and their norm.
+type share struct{ rc, rm, norm float64 }
+
+// takeBuf is the scheduler's scratch for fill's counts, n long.
+func (s *scheduler) takeBuf(n int) []int {
+	if cap(s.repackScratch.take) < n {
+		s.repackScratch.take = make([]int, n)
+	}
+	return s.repackScratch.take[:n]
 }
 
 // compatibleWith reports whether the class's pods may join the claim, and
@@ -271,8 +339,8 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 		s.refreshMax(n)
 		n.cur = s.cheapestIndex(n)
 	}
-	take := make([]int, len(best.o.groups))
-	fill(best.t.alloc.sub(n.used), best.o.groups, take)
+	take := s.takeBuf(len(best.o.groups))
+	s.fill(best.t.alloc.sub(n.used), best.o.groups, take)
 	s.place(n, best.o.groups, take)
 }
 
@@ -366,17 +434,15 @@ func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *bud
 				cands = []*itype{n.types[n.cur]}
 			}
 		} else {
-			cands = candidates(n.types, d.eff, func(t *itype) bool {
-				_, ok := t.cheapestF(&f)
-				return ok
-			})
+			offered := s.offeredUnder(n.pool, &f)
+			cands = s.candidates(n.types, d.eff, func(t *itype) bool { return offered[t.idx] })
 		}
 		for _, t := range cands {
 			off, _ := t.cheapestF(&f)
 			if b != nil && !b.allows(n.pool, t.capacity.sub(curCap), 0) {
 				continue
 			}
-			v := fill(t.alloc.sub(n.used), o.groups, nil)
+			v := s.fill(t.alloc.sub(n.used), o.groups, s.takeBuf(len(o.groups)))
 			if v == 0 {
 				continue
 			}
@@ -418,16 +484,47 @@ func (s *scheduler) refit(n *node) {
 		}
 		return
 	}
-	// A new slice: the snapshot (restore) may still hold the old one.
-	kept := make([]*itype, 0, len(n.types))
-	for _, t := range n.types {
-		if n.used.fits(t.alloc) {
+	n.types = s.fitting(n.types, n.used, nil, n, true)
+	n.cur = s.cheapestIndex(n)
+}
+
+// fitting is the types that keep accepts (when set; it sees every type, in
+// order) and that hold used, and sets n's maxAlloc and minAlloc over them in
+// the same walk. It never writes to types, which the snapshot (restore) may
+// still hold: when every type stays and the claim owns types it returns
+// types itself, else a new slice.
+func (s *scheduler) fitting(types []*itype, used vec, keep func(*itype) bool, n *node, own bool) []*itype {
+	dims := s.dims()
+	b := newAllocBounds(dims)
+	kept := types
+	dropped := false
+	for i, t := range types {
+		if (keep != nil && !keep(t)) || !used.fitsIn(&t.alloc, dims) {
+			if !dropped {
+				dropped = true
+				kept = append(s.repackScratch.types[:0], types[:i]...)
+			}
+			continue
+		}
+		if dropped {
 			kept = append(kept, t)
 		}
+		if dims <= rExt {
+			b.addCPUMem(&t.alloc)
+			b.addPodsEph(&t.alloc)
+		} else {
+			b.add(&t.alloc)
+		}
 	}
-	n.types = kept
-	s.refreshMax(n)
-	n.cur = s.cheapestIndex(n)
+	n.maxAlloc, n.minAlloc = b.result()
+	if !dropped {
+		if !own {
+			return slices.Clone(types)
+		}
+		return types
+	}
+	s.repackScratch.types = kept[:0]
+	return slices.Clone(kept)
 }
 
 // openBin opens a new claim for the class on the type whose fill has the
@@ -436,15 +533,15 @@ func (s *scheduler) openBin(c *looseClass, d *poolDuals, budgets map[*pool]*budg
 	p := c.pool
 	b := budgets[p]
 	f := offerFilterOf(c.nodeReqs)
-	cands := candidates(c.types, d.eff, func(t *itype) bool {
-		_, ok := t.cheapestF(&f)
-		return ok && b.allows(p, t.capacity, 1)
+	offered := s.offeredUnder(p, &f)
+	cands := s.candidates(c.types, d.eff, func(t *itype) bool {
+		return offered[t.idx] && b.allows(p, t.capacity, 1)
 	})
 	var bestT *itype
 	bestScore := 0.0
 	for _, t := range cands {
 		off, _ := t.cheapestF(&f)
-		v := fill(t.alloc, c.sizes, nil)
+		v := s.fill(t.alloc, c.sizes, s.takeBuf(len(c.sizes)))
 		if v == 0 {
 			continue
 		}
@@ -460,8 +557,8 @@ func (s *scheduler) openBin(c *looseClass, d *poolDuals, budgets map[*pool]*budg
 	n := &node{id: s.nextID, name: p.name + "-" + strconv.Itoa(u.seq), pool: p, taints: p.taints, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1,
 		reqs: c.nodeReqs.Clone(), types: slices.Clone(c.types)}
 	s.nextID++
-	take := make([]int, len(c.sizes))
-	fill(bestT.alloc, c.sizes, take)
+	take := s.takeBuf(len(c.sizes))
+	s.fill(bestT.alloc, c.sizes, take)
 	s.place(n, c.sizes, take)
 	if b != nil {
 		b.charge(p, n.types[n.cur].capacity, 1)

@@ -13,20 +13,9 @@ import (
 func afterImprove(t *testing.T, in Input) *scheduler {
 	t.Helper()
 	s := newScheduler(in.Options)
-	if err := s.buildPools(in); err != nil {
+	if _, err := s.queue(in, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.buildExisting(in, nil); err != nil {
-		t.Fatal(err)
-	}
-	pods, _ := s.podsOf(in.Pods)
-	s.countExisting()
-	for _, pd := range pods {
-		s.computeSelected(pd)
-	}
-	s.indexParts()
-	sortQueue(pods)
-	s.schedule(pods)
 	s.improve()
 	return s
 }

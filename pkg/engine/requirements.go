@@ -67,6 +67,11 @@ func mustIn(key string, values ...string) Requirement {
 	return Requirement{Key: key, values: sortedUnique(values)}
 }
 
+// isIn reports whether r is exactly mustIn(r.Key, v).
+func (r Requirement) isIn(v string) bool {
+	return !r.complement && len(r.values) == 1 && r.values[0] == v && r.gt == nil && r.lt == nil && r.MinValues == 0
+}
+
 func sortedUnique(v []string) []string {
 	out := slices.Clone(v)
 	sort.Strings(out)

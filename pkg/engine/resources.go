@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -49,6 +50,76 @@ func (a vec) fits(b vec) bool {
 	}
 	return true
 }
+
+// fitsIn is fits over the first dims slots. Slots past the resource
+// index's names are never set, so with dims = s.dims() it is fits.
+func (a *vec) fitsIn(b *vec, dims int) bool {
+	if dims <= rExt { // the four built-in slots only: the common case, unrolled
+		return a[rCPU] <= b[rCPU] && a[rMem] <= b[rMem] && a[rPods] <= b[rPods] && a[rEph] <= b[rEph]
+	}
+	for i := range a[:dims] {
+		if a[i] > b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// allocBounds gathers the component-wise maximum and minimum of types'
+// allocatable (a claim's maxAlloc and minAlloc) over the first dims slots;
+// the rest are zero for every type.
+type allocBounds struct {
+	max, min vec
+	dims, n  int
+}
+
+func newAllocBounds(dims int) allocBounds {
+	b := allocBounds{dims: dims}
+	for e := range b.min {
+		b.min[e] = math.MaxInt64
+	}
+	return b
+}
+
+func (b *allocBounds) add(a *vec) {
+	if b.dims <= rExt { // as fitsIn; two halves, each small enough to inline
+		b.addCPUMem(a)
+		b.addPodsEph(a)
+		return
+	}
+	b.n++
+	for e := range b.max[:b.dims] {
+		b.max[e] = max(b.max[e], a[e])
+		b.min[e] = min(b.min[e], a[e])
+	}
+}
+
+// addCPUMem and addPodsEph are add for the four built-in slots; hot loops
+// call them directly so that they inline (add does not).
+func (b *allocBounds) addCPUMem(a *vec) {
+	b.n++
+	b.max[rCPU], b.min[rCPU] = max(b.max[rCPU], a[rCPU]), min(b.min[rCPU], a[rCPU])
+	b.max[rMem], b.min[rMem] = max(b.max[rMem], a[rMem]), min(b.min[rMem], a[rMem])
+}
+
+func (b *allocBounds) addPodsEph(a *vec) {
+	b.max[rPods], b.min[rPods] = max(b.max[rPods], a[rPods]), min(b.min[rPods], a[rPods])
+	b.max[rEph], b.min[rEph] = max(b.max[rEph], a[rEph]), min(b.min[rEph], a[rEph])
+}
+
+// result is the maximum (zero for no type) and minimum (MaxInt64 for no
+// type), as a walk over every slot gives.
+func (b *allocBounds) result() (maxA, minA vec) {
+	if b.n > 0 {
+		for e := b.dims; e < nres; e++ {
+			b.min[e] = 0
+		}
+	}
+	return b.max, b.min
+}
+
+// dims is how many resource slots are in use: every vec is zero past them.
+func (s *scheduler) dims() int { return len(s.ri.names) }
 
 // resourceIndex interns resource names into vec slots.
 type resourceIndex struct {

@@ -21,9 +21,15 @@ type scheduler struct {
 	parts               int
 	zeroGroups          []*topologyGroup // groups keeping their claims with hc 0
 	scratch             []candidate
+	repackScratch       repackScratch
+	fitBuf              []*itype // newClaim's scratch
+	fits                map[fitKey]*fitEntry
 	keysCache           map[string][]bool
+	keyBuf              []byte // scratch for cache keys
 	groups              []*topologyGroup
 	groupsByID          map[string]*topologyGroup
+	groupsByRaw         map[string]*topologyGroup   // group's cache by the term as written
+	selectedByForm      map[string][]*topologyGroup // computeSelected's, by namespace and labels
 	universe            map[string][]domainSource
 	univ                map[string][]string
 	anyPreferNoSchedule bool
@@ -65,13 +71,44 @@ func Solve(in Input) (Result, error) { return solve(in, nil, nil) }
 // pod, bound or to place, declares topology.
 func solve(in Input, pre *preparedPools, built []*node) (Result, error) {
 	s := newScheduler(in.Options)
+	pods, err := s.queue(in, pre, built)
+	if err != nil {
+		return Result{}, err
+	}
+	// The bounds are a tenth of a large solve; they are worked out on
+	// another core while improve and finalize run (see lowerBound).
+	var bounds chan [2]float64
+	if !s.opts.SkipLowerBounds {
+		bounds = make(chan [2]float64, 1)
+		onClaims := s.podsOnClaims(pods)
+		go func() {
+			lb, topo := s.lowerBound(onClaims)
+			bounds <- [2]float64{lb, topo}
+		}()
+	}
+	if !s.opts.KarpenterOnly {
+		s.improve()
+		s.tighten()
+	}
+	s.finalize()
+	if bounds != nil {
+		b := <-bounds
+		s.result.LowerBound, s.result.TopologyLowerBound = b[0], b[1]
+	}
+	return s.result, nil
+}
+
+// queue builds the pools and existing nodes and places the pods as
+// Karpenter's queue does: the result before improve, and the valid pods in
+// queue order.
+func (s *scheduler) queue(in Input, pre *preparedPools, built []*node) ([]*podData, error) {
 	if pre != nil {
 		s.usePrepared(pre)
 	} else if err := s.buildPools(in); err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	if err := s.buildExisting(in, built); err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	pods, invalid := s.podsOf(in.Pods)
 	s.countExisting()
@@ -83,15 +120,7 @@ func solve(in Input, pre *preparedPools, built []*node) (Result, error) {
 	left, failures := s.schedule(pods)
 	s.reportUnschedulable(invalid, left, failures)
 	s.result.KarpenterCost = s.totalCost()
-	if !s.opts.KarpenterOnly {
-		s.improve()
-		s.tighten()
-	}
-	s.finalize()
-	if !s.opts.SkipLowerBounds {
-		s.result.LowerBound, s.result.TopologyLowerBound = s.lowerBound(pods)
-	}
-	return s.result, nil
+	return pods, nil
 }
 
 // domainsOf is the key's domains, sorted; false when no pool or node has
@@ -217,14 +246,22 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 				f := offerFilterOf(n.reqs)
 				compat = s.keysCompat(n.pool, n.reqs, keys, &f)
 			}
+			dims := s.dims()
+			b := newAllocBounds(dims)
 			for _, t := range n.types {
-				if n.used.fits(t.alloc) && (!changed || compat[t.idx]) {
+				if n.used.fitsIn(&t.alloc, dims) && (!changed || compat[t.idx]) {
 					kept = append(kept, t)
+					if dims <= rExt {
+						b.addCPUMem(&t.alloc)
+						b.addPodsEph(&t.alloc)
+					} else {
+						b.add(&t.alloc)
+					}
 				}
 			}
 			clear(n.types[len(kept):])
 			n.types = kept
-			s.refreshMax(n)
+			n.maxAlloc, n.minAlloc = b.result()
 			n.cur = s.cheapestIndex(n)
 		} else if !n.used.fits(n.types[n.cur].alloc) {
 			n.cur = s.cheapestIndex(n)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,12 +27,30 @@ type domainSource struct {
 }
 
 func (s *scheduler) computeSelected(pd *podData) {
+	// Which groups select a pod depends on its namespace and labels only,
+	// which most pods share with many others: kept per such form (and the
+	// number of groups, which only grows).
+	b := strconv.AppendInt(s.keyBuf[:0], int64(len(s.groups)), 10)
+	b = appendStr(b, pd.pod.Namespace)
+	for _, k := range sortedKeys(pd.pod.Labels) {
+		b = appendStr(append(b, 0), k)
+		b = appendStr(append(b, 1), pd.pod.Labels[k])
+	}
+	s.keyBuf = b
+	if sel, ok := s.selectedByForm[string(b)]; ok {
+		pd.selectedBy = append(pd.selectedBy[:0], sel...)
+		return
+	}
 	pd.selectedBy = pd.selectedBy[:0]
 	for _, g := range s.groups {
 		if g.selects(pd.pod) {
 			pd.selectedBy = append(pd.selectedBy, g)
 		}
 	}
+	if s.selectedByForm == nil {
+		s.selectedByForm = map[string][]*topologyGroup{}
+	}
+	s.selectedByForm[string(b)] = slices.Clone(pd.selectedBy)
 }
 
 // hostnameRejectsEveryClaim reports that hostnameOK fails on every claim:
@@ -98,6 +117,9 @@ func (s *scheduler) topology(pd *podData, n *node, reqs Requirements) (Requireme
 	}
 	copied := false
 	narrow := func(key, d string) {
+		if r, ok := reqs[key]; ok && r.isIn(d) {
+			return // already so: no copy (most pods join claims already pinned)
+		}
 		if !copied {
 			reqs = reqs.Clone()
 			copied = true

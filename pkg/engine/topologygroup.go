@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,6 +110,99 @@ func (g *topologyGroup) selects(p *inventory.Pod) bool {
 }
 
 func (s *scheduler) group(kind int, key string, ns map[string]bool, sel *metav1.LabelSelector, extra map[string]string, maxSkew, minDomains int32, honorTaints, ignoreAff bool) (*topologyGroup, error) {
+	// Pods of one workload declare the same term: parsing its selector for
+	// each of them was most of podsOf. The term as written finds the group
+	// it gave before; a new form is parsed and named as below, so forms
+	// that parse alike still share one group.
+	s.keyBuf = appendTermKey(s.keyBuf[:0], kind, key, ns, sel, extra, maxSkew, minDomains, honorTaints, ignoreAff)
+	if g, ok := s.groupsByRaw[string(s.keyBuf)]; ok {
+		return g, nil
+	}
+	g, err := s.parseGroup(kind, key, ns, sel, extra, maxSkew, minDomains, honorTaints, ignoreAff)
+	if err != nil {
+		return nil, err
+	}
+	if s.groupsByRaw == nil {
+		s.groupsByRaw = map[string]*topologyGroup{}
+	}
+	s.groupsByRaw[string(s.keyBuf)] = g
+	return g, nil
+}
+
+// appendTermKey appends a term as written; every string is length-prefixed,
+// so two terms with one key are one term.
+func appendTermKey(b []byte, kind int, key string, ns map[string]bool, sel *metav1.LabelSelector, extra map[string]string, maxSkew, minDomains int32, honorTaints, ignoreAff bool) []byte {
+	b = strconv.AppendInt(b, int64(kind), 10)
+	b = append(b, 0)
+	b = appendStr(b, key)
+	b = append(b, 0)
+	for _, k := range sortedKeys(ns) {
+		b = appendStr(b, k)
+		b = strconv.AppendBool(append(b, 2), ns[k])
+		b = append(b, 1)
+	}
+	b = append(b, 0)
+	writeMap := func(m map[string]string) {
+		for _, k := range sortedKeys(m) {
+			b = appendStr(b, k)
+			b = append(b, 2)
+			b = appendStr(b, m[k])
+			b = append(b, 1)
+		}
+		b = append(b, 0)
+	}
+	if sel == nil {
+		b = append(b, 3, 0)
+	} else {
+		writeMap(sel.MatchLabels)
+		for _, e := range sel.MatchExpressions {
+			b = appendStr(b, e.Key)
+			b = append(b, 2)
+			b = appendStr(b, string(e.Operator))
+			for _, v := range e.Values {
+				b = append(b, 2)
+				b = appendStr(b, v)
+			}
+			b = append(b, 1)
+		}
+		b = append(b, 0)
+	}
+	if extra == nil {
+		b = append(b, 3, 0)
+	} else {
+		writeMap(extra)
+	}
+	b = strconv.AppendInt(b, int64(maxSkew), 10)
+	b = append(b, 0)
+	b = strconv.AppendInt(b, int64(minDomains), 10)
+	b = strconv.AppendBool(append(b, 0), honorTaints)
+	b = strconv.AppendBool(append(b, 0), ignoreAff)
+	return b
+}
+
+// appendStr appends s with its length before it.
+func appendStr(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}
+
+// sortedKeys is m's keys, sorted; one key needs no sort (most selectors
+// and namespace sets have one).
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	if len(keys) > 1 {
+		sort.Strings(keys)
+	}
+	return keys
+}
+
+// parseGroup is group for a term not seen yet: it parses the selector and
+// finds or makes the group by its parsed form.
+func (s *scheduler) parseGroup(kind int, key string, ns map[string]bool, sel *metav1.LabelSelector, extra map[string]string, maxSkew, minDomains int32, honorTaints, ignoreAff bool) (*topologyGroup, error) {
 	ls := sel
 	if len(extra) > 0 {
 		ls = sel.DeepCopy()

@@ -1,0 +1,348 @@
+package engine
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// The scheduler's speed shortcuts (#20) must give what the slow path gives.
+
+// TestTermCacheGivesTheParsedGroups: group finds a term by its form as
+// written (no selector parse); the groups must be the ones parseGroup gives,
+// terms that differ in any field must not share a group, and a term that
+// does not parse must fail every time.
+func TestTermCacheGivesTheParsedGroups(t *testing.T) {
+	type term struct {
+		kind       int
+		key        string
+		ns         map[string]bool
+		sel        *metav1.LabelSelector
+		extra      map[string]string
+		skew, minD int32
+		honor, ign bool
+	}
+	ml := func(kv ...string) *metav1.LabelSelector {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return &metav1.LabelSelector{MatchLabels: m}
+	}
+	me := func(op metav1.LabelSelectorOperator, key string, v ...string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: key, Operator: op, Values: v}}}
+	}
+	ns := func(n ...string) map[string]bool {
+		m := map[string]bool{}
+		for _, x := range n {
+			m[x] = true
+		}
+		return m
+	}
+	base := term{kind: kindSpread, key: catalog.LabelZone, ns: ns("default"), sel: ml("app", "a"), skew: 1}
+	vary := []func(*term){
+		func(*term) {}, // the same term again, as a new object
+		func(x *term) { x.kind = kindAnti },
+		func(x *term) { x.key = catalog.LabelHostname },
+		func(x *term) { x.ns = ns("other") },
+		func(x *term) { x.ns = ns("default", "other") },
+		func(x *term) { x.ns = map[string]bool{"default": true, "other": false} },
+		func(x *term) { x.sel = ml("app", "b") },
+		func(x *term) { x.sel = ml("ap", "pa") },
+		func(x *term) { x.sel = ml("app", "a", "tier", "web") },
+		func(x *term) { x.sel = me(metav1.LabelSelectorOpIn, "app", "a") }, // parses like base: shares its group
+		func(x *term) { x.sel = me(metav1.LabelSelectorOpNotIn, "app", "a") },
+		func(x *term) { x.sel = me(metav1.LabelSelectorOpIn, "app", "a", "b") },
+		func(x *term) { x.sel = me(metav1.LabelSelectorOpIn, "app", "a,b") }, // does not parse
+		func(x *term) { x.sel = nil },
+		func(x *term) { x.sel = &metav1.LabelSelector{} },
+		func(x *term) { x.extra = map[string]string{"app": "b"} },
+		func(x *term) { x.extra = map[string]string{"tier": "web"} },
+		func(x *term) { x.extra = map[string]string{} },
+		func(x *term) { x.skew = 2 },
+		func(x *term) { x.minD = 3 },
+		func(x *term) { x.honor = true },
+		func(x *term) { x.ign = true },
+	}
+	var terms []term
+	for round := 0; round < 2; round++ { // the second round hits the cache
+		for _, v := range vary {
+			x := base
+			x.sel = base.sel.DeepCopy()
+			v(&x)
+			terms = append(terms, x)
+		}
+	}
+	cached, parsed := newScheduler(Options{}), newScheduler(Options{})
+	byCached, byParsed := map[*topologyGroup]int{}, map[*topologyGroup]int{}
+	for i, x := range terms {
+		gc, errc := cached.group(x.kind, x.key, x.ns, x.sel, x.extra, x.skew, x.minD, x.honor, x.ign)
+		gp, errp := parsed.parseGroup(x.kind, x.key, x.ns, x.sel, x.extra, x.skew, x.minD, x.honor, x.ign)
+		if (errc == nil) != (errp == nil) {
+			t.Fatalf("term %d: cached error %v, parsed error %v", i, errc, errp)
+		}
+		if errc != nil {
+			continue
+		}
+		// The same partition of terms into groups, with the same groups.
+		jc, okc := byCached[gc]
+		jp, okp := byParsed[gp]
+		if okc != okp || jc != jp {
+			t.Fatalf("term %d (%+v): cached group first seen at term %d (%v), parsed at %d (%v)", i, x, jc, okc, jp, okp)
+		}
+		if !okc {
+			byCached[gc], byParsed[gp] = i, i
+		}
+		if gc.desc != gp.desc || gc.kind != gp.kind || gc.key != gp.key || gc.maxSkew != gp.maxSkew || fmt.Sprint(gc.namespaces) != fmt.Sprint(gp.namespaces) {
+			t.Fatalf("term %d: cached group %q differs from parsed %q", i, gc.desc, gp.desc)
+		}
+	}
+	if len(byCached) < len(vary)/2 {
+		t.Fatalf("only %d groups for %d terms", len(byCached), len(vary))
+	}
+}
+
+// TestReqsCompatIsTypeCompatible: the caches by requirements give
+// typeCompatible (reqsCompat) and an allowed offering (offeredUnder) for
+// every type, including sets that differ only in an operator, a bound or a
+// value.
+func TestReqsCompatIsTypeCompatible(t *testing.T) {
+	s := newScheduler(Options{})
+	types := fakeInstanceTypes(30)
+	for i := range types {
+		switch i % 3 {
+		case 1: // on-demand only
+			types[i].Offerings = types[i].Offerings[2:]
+		case 2: // not in test-zone-3
+			types[i].Offerings = types[i].Offerings[:4]
+		}
+	}
+	in := Input{Pods: pods(1, "p", "1", "1Gi"), NodePools: []NodePool{hugePool("default", types)}}
+	if err := s.buildPools(in); err != nil {
+		t.Fatal(err)
+	}
+	p := s.pools[0]
+	r := func(key string, op corev1.NodeSelectorOperator, v ...string) Requirement {
+		x, err := NewRequirement(key, op, v...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return x
+	}
+	sets := []Requirements{
+		{},
+		{catalog.LabelZone: r(catalog.LabelZone, corev1.NodeSelectorOpIn, "test-zone-3")},
+		{catalog.LabelZone: r(catalog.LabelZone, corev1.NodeSelectorOpNotIn, "test-zone-3")},
+		{catalog.LabelZone: r(catalog.LabelZone, corev1.NodeSelectorOpIn, "test-zone-1", "test-zone-3")},
+		{catalog.LabelZone: r(catalog.LabelZone, corev1.NodeSelectorOpIn, "test-zone-3"), catalog.LabelCapacityType: r(catalog.LabelCapacityType, corev1.NodeSelectorOpIn, catalog.CapacityTypeSpot)},
+		{catalog.LabelCapacityType: r(catalog.LabelCapacityType, corev1.NodeSelectorOpIn, catalog.CapacityTypeSpot)},
+		{catalog.LabelCapacityType: r(catalog.LabelCapacityType, corev1.NodeSelectorOpNotIn, catalog.CapacityTypeSpot)},
+		{catalog.LabelInstanceType: r(catalog.LabelInstanceType, corev1.NodeSelectorOpIn, "fake-it-3", "fake-it-12")},
+		{catalog.LabelInstanceType: r(catalog.LabelInstanceType, corev1.NodeSelectorOpIn, "fake-it-3,fake-it-12")},
+		{"fake": r("fake", corev1.NodeSelectorOpGt, "3")},
+		{"fake": r("fake", corev1.NodeSelectorOpLt, "3")},
+		{catalog.LabelOS: r(catalog.LabelOS, corev1.NodeSelectorOpDoesNotExist)},
+		{catalog.LabelOS: r(catalog.LabelOS, corev1.NodeSelectorOpExists)},
+	}
+	for round := 0; round < 2; round++ {
+		for i, rs := range sets {
+			f := offerFilterOf(rs)
+			offered := s.offeredUnder(p, &f)
+			for _, typ := range p.types {
+				if _, want := typ.cheapestF(&f); offered[typ.idx] != want {
+					t.Fatalf("round %d, set %d (%s): %s offered %v, want %v", round, i, describeReqs(rs), typ.name, offered[typ.idx], want)
+				}
+			}
+			got := s.reqsCompat(p, rs)
+			for _, typ := range p.types {
+				if want := typeCompatible(typ, rs); got[typ.idx] != want {
+					t.Fatalf("round %d, set %d (%s): %s compatible %v, want %v", round, i, describeReqs(rs), typ.name, got[typ.idx], want)
+				}
+			}
+		}
+	}
+}
+
+// TestExtendedResourcesAreCompared: fits reads only the slots in use; a
+// GPU pod's slot is one of them, so its claim keeps only GPU types even
+// though CPU-only types are cheaper and have room.
+func TestExtendedResourcesAreCompared(t *testing.T) {
+	types := fakeInstanceTypes(8)
+	for i := 4; i < 8; i++ {
+		types[i].Capacity = types[i].Capacity.DeepCopy()
+		types[i].Capacity[catalog.ResourceNVIDIAGPU] = *resource.NewQuantity(1, resource.DecimalSI)
+	}
+	gpu := func(p *inventory.Pod) { p.Requests[catalog.ResourceNVIDIAGPU] = resource.MustParse("1") }
+	in := Input{Pods: append(pods(3, "gpu", "500m", "512Mi", gpu), pods(20, "cpu", "500m", "512Mi")...), NodePools: []NodePool{hugePool("default", types)}}
+	for _, only := range []bool{true, false} {
+		in.Options.KarpenterOnly = only
+		res, err := Solve(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errs := Check(in, res); len(errs) > 0 {
+			t.Fatalf("KarpenterOnly=%v: %d violations, first: %v", only, len(errs), errs[0])
+		}
+		gpus := 0
+		for _, nc := range res.NodeClaims {
+			for _, p := range nc.Pods {
+				if p.Name[:3] == "gpu" {
+					gpus++
+					for _, name := range nc.InstanceTypes {
+						if name < "fake-it-4" {
+							t.Fatalf("KarpenterOnly=%v: claim %s holds a GPU pod but offers %s, which has no GPU", only, nc.Name, name)
+						}
+					}
+				}
+			}
+		}
+		if gpus != 3 {
+			t.Fatalf("KarpenterOnly=%v: %d GPU pods placed, want 3", only, gpus)
+		}
+	}
+}
+
+// TestEveryBuiltInSlotIsCompared: fitsIn's unrolled case reads CPU,
+// memory, pods and ephemeral storage; tiny pods that only the pod count or
+// the disk keeps off a small type must not crowd it.
+func TestEveryBuiltInSlotIsCompared(t *testing.T) {
+	types := fakeInstanceTypes(8)
+	for i := range types {
+		types[i].Capacity = types[i].Capacity.DeepCopy()
+		types[i].Capacity[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(int64(i+1)<<30, resource.BinarySI)
+	}
+	disk := func(p *inventory.Pod) { p.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse("700Mi") }
+	for name, ps := range map[string][]inventory.Pod{
+		"pods": pods(45, "tiny", "10m", "10Mi"),
+		"disk": pods(12, "disk", "10m", "10Mi", disk),
+	} {
+		in := Input{Pods: ps, NodePools: []NodePool{hugePool("default", types)}}
+		for _, only := range []bool{true, false} {
+			in.Options.KarpenterOnly = only
+			res, err := Solve(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Unschedulable) > 0 {
+				t.Fatalf("%s, KarpenterOnly=%v: %d unschedulable", name, only, len(res.Unschedulable))
+			}
+			if errs := Check(in, res); len(errs) > 0 {
+				t.Fatalf("%s, KarpenterOnly=%v: %d violations, first: %v", name, only, len(errs), errs[0])
+			}
+		}
+	}
+}
+
+// TestFitCacheGivesTheWalksAnswer: new claims take a pool's fitting types
+// from a list kept per pod shape (fitFor); the result must be the walk's,
+// also when the pool's limits shrink under the kept lists.
+func TestFitCacheGivesTheWalksAnswer(t *testing.T) {
+	defer func() { fitCache = true }()
+	limited := hugePool("default", fakeInstanceTypes(60))
+	limited.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("900")}
+	for name, in := range map[string]Input{
+		"mix":     {Pods: karpenterMix(1500), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(100))}},
+		"limited": {Pods: karpenterMix(1500), NodePools: []NodePool{limited, hugePool("spill", fakeInstanceTypes(20))}},
+	} {
+		for _, only := range []bool{false, true} {
+			in.Options.KarpenterOnly = only
+			fitCache = true
+			cached, err := Solve(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fitCache = false
+			walked, err := Solve(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(cached, walked) {
+				t.Errorf("%s, KarpenterOnly=%v: the kept lists give %d nodes $%.2f/h, the walk %d nodes $%.2f/h", name, only,
+					len(cached.NodeClaims), cached.Cost, len(walked.NodeClaims), walked.Cost)
+			}
+			if errs := Check(in, cached); len(errs) > 0 {
+				t.Errorf("%s, KarpenterOnly=%v: Check: %v", name, only, errs[0])
+			}
+		}
+	}
+}
+
+// TestSecondRepackFromThePreparedState: on the Karpenter mix of 4,000 pods
+// the first re-pack needs more nodes, so a second one runs, from a snapshot
+// of the state both start from; it must give what a second re-pack
+// prepared afresh from the greedy result gives (and it is the one kept:
+// the fleet is cheaper than the greedy pass's).
+func TestSecondRepackFromThePreparedState(t *testing.T) {
+	defer func() { redoPrepare = false }()
+	in := Input{Pods: karpenterMix(4000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}}
+	redoPrepare = false
+	fromSnapshot, err := Solve(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	redoPrepare = true
+	afresh, err := Solve(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(fromSnapshot, afresh) {
+		t.Errorf("from the snapshot %d nodes $%.2f/h, afresh %d nodes $%.2f/h", len(fromSnapshot.NodeClaims), fromSnapshot.Cost, len(afresh.NodeClaims), afresh.Cost)
+	}
+	if fromSnapshot.Cost >= fromSnapshot.KarpenterCost {
+		t.Errorf("cost $%.2f/h, greedy $%.2f/h: no re-pack was kept, so the test proves nothing", fromSnapshot.Cost, fromSnapshot.KarpenterCost)
+	}
+}
+
+// TestSelectedByFormIsSelects: computeSelected keeps which groups select a
+// pod per namespace and labels; every pod must get exactly the groups whose
+// selects accepts it, in order.
+func TestSelectedByFormIsSelects(t *testing.T) {
+	var ps []inventory.Pod
+	for _, ns := range []string{"default", "other"} {
+		for _, labels := range []map[string]string{nil, {"app": "a"}, {"app": "b"}, {"app": "a", "tier": "web"}, {"tier": "web"}, {"apptier": "web"}, {"app": "atier"}} {
+			for i := 0; i < 2; i++ { // the second hits the kept form
+				p := mkPod(fmt.Sprintf("p-%d", len(ps)), "100m", "100Mi", withSpread(catalog.LabelZone, 1, corev1.DoNotSchedule, nil))
+				p.Namespace, p.Labels = ns, labels
+				ps = append(ps, p)
+			}
+		}
+	}
+	sel := func(kv ...string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{kv[0]: kv[1]}}
+	}
+	s := newScheduler(Options{})
+	for _, x := range []struct {
+		ns  map[string]bool
+		sel *metav1.LabelSelector
+	}{
+		{map[string]bool{"default": true}, sel("app", "a")},
+		{map[string]bool{"other": true}, sel("app", "a")},
+		{map[string]bool{"*": true}, sel("tier", "web")},
+		{map[string]bool{"default": true}, &metav1.LabelSelector{}},
+		{map[string]bool{"other": true}, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpExists}}}},
+	} {
+		if _, err := s.group(kindSpread, catalog.LabelZone, x.ns, x.sel, nil, 1, 0, false, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range ps {
+		pd := &podData{pod: &ps[i]}
+		s.computeSelected(pd)
+		var want []*topologyGroup
+		for _, g := range s.groups {
+			if g.selects(pd.pod) {
+				want = append(want, g)
+			}
+		}
+		if !reflect.DeepEqual(pd.selectedBy, want) {
+			t.Fatalf("pod %d (%s %v): selected by %d groups, want %d", i, ps[i].Namespace, ps[i].Labels, len(pd.selectedBy), len(want))
+		}
+	}
+}
