@@ -166,6 +166,11 @@
 // brute-force optimum of 400 small random instances (and that the same
 // check rejects the per-pod charge above).
 //
+// Both bounds read only which pods the queue put on claims, which the
+// re-pack keeps (it moves pods from claim to claim), so Solve works them
+// out on another core while improve and finalize run
+// (TestImproveKeepsThePodsOnClaims).
+//
 // # Shortcuts
 //
 // For speed (#20) the scheduler keeps, per form, what many pods or claims
