@@ -3,6 +3,7 @@ package engine
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
@@ -23,10 +24,17 @@ func afterImprove(t *testing.T, in Input) *scheduler {
 // TestTightenKeepsZonesAndCounts: on the Karpenter mix the tightening pass
 // makes the fleet cheaper by moving pods, zone-spread ones among them, and
 // every moved pod that a zone-keyed group counts or that declares one stays
-// in its zone, so every group's count per zone is what it was; Solve's
-// result (which includes the pass) passes Check.
+// in its zone, so every group's count per zone is what it was; no moved pod
+// lands next to a pod whose hostname spread or anti-affinity counts it; and
+// Solve's result (which includes the pass) passes Check.
 func TestTightenKeepsZonesAndCounts(t *testing.T) {
-	in := Input{Pods: karpenterMix(2000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}}
+	for _, n := range []int{1000, 3000} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) { tightenKeepsZonesAndCounts(t, n) })
+	}
+}
+
+func tightenKeepsZonesAndCounts(t *testing.T, pods int) {
+	in := Input{Pods: karpenterMix(pods), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}}
 	s := afterImprove(t, in)
 	type where struct {
 		n    *node
@@ -69,6 +77,18 @@ func TestTightenKeepsZonesAndCounts(t *testing.T) {
 						if g.kind == kindSpread && slices.Contains(pd.owned, g) {
 							movedSpread++
 						}
+					}
+				}
+			}
+			// Nor where a hostname term that counts it is declared: the
+			// owner's skew or anti-affinity was judged without it.
+			for _, g := range pd.selectedBy {
+				if g.key != catalog.LabelHostname {
+					continue
+				}
+				for _, o := range n.pods {
+					if o != pd && slices.Contains(o.owned, g) && (g.kind == kindSpread || g.kind == kindAnti) {
+						t.Errorf("%s moved to %s, next to %s whose hostname term counts it", pd.ref.Name, n.name, o.ref.Name)
 					}
 				}
 			}
