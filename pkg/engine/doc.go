@@ -47,7 +47,8 @@
 //	resources.go         resource vectors                                           K: pkg/utils/resources
 //	roomindex.go         claims by room left (best fit; ours)
 //	claimindex.go        claims by zone (partitions) and the few a hostname term leaves (ours)
-//	repack.go            the improvement pass; repackclass.go (classes, dual prices), repackfill.go (top-up, new bins)
+//	repack.go            the improvement pass; repackclass.go (classes, dual prices), repackfill.go (top-up, new bins),
+//	                     repackmove.go (the tightening pass: claims drop to cheaper types by moving pods to paid-for room)
 //	finalize.go          the Result's NodeClaims; bound.go the lower bounds
 //	cluster.go           Cluster: one prepared cluster for many simulations
 //	check.go             Check, independent of all the above; checkmatch.go, checktopology.go
@@ -110,7 +111,12 @@
 //     still holds. The re-pack
 //     is kept only when the fleet is cheaper without more nodes (or at least
 //     5 % cheaper); when it needs more nodes a second re-pack grows existing
-//     claims first. KarpenterCost is the cost after the greedy pass, before
+//     claims first. Then a tightening pass (repackmove.go), one sweep over
+//     the claims: a claim drops to the cheapest type it can reach by handing
+//     a few of its pods (those the re-pack moves, and zone-spread pods) to
+//     room other claims' current types already have, in the same pool and
+//     zone pins, so no other claim changes type and no zone count changes.
+//     KarpenterCost is the cost after the greedy pass, before
 //     the re-pack; Options.KarpenterOnly gives Karpenter's own greedy result.
 //   - Among in-flight claims with as many pods, the order is zone by zone
 //     (the parts of claimindex.go), then the order they reached that count;

@@ -471,6 +471,12 @@ func (s *scheduler) place(n *node, groups []*sizeGroup, take []int) {
 			sg.cls.left--
 		}
 	}
+	s.refit(n)
+}
+
+// refit keeps the claim's types that still hold its pods after some joined
+// it, and its cheapest.
+func (s *scheduler) refit(n *node) {
 	if n.used.fits(n.minAlloc) {
 		// Every type still holds the claim.
 		if !n.used.fits(n.types[n.cur].alloc) {

@@ -88,6 +88,7 @@ func solve(in Input, pre *preparedPools, built []*node) (Result, error) {
 	}
 	if !s.opts.KarpenterOnly {
 		s.improve()
+		s.tighten()
 	}
 	s.finalize()
 	if bounds != nil {
