@@ -103,6 +103,33 @@ func answers(c *Cluster) int {
 	return n
 }
 
+// simulateWithout simulates, through c, the nodes in without gone and
+// their pods placed with pods on base's other nodes, and fails the test
+// unless the answer is exactly Solve's. It returns the input Solve was
+// given, the answer and its error, and whether c answered from memory.
+func simulateWithout(t *testing.T, c *Cluster, base Input, pods []inventory.Pod, without []int, what string) (Input, Result, error, bool) {
+	t.Helper()
+	in := base
+	in.ExistingNodes, in.Pods = nil, pods
+	for i, n := range base.ExistingNodes {
+		if slices.Contains(without, i) {
+			in.Pods = append(in.Pods, n.Pods...)
+			continue
+		}
+		in.ExistingNodes = append(in.ExistingNodes, n)
+	}
+	want, werr := Solve(in)
+	memo := answers(c)
+	got, gerr := c.Solve(NewPods(in.Pods), without)
+	if fmt.Sprint(werr) != fmt.Sprint(gerr) {
+		t.Fatalf("%s without %v: error %v, Solve's %v", what, without, gerr, werr)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s without %v:\ngot  %+v\nwant %+v", what, without, got, want)
+	}
+	return in, got, gerr, answers(c) == memo
+}
+
 // Cluster.Solve gives exactly Solve's result — placements, claims, reasons,
 // costs — for every simulation of "these nodes' pods without these nodes",
 // whether it leaves nodes out, answers from memory or, with topology,
@@ -129,28 +156,7 @@ func TestClusterSolveIsSolve(t *testing.T) {
 			for r.Intn(4) == 0 {
 				without = append(without, r.Intn(len(base.ExistingNodes)))
 			}
-			in := base
-			in.ExistingNodes = nil
-			gone := map[int]bool{}
-			for _, i := range without {
-				gone[i] = true
-			}
-			for i, n := range base.ExistingNodes {
-				if gone[i] {
-					in.Pods = append(in.Pods, n.Pods...)
-					continue
-				}
-				in.ExistingNodes = append(in.ExistingNodes, n)
-			}
-			want, werr := Solve(in)
-			memo := answers(c)
-			got, gerr := c.Solve(NewPods(in.Pods), without)
-			if fmt.Sprint(werr) != fmt.Sprint(gerr) {
-				t.Fatalf("seed %d without %v: error %v, Solve's %v", seed, without, gerr, werr)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("seed %d without %v (topology %v):\ngot  %+v\nwant %+v", seed, without, topology, got, want)
-			}
+			in, got, gerr, fromMemory := simulateWithout(t, c, base, base.Pods, without, fmt.Sprintf("seed %d (topology %v)", seed, topology))
 			solves++
 			if gerr != nil {
 				failed++
@@ -174,7 +180,7 @@ func TestClusterSolveIsSolve(t *testing.T) {
 					t.Fatalf("seed %d without %v: %v", seed, without, err)
 				}
 			}
-			if answers(c) == memo && !topology {
+			if fromMemory && !topology {
 				remembered++
 			}
 		}
@@ -273,27 +279,10 @@ func TestClusterFromIsNewCluster(t *testing.T) {
 		simulate := func(c *Cluster, nodes Input, withouts [][]int) int {
 			hits := 0
 			for _, without := range withouts {
-				in := nodes
-				in.ExistingNodes = nil
-				in.Pods = []inventory.Pod{{Namespace: "ml", Name: "infer", Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), gpu: resource.MustParse("2")}}}
-				for i, n := range nodes.ExistingNodes {
-					if slices.Contains(without, i) {
-						in.Pods = append(in.Pods, n.Pods...)
-						continue
-					}
-					in.ExistingNodes = append(in.ExistingNodes, n)
-				}
-				want, werr := Solve(in)
-				memo := answers(c)
-				got, gerr := c.Solve(NewPods(in.Pods), without)
-				if fmt.Sprint(werr) != fmt.Sprint(gerr) {
-					t.Fatalf("seed %d without %v: error %v, Solve's %v", seed, without, gerr, werr)
-				}
-				if !reflect.DeepEqual(got, want) {
-					t.Fatalf("seed %d without %v (topology %v):\ngot  %+v\nwant %+v", seed, without, topology, got, want)
-				}
+				infer := []inventory.Pod{{Namespace: "ml", Name: "infer", Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), gpu: resource.MustParse("2")}}}
+				_, _, _, fromMemory := simulateWithout(t, c, nodes, infer, without, fmt.Sprintf("seed %d (topology %v)", seed, topology))
 				solves++
-				if answers(c) == memo {
+				if fromMemory {
 					hits++
 				}
 			}
