@@ -95,7 +95,7 @@ func TestChaosAPIServer(t *testing.T) {
 	checkMigrated(ctx, t, c.world)
 	moved := watch.deletions(appNS)
 	moves := len(moved)
-	if moves > toMove+toMove/20 || moves < toMove {
+	if !movedOnce(moves, toMove) {
 		t.Errorf("%d moves for %d pods to move; want each pod moved once (no second eviction storm); moved: %s", moves, toMove, strings.Join(moved, ", "))
 	}
 	for _, f := range faults {

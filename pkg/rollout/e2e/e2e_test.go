@@ -332,11 +332,10 @@ func TestRolloutEndToEnd(t *testing.T) {
 	// was moved by it (evicted, or replaced by a surge restart).
 	moved := watch.deletions(appNS)
 	moves := len(moved)
-	perPod := float64(moves) / float64(toMove)
 	t.Logf("Karpenter controller after apply (Helm release revision %d): %v", rel.Revision, placedAfter)
-	t.Logf("apply: %d moves for %d pods to move (%.3f per pod moved)", moves, toMove, perPod)
-	if perPod > 1.05 || moves < toMove {
-		t.Errorf("%d moves for %d pods (%.3f per pod); want each pod moved once, at most 1.05 per pod; moved: %s\nfirst (killed) apply:\n%s", moves, toMove, perPod, strings.Join(moved, ", "), first.output())
+	t.Logf("apply: %d moves for %d pods to move", moves, toMove)
+	if !movedOnce(moves, toMove) {
+		t.Errorf("%d moves for %d pods; want each pod moved once (one replacement steered onto a legacy node aside); moved: %s\nfirst (killed) apply:\n%s", moves, toMove, strings.Join(moved, ", "), first.output())
 	}
 
 	// Rollback restores exactly what was recorded.
@@ -504,4 +503,14 @@ func checkMigrated(ctx context.Context, t *testing.T, w *world) {
 	if j.Recorded.AWSAuthBackup == "" {
 		t.Errorf("journal records no aws-auth backup")
 	}
+}
+
+// movedOnce: every pod to move was moved, and no more than once, but for
+// one. SteerTaint only prefers: kube-scheduler's default scores (spread,
+// least allocated) can outweigh it and put one replacement on a legacy
+// node of a later wave, which then moves it again (seen once in CI: a
+// surge-restarted solo pod). A second eviction storm after a resume moves
+// many pods again and still fails.
+func movedOnce(moves, toMove int) bool {
+	return moves >= toMove && moves <= toMove+max(1, toMove/20)
 }
