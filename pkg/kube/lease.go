@@ -73,7 +73,9 @@ func (l *Lock) Acquire(ctx context.Context) (*Held, error) {
 	}
 	hctx, cancel := context.WithCancelCause(ctx)
 	h := &Held{lock: l, ctx: hctx, cancel: cancel, stop: make(chan struct{}), done: make(chan struct{})}
-	go h.renewLoop()
+	// The ticker and the last renewal are read here, not in the goroutine,
+	// so that the deadline counts from the acquisition itself.
+	go h.renewLoop(l.Clock.NewTicker(l.Duration/3), l.Clock.Now())
 	return h, nil
 }
 
@@ -148,13 +150,11 @@ func (l *Lock) tryAcquire(ctx context.Context) error {
 // two thirds of Duration have passed since the last one that succeeded —
 // well before another run could take the Lease over — and only then is
 // the lock lost; a Lease another run holds is lost at once.
-func (h *Held) renewLoop() {
+func (h *Held) renewLoop(t clock.Ticker, renewed time.Time) {
 	defer close(h.done)
 	l := h.lock
-	t := l.Clock.NewTicker(l.Duration / 3)
 	defer t.Stop()
 	retry := min(time.Second, l.Duration/10)
-	renewed := l.Clock.Now()
 	for {
 		select {
 		case <-h.stop:
