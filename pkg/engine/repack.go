@@ -34,13 +34,14 @@ import (
 // hostname whose domain the claim has chosen (the move keeps it: pinsOf),
 // and no pod affinity counts it but such a term. Zone-spread pods stay:
 // moving them multiplied the re-pack's classes (twice the time at 5,000
-// pods) and packed no better.
-func movable(pd *podData, n *node) bool {
+// pods) and packed no better; the tightening pass, which moves a pod
+// within its pins, lets them move (spreads).
+func movable(pd *podData, n *node, spreads bool) bool {
 	if len(pd.ports) > 0 {
 		return false
 	}
 	for _, g := range pd.owned {
-		if g.kind != kindAffinity || !keptDomain(g, n) {
+		if (g.kind != kindAffinity && (!spreads || g.kind != kindSpread)) || !keptDomain(g, n) {
 			return false
 		}
 	}
@@ -251,7 +252,7 @@ func (s *scheduler) prepareRepack() (*repackPrep, bool) {
 		var seqs []int
 		removed := false
 		for i, pd := range n.pods {
-			if movable(pd, n) {
+			if movable(pd, n, false) {
 				loose = append(loose, pd)
 				pd.pins, pd.seq = s.pinsOf(pd, n, pinCache), n.seqs[i]
 				s.record(pd, n, -1)

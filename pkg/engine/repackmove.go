@@ -24,25 +24,6 @@ import (
 // would see it (compatibleWith, as in the re-pack), nor on a claim whose
 // requirements it would narrow.
 
-// movableWithin reports whether a pod on claim n may move to another claim
-// in the domains it is pinned to: as movable, and zone spreads are allowed.
-func movableWithin(pd *podData, n *node) bool {
-	if len(pd.ports) > 0 {
-		return false
-	}
-	for _, g := range pd.owned {
-		if (g.kind != kindAffinity && g.kind != kindSpread) || !keptDomain(g, n) {
-			return false
-		}
-	}
-	for _, g := range pd.selectedBy {
-		if g.kind == kindAffinity && !keptDomain(g, n) {
-			return false
-		}
-	}
-	return true
-}
-
 // pricedType is a type and its price under a claim's requirements.
 type pricedType struct {
 	t     *itype
@@ -99,7 +80,7 @@ func (t *tightener) donate(a *node) {
 	var mv []int
 	var total vec
 	for i, pd := range a.pods {
-		if movableWithin(pd, a) {
+		if movable(pd, a, true) {
 			mv = append(mv, i)
 			total = total.add(pd.req)
 		}
