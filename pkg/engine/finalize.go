@@ -59,10 +59,18 @@ func (s *scheduler) finalize() {
 		for _, t := range n.types {
 			mark[t.idx] = ci
 		}
+		// Without minValues only the first MaxInstanceTypes are launched
+		// (launchOptions): stop there instead of copying every option.
+		limit := len(all)
+		if len(n.pool.minValues) == 0 && s.opts.MaxInstanceTypes > 0 {
+			limit = s.opts.MaxInstanceTypes
+		}
 		opts = opts[:0]
 		for _, o := range all {
 			if mark[o.t.idx] == ci {
-				opts = append(opts, o)
+				if opts = append(opts, o); len(opts) == limit {
+					break
+				}
 			}
 		}
 		if len(opts) == 0 {

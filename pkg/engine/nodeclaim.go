@@ -346,6 +346,41 @@ func (s *scheduler) refreshMax(n *node) {
 	n.maxAlloc, n.minAlloc = b.result()
 }
 
+// dropShortcut is off only in tests, which compare with the walk.
+var dropShortcut = true
+
+// dropOutgrown is commit's filter when the types that no longer hold the
+// claim's pods are the first ones, as when types are priced by size: it
+// drops them without walking the rest, and reports false (nothing changed)
+// when it cannot tell. A claim's types are a subsequence of the pool's in
+// order, so used within the pool's suffix minimum at the first type kept
+// means every later type holds it. maxAlloc stays exact: a dropped type
+// that set it in some slot sends commit to the walk; minAlloc becomes that
+// suffix minimum, a lower bound, which only asks for a filter sooner.
+func (s *scheduler) dropOutgrown(n *node) bool {
+	if !dropShortcut {
+		return false
+	}
+	dims := s.dims()
+	i := 0
+	for i < len(n.types) && !n.used.fitsIn(&n.types[i].alloc, dims) {
+		i++
+	}
+	if i == len(n.types) || !n.used.fitsIn(&n.pool.sufMin[n.types[i].idx], dims) {
+		return false
+	}
+	for _, t := range n.types[:i] {
+		for e := range dims {
+			if t.alloc[e] == n.maxAlloc[e] {
+				return false
+			}
+		}
+	}
+	n.types = n.types[i:]
+	n.minAlloc = n.pool.sufMin[n.types[0].idx]
+	return true
+}
+
 // cheapestIndex is the index of the claim's cheapest type that fits and is
 // offered where its requirements allow.
 func (s *scheduler) cheapestIndex(n *node) int {
@@ -353,8 +388,13 @@ func (s *scheduler) cheapestIndex(n *node) int {
 	dims := s.dims()
 	best, bestPrice := 0, math.MaxFloat64
 	for i, t := range n.types {
-		if t.offerings[0].Price >= bestPrice || !n.used.fitsIn(&t.alloc, dims) {
-			continue // offerings are sorted: the type cannot beat the best
+		if t.offerings[0].Price >= bestPrice {
+			// Offerings are sorted and so are the types (a subsequence of
+			// the pool's, by cheapest offering): no later type beats the best.
+			break
+		}
+		if !n.used.fitsIn(&t.alloc, dims) {
+			continue
 		}
 		if o, ok := t.cheapestF(&f); ok && o.Price < bestPrice {
 			best, bestPrice = i, o.Price

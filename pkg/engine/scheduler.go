@@ -238,7 +238,9 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 			n.reqs = narrowed
 		}
 		n.used = n.used.add(pd.req)
-		if changed || !n.used.fits(n.minAlloc) {
+		if !changed && !n.used.fits(n.minAlloc) && s.dropOutgrown(n) {
+			n.cur = s.cheapestIndex(n)
+		} else if changed || !n.used.fits(n.minAlloc) {
 			// The claim owns its types slice (newClaim allocates it): filter in place.
 			kept := n.types[:0]
 			var compat []bool

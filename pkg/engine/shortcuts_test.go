@@ -346,3 +346,64 @@ func TestSelectedByFormIsSelects(t *testing.T) {
 		}
 	}
 }
+
+// TestDropOutgrownGivesTheWalksAnswer: commit drops the first types of a
+// claim without walking the rest when the pool's suffix minimum shows the
+// rest still hold it (dropOutgrown); the result must be the walk's, on
+// types priced by size (the shortcut always applies), on types whose
+// cheapest have the most memory (a dropped type sets maxAlloc), and on the
+// real catalogue.
+func TestDropOutgrownGivesTheWalksAnswer(t *testing.T) {
+	defer func() { dropShortcut = true }()
+	skewed := fakeInstanceTypes(60)
+	for i := range skewed {
+		skewed[i].Capacity[corev1.ResourceMemory] = resource.MustParse(fmt.Sprintf("%dGi", 4+(len(skewed)-i)%13*4))
+	}
+	skewed[0].Capacity[corev1.ResourceMemory] = resource.MustParse("400Gi") // the cheapest alone sets maxAlloc's memory
+	for name, in := range map[string]Input{
+		"mix":    {Pods: karpenterMix(1500), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(100))}},
+		"skewed": {Pods: karpenterMix(1500), NodePools: []NodePool{hugePool("default", skewed)}},
+		"real":   {Pods: realisticMix(600), NodePools: realisticPools(), Catalog: catalog.Default()},
+	} {
+		for _, only := range []bool{false, true} {
+			in.Options.KarpenterOnly = only
+			dropShortcut = true
+			dropped, err := Solve(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dropShortcut = false
+			walked, err := Solve(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(dropped, walked) {
+				t.Errorf("%s, KarpenterOnly=%v: dropping gives %d nodes $%.2f/h, the walk %d nodes $%.2f/h", name, only,
+					len(dropped.NodeClaims), dropped.Cost, len(walked.NodeClaims), walked.Cost)
+			}
+			if errs := Check(in, dropped); len(errs) > 0 {
+				t.Errorf("%s, KarpenterOnly=%v: Check: %v", name, only, errs[0])
+			}
+		}
+		// After the greedy pass every claim's types hold it, maxAlloc is
+		// exact over them and minAlloc is at most their minimum.
+		dropShortcut = true
+		s := newScheduler(in.Options)
+		if _, err := s.queue(in, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range s.claims {
+			b := newAllocBounds(s.dims())
+			for _, it := range n.types {
+				if !n.used.fits(it.alloc) {
+					t.Fatalf("%s: claim %s keeps %s, which does not hold %v", name, n.name, it.name, n.used)
+				}
+				b.add(&it.alloc)
+			}
+			maxA, minA := b.result()
+			if maxA != n.maxAlloc || !n.minAlloc.fits(minA) {
+				t.Fatalf("%s: claim %s has maxAlloc %v minAlloc %v, its types %v and %v", name, n.name, n.maxAlloc, n.minAlloc, maxA, minA)
+			}
+		}
+	}
+}
