@@ -354,9 +354,11 @@ var dropShortcut = true
 // drops them without walking the rest, and reports false (nothing changed)
 // when it cannot tell. A claim's types are a subsequence of the pool's in
 // order, so used within the pool's suffix minimum at the first type kept
-// means every later type holds it. maxAlloc stays exact: a dropped type
-// that set it in some slot sends commit to the walk; minAlloc becomes that
-// suffix minimum, a lower bound, which only asks for a filter sooner.
+// means every later type holds it. maxAlloc stays exact: when a dropped
+// type set it in a slot no kept type reaches, commit walks instead (a slot
+// every type has at zero, as ephemeral storage often, is reached by all).
+// minAlloc becomes the suffix minimum, a lower bound, which only asks for a
+// filter sooner.
 func (s *scheduler) dropOutgrown(n *node) bool {
 	if !dropShortcut {
 		return false
@@ -369,16 +371,28 @@ func (s *scheduler) dropOutgrown(n *node) bool {
 	if i == len(n.types) || !n.used.fitsIn(&n.pool.sufMin[n.types[i].idx], dims) {
 		return false
 	}
+	kept := n.types[i:]
 	for _, t := range n.types[:i] {
 		for e := range dims {
-			if t.alloc[e] == n.maxAlloc[e] {
+			if t.alloc[e] == n.maxAlloc[e] && !s.attains(kept, e, t.alloc[e]) {
 				return false
 			}
 		}
 	}
-	n.types = n.types[i:]
+	n.types = kept
 	n.minAlloc = n.pool.sufMin[n.types[0].idx]
 	return true
+}
+
+// attains reports whether one of types has allocatable v in slot e; the
+// most expensive, looked at first, usually has.
+func (s *scheduler) attains(types []*itype, e int, v int64) bool {
+	for i := len(types) - 1; i >= 0; i-- {
+		if types[i].alloc[e] == v {
+			return true
+		}
+	}
+	return false
 }
 
 // cheapestIndex is the index of the claim's cheapest type that fits and is
