@@ -346,8 +346,9 @@ func (s *scheduler) refreshMax(n *node) {
 	n.maxAlloc, n.minAlloc = b.result()
 }
 
-// dropShortcut is off only in tests, which compare with the walk.
-var dropShortcut = true
+// commitShortcuts (dropOutgrown, and commit knowing that a narrowing drops
+// no type) is off only in tests, which compare with the walk.
+var commitShortcuts = true
 
 // dropOutgrown is commit's filter when the types that no longer hold the
 // claim's pods are the first ones, as when types are priced by size: it
@@ -360,7 +361,7 @@ var dropShortcut = true
 // minAlloc becomes the suffix minimum, a lower bound, which only asks for a
 // filter sooner.
 func (s *scheduler) dropOutgrown(n *node) bool {
-	if !dropShortcut {
+	if !commitShortcuts {
 		return false
 	}
 	dims := s.dims()

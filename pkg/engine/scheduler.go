@@ -2,6 +2,7 @@ package engine
 
 import (
 	"sort"
+	"unsafe"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 )
@@ -230,28 +231,33 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 		n.free = n.free.sub(pd.req)
 		s.result.Placements = append(s.result.Placements, Placement{Pod: pd.ref, Node: n.name, Seq: s.seq})
 	} else {
-		changed := narrowed != nil && !sameMap(narrowed, n.reqs)
+		narrows := narrowed != nil && !sameMap(narrowed, n.reqs)
 		var keys []string
-		if changed {
+		if narrows {
 			keys = diffKeys(n.reqs, narrowed)
-			changed = len(keys) > 0
+			narrows = len(keys) > 0
 			n.reqs = narrowed
 		}
 		n.used = n.used.add(pd.req)
-		if !changed && !n.used.fits(n.minAlloc) && s.dropOutgrown(n) {
+		// The narrowed keys drop the types compat rejects, unless it is the
+		// pool's allCompat (the zone offers every type); they may change the
+		// cheapest offering either way.
+		var compat []bool
+		if narrows {
+			f := offerFilterOf(n.reqs)
+			compat = s.keysCompat(n.pool, n.reqs, keys, &f)
+		}
+		filter := narrows && (!commitShortcuts || unsafe.SliceData(compat) != unsafe.SliceData(n.pool.allCompat))
+		switch {
+		case !filter && !n.used.fits(n.minAlloc) && s.dropOutgrown(n):
 			n.cur = s.cheapestIndex(n)
-		} else if changed || !n.used.fits(n.minAlloc) {
+		case filter || !n.used.fits(n.minAlloc):
 			// The claim owns its types slice (newClaim allocates it): filter in place.
 			kept := n.types[:0]
-			var compat []bool
-			if changed {
-				f := offerFilterOf(n.reqs)
-				compat = s.keysCompat(n.pool, n.reqs, keys, &f)
-			}
 			dims := s.dims()
 			b := newAllocBounds(dims)
 			for _, t := range n.types {
-				if n.used.fitsIn(&t.alloc, dims) && (!changed || compat[t.idx]) {
+				if n.used.fitsIn(&t.alloc, dims) && (!filter || compat[t.idx]) {
 					kept = append(kept, t)
 					if dims <= rExt {
 						b.addCPUMem(&t.alloc)
@@ -265,7 +271,7 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 			n.types = kept
 			n.maxAlloc, n.minAlloc = b.result()
 			n.cur = s.cheapestIndex(n)
-		} else if !n.used.fits(n.types[n.cur].alloc) {
+		case narrows || !n.used.fits(n.types[n.cur].alloc):
 			n.cur = s.cheapestIndex(n)
 		}
 		s.moveBucket(n, len(n.pods), len(n.pods)+1)

@@ -349,30 +349,48 @@ func TestSelectedByFormIsSelects(t *testing.T) {
 
 // TestDropOutgrownGivesTheWalksAnswer: commit drops the first types of a
 // claim without walking the rest when the pool's suffix minimum shows the
-// rest still hold it (dropOutgrown); the result must be the walk's, on
-// types priced by size (the shortcut always applies), on types whose
-// cheapest have the most memory (a dropped type sets maxAlloc), and on the
-// real catalogue.
+// rest still hold it (dropOutgrown), and does not walk when a narrowing
+// keeps every type (keysCompat gives allCompat); the result must be the
+// walk's, on types priced by size (the shortcut always applies), on types
+// whose cheapest have the most memory (a dropped type sets maxAlloc), on
+// types some zones do not offer or pods' node selectors rule out, and on
+// the real catalogue.
 func TestDropOutgrownGivesTheWalksAnswer(t *testing.T) {
-	defer func() { dropShortcut = true }()
+	defer func() { commitShortcuts = true }()
 	skewed := fakeInstanceTypes(60)
 	for i := range skewed {
 		skewed[i].Capacity[corev1.ResourceMemory] = resource.MustParse(fmt.Sprintf("%dGi", 4+(len(skewed)-i)%13*4))
 	}
 	skewed[0].Capacity[corev1.ResourceMemory] = resource.MustParse("400Gi") // the cheapest alone sets maxAlloc's memory
+	zonal := fakeInstanceTypes(100)
+	for i := range zonal {
+		if i%3 == 1 { // offered in test-zone-1 only: pinning a claim to another zone drops it
+			zonal[i].Offerings = zonal[i].Offerings[:1]
+		}
+		if i%4 == 2 { // a pod selecting amd64 that joins a claim drops it
+			zonal[i].Labels[catalog.LabelArch] = "arm64"
+		}
+	}
+	zonalPods := karpenterMix(1500)
+	for i := range zonalPods {
+		if i%3 == 0 {
+			zonalPods[i].NodeSelector = map[string]string{catalog.LabelArch: "amd64"}
+		}
+	}
 	for name, in := range map[string]Input{
 		"mix":    {Pods: karpenterMix(1500), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(100))}},
 		"skewed": {Pods: karpenterMix(1500), NodePools: []NodePool{hugePool("default", skewed)}},
+		"zonal":  {Pods: zonalPods, NodePools: []NodePool{hugePool("default", zonal)}},
 		"real":   {Pods: realisticMix(600), NodePools: realisticPools(), Catalog: catalog.Default()},
 	} {
 		for _, only := range []bool{false, true} {
 			in.Options.KarpenterOnly = only
-			dropShortcut = true
+			commitShortcuts = true
 			dropped, err := Solve(in)
 			if err != nil {
 				t.Fatal(err)
 			}
-			dropShortcut = false
+			commitShortcuts = false
 			walked, err := Solve(in)
 			if err != nil {
 				t.Fatal(err)
@@ -387,7 +405,7 @@ func TestDropOutgrownGivesTheWalksAnswer(t *testing.T) {
 		}
 		// After the greedy pass every claim's types hold it, maxAlloc is
 		// exact over them and minAlloc is at most their minimum.
-		dropShortcut = true
+		commitShortcuts = true
 		s := newScheduler(in.Options)
 		if _, err := s.queue(in, nil, nil); err != nil {
 			t.Fatal(err)
