@@ -33,8 +33,8 @@ func (s *scheduler) finalize() {
 		if n.dead || len(n.pods) == 0 {
 			continue
 		}
-		key := offerKey(n.pool, n.reqs)
-		all, ok := sorted[key]
+		s.keyBuf = appendOfferKey(s.keyBuf[:0], n.pool, n.reqs)
+		all, ok := sorted[string(s.keyBuf)]
 		if !ok {
 			f := offerFilterOf(n.reqs)
 			for _, t := range n.pool.types {
@@ -48,7 +48,7 @@ func (s *scheduler) finalize() {
 				}
 				return all[i].t.name < all[j].t.name
 			})
-			sorted[key] = all
+			sorted[string(s.keyBuf)] = all
 		}
 		if len(mark) < len(n.pool.types) {
 			mark = make([]int, len(n.pool.types))

@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
-	"strings"
 	"unsafe"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
@@ -169,18 +168,18 @@ func typeCompatibleKeysF(t *itype, reqs Requirements, keys []string, f *offerFil
 	return true
 }
 
-// offerKey names the pool and the requirements its offerings are filtered
-// by (zone and capacity type), for caches.
-func offerKey(p *pool, reqs Requirements) string {
-	var b strings.Builder
-	b.WriteString(strconv.Itoa(p.idx))
+// appendOfferKey appends the pool and the requirements its offerings are
+// filtered by (zone and capacity type), for cache keys.
+func appendOfferKey(b []byte, p *pool, reqs Requirements) []byte {
+	b = strconv.AppendInt(b, int64(p.idx), 10)
 	for _, k := range []string{catalog.LabelZone, catalog.LabelCapacityType} {
-		b.WriteByte('|')
 		if r, ok := reqs[k]; ok {
-			b.WriteString(r.String())
+			b = appendReqKey(b, k, r)
+		} else {
+			b = append(b, 3)
 		}
 	}
-	return b.String()
+	return b
 }
 
 // keysCompat is, by type index, typeCompatibleKeysF over the pool's types
@@ -193,15 +192,13 @@ func (s *scheduler) keysCompat(p *pool, reqs Requirements, keys []string, f *off
 	b := append(s.keyBuf[:0], "keys|"...)
 	b = strconv.AppendInt(b, int64(p.idx), 10)
 	for _, k := range keys {
-		b = append(b, '|')
 		if r, ok := reqs[k]; ok {
 			b = appendReqKey(b, k, r)
 		} else {
-			b = strconv.AppendQuote(b, k)
+			b = appendStr(append(b, 3), k)
 		}
 	}
-	b = append(b, "|offer|"...)
-	b = append(b, offerKey(p, reqs)...)
+	b = appendOfferKey(append(b, 4), p, reqs)
 	s.keyBuf = b
 	if c, ok := s.keysCache[string(b)]; ok {
 		return c
