@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"reflect"
+	"sort"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -422,6 +423,38 @@ func TestDropOutgrownGivesTheWalksAnswer(t *testing.T) {
 			if maxA != n.maxAlloc || !n.minAlloc.fits(minA) {
 				t.Fatalf("%s: claim %s has maxAlloc %v minAlloc %v, its types %v and %v", name, n.name, n.maxAlloc, n.minAlloc, maxA, minA)
 			}
+		}
+	}
+}
+
+// TestSortQueueIsStable: sortQueue breaks ties on the input index, which
+// must give the order a stable sort on CPU, memory, namespace and name
+// gives, also among pods equal on all four.
+func TestSortQueueIsStable(t *testing.T) {
+	var pods []*podData
+	for i := 0; i < 300; i++ {
+		pd := &podData{idx: i, ref: PodRef{Namespace: fmt.Sprint("ns", i%2), Name: fmt.Sprint("p", i%3)}}
+		pd.req[rCPU], pd.req[rMem] = int64(i%4), int64(i%5)
+		pods = append(pods, pd)
+	}
+	want := slicesClone(pods)
+	sort.SliceStable(want, func(i, j int) bool {
+		a, b := want[i], want[j]
+		if a.req[rCPU] != b.req[rCPU] {
+			return a.req[rCPU] > b.req[rCPU]
+		}
+		if a.req[rMem] != b.req[rMem] {
+			return a.req[rMem] > b.req[rMem]
+		}
+		if a.ref.Namespace != b.ref.Namespace {
+			return a.ref.Namespace < b.ref.Namespace
+		}
+		return a.ref.Name < b.ref.Name
+	})
+	sortQueue(pods)
+	for i := range pods {
+		if pods[i] != want[i] {
+			t.Fatalf("position %d: pod %d, a stable sort gives pod %d", i, pods[i].idx, want[i].idx)
 		}
 	}
 }
