@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -182,6 +183,10 @@ type Stats struct {
 	ConsolidationEvictions int     `json:"consolidationEvictions"`
 	ConsolidationsInvalid  int     `json:"consolidationsInvalid"`
 	ConsolidationsAborted  int     `json:"consolidationsAborted"`
+	// LostPods are the pods (but DaemonSets' and finished ones) still on a
+	// node when its instance was terminated: gone without an eviction,
+	// whatever their PodDisruptionBudget said.
+	LostPods []string `json:"lostPods,omitempty"`
 }
 
 // New builds a sandbox empty of workloads: load one with Load.
@@ -232,7 +237,9 @@ func (s *Sandbox) Cloud() *Cloud { return s.cloud }
 func (s *Sandbox) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stats
+	st := s.stats
+	st.LostPods = slices.Clone(st.LostPods)
+	return st
 }
 
 // StartTracking resets Stats and starts counting PDB violations and

@@ -87,7 +87,14 @@ func (c *controlPlane) Engine() string { return EngineControlPlane }
 
 func (c *controlPlane) Now() time.Time { return time.Now() }
 
-func (c *controlPlane) Stats() sandbox.Stats { return sandbox.Stats{} }
+// Stats has only the pods lost with a node: the rest are the sandbox's own
+// counters.
+func (c *controlPlane) Stats() sandbox.Stats {
+	if c.hook == nil {
+		return sandbox.Stats{}
+	}
+	return sandbox.Stats{LostPods: c.hook.Lost()}
+}
 
 func (c *controlPlane) Consolidations() []sandbox.ConsolidationCommand { return nil }
 
