@@ -8,6 +8,7 @@ import "math/bits"
 type roomIndex struct {
 	buckets [roomBuckets][]roomEntry
 	bits    [roomBuckets / 64]uint64
+	words   uint64 // bit w set when bits[w] is not zero
 }
 
 type roomEntry struct {
@@ -32,6 +33,7 @@ func (r *roomIndex) put(n *node) {
 	n.room, n.roomPos = b, len(r.buckets[b])
 	r.buckets[b] = append(r.buckets[b], roomEntry{n: n, free: free, allocCPU: alloc[rCPU], allocMem: alloc[rMem]})
 	r.bits[b/64] |= 1 << (b % 64)
+	r.words |= 1 << (b / 64)
 }
 
 func (r *roomIndex) remove(n *node) {
@@ -44,21 +46,26 @@ func (r *roomIndex) remove(n *node) {
 	last.n.roomPos = n.roomPos
 	r.buckets[n.room] = b[:len(b)-1]
 	if len(b) == 1 {
-		r.bits[n.room/64] &^= 1 << (n.room % 64)
+		if r.bits[n.room/64] &^= 1 << (n.room % 64); r.bits[n.room/64] == 0 {
+			r.words &^= 1 << (n.room / 64)
+		}
 	}
 	n.room = -1
 }
 
 // next is the first non-empty bucket ≥ b, or -1.
 func (r *roomIndex) next(b int) int {
-	for w := b / 64; w < len(r.bits); w++ {
-		word := r.bits[w]
-		if w == b/64 {
-			word &^= (1 << (b % 64)) - 1
-		}
-		if word != 0 {
-			return w*64 + bits.TrailingZeros64(word)
-		}
+	if b >= roomBuckets {
+		return -1
 	}
-	return -1
+	w := b / 64
+	if word := r.bits[w] &^ (1<<(b%64) - 1); word != 0 {
+		return w*64 + bits.TrailingZeros64(word)
+	}
+	later := r.words &^ (1<<(w+1) - 1)
+	if later == 0 {
+		return -1
+	}
+	w = bits.TrailingZeros64(later)
+	return w*64 + bits.TrailingZeros64(r.bits[w])
 }

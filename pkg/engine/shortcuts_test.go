@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math/rand"
 	"reflect"
 	"sort"
 	"testing"
@@ -455,6 +456,107 @@ func TestSortQueueIsStable(t *testing.T) {
 	for i := range pods {
 		if pods[i] != want[i] {
 			t.Fatalf("position %d: pod %d, a stable sort gives pod %d", i, pods[i].idx, want[i].idx)
+		}
+	}
+}
+
+// TestRoomIndexNextIsTheFirstNonEmptyBucket: next finds the first
+// non-empty bucket through a summary word; it must be what a walk over the
+// buckets finds, as claims come and go.
+func TestRoomIndexNextIsTheFirstNonEmptyBucket(t *testing.T) {
+	r := &roomIndex{}
+	rnd := rand.New(rand.NewSource(1))
+	var in []*node
+	for step := 0; step < 3000; step++ {
+		if len(in) > 0 && rnd.Intn(3) == 0 {
+			i := rnd.Intn(len(in))
+			r.remove(in[i])
+			in = append(in[:i], in[i+1:]...)
+		} else {
+			// Rooms clustered at both ends and in the middle, so words empty and refill.
+			free := int64([]int{0, 3000, 51000, 101000}[rnd.Intn(4)] + rnd.Intn(2000))
+			it := &itype{}
+			it.alloc[rCPU] = free
+			n := &node{types: []*itype{it}, room: -1}
+			r.put(n)
+			in = append(in, n)
+		}
+		for b := 0; b <= roomBuckets; b++ {
+			want := -1
+			for c := b; c < roomBuckets; c++ {
+				if len(r.buckets[c]) > 0 {
+					want = c
+					break
+				}
+			}
+			if got := r.next(b); got != want {
+				t.Fatalf("step %d: next(%d) = %d, the walk finds %d", step, b, got, want)
+			}
+		}
+	}
+}
+
+// TestFinalizeListsTheCheapestOptions: finalize takes a claim's options
+// from the pool's types sorted once per offer filter, by a range test when
+// the claim's types are a run of the pool's and stopping at
+// MaxInstanceTypes; each NodeClaim must list the claim's own types sorted
+// by price and name, cut at the limit.
+func TestFinalizeListsTheCheapestOptions(t *testing.T) {
+	skewed := fakeInstanceTypes(100)
+	for i := range skewed {
+		skewed[i].Capacity[corev1.ResourceMemory] = resource.MustParse(fmt.Sprintf("%dGi", 4+(len(skewed)-i)%13*4))
+	}
+	for name, in := range map[string]Input{
+		"runs":   {Pods: karpenterMix(1000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(200))}},
+		"skewed": {Pods: karpenterMix(1000), NodePools: []NodePool{hugePool("default", skewed)}},
+		"real":   {Pods: realisticMix(400), NodePools: realisticPools(), Catalog: catalog.Default()},
+	} {
+		s := newScheduler(in.Options)
+		if _, err := s.queue(in, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.improve()
+		s.tighten()
+		s.finalize()
+		byName := map[string]NodeClaim{}
+		for _, nc := range s.result.NodeClaims {
+			byName[nc.Name] = nc
+		}
+		runs := 0
+		for _, n := range s.claims {
+			if n.dead || len(n.pods) == 0 {
+				continue
+			}
+			if n.types[len(n.types)-1].idx-n.types[0].idx+1 == len(n.types) {
+				runs++
+			}
+			f := offerFilterOf(n.reqs)
+			type opt struct {
+				name  string
+				price float64
+			}
+			var opts []opt
+			for _, it := range n.types {
+				if o, ok := it.cheapestF(&f); ok {
+					opts = append(opts, opt{it.name, o.Price})
+				}
+			}
+			sort.Slice(opts, func(i, j int) bool {
+				if opts[i].price != opts[j].price {
+					return opts[i].price < opts[j].price
+				}
+				return opts[i].name < opts[j].name
+			})
+			var want []string
+			for _, o := range opts[:min(len(opts), s.opts.MaxInstanceTypes)] {
+				want = append(want, o.name)
+			}
+			if got := byName[n.name].InstanceTypes; !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: claim %s lists %v, its types sorted give %v", name, n.name, got, want)
+			}
+		}
+		if name == "runs" && runs == 0 {
+			t.Fatalf("%s: no claim's types are a run of the pool's: the range test is not exercised", name)
 		}
 	}
 }
