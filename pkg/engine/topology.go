@@ -32,16 +32,17 @@ func (s *scheduler) computeSelected(pd *podData) {
 	// number of groups, which only grows).
 	b := strconv.AppendInt(s.keyBuf[:0], int64(len(s.groups)), 10)
 	b = appendStr(b, pd.pod.Namespace)
-	for _, k := range sortedKeys(pd.pod.Labels) {
+	var scratch [4]string
+	for _, k := range appendSortedKeys(scratch[:0], pd.pod.Labels) {
 		b = appendStr(append(b, 0), k)
 		b = appendStr(append(b, 1), pd.pod.Labels[k])
 	}
 	s.keyBuf = b
 	if sel, ok := s.selectedByForm[string(b)]; ok {
-		pd.selectedBy = append(pd.selectedBy[:0], sel...)
+		pd.selectedBy = slices.Clip(sel) // shared, read-only: an append copies
 		return
 	}
-	pd.selectedBy = pd.selectedBy[:0]
+	pd.selectedBy = nil // it may share the cache's
 	for _, g := range s.groups {
 		if g.selects(pd.pod) {
 			pd.selectedBy = append(pd.selectedBy, g)
