@@ -1,10 +1,10 @@
 package engine
 
 import (
-	"fmt"
 	"math"
 	"math/bits"
 	"slices"
+	"strconv"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
@@ -273,7 +273,7 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 		}
 		return nil, "no instance type satisfies " + describeReqs(pd.reqs)
 	}
-	name := fmt.Sprintf("%s-%d", p.name, s.claimsNamed(p)+1)
+	name := p.name + "-" + strconv.Itoa(s.claimsNamed(p)+1)
 	probe := node{id: s.nextID, name: name, reqs: reqs, pool: p}
 	if !hostnameOK(pd, &probe) {
 		return nil, s.topologyReason(pd, explain)
