@@ -31,6 +31,7 @@ type scheduler struct {
 	groupsByID          map[string]*topologyGroup
 	groupsByRaw         map[string]*topologyGroup   // group's cache by the term as written
 	selectedByForm      map[string][]*topologyGroup // computeSelected's, by namespace and labels
+	nsSets              map[string]map[string]bool  // podNamespace's
 	universe            map[string][]domainSource
 	univ                map[string][]string
 	anyPreferNoSchedule bool
