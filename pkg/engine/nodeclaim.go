@@ -91,23 +91,33 @@ func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 				break
 			}
 			for m := mask; m != 0; m &= m - 1 {
-				bucket := s.rooms[bits.TrailingZeros64(m)].buckets[b]
-				for i := range bucket {
-					e := &bucket[i]
-					if !pd.req.fitsIn(&e.free, dims) {
-						continue
+				r := &s.rooms[bits.TrailingZeros64(m)]
+				bucket := r.buckets[b]
+				for lo := 0; lo < len(bucket); lo += roomBlock {
+					bound := &r.blockMem[b][lo/roomBlock]
+					if pd.req[rMem] > *bound && roomBlocks {
+						continue // no claim of the block has the memory
 					}
-					// Ties go to the first in the order of the scan.
-					score := fitScore(pd, e)
-					if score >= bestScore {
-						continue
-					}
-					if narrowed, ok := s.canAdd(pd, e.n); ok {
-						best, bestReqs, bestScore = e.n, narrowed, score
-						if found < 0 {
-							found = b
+					exact := int64(math.MinInt64)
+					for i := lo; i < min(lo+roomBlock, len(bucket)); i++ {
+						e := &bucket[i]
+						exact = max(exact, e.free[rMem])
+						if !pd.req.fitsIn(&e.free, dims) {
+							continue
+						}
+						// Ties go to the first in the order of the scan.
+						score := fitScore(pd, e)
+						if score >= bestScore {
+							continue
+						}
+						if narrowed, ok := s.canAdd(pd, e.n); ok {
+							best, bestReqs, bestScore = e.n, narrowed, score
+							if found < 0 {
+								found = b
+							}
 						}
 					}
+					*bound = exact
 				}
 			}
 		}

@@ -560,3 +560,46 @@ func TestFinalizeListsTheCheapestOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestRoomBlocksSkipOnlyClaimsWithoutTheMemory: pickClaim skips a block
+// of a room bucket whose blockMem bound the pod's memory exceeds; the
+// bound must be at least every entry's free memory after any put, remove
+// and scan, and the result must be the scan of every entry's.
+func TestRoomBlocksSkipOnlyClaimsWithoutTheMemory(t *testing.T) {
+	defer func() { roomBlocks = true }()
+	in := Input{Pods: karpenterMix(6000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}}
+	s := newScheduler(in.Options)
+	if _, err := s.queue(in, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	full := 0
+	for p := range s.rooms {
+		r := &s.rooms[p]
+		for b, bucket := range r.buckets {
+			for i, e := range bucket {
+				if bound := r.blockMem[b][i/roomBlock]; e.free[rMem] > bound {
+					t.Fatalf("part %d bucket %d: entry %d has %d bytes free, its block's bound is %d", p, b, i, e.free[rMem], bound)
+				}
+			}
+			if len(bucket) > roomBlock {
+				full++
+			}
+		}
+	}
+	if full == 0 {
+		t.Fatal("no bucket holds more than one block: the bounds are not exercised")
+	}
+	roomBlocks = true
+	skipped, err := Solve(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roomBlocks = false
+	scanned, err := Solve(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(skipped, scanned) {
+		t.Errorf("skipping blocks gives %d nodes $%.2f/h, scanning every entry %d nodes $%.2f/h", len(skipped.NodeClaims), skipped.Cost, len(scanned.NodeClaims), scanned.Cost)
+	}
+}
