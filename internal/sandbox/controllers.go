@@ -723,6 +723,7 @@ func (s *Sandbox) preempt(ctx context.Context, p *corev1.Pod, nodes []*corev1.No
 		subtract(used[best.Name], PodRequests(q))
 		decPods(used[best.Name])
 		s.stats.Preempted++
+		s.stats.PreemptedPods = append(s.stats.PreemptedPods, fmt.Sprintf("%s/%s on %s for %s/%s", q.Namespace, q.Name, best.Name, p.Namespace, p.Name))
 	}
 	return best, nil
 }

@@ -170,8 +170,10 @@ type Stats struct {
 	// NodesLaunched and NodesTerminated count instances.
 	NodesLaunched   int `json:"nodesLaunched"`
 	NodesTerminated int `json:"nodesTerminated"`
-	// Preempted counts pods the scheduler deleted to place higher-priority ones.
-	Preempted int `json:"preempted"`
+	// Preempted counts pods the scheduler deleted to place higher-priority
+	// ones; PreemptedPods names them, where and for which pod.
+	Preempted     int      `json:"preempted"`
+	PreemptedPods []string `json:"preemptedPods,omitempty"`
 	// Consolidations counts the disruption commands the Karpenter stand-in
 	// executed, ConsolidationSavings the $/h they saved and
 	// ConsolidationEvictions the evictions their drains made;
@@ -238,7 +240,7 @@ func (s *Sandbox) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.stats
-	st.LostPods = slices.Clone(st.LostPods)
+	st.LostPods, st.PreemptedPods = slices.Clone(st.LostPods), slices.Clone(st.PreemptedPods)
 	return st
 }
 
