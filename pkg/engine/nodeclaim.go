@@ -429,8 +429,9 @@ func (s *scheduler) cheapestIndex(n *node) int {
 }
 
 // moveBucket moves a claim from its fewest-pods bucket (from pods, in the
-// part it was put in) to bucket to, in the part it belongs in now.
-func (s *scheduler) moveBucket(n *node, from, to int) {
+// part it was put in) to bucket to, in the part it belongs in now (part,
+// partOfClaim's).
+func (s *scheduler) moveBucket(n *node, from, to, part int) {
 	if n.bucket >= 0 && from < len(s.byCount[n.part]) {
 		b := s.byCount[n.part][from]
 		last := b[len(b)-1]
@@ -442,7 +443,7 @@ func (s *scheduler) moveBucket(n *node, from, to int) {
 	if to < 0 {
 		return
 	}
-	n.part = s.partOfClaim(n)
+	n.part = part
 	for len(s.byCount[n.part]) <= to {
 		s.byCount[n.part] = append(s.byCount[n.part], nil)
 	}

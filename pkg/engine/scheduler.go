@@ -275,10 +275,11 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 		case narrows || !n.used.fits(n.types[n.cur].alloc):
 			n.cur = s.cheapestIndex(n)
 		}
-		s.moveBucket(n, len(n.pods), len(n.pods)+1)
+		part := s.partOfClaim(n)
+		s.moveBucket(n, len(n.pods), len(n.pods)+1, part)
 		if !s.opts.KarpenterOnly {
 			s.removeRoom(n)
-			s.putRoom(n)
+			s.putRoom(n, part)
 		}
 	}
 	for _, hp := range pd.ports {
