@@ -203,19 +203,6 @@ func appendSortedKeys[V any](keys []string, m map[string]V) []string {
 	return keys
 }
 
-// sortedKeys is m's keys, sorted; one key needs no sort (most selectors
-// and namespace sets have one).
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	if len(keys) > 1 {
-		sort.Strings(keys)
-	}
-	return keys
-}
-
 // parseGroup is group for a term not seen yet: it parses the selector and
 // finds or makes the group by its parsed form.
 func (s *scheduler) parseGroup(kind int, key string, ns map[string]bool, sel *metav1.LabelSelector, extra map[string]string, maxSkew, minDomains int32, honorTaints, ignoreAff bool) (*topologyGroup, error) {
