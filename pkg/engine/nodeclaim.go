@@ -327,7 +327,7 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 	if sameMap(narrowed, p.reqs) {
 		narrowed = p.reqs.Clone() // claims narrow their own copy
 	}
-	n := &node{id: probe.id, name: name, pool: p, taints: p.taints, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1,
+	n := &node{id: probe.id, name: name, pool: p, taints: p.taints, bucket: -1, room: -1, // ports: commit makes them
 		reqs: narrowed, types: slices.Clone(fit), maxAlloc: maxA, minAlloc: minA} // a claim filters its own copy
 	// Karpenter pessimistically charges the largest option against limits.
 	if p.limited {

@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
 type scheduler struct {
@@ -283,6 +284,9 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 		}
 	}
 	for _, hp := range pd.ports {
+		if n.ports == nil {
+			n.ports = map[inventory.HostPort]bool{}
+		}
 		n.ports[hp] = true
 	}
 	n.pods = append(n.pods, pd)
