@@ -328,7 +328,8 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 		narrowed = p.reqs.Clone() // claims narrow their own copy
 	}
 	n := &node{id: probe.id, name: name, pool: p, taints: p.taints, bucket: -1, room: -1, // ports: commit makes them
-		reqs: narrowed, types: slices.Clone(fit), maxAlloc: maxA, minAlloc: minA} // a claim filters its own copy
+		reqs: narrowed, types: slices.Clone(fit), maxAlloc: maxA, minAlloc: minA, // a claim filters its own copy
+		pods: make([]*podData, 0, 4), seqs: make([]int, 0, 4)}
 	// Karpenter pessimistically charges the largest option against limits.
 	if p.limited {
 		for e := range largest {
