@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -601,5 +603,72 @@ func TestRoomBlocksSkipOnlyClaimsWithoutTheMemory(t *testing.T) {
 	}
 	if !reflect.DeepEqual(skipped, scanned) {
 		t.Errorf("skipping blocks gives %d nodes $%.2f/h, scanning every entry %d nodes $%.2f/h", len(skipped.NodeClaims), skipped.Cost, len(scanned.NodeClaims), scanned.Cost)
+	}
+}
+
+// TestFitListsStayIntact: new claims start from fitFor's kept lists, which
+// many claims share; after the greedy pass each kept list must still be
+// the walk's answer for its key (no claim filtered one in place), and
+// every claim's types must be pool types in the pool's order.
+func TestFitListsStayIntact(t *testing.T) {
+	zonal := fakeInstanceTypes(100)
+	for i := range zonal {
+		if i%3 == 1 {
+			zonal[i].Offerings = zonal[i].Offerings[:1]
+		}
+		if i%4 == 2 {
+			zonal[i].Labels[catalog.LabelArch] = "arm64"
+		}
+	}
+	zonalPods := karpenterMix(1500)
+	for i := range zonalPods {
+		if i%3 == 0 {
+			zonalPods[i].NodeSelector = map[string]string{catalog.LabelArch: "amd64"}
+		}
+	}
+	for name, in := range map[string]Input{
+		"mix":   {Pods: karpenterMix(2000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(200))}},
+		"zonal": {Pods: zonalPods, NodePools: []NodePool{hugePool("default", zonal)}},
+		"real":  {Pods: realisticMix(600), NodePools: realisticPools(), Catalog: catalog.Default()},
+	} {
+		s := newScheduler(in.Options)
+		if _, err := s.queue(in, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.fits) == 0 {
+			t.Fatalf("%s: no kept list", name)
+		}
+		for key, e := range s.fits {
+			p := s.pools[0]
+			for _, q := range s.pools {
+				if q.idx == key.pool {
+					p = q
+				}
+			}
+			var compat []bool
+			if key.compat != nil {
+				compat = unsafe.Slice(key.compat, len(p.types))
+			}
+			types := p.types // the pod's requirements' compatible types
+			if key.reqKey != "" {
+				types = s.compat[compatKey{pool: p.idx, reqs: key.reqKey}].types
+			}
+			var want []*itype
+			for _, it := range types {
+				if key.req.fits(it.alloc) && (compat == nil || compat[it.idx]) && s.withinLimits(p, it) {
+					want = append(want, it)
+				}
+			}
+			if !slices.Equal(e.fit, want) {
+				t.Fatalf("%s: the kept list for %+v has %d types, the walk %d", name, key, len(e.fit), len(want))
+			}
+		}
+		for _, n := range s.claims {
+			for i, it := range n.types {
+				if it == nil || i > 0 && it.idx <= n.types[i-1].idx {
+					t.Fatalf("%s: claim %s's types are not pool types in order at %d", name, n.name, i)
+				}
+			}
+		}
 	}
 }
