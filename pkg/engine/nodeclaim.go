@@ -37,6 +37,9 @@ type node struct {
 	roomPos  int
 	roomPart int // part of the room index
 	cur      int // claims: index into types of the cheapest fitting type
+	// ownTypes: types is the claim's own array, which commit filters in
+	// place; a new claim shares fitFor's kept list until then.
+	ownTypes bool
 	dead     bool
 }
 
@@ -202,7 +205,7 @@ type fitKey struct {
 
 // fitEntry is the types of the pool that fit, in order, and their bounds.
 type fitEntry struct {
-	fit                 []*itype // read-only: claims copy it
+	fit                 []*itype // read-only: claims share it (ownTypes)
 	maxA, minA, largest vec      // allocatable bounds; largest capacity
 }
 
@@ -328,7 +331,7 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 		narrowed = p.reqs.Clone() // claims narrow their own copy
 	}
 	n := &node{id: probe.id, name: name, pool: p, taints: p.taints, bucket: -1, room: -1, // ports: commit makes them
-		reqs: narrowed, types: slices.Clone(fit), maxAlloc: maxA, minAlloc: minA, // a claim filters its own copy
+		reqs: narrowed, types: fit, maxAlloc: maxA, minAlloc: minA, // shared until commit filters it
 		pods: make([]*podData, 0, 4), seqs: make([]int, 0, 4)}
 	// Karpenter pessimistically charges the largest option against limits.
 	if p.limited {

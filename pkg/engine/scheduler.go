@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sort"
 	"unsafe"
 
@@ -24,7 +25,7 @@ type scheduler struct {
 	zeroGroups          []*topologyGroup // groups keeping their claims with hc 0
 	scratch             []candidate
 	repackScratch       repackScratch
-	fitBuf              []*itype // newClaim's scratch
+	fitBuf              []*itype // newClaim's and commit's scratch
 	fits                map[fitKey]*fitEntry
 	keysCache           map[string][]bool
 	keyBuf              []byte // scratch for cache keys
@@ -254,8 +255,12 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 		case !filter && !n.used.fits(n.minAlloc) && s.dropOutgrown(n):
 			n.cur = s.cheapestIndex(n)
 		case filter || !n.used.fits(n.minAlloc):
-			// The claim owns its types slice (newClaim allocates it): filter in place.
+			// A claim that owns its types filters them in place; one still on
+			// fitFor's shared list gathers them in scratch and copies them.
 			kept := n.types[:0]
+			if !n.ownTypes {
+				kept = s.fitBuf[:0]
+			}
 			dims := s.dims()
 			b := newAllocBounds(dims)
 			for _, t := range n.types {
@@ -269,8 +274,13 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 					}
 				}
 			}
-			clear(n.types[len(kept):])
-			n.types = kept
+			if n.ownTypes {
+				clear(n.types[len(kept):])
+				n.types = kept
+			} else {
+				n.types, n.ownTypes = slices.Clone(kept), true
+				s.fitBuf = kept[:0]
+			}
 			n.maxAlloc, n.minAlloc = b.result()
 			n.cur = s.cheapestIndex(n)
 		case narrows || !n.used.fits(n.types[n.cur].alloc):
