@@ -141,6 +141,10 @@ func checkController(t *testing.T, sum *Summary) {
 			t.Errorf("preempted for the Karpenter controller: %s", p)
 		}
 	}
+	// The seed's system nodes are full: the room is made by evictions.
+	if sum.ControllerRoomEvictions == 0 {
+		t.Error("no pod was evicted to make room for the controller on the seed's full system nodes")
+	}
 }
 
 // checkConsolidation checks the summary's after fleet is the one Karpenter
