@@ -135,21 +135,22 @@ func (s *scheduler) fill(free vec, groups []*sizeGroup, take []int) float64 {
 	tk := take[:len(groups)]
 	clear(tk)
 	capCPU, capMem := float64(max(free[rCPU], 1)), float64(max(free[rMem], 1))
-	// Each group's share of the room and its norm, computed once per call
-	// rather than once per round (the same values, so the same scores).
+	dims := s.dims()
+	// The groups in play, in order: the room only shrinks and taken pods
+	// stay taken, so a group that has none left or no longer fits is out
+	// for good (dropping it changes no round's choice). Each one's share of
+	// the room and its norm are computed once per call rather than once per
+	// round (the same values, so the same scores).
 	sc := &s.repackScratch
 	sc.shares = slices.Grow(sc.shares[:0], len(groups))[:len(groups)]
+	act := sc.active[:0]
 	for i, sg := range groups {
+		if len(sg.pods) == 0 || !holdsOne(&free, &sg.req, dims) {
+			continue
+		}
+		act = append(act, int32(i))
 		rc, rm := float64(sg.req[rCPU])/capCPU, float64(sg.req[rMem])/capMem
 		sc.shares[i] = share{rc: rc, rm: rm, norm: math.Hypot(rc, rm)}
-	}
-	dims := s.dims()
-	// The groups still in play, in order: the room only shrinks and taken
-	// pods stay taken, so a group that has none left or no longer fits is
-	// out for good (dropping it changes no round's choice).
-	act := sc.active[:0]
-	for i := range groups {
-		act = append(act, int32(i))
 	}
 	sc.active = act
 	v := 0.0
