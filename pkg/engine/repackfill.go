@@ -150,14 +150,14 @@ func (s *scheduler) fill(free vec, groups []*sizeGroup, take []int) float64 {
 		}
 		act = append(act, int32(i))
 		rc, rm := float64(sg.req[rCPU])/capCPU, float64(sg.req[rMem])/capMem
-		sc.shares[i] = share{rc: rc, rm: rm, norm: math.Hypot(rc, rm)}
+		sc.shares[i] = share{rc: rc, rm: rm, norm: math.Sqrt(rc*rc + rm*rm)}
 	}
 	sc.active = act
 	v := 0.0
 	for {
 		best, bestScore, bestFit := -1, -math.MaxFloat64, int64(0)
 		fc, fm := float64(free[rCPU])/capCPU, float64(free[rMem])/capMem
-		fn := math.Hypot(fc, fm)
+		fn := math.Sqrt(fc*fc + fm*fm)
 		w := 0
 		for _, i := range act {
 			sg := groups[i]
