@@ -421,6 +421,17 @@ func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *bud
 		best.score = 0
 	}
 	for _, o := range opts {
+		// What the option's pods are worth bounds every fill's value: a
+		// type whose score could not beat the best even with all of them
+		// is not filled, and when even the claim's current price (no
+		// candidate is cheaper) could not, no candidate is looked for.
+		rem := 0.0
+		for _, sg := range o.groups {
+			rem += float64(len(sg.pods)) * sg.val
+		}
+		if !noTopUpBound && !current && !absorb && curPrice > 0 && cannotBeat(topUpScore(preVal, rem, curPrice, curPrice, false), best.score) {
+			continue
+		}
 		reqs := n.reqs
 		if len(o.narrow) > 0 {
 			reqs = n.reqs.Clone()
@@ -443,21 +454,39 @@ func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *bud
 			if b != nil && !b.allows(n.pool, t.capacity.sub(curCap), 0) {
 				continue
 			}
+			if !noTopUpBound && cannotBeat(topUpScore(preVal, rem, off.Price, curPrice, absorb), best.score) {
+				continue
+			}
 			v := s.fill(t.alloc.sub(n.used), o.groups, s.takeBuf(len(o.groups)))
 			if v == 0 {
 				continue
 			}
-			score := (preVal + v) / off.Price
-			if absorb {
-				score = v / max(off.Price-curPrice, 1e-12) // marginal value per dollar
-			}
-			if score > best.score*(1+1e-9) {
+			if score := topUpScore(preVal, v, off.Price, curPrice, absorb); score > best.score*(1+1e-9) {
 				best.score, best.t, best.o, best.reqs = score, t, o, reqs
 			}
 		}
 	}
 	return best
 }
+
+// topUpScore is a top-up's value per dollar (preVal the claim's value, v
+// what the fill adds, on a type offered at price), or with absorb the
+// marginal value per marginal dollar.
+func topUpScore(preVal, v, price, curPrice float64, absorb bool) float64 {
+	if absorb {
+		return v / max(price-curPrice, 1e-12)
+	}
+	return (preVal + v) / price
+}
+
+// cannotBeat reports whether a score bound leaves no score that beats best
+// (by bestTopUp's margin); the bound's own margin covers the rounding of
+// fill's sum.
+func cannotBeat(bound, best float64) bool { return bound*(1+1e-12) <= best*(1+1e-9) }
+
+// noTopUpBound is set only by tests, which compare bestTopUp's choices with
+// every candidate filled.
+var noTopUpBound = false
 
 // place moves the counted pods of each size group onto the claim.
 func (s *scheduler) place(n *node, groups []*sizeGroup, take []int) {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math/rand"
 	"reflect"
 	"slices"
 	"testing"
@@ -460,6 +461,45 @@ func countsAreRecounts(t *testing.T, s *scheduler) {
 				t.Errorf("group %s %s: claim %s counts %d pods and %d owners, holds %d and %d", g.key, g.desc, n.name,
 					g.hcount(n.id), g.howner(n.id), want, wantOwners)
 			}
+		}
+	}
+}
+
+// TestTopUpBoundGivesEveryFillsChoice: bestTopUp skips a candidate type (or
+// a whole option) when the value of the option's pods left could not make
+// it win; the result must be the one that fills every candidate, on the
+// Karpenter mix (first re-pack kept, surplus absorbed, second re-pack), a
+// limited pool, the real catalogue and random workloads.
+func TestTopUpBoundGivesEveryFillsChoice(t *testing.T) {
+	defer func() { noTopUpBound, noAbsorb = false, false }()
+	limited := hugePool("default", fakeInstanceTypes(60))
+	limited.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("900")}
+	inputs := map[string]Input{
+		"mix 2000":       {Pods: karpenterMix(2000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}},
+		"mix 3000":       {Pods: karpenterMix(3000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}},
+		"second":         {Pods: karpenterMix(3000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}},
+		"limited":        {Pods: karpenterMix(1500), NodePools: []NodePool{limited, hugePool("spill", fakeInstanceTypes(20))}},
+		"real catalogue": {Pods: realisticMix(1000), NodePools: realisticPools(), Catalog: catalog.Default()},
+	}
+	for seed := int64(1); seed <= 20; seed++ {
+		inputs[fmt.Sprintf("random %d", seed)] = randomWorkload(rand.New(rand.NewSource(seed)), 40+int(seed)*8)
+	}
+	for name, in := range inputs {
+		// mix 3000: the surplus absorbed; "second": the second re-pack.
+		noAbsorb = name == "second"
+		noTopUpBound = false
+		bounded, err := Solve(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		noTopUpBound = true
+		every, err := Solve(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(bounded, every) {
+			t.Errorf("%s: with the bound %d nodes $%.2f/h, filling every candidate %d nodes $%.2f/h", name,
+				len(bounded.NodeClaims), bounded.Cost, len(every.NodeClaims), every.Cost)
 		}
 	}
 }
