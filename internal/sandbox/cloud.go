@@ -16,6 +16,7 @@ import (
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
 // Cloud is the sandbox's view of the AWS account: the EKS cluster, its
@@ -154,7 +155,16 @@ func (s *Sandbox) terminate(ctx context.Context, id string) error {
 	if in.NodeName == "" {
 		return nil
 	}
-	err := s.kube.CoreV1().Nodes().Delete(ctx, in.NodeName, metav1.DeleteOptions{})
+	pods, err := s.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName == in.NodeName && kube.LostWithNode(p) {
+			s.stats.LostPods = append(s.stats.LostPods, fmt.Sprintf("%s/%s on %s", p.Namespace, p.Name, in.NodeName))
+		}
+	}
+	err = s.kube.CoreV1().Nodes().Delete(ctx, in.NodeName, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete node %s of terminated instance %s: %w", in.NodeName, id, err)
 	}

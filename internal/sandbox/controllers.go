@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/kubectl/pkg/util/podutils"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
 var (
@@ -65,11 +67,6 @@ func sortedNodes(m map[string]*corev1.Node) []*corev1.Node {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
-}
-
-func isDaemonSetPod(p *corev1.Pod) bool {
-	ref := metav1.GetControllerOf(p)
-	return ref != nil && ref.Kind == "DaemonSet"
 }
 
 func ownedBy(p *corev1.Pod, uid types.UID) bool {
@@ -688,7 +685,7 @@ func (s *Sandbox) preempt(ctx context.Context, p *corev1.Pod, nodes []*corev1.No
 		}
 		var cands []*corev1.Pod
 		for _, q := range on[n.Name] {
-			if priority(q) < priority(p) && !isDaemonSetPod(q) && s.disruptable(q) {
+			if priority(q) < priority(p) && !kube.IsDaemonSetPod(q) && s.disruptable(q) {
 				cands = append(cands, q)
 			}
 		}
@@ -726,6 +723,7 @@ func (s *Sandbox) preempt(ctx context.Context, p *corev1.Pod, nodes []*corev1.No
 		subtract(used[best.Name], PodRequests(q))
 		decPods(used[best.Name])
 		s.stats.Preempted++
+		s.stats.PreemptedPods = append(s.stats.PreemptedPods, fmt.Sprintf("%s/%s on %s for %s/%s", q.Namespace, q.Name, best.Name, p.Namespace, p.Name))
 	}
 	return best, nil
 }

@@ -506,7 +506,7 @@ func (s *Sandbox) terminator() *kube.Drainer {
 // mustMove reports whether a pod counts for its node's pod events: active
 // and not a DaemonSet's (DaemonSet pods go with the node).
 func mustMove(p *corev1.Pod) bool {
-	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && !isDaemonSetPod(p)
+	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed && !kube.IsDaemonSetPod(p)
 }
 
 // removeNode deletes a drained node's NodeClaim and terminates its instance.

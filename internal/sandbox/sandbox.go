@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -169,8 +170,10 @@ type Stats struct {
 	// NodesLaunched and NodesTerminated count instances.
 	NodesLaunched   int `json:"nodesLaunched"`
 	NodesTerminated int `json:"nodesTerminated"`
-	// Preempted counts pods the scheduler deleted to place higher-priority ones.
-	Preempted int `json:"preempted"`
+	// Preempted counts pods the scheduler deleted to place higher-priority
+	// ones; PreemptedPods names them, where and for which pod.
+	Preempted     int      `json:"preempted"`
+	PreemptedPods []string `json:"preemptedPods,omitempty"`
 	// Consolidations counts the disruption commands the Karpenter stand-in
 	// executed, ConsolidationSavings the $/h they saved and
 	// ConsolidationEvictions the evictions their drains made;
@@ -182,6 +185,10 @@ type Stats struct {
 	ConsolidationEvictions int     `json:"consolidationEvictions"`
 	ConsolidationsInvalid  int     `json:"consolidationsInvalid"`
 	ConsolidationsAborted  int     `json:"consolidationsAborted"`
+	// LostPods are the pods (but DaemonSets' and finished ones) still on a
+	// node when its instance was terminated: gone without an eviction,
+	// whatever their PodDisruptionBudget said.
+	LostPods []string `json:"lostPods,omitempty"`
 }
 
 // New builds a sandbox empty of workloads: load one with Load.
@@ -232,7 +239,9 @@ func (s *Sandbox) Cloud() *Cloud { return s.cloud }
 func (s *Sandbox) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stats
+	st := s.stats
+	st.LostPods, st.PreemptedPods = slices.Clone(st.LostPods), slices.Clone(st.PreemptedPods)
+	return st
 }
 
 // StartTracking resets Stats and starts counting PDB violations and

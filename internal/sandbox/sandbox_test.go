@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -311,7 +312,8 @@ func scaleDeployment(ctx context.Context, s *Sandbox, ns, name string, n int32) 
 
 // TestNodeGroupsFollowTheAWSFake checks the cloud side: sizes set through
 // the AWS API (as the rollout does) launch and terminate instances in the
-// fake, and the cluster's nodes follow, with pods moving off removed nodes.
+// fake, and the cluster's nodes follow, with pods moving off removed nodes;
+// the pods running on a node when its instance went are counted lost.
 func TestNodeGroupsFollowTheAWSFake(t *testing.T) {
 	ctx := context.Background()
 	s := load(t, smallInventory(4, nil, func(inv *inventory.Inventory) { inv.NodeGroups[0].DesiredSize = 3 }))
@@ -340,7 +342,14 @@ func TestNodeGroupsFollowTheAWSFake(t *testing.T) {
 	if got, want := nodeIDs(), describe(); strings.Join(got, ",") != strings.Join(want, ",") || len(got) != 3 {
 		t.Fatalf("nodes %v, ASG instances %v; want the same 3", got, want)
 	}
+	var wantLost []string
 	for _, tc := range []struct{ min, desired int32 }{{0, 1}, {0, 2}, {0, 0}} {
+		running := map[string][]string{}
+		for _, p := range pods(t, s, "") {
+			if p.Spec.NodeName != "" {
+				running[p.Spec.NodeName] = append(running[p.Spec.NodeName], p.Namespace+"/"+p.Name+" on "+p.Spec.NodeName)
+			}
+		}
 		if err := s.Cloud().UpdateGroupSize(ctx, "ng", tc.min, 5, tc.desired); err != nil {
 			t.Fatal(err)
 		}
@@ -351,6 +360,17 @@ func TestNodeGroupsFollowTheAWSFake(t *testing.T) {
 		if strings.Join(got, ",") != strings.Join(want, ",") || len(got) != int(tc.desired) {
 			t.Fatalf("desired %d: nodes %v, ASG instances %v", tc.desired, got, want)
 		}
+		for node, ps := range running {
+			if _, err := s.Kube().CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil {
+				wantLost = append(wantLost, ps...)
+			}
+		}
+	}
+	lost := s.Stats().LostPods
+	slices.Sort(lost)
+	slices.Sort(wantLost)
+	if len(wantLost) == 0 || !slices.Equal(lost, wantLost) {
+		t.Errorf("LostPods %v, want the pods that ran on the removed nodes %v", lost, wantLost)
 	}
 	if err := s.Cloud().UpdateGroupSize(ctx, "ng", 3, 5, 2); err == nil {
 		t.Error("UpdateGroupSize accepted min > desired")

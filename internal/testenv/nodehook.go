@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
 // NodeHookInterval is how often the e2e tests and `demo --control-plane`
@@ -49,6 +50,17 @@ type NodeHook struct {
 	// gone are the nodes the hook deleted: a DaemonSet controller whose
 	// cache still lists one may bind a pod to it afterwards.
 	gone map[string]bool
+	// lost are the pods that were still running on a node the hook
+	// deleted (kube.LostWithNode): gone without an eviction.
+	lost []string
+}
+
+// Lost names the pods that were still running on a node when the hook
+// deleted it, as namespace/name on node.
+func (h *NodeHook) Lost() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.lost)
 }
 
 // Sync makes the cluster's legacy nodes match the groups' instances once.
@@ -76,6 +88,9 @@ func (h *NodeHook) Sync(ctx context.Context) error {
 			have[id] = true
 			continue
 		}
+		if err := h.recordLost(ctx, n.Name); err != nil {
+			return err
+		}
 		if err := h.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("node hook: delete node %s of instance %s: %w", n.Name, id, err)
 		}
@@ -102,6 +117,22 @@ func (h *NodeHook) Sync(ctx context.Context) error {
 		}
 		if _, err := h.Client.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("node hook: create node %s of instance %s: %w", n.Name, id, err)
+		}
+	}
+	return nil
+}
+
+// recordLost records the pods still running on a node about to be deleted.
+func (h *NodeHook) recordLost(ctx context.Context, node string) error {
+	pods, err := h.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return fmt.Errorf("node hook: list pods on node %s: %w", node, err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i := range pods.Items {
+		if p := &pods.Items[i]; p.Spec.NodeName == node && kube.LostWithNode(p) {
+			h.lost = append(h.lost, fmt.Sprintf("%s/%s on %s", p.Namespace, p.Name, node))
 		}
 	}
 	return nil

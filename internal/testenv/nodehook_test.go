@@ -18,7 +18,8 @@ import (
 // TestNodeHook: every InService instance of a group gets the node Node
 // makes (none for a group it declines), a node whose instance left its
 // group is deleted with its pods, Karpenter's nodes are left alone, and a
-// pod bound to a deleted node afterwards is deleted too.
+// pod bound to a deleted node afterwards is deleted too. Lost names the
+// pods that ran on a node when it went, but a DaemonSet's.
 func TestNodeHook(t *testing.T) {
 	inst := func(id string, state astypes.LifecycleState) astypes.Instance {
 		return astypes.Instance{InstanceId: ptr.To(id), AvailabilityZone: ptr.To("us-east-1a"), InstanceType: ptr.To("m5.large"), LifecycleState: state}
@@ -38,10 +39,15 @@ func TestNodeHook(t *testing.T) {
 	pod := func(name, node string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name}, Spec: corev1.PodSpec{NodeName: node}}
 	}
+	daemon := func(name, node string) *corev1.Pod {
+		p := pod(name, node)
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", UID: "ds", Controller: ptr.To(true)}}
+		return p
+	}
 	cs := fake.NewClientset(
 		node("karpenter-a", "i-k", map[string]string{"karpenter.sh/nodepool": "default"}),
 		node("old", "i-9", nil),
-		pod("on-old", "old"), pod("on-karpenter", "karpenter-a"),
+		pod("on-old", "old"), pod("on-karpenter", "karpenter-a"), daemon("agent-old", "old"),
 	)
 	var asked []string
 	h := &NodeHook{Client: cs, AWS: aws, Node: func(in ASGInstance) (*corev1.Node, error) {
@@ -88,6 +94,9 @@ func TestNodeHook(t *testing.T) {
 	if got, want := names(false), "on-karpenter"; got != want {
 		t.Errorf("pods after the first sync = %s, want %s", got, want)
 	}
+	if got, want := strings.Join(h.Lost(), ","), "app/on-old on old"; got != want {
+		t.Errorf("Lost after the first sync = %q, want %q", got, want)
+	}
 	if got, want := strings.Join(asked, ","), "apps/i-1,apps/i-2,other/i-4"; got != want {
 		t.Errorf("Node asked for %s, want %s (InService instances without a node, in order)", got, want)
 	}
@@ -122,5 +131,8 @@ func TestNodeHook(t *testing.T) {
 	}
 	if got, want := names(false), "on-karpenter"; got != want {
 		t.Errorf("pods at the end = %s, want %s", got, want)
+	}
+	if got, want := strings.Join(h.Lost(), ","), "app/on-old on old"; got != want {
+		t.Errorf("Lost at the end = %q, want %q (apps-2 had no pod when it went)", got, want)
 	}
 }

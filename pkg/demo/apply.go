@@ -21,6 +21,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -126,7 +127,7 @@ func (r *runner) podsOnKarpenterNodes(ctx context.Context) (int, error) {
 	n := 0
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if _, ok := legacy[p.Namespace+"/"+p.Name]; ok || p.Spec.NodeName == "" || isDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if _, ok := legacy[p.Namespace+"/"+p.Name]; ok || p.Spec.NodeName == "" || kube.IsDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		n++
@@ -154,7 +155,7 @@ func (r *runner) podsOnLegacyNodes(ctx context.Context) (map[string]string, erro
 	out := map[string]string{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if !legacy[p.Spec.NodeName] || isDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if !legacy[p.Spec.NodeName] || kube.IsDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		out[p.Namespace+"/"+p.Name] = p.Spec.NodeName

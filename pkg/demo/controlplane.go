@@ -87,7 +87,27 @@ func (c *controlPlane) Engine() string { return EngineControlPlane }
 
 func (c *controlPlane) Now() time.Time { return time.Now() }
 
-func (c *controlPlane) Stats() sandbox.Stats { return sandbox.Stats{} }
+// Stats has only the pods lost with a node and those kube-scheduler
+// preempted (its Preempted events): the rest are the sandbox's own
+// counters.
+func (c *controlPlane) Stats() sandbox.Stats {
+	if c.hook == nil {
+		return sandbox.Stats{}
+	}
+	st := sandbox.Stats{LostPods: c.hook.Lost()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	events, err := c.env.Client.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=Preempted"})
+	if err != nil {
+		st.PreemptedPods = []string{fmt.Sprintf("(could not list Preempted events: %v)", err)}
+		return st
+	}
+	for _, e := range events.Items {
+		st.Preempted += max(int(e.Count), 1)
+		st.PreemptedPods = append(st.PreemptedPods, fmt.Sprintf("%s/%s: %s", e.InvolvedObject.Namespace, e.InvolvedObject.Name, e.Message))
+	}
+	return st
+}
 
 func (c *controlPlane) Consolidations() []sandbox.ConsolidationCommand { return nil }
 

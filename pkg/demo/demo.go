@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -110,7 +112,8 @@ type Summary struct {
 	// Evictions are the evictions apply made (the API allowed them).
 	Evictions int `json:"evictions"`
 	// Sandbox are the simulation's own counters (evictions, 429s,
-	// launches, preemptions, engine fallbacks); zero on a control plane.
+	// launches, preemptions, engine fallbacks); on a control plane only
+	// LostPods.
 	Sandbox sandbox.Stats `json:"sandbox"`
 	// PDBViolations counts PodDisruptionBudgets going from satisfied to
 	// fewer healthy pods than they require, as the demo watched them on
@@ -335,6 +338,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 }
 
 func (r *runner) emit(step, status, msg string, progress float64) {
+	r.pdbs.observed(strings.TrimSuffix(step+" "+status+": "+msg, ": "))
 	r.opts.Events(Event{SimTime: r.env.Now(), Step: step, Status: status, Message: msg, Progress: progress})
 }
 
@@ -440,7 +444,7 @@ func (r *runner) stepFinal(ctx context.Context) (string, error) {
 	left := 0
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if isDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded || r.staysOnKeptNode(p) {
+		if kube.IsDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded || r.staysOnKeptNode(p) {
 			continue
 		}
 		if !karpenter[p.Spec.NodeName] {
@@ -473,11 +477,6 @@ func (r *runner) stepFinal(ctx context.Context) (string, error) {
 	}
 	return fmt.Sprintf("%d nodes ($%.4f/h) → %d nodes ($%.4f/h) after the waves → %d nodes ($%.4f/h) once Karpenter consolidated (%d commands, $%.4f/h saved); legacy groups scaled: %t; Karpenter controller %s",
 		r.sum.NodesBefore, r.sum.CostPerHourBefore, cs.NodesAfterMigration, cs.CostPerHourAfterMigration, n, cost, cs.Commands, cs.SavingsPerHour, r.sum.GroupsScaled, r.plan.Controller), nil
-}
-
-func isDaemonSetPod(p *corev1.Pod) bool {
-	ref := metav1.GetControllerOf(p)
-	return ref != nil && ref.Kind == "DaemonSet"
 }
 
 // sortedKeys returns a map's keys in order.

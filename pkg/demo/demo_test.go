@@ -38,6 +38,9 @@ func TestDemoMigratesAndRollsBack(t *testing.T) {
 	if sum.PDBViolations != 0 {
 		t.Errorf("%d PDB violations", sum.PDBViolations)
 	}
+	if lost := sum.Sandbox.LostPods; len(lost) != 0 {
+		t.Errorf("pods lost with a terminated node: %v", lost)
+	}
 	if !sum.GroupsScaled || sum.ClusterAutoscalerReplicas != 0 {
 		t.Errorf("groups scaled %t, CA replicas %d; want true, 0", sum.GroupsScaled, sum.ClusterAutoscalerReplicas)
 	}

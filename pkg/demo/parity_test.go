@@ -105,6 +105,12 @@ func TestParityWithControlPlane(t *testing.T) {
 		if s.PDBViolations != 0 {
 			t.Errorf("%s: PDB violations %v", s.Engine, s.PDBViolationDetails)
 		}
+		if len(s.Sandbox.PreemptedPods) != 0 {
+			t.Logf("%s: %d pods preempted: %v", s.Engine, s.Sandbox.Preempted, s.Sandbox.PreemptedPods)
+		}
+		if len(s.Sandbox.LostPods) != 0 {
+			t.Errorf("%s: pods lost with a terminated node (never evicted): %v", s.Engine, s.Sandbox.LostPods)
+		}
 		if !s.GroupsScaled {
 			t.Errorf("%s: the legacy groups are not at zero (but the controller's)", s.Engine)
 		}

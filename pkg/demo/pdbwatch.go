@@ -3,6 +3,8 @@ package demo
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +19,11 @@ import (
 // disruption controller computes it). A violation is a budget going from
 // satisfied to short. It trusts nothing the runner says.
 type pdbWatcher struct {
+	mu sync.Mutex
+	// at is what the demo was doing last (its last event), so that a
+	// violation says when it happened.
+	at string
+
 	short      map[string]bool
 	count      int
 	violations []string
@@ -44,31 +51,63 @@ func (w *pdbWatcher) observe(ctx context.Context, kube kubernetes.Interface) err
 		if err != nil {
 			return fmt.Errorf("PDB watcher: PodDisruptionBudget %s spec.selector: %w", key, err)
 		}
-		healthy := healthyPods(pods.Items, pdb.Namespace, sel)
+		healthy, unhealthy := healthyPods(pods.Items, pdb.Namespace, sel)
 		// A budget first seen short (its pods still starting, as when the
 		// Karpenter controller is installed) was never satisfied.
 		short := pdb.Status.ExpectedPods > 0 && healthy < pdb.Status.DesiredHealthy
 		if was, seen := w.short[key]; short && seen && !was {
 			w.count++
-			w.violations = append(w.violations, fmt.Sprintf("%s: %d healthy pods, %d required", key, healthy, pdb.Status.DesiredHealthy))
+			w.violations = append(w.violations, fmt.Sprintf("%s: %d healthy pods, %d required, during %s; not healthy: %s",
+				key, healthy, pdb.Status.DesiredHealthy, w.when(), strings.Join(unhealthy, ", ")))
 		}
 		w.short[key] = short
 	}
 	return nil
 }
 
-func healthyPods(pods []corev1.Pod, ns string, sel labels.Selector) int32 {
+// observed records what the demo is doing (its last event).
+func (w *pdbWatcher) observed(what string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.at = what
+}
+
+func (w *pdbWatcher) when() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.at
+}
+
+// healthyPods counts the budget's healthy pods and describes the others
+// (where they are and why they do not count).
+func healthyPods(pods []corev1.Pod, ns string, sel labels.Selector) (int32, []string) {
 	var n int32
+	var others []string
 	for i := range pods {
 		p := &pods[i]
-		if p.Namespace != ns || p.DeletionTimestamp != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
+		if p.Namespace != ns || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
 			continue
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-				n++
-			}
+		why := "not Ready"
+		switch {
+		case p.DeletionTimestamp != nil:
+			why = "terminating"
+		case p.Spec.NodeName == "":
+			why = "not scheduled"
+		case podReady(p):
+			n++
+			continue
+		}
+		others = append(others, fmt.Sprintf("%s on %q (%s)", p.Name, p.Spec.NodeName, why))
+	}
+	return n, others
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
 		}
 	}
-	return n
+	return false
 }

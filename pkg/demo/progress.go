@@ -43,6 +43,9 @@ func WriteTable(w io.Writer, s *Summary) error {
 	fmt.Fprintf(tw, "$/hour\t%.4f\t%.4f\t(plan predicted %.4f)\n", s.CostPerHourBefore, s.CostPerHourAfter, s.PlannedCostPerHour)
 	fmt.Fprintf(tw, "pods moved\t\t%d\t(%d moves, %.3f per pod)\n", s.PodsToMove, s.PodsMoved, s.MovesPerPod)
 	fmt.Fprintf(tw, "PDB violations\t\t%d\t(%d evictions refused with 429 and retried)\n", s.PDBViolations, s.PDBRejections)
+	if lost := s.Sandbox.LostPods; len(lost) > 0 {
+		fmt.Fprintf(tw, "pods lost with a node\t\t%d\t(never evicted: %s)\n", len(lost), strings.Join(lost, ", "))
+	}
 	fmt.Fprintf(tw, "longest pending\t\t%s\n", fmtSeconds(s.MaxPendingSeconds))
 	groups := "at zero"
 	if c := s.Controller; c != nil && c.Size > 0 {
