@@ -35,8 +35,9 @@ type looseClass struct {
 
 // poolDuals are a pool's dual prices (per slot) and the types' efficiency.
 type poolDuals struct {
-	y   vec64
-	eff []float64 // by type index (itype.idx)
+	y      vec64
+	eff    []float64  // by type index (itype.idx)
+	byBand [][]*itype // for candidates
 }
 
 type vec64 [nres]float64
@@ -175,6 +176,7 @@ func (s *scheduler) duals(live []*node, classes []*looseClass) map[*pool]*poolDu
 		for _, t := range p.types {
 			pd.eff[t.idx] = pd.y.value(t.alloc) / t.offerings[0].Price
 		}
+		pd.byBand = byBand(p.types, pd.eff)
 		out[p] = pd
 	}
 	for _, c := range classes {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"slices"
@@ -65,10 +66,46 @@ func band(t *itype) int {
 	return bits.Len64(cpu)*16 + bits.Len64(ratio)
 }
 
-// candidates keeps, per band, the most efficient type that ok accepts,
-// sorted by name. The slice is the scheduler's scratch, valid until the
-// next call.
-func (s *scheduler) candidates(types []*itype, eff []float64, ok func(*itype) bool) []*itype {
+// candidates keeps, per band, the most efficient type that ok accepts (the
+// first in types on ties), sorted by name. types is a claim's or a class's
+// list, a subsequence of the pool's: each band's types by efficiency
+// (d.byBand) are looked at until one is in the list and accepted, so the
+// list is read once, to mark its types, rather than scored type by type.
+// The slice is the scheduler's scratch, valid until the next call.
+func (s *scheduler) candidates(types []*itype, d *poolDuals, ok func(*itype) bool) []*itype {
+	sc := &s.repackScratch
+	if len(sc.mark) < len(d.eff) {
+		sc.mark = make([]uint32, len(d.eff))
+	}
+	sc.stamp++
+	if sc.stamp == 0 { // wrapped: old marks could match
+		clear(sc.mark)
+		sc.stamp = 1
+	}
+	prev := -1
+	for _, t := range types {
+		if t.idx <= prev {
+			return s.candidatesWalk(types, d.eff, ok) // not in the pool's order
+		}
+		prev = t.idx
+		sc.mark[t.idx] = sc.stamp
+	}
+	out := sc.cands[:0]
+	for _, list := range d.byBand {
+		for _, t := range list {
+			if sc.mark[t.idx] == sc.stamp && ok(t) {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	sc.cands = out
+	sortByName(out)
+	return out
+}
+
+// candidatesWalk is candidates for any list: it scores the types one by one.
+func (s *scheduler) candidatesWalk(types []*itype, eff []float64, ok func(*itype) bool) []*itype {
 	// Bands are small integers: a table by band finds a type's entry
 	// without searching the few dozen kept so far.
 	sc := &s.repackScratch
@@ -95,12 +132,36 @@ func (s *scheduler) candidates(types []*itype, eff []float64, ok func(*itype) bo
 		sc.bandSlot[x.band] = 0
 	}
 	sc.best, sc.cands = best, out
-	slices.SortFunc(out, func(a, b *itype) int {
+	sortByName(out)
+	return out
+}
+
+func sortByName(types []*itype) {
+	slices.SortFunc(types, func(a, b *itype) int {
 		if c := strings.Compare(a.name, b.name); c != 0 {
 			return c
 		}
 		return a.idx - b.idx
 	})
+}
+
+// byBand is the pool's types grouped by band, each group by efficiency
+// (most first; pool order on ties), for candidates.
+func byBand(types []*itype, eff []float64) [][]*itype {
+	slot := map[int]int{}
+	var out [][]*itype
+	for _, t := range types {
+		i, ok := slot[t.band]
+		if !ok {
+			i = len(out)
+			slot[t.band] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], t)
+	}
+	for _, list := range out {
+		slices.SortStableFunc(list, func(a, b *itype) int { return cmp.Compare(eff[b.idx], eff[a.idx]) })
+	}
 	return out
 }
 
@@ -116,7 +177,9 @@ type bandBest struct {
 
 // repackScratch is buffers the re-pack reuses from one claim to the next.
 type repackScratch struct {
-	bandSlot []int32 // by band: 1 + index in best, 0 for none
+	bandSlot []int32  // by band: 1 + index in best, 0 for none
+	mark     []uint32 // by type index: stamp when in candidates' list
+	stamp    uint32
 	best     []bandBest
 	cands    []*itype
 	take     []int
@@ -447,7 +510,7 @@ func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *bud
 			}
 		} else {
 			offered := s.offeredUnder(n.pool, &f)
-			cands = s.candidates(n.types, d.eff, func(t *itype) bool { return offered[t.idx] })
+			cands = s.candidates(n.types, d, func(t *itype) bool { return offered[t.idx] })
 		}
 		for _, t := range cands {
 			off, _ := t.cheapestF(&f)
@@ -564,7 +627,7 @@ func (s *scheduler) openBin(c *looseClass, d *poolDuals, budgets map[*pool]*budg
 	b := budgets[p]
 	f := offerFilterOf(c.nodeReqs)
 	offered := s.offeredUnder(p, &f)
-	cands := s.candidates(c.types, d.eff, func(t *itype) bool {
+	cands := s.candidates(c.types, d, func(t *itype) bool {
 		return offered[t.idx] && b.allows(p, t.capacity, 1)
 	})
 	var bestT *itype

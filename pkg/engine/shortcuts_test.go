@@ -503,3 +503,51 @@ func TestTopUpBoundGivesEveryFillsChoice(t *testing.T) {
 		}
 	}
 }
+
+// TestCandidatesByBandGiveTheWalk: candidates reads each band's types by
+// efficiency (byBand) for a list in the pool's order; it must keep what
+// scoring the list type by type keeps, for sublists of the Karpenter types
+// and of the real catalogue's, under random prices, including ties of
+// efficiency, and with types ok refuses.
+func TestCandidatesByBandGiveTheWalk(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	for name, in := range map[string]Input{
+		"karpenter types": {Pods: karpenterMix(10), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}},
+		"real catalogue":  {Pods: realisticMix(100), NodePools: realisticPools(), Catalog: catalog.Default()},
+	} {
+		s := newScheduler(in.Options)
+		if _, err := s.queue(in, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range s.pools {
+			for round := 0; round < 200; round++ {
+				d := &poolDuals{eff: make([]float64, len(p.types))}
+				y := vec64{}
+				y[rCPU], y[rMem] = r.Float64(), r.Float64()*1e-9
+				for _, it := range p.types {
+					d.eff[it.idx] = y.value(it.alloc) / it.offerings[0].Price
+					if round%3 == 0 {
+						d.eff[it.idx] = float64(r.Intn(4)) // many ties
+					}
+				}
+				d.byBand = byBand(p.types, d.eff)
+				var list []*itype
+				for _, it := range p.types {
+					if r.Intn(4) > 0 {
+						list = append(list, it)
+					}
+				}
+				refused := map[int]bool{}
+				for i := 0; i < len(p.types)/5; i++ {
+					refused[r.Intn(len(p.types))] = true
+				}
+				ok := func(it *itype) bool { return !refused[it.idx] }
+				byBand := slices.Clone(s.candidates(list, d, ok))
+				walk := s.candidatesWalk(list, d.eff, ok)
+				if !slices.Equal(byBand, walk) {
+					t.Fatalf("%s, pool %s, round %d: by band %d candidates, the walk %d", name, p.name, round, len(byBand), len(walk))
+				}
+			}
+		}
+	}
+}
