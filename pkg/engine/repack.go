@@ -1,8 +1,8 @@
 package engine
 
 import (
+	"cmp"
 	"slices"
-	"sort"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 )
@@ -333,11 +333,11 @@ func (s *scheduler) topUps(live []*node, prep *repackPrep, absorb bool) bool {
 		// The room claims already pay for goes to the least used first (a
 		// claim holding one small pod has room only small pods fit, which
 		// the others would take first); growth to the most used first.
-		sort.SliceStable(live, func(i, j int) bool {
+		slices.SortStableFunc(live, func(a, b *node) int {
 			if current {
-				return live[i].used[rCPU] < live[j].used[rCPU]
+				return cmp.Compare(a.used[rCPU], b.used[rCPU])
 			}
-			return live[i].used[rCPU] > live[j].used[rCPU]
+			return cmp.Compare(b.used[rCPU], a.used[rCPU])
 		})
 		for _, n := range live {
 			if !anyLeft(classes) {
@@ -372,7 +372,7 @@ func (s *scheduler) absorbSurplus(prep *repackPrep, opened, k int) bool {
 		}
 		return 0
 	}
-	sort.SliceStable(fresh, func(i, j int) bool { return value(fresh[i]) < value(fresh[j]) })
+	slices.SortStableFunc(fresh, func(a, b *node) int { return cmp.Compare(value(a), value(b)) })
 	moved := map[*podData]bool{}
 	for _, n := range fresh[:k] {
 		for _, pd := range n.pods {

@@ -1,10 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
@@ -184,7 +184,7 @@ func (s *scheduler) duals(live []*node, classes []*looseClass) map[*pool]*poolDu
 		for _, sg := range c.sizes {
 			sg.val = y.value(sg.req)
 		}
-		sort.SliceStable(c.sizes, func(i, j int) bool { return c.sizes[i].val > c.sizes[j].val })
+		slices.SortStableFunc(c.sizes, func(a, b *sizeGroup) int { return cmp.Compare(b.val, a.val) })
 	}
 	return out
 }

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -359,7 +361,7 @@ func (t *tightener) cheaperTypes(a *node, price float64) []pricedType {
 			out = append(out, pricedType{it, o.Price})
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].price < out[j].price })
+	slices.SortStableFunc(out, func(a, b pricedType) int { return cmp.Compare(a.price, b.price) })
 	t.buf = out
 	return out
 }
