@@ -393,7 +393,14 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 		n.reqs = best.reqs
 		f := offerFilterOf(n.reqs)
 		compat := s.keysCompat(n.pool, n.reqs, keys, &f)
-		kept := n.types[:0:0]
+		// A new array (a snapshot may hold the old one), allocated once.
+		k := 0
+		for _, t := range n.types {
+			if compat[t.idx] {
+				k++
+			}
+		}
+		kept := make([]*itype, 0, k)
 		for _, t := range n.types {
 			if compat[t.idx] {
 				kept = append(kept, t)
