@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -389,8 +390,12 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 		b.charge(n.pool, best.t.capacity.sub(curCap), 0)
 	}
 	if len(best.o.narrow) > 0 {
-		keys := diffKeys(n.reqs, best.reqs)
-		n.reqs = best.reqs
+		reqs := n.reqs.Clone()
+		for _, r := range best.o.narrow {
+			reqs.Add(r)
+		}
+		keys := diffKeys(n.reqs, reqs)
+		n.reqs = reqs
 		f := offerFilterOf(n.reqs)
 		compat := s.keysCompat(n.pool, n.reqs, keys, &f)
 		// A new array (a snapshot may hold the old one), allocated once.
@@ -475,7 +480,6 @@ type topUpChoice struct {
 	score float64
 	t     *itype
 	o     *topUpOption
-	reqs  Requirements
 }
 
 // bestTopUp scores each option on the claim's current type (current) or on
@@ -502,14 +506,10 @@ func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *bud
 		if !noTopUpBound && !current && !absorb && curPrice > 0 && cannotBeat(topUpScore(preVal, rem, curPrice, curPrice, false), best.score) {
 			continue
 		}
-		reqs := n.reqs
+		f := offerFilterOf(n.reqs)
 		if len(o.narrow) > 0 {
-			reqs = n.reqs.Clone()
-			for _, r := range o.narrow {
-				reqs.Add(r)
-			}
+			f.narrow(o.narrow) // the claim's requirements are copied only for the winner
 		}
-		f := offerFilterOf(reqs)
 		var cands []*itype
 		if current {
 			if _, ok := n.types[n.cur].cheapestF(&f); ok {
@@ -532,11 +532,30 @@ func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *bud
 				continue
 			}
 			if score := topUpScore(preVal, v, off.Price, curPrice, absorb); score > best.score*(1+1e-9) {
-				best.score, best.t, best.o, best.reqs = score, t, o, reqs
+				best.score, best.t, best.o = score, t, o
 			}
 		}
 	}
 	return best
+}
+
+// narrow makes f the filter of its requirements with narrow added
+// (Requirements.Add), without building those requirements.
+func (f *offerFilter) narrow(narrow Requirements) {
+	if r, ok := narrow[catalog.LabelZone]; ok {
+		if f.hasZ {
+			f.zr = f.zr.Intersect(r)
+		} else {
+			f.zr, f.hasZ = r, true
+		}
+	}
+	if r, ok := narrow[catalog.LabelCapacityType]; ok {
+		if f.hasC {
+			f.cr = f.cr.Intersect(r)
+		} else {
+			f.cr, f.hasC = r, true
+		}
+	}
 }
 
 // topUpScore is a top-up's value per dollar (preVal the claim's value, v
