@@ -124,9 +124,10 @@ const maxPicks = 16
 func (t *tightener) plan(a *node, mv []int, need vec) bool {
 	chosen := make([]bool, len(mv))
 	var picks []int
+	dims := t.s.dims() // no pod requests a slot past them: need is 0 there
 	for {
 		left := false
-		for r := range need {
+		for r := range need[:dims] {
 			if need[r] > 0 {
 				left = true
 			}
@@ -142,7 +143,7 @@ func (t *tightener) plan(a *node, mv []int, need vec) bool {
 				continue
 			}
 			req, score := a.pods[i].req, 0.0
-			for r := range need {
+			for r := range need[:dims] {
 				if need[r] > 0 {
 					score += float64(min(req[r], need[r])) / float64(need[r])
 				}
