@@ -260,6 +260,9 @@ func (s run) InstallKarpenter(ctx context.Context) error {
 	} else {
 		s.Change("upgrade %s (installed: chart %s %s, revision %d)", k, rel.Chart, rel.Version, rel.Revision)
 	}
+	if err := s.roomForController(ctx); err != nil {
+		return err
+	}
 	s.Waiting(ctx, "the Karpenter controller to be Ready", 0, 1)
 	got, err := s.Karpenter.Install(ctx, *k)
 	if err != nil {
@@ -290,7 +293,7 @@ func (s run) dryRunKarpenter(ctx context.Context) error {
 		return err
 	}
 	s.Change("renders %s", strings.Join(ManifestNames(manifest), ", "))
-	return nil
+	return s.roomForController(ctx)
 }
 
 // UninstallKarpenter is the Karpenter step's Down: it uninstalls the

@@ -73,6 +73,7 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 	evicted := obs.evicted
 	r.sum.Evictions = evicted
 	r.sum.PodsMoved = evicted + obs.restarted
+	r.sum.ControllerRoomEvictions = obs.roomEvicted
 	after, err := r.podsOnLegacyNodes(ctx)
 	if err != nil {
 		return "", err
@@ -87,8 +88,8 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 	if r.sum.PodsToMove > 0 {
 		r.sum.MovesPerPod = math.Round(float64(r.sum.PodsMoved)/float64(r.sum.PodsToMove)*1000) / 1000
 	}
-	return fmt.Sprintf("%d pods moved with %d moves (%.3f per pod: %d evictions, %d by surge restart) in %d waves, %d of the %d pods on node groups stayed on the Karpenter controller's kept nodes; Cluster Autoscaler at 0, node groups scaled",
-		r.sum.PodsToMove, r.sum.PodsMoved, r.sum.MovesPerPod, evicted, obs.restarted, len(r.plan.Waves), len(after), len(legacy)), nil
+	return fmt.Sprintf("%d pods moved with %d moves (%.3f per pod: %d evictions, %d of them to make room for the Karpenter controller, %d by surge restart) in %d waves, %d of the %d pods on node groups stayed on the Karpenter controller's kept nodes; Cluster Autoscaler at 0, node groups scaled",
+		r.sum.PodsToMove, r.sum.PodsMoved, r.sum.MovesPerPod, evicted, obs.roomEvicted, obs.restarted, len(r.plan.Waves), len(after), len(legacy)), nil
 }
 
 // runError names the simulation's failure when that is what stopped the
@@ -181,6 +182,9 @@ type observer struct {
 	// restarted counts the pods of the Deployments the runner moved by a
 	// surge restart, evicted the evictions it made.
 	restarted, evicted int
+	// roomEvicted counts the evictions that made room for the Karpenter
+	// controller on the kept nodes (step 07, before any wave).
+	roomEvicted int
 	// err is a failure to read what a step did (the controller's placement).
 	err error
 }
@@ -207,6 +211,9 @@ func (o *observer) observe(e rollout.Event) {
 			return
 		}
 		o.evicted++
+		if o.wave == nil && rollout.SameStep(e.Step, karpenterStep) {
+			o.roomEvicted++
+		}
 		if w := o.wave; w != nil {
 			w.evicted++
 			r.emit(w.id, StatusRunning, fmt.Sprintf("%d/%d pods evicted", w.evicted, w.total), float64(w.evicted)/float64(max(w.total, 1)))

@@ -386,6 +386,12 @@ func (c *controlPlane) copyCluster(ctx context.Context, from kubernetes.Interfac
 			return err
 		}
 	}
+	// Their pods first too: one the DaemonSet controller creates after the
+	// workloads filled its node preempts one of them (kube-proxy did, in a
+	// parity run, through a PDB already at its minimum).
+	if err := c.waitDaemonSets(ctx); err != nil {
+		return err
+	}
 	deps, err := from.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -535,6 +541,37 @@ func (c *controlPlane) loop(ctx context.Context, fail func(error)) {
 		if err != nil && ctx.Err() == nil {
 			fail(fmt.Errorf("control plane: %w", err))
 			return
+		}
+	}
+}
+
+// waitDaemonSets waits until every DaemonSet has a Ready pod on each node
+// it wants one on.
+func (c *controlPlane) waitDaemonSets(ctx context.Context) error {
+	deadline := time.Now().Add(cpSettleTimeout)
+	for {
+		dss, err := c.env.Client.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		waiting := ""
+		for _, ds := range dss.Items {
+			st := ds.Status
+			if st.ObservedGeneration < ds.Generation || st.NumberReady < st.DesiredNumberScheduled {
+				waiting = fmt.Sprintf("DaemonSet %s/%s: %d of %d pods Ready", ds.Namespace, ds.Name, st.NumberReady, st.DesiredNumberScheduled)
+				break
+			}
+		}
+		if waiting == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the DaemonSets' pods did not start in %s: %s", cpSettleTimeout, waiting)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
 		}
 	}
 }

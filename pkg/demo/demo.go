@@ -109,8 +109,12 @@ type Summary struct {
 	PodsMoved   int     `json:"podsMoved"`
 	PodsToMove  int     `json:"podsToMove"`
 	MovesPerPod float64 `json:"movesPerPod"`
-	// Evictions are the evictions apply made (the API allowed them).
-	Evictions int `json:"evictions"`
+	// Evictions are the evictions apply made (the API allowed them);
+	// ControllerRoomEvictions those that made room for the Karpenter
+	// controller on its kept nodes before the waves (their pods move
+	// again in their wave).
+	Evictions               int `json:"evictions"`
+	ControllerRoomEvictions int `json:"controllerRoomEvictions,omitempty"`
 	// Sandbox are the simulation's own counters (evictions, 429s,
 	// launches, preemptions, engine fallbacks); on a control plane only
 	// LostPods.

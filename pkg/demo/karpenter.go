@@ -11,12 +11,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
@@ -53,6 +57,9 @@ func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
 	if dep.Spec.Template.Spec.PriorityClassName == "system-cluster-critical" {
 		dep.Spec.Template.Spec.Priority = ptr.To(systemClusterCritical)
 	}
+	if err := r.roomForController(ctx, &corev1.Pod{Spec: dep.Spec.Template.Spec}, int(*dep.Spec.Replicas)); err != nil {
+		return "", err
+	}
 	if _, err := r.cfg.Kube.AppsV1().Deployments(ControllerNamespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		return "", fmt.Errorf("install the Karpenter controller: %w", err)
 	}
@@ -67,6 +74,56 @@ func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
 	}
 	where := r.sum.Controller.Before
 	return fmt.Sprintf("%d replicas running on %s", len(where), strings.Join(where, ", ")), nil
+}
+
+// roomForController does on the control plane what the runbook's Karpenter
+// step does before it installs the chart (migrations.MakeRoom), so that
+// the controller preempts nothing: it reserves as many of the nodes the
+// controller may run on as it has replicas, spread over zones, and evicts
+// (budgets honoured) the pods that leave a replica no room there.
+func (r *runner) roomForController(ctx context.Context, pod *corev1.Pod, replicas int) error {
+	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	var eligible []inventory.Node
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if ok, _ := affinity.Match(n); !ok || n.Spec.Unschedulable || !toleratesAll(pod, append(slices.Clone(n.Spec.Taints), generate.ReservedTaint)) {
+			continue
+		}
+		eligible = append(eligible, inventory.Node{Name: n.Name, Zone: n.Labels[corev1.LabelTopologyZone]})
+	}
+	slices.SortFunc(eligible, func(a, b inventory.Node) int { return cmp.Compare(a.Name, b.Name) })
+	var chosen []string
+	for _, n := range plan.ZoneBalanced(eligible) {
+		if len(chosen) < replicas {
+			chosen = append(chosen, n.Name)
+		}
+	}
+	for _, n := range chosen {
+		if _, err := kube.SetTaint(ctx, r.cfg.Kube, n, generate.ReservedTaint, true); err != nil {
+			return err
+		}
+	}
+	d := &kube.Drainer{Client: r.cfg.Kube, Clock: clock.RealClock{}, Options: kube.DefaultDrainOptions()}
+	d.Options.Timeout = cpSettleTimeout
+	stays := func(p *corev1.Pod) bool { return plan.Tolerates(p.Spec.Tolerations, &generate.ReservedTaint) }
+	return migrations.MakeRoom(ctx, d, chosen, pod, stays, false, func(pod, node string) {
+		klog.V(2).InfoS("evicting to make room for the Karpenter controller", "pod", pod, "node", node)
+	})
+}
+
+// toleratesAll reports whether pod tolerates every NoSchedule and
+// NoExecute taint of taints.
+func toleratesAll(pod *corev1.Pod, taints []corev1.Taint) bool {
+	for i := range taints {
+		if t := &taints[i]; t.Effect != corev1.TaintEffectPreferNoSchedule && !plan.Tolerates(pod.Spec.Tolerations, t) {
+			return false
+		}
+	}
+	return true
 }
 
 // systemClusterCritical is the value of the system-cluster-critical

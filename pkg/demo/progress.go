@@ -41,7 +41,11 @@ func WriteTable(w io.Writer, s *Summary) error {
 	fmt.Fprintln(tw, "\tBEFORE\tAFTER")
 	fmt.Fprintf(tw, "nodes\t%d\t%d\n", s.NodesBefore, s.NodesAfter)
 	fmt.Fprintf(tw, "$/hour\t%.4f\t%.4f\t(plan predicted %.4f)\n", s.CostPerHourBefore, s.CostPerHourAfter, s.PlannedCostPerHour)
-	fmt.Fprintf(tw, "pods moved\t\t%d\t(%d moves, %.3f per pod)\n", s.PodsToMove, s.PodsMoved, s.MovesPerPod)
+	room := ""
+	if s.ControllerRoomEvictions > 0 {
+		room = fmt.Sprintf("; %d made room for the Karpenter controller", s.ControllerRoomEvictions)
+	}
+	fmt.Fprintf(tw, "pods moved\t\t%d\t(%d moves, %.3f per pod%s)\n", s.PodsToMove, s.PodsMoved, s.MovesPerPod, room)
 	fmt.Fprintf(tw, "PDB violations\t\t%d\t(%d evictions refused with 429 and retried)\n", s.PDBViolations, s.PDBRejections)
 	if lost := s.Sandbox.LostPods; len(lost) > 0 {
 		fmt.Fprintf(tw, "pods lost with a node\t\t%d\t(never evicted: %s)\n", len(lost), strings.Join(lost, ", "))

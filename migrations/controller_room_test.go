@@ -1,0 +1,65 @@
+package migrations
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// TestEvictees: the fewest pods for the controller to fit, picked as
+// kube-scheduler's preemption picks victims (lowest priority, then newest);
+// never a DaemonSet's, a finished, a terminating or a staying pod; none
+// when it fits; and the pod-count limit counts.
+func TestEvictees(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
+	pod := func(name, cpu string, prio int32, age int) corev1.Pod {
+		return corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(age) * time.Minute))},
+			Spec: corev1.PodSpec{Priority: ptr.To(prio), Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		}
+	}
+	node := func(cpu, pods string) *corev1.Node {
+		return &corev1.Node{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourcePods: resource.MustParse(pods)}}}
+	}
+	controller := pod("karpenter", "1", 2000000000, 0)
+	daemon := pod("agent", "500m", 0, 9)
+	daemon.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "agent", Controller: ptr.To(true)}}
+	done := pod("job", "1", -5, 9)
+	done.Status.Phase = corev1.PodSucceeded
+	leaving := pod("leaving", "200m", -5, 9)
+	leaving.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+	critical := pod("coredns", "300m", 0, 9)
+	stays := func(p *corev1.Pod) bool { return p.Name == "coredns" }
+
+	for _, tc := range []struct {
+		name string
+		node *corev1.Node
+		pods []corev1.Pod
+		want []string
+	}{
+		{"fits", node("4", "110"), []corev1.Pod{pod("a", "1", 0, 1), daemon}, nil},
+		{"lowest priority first", node("2", "110"), []corev1.Pod{pod("high", "500m", 100, 1), pod("low", "500m", 0, 1), daemon}, []string{"low"}},
+		{"newest first among equals", node("2", "110"), []corev1.Pod{pod("old", "400m", 0, 1), pod("new", "400m", 0, 5), pod("mid", "400m", 0, 3)}, []string{"new"}},
+		{"as many as needed", node("2", "110"), []corev1.Pod{pod("a", "600m", 0, 1), pod("b", "600m", 0, 2), pod("c", "600m", 0, 3)}, []string{"c", "b"}},
+		{"never a DaemonSet's, finished, terminating or staying pod", node("2.5", "110"),
+			[]corev1.Pod{daemon, done, leaving, critical, pod("w", "600m", 0, 1)}, []string{"w"}},
+		{"the pod count", node("8", "2"), []corev1.Pod{pod("a", "100m", 0, 1), pod("b", "100m", 5, 2)}, []string{"a"}},
+		{"all when even all would not do", node("1", "110"), []corev1.Pod{critical, pod("w", "600m", 0, 1)}, []string{"w"}},
+	} {
+		var got []string
+		for _, p := range Evictees(tc.node, tc.pods, &controller, stays) {
+			got = append(got, p.Name)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: evict %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
