@@ -21,7 +21,8 @@ type sizeGroup struct {
 // looseClass is loose pods that may go to the same claims.
 type looseClass struct {
 	rep        *podData
-	reqs       Requirements // the pod's requirements and its zone pins
+	reqs       Requirements  // the pod's requirements and its zone pins
+	reqList    []Requirement // reqs as a list, which compatibleWith walks for every claim
 	pins       Requirements
 	pinsKey    string           // describeReqs(pins)
 	antiHost   []*topologyGroup // hostname anti-affinity groups that count the pods
@@ -52,6 +53,15 @@ func (y *vec64) value(v vec) float64 {
 	return max(s, 1e-12)
 }
 
+// reqList is the requirements as a list (in no particular order).
+func reqList(reqs Requirements) []Requirement {
+	out := make([]Requirement, 0, len(reqs))
+	for _, r := range reqs {
+		out = append(out, r)
+	}
+	return out
+}
+
 // classify groups loose pods into classes and picks each class's pool (the
 // first by weight that takes its largest pod).
 func (s *scheduler) classify(loose []*podData) ([]*looseClass, bool) {
@@ -75,7 +85,7 @@ func (s *scheduler) classify(loose []*podData) ([]*looseClass, bool) {
 			for _, r := range pd.pins {
 				reqs.Add(r)
 			}
-			c = &looseClass{rep: pd, reqs: reqs, pins: pd.pins, pinsKey: pinsKey, antiHost: anti, spreadHost: spread}
+			c = &looseClass{rep: pd, reqs: reqs, reqList: reqList(reqs), pins: pd.pins, pinsKey: pinsKey, antiHost: anti, spreadHost: spread}
 			byKey[key] = c
 			classes = append(classes, c)
 		}

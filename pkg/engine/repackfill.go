@@ -308,7 +308,8 @@ func (s *scheduler) compatibleWith(c *looseClass, n *node) (Requirements, bool) 
 	// which are then shared rather than copied (nobody writes to them).
 	var keyBuf [4]string
 	narrowKeys := keyBuf[:0]
-	for k, r := range c.reqs {
+	for _, r := range c.reqList {
+		k := r.Key
 		tr, ok := n.reqs[k]
 		if !ok || tr.Operator() != corev1.NodeSelectorOpIn {
 			if _, isPin := c.pins[k]; isPin && !ok && !s.claimCountsOn(n, k) {

@@ -296,7 +296,7 @@ func (t *tightener) classOf(pd *podData, a *node) *looseClass {
 	for _, r := range pins {
 		reqs.Add(r)
 	}
-	c := &looseClass{rep: pd, reqs: reqs, pins: pins, pinsKey: pinsKey, antiHost: anti, spreadHost: spread}
+	c := &looseClass{rep: pd, reqs: reqs, reqList: reqList(reqs), pins: pins, pinsKey: pinsKey, antiHost: anti, spreadHost: spread}
 	t.classes[key], t.byPod[pd] = c, c
 	return c
 }
