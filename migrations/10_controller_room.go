@@ -64,24 +64,39 @@ func (s run) roomForController(ctx context.Context) error {
 		s.Change("evict pod %s from kept node %s: room for the Karpenter controller", pod, node)
 	})
 	if nr := (*NoRoomError)(nil); errors.As(err, &nr) {
+		if s.Options.DryRun {
+			s.Change("would pause: %v", nr)
+			return nil
+		}
 		return &rollout.PausedError{Step: s.Journal.Current.Step, Reason: nr.Error()}
 	}
 	return err
 }
 
-// NoRoomError is a pod MakeRoom had to evict that the drain leaves.
-type NoRoomError struct{ Pod, Node, Reason string }
+// NoRoomError is a node that cannot take the pod even with every pod a
+// drain may evict from it gone.
+type NoRoomError struct {
+	Node string
+	// Left are the pods the drain leaves there, and why.
+	Left []kube.SkippedPod
+}
 
 func (e *NoRoomError) Error() string {
-	return fmt.Sprintf("pod %s on node %s must go to make room but a drain leaves it (%s); move it, or let the drain evict it (drain options), and resume", e.Pod, e.Node, e.Reason)
+	left := make([]string, len(e.Left))
+	for i, p := range e.Left {
+		left[i] = fmt.Sprintf("%s (%s)", p.Pod, p.Reason)
+	}
+	return fmt.Sprintf("node %s has no room for the Karpenter controller even without every pod a drain may evict; the drain leaves %s: move them, or let the drain evict them (rollout.allowEmptyDir, --force-evict), and resume",
+		e.Node, cmp.Or(strings.Join(left, ", "), "none (the node is too small)"))
 }
 
 // MakeRoom evicts from each node the pods Evictees picks for pod to fit
-// there, through d (the eviction API: budgets honoured, retried, waited
-// for), and waits until they are gone. evicting is told each pod first;
-// with dryRun nothing is evicted. The nodes should be reserved first (a
-// taint the pod tolerates and the evicted pods' replacements do not), or
-// the scheduler may give the room back to them.
+// there, among those a drain by d may evict and stays does not keep,
+// through d (the eviction API: budgets honoured, retried, waited for), and
+// waits until they are gone. evicting is told each pod first; with dryRun
+// nothing is evicted. The nodes should be reserved first (a taint the pod
+// tolerates and the evicted pods' replacements do not), or the scheduler
+// may give the room back to them.
 func MakeRoom(ctx context.Context, d *kube.Drainer, nodes []string, pod *corev1.Pod, stays func(*corev1.Pod) bool, dryRun bool, evicting func(pod, node string)) error {
 	victims := map[string]bool{}
 	for _, n := range nodes {
@@ -93,7 +108,21 @@ func MakeRoom(ctx context.Context, d *kube.Drainer, nodes []string, pod *corev1.
 		if err != nil {
 			return fmt.Errorf("list the pods on node %s: %w", n, err)
 		}
-		for _, p := range Evictees(node, pods.Items, pod, stays) {
+		evictable, left, err := d.Pods(ctx, n)
+		if err != nil {
+			return err
+		}
+		movable := map[string]bool{}
+		for i := range evictable {
+			if p := &evictable[i]; stays == nil || !stays(p) {
+				movable[p.Namespace+"/"+p.Name] = true
+			}
+		}
+		out, ok := Evictees(node, pods.Items, pod, func(p *corev1.Pod) bool { return movable[p.Namespace+"/"+p.Name] })
+		if !ok {
+			return &NoRoomError{Node: n, Left: left}
+		}
+		for _, p := range out {
 			victims[p.Namespace+"/"+p.Name] = true
 			evicting(p.Namespace+"/"+p.Name, n)
 		}
@@ -103,27 +132,18 @@ func MakeRoom(ctx context.Context, d *kube.Drainer, nodes []string, pod *corev1.
 	}
 	drain := *d
 	drain.Options.Stay = func(p *corev1.Pod) bool { return !victims[p.Namespace+"/"+p.Name] }
-	results, err := drain.DrainNodes(ctx, nodes, 0)
-	if err != nil {
+	if _, err := drain.DrainNodes(ctx, nodes, 0); err != nil {
 		return fmt.Errorf("make room on nodes %s: %w", strings.Join(nodes, ", "), err)
-	}
-	for _, r := range results {
-		for _, sk := range r.Skipped {
-			if victims[sk.Pod] {
-				return &NoRoomError{Pod: sk.Pod, Node: r.Node, Reason: sk.Reason}
-			}
-		}
 	}
 	return nil
 }
 
 // Evictees are the fewest pods to evict from node for pod to fit there
-// (none when it fits): of the pods that do not stay, the lowest priority
-// first and, among equals, the newest, as kube-scheduler's preemption picks
-// its victims. DaemonSet pods and finished pods are never chosen. When
-// evicting all of them would not make room, it returns them all: the
-// drain then tells whether the controller fits.
-func Evictees(node *corev1.Node, pods []corev1.Pod, pod *corev1.Pod, stays func(*corev1.Pod) bool) []corev1.Pod {
+// (none when it fits): of the movable pods, the lowest priority first and,
+// among equals, the newest, as kube-scheduler's preemption picks its
+// victims. DaemonSet, finished and terminating pods are never chosen. ok is
+// false when even all of them would not make room.
+func Evictees(node *corev1.Node, pods []corev1.Pod, pod *corev1.Pod, movable func(*corev1.Pod) bool) (_ []corev1.Pod, ok bool) {
 	want := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	used := corev1.ResourceList{}
 	count := 0
@@ -135,7 +155,7 @@ func Evictees(node *corev1.Node, pods []corev1.Pod, pod *corev1.Pod, stays func(
 		}
 		addTo(used, resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}))
 		count++
-		if !kube.IsDaemonSetPod(p) && p.DeletionTimestamp == nil && (stays == nil || !stays(p)) {
+		if !kube.IsDaemonSetPod(p) && p.DeletionTimestamp == nil && movable(p) {
 			cands = append(cands, *p)
 		}
 	}
@@ -148,13 +168,13 @@ func Evictees(node *corev1.Node, pods []corev1.Pod, pod *corev1.Pod, stays func(
 	var out []corev1.Pod
 	for _, c := range cands {
 		if fits(want, used, count, node.Status.Allocatable) {
-			break
+			return out, true
 		}
 		subtractFrom(used, resourcehelper.PodRequests(&c, resourcehelper.PodResourcesOptions{}))
 		count--
 		out = append(out, c)
 	}
-	return out
+	return out, fits(want, used, count, node.Status.Allocatable)
 }
 
 func fits(want, used corev1.ResourceList, pods int, alloc corev1.ResourceList) bool {

@@ -13,8 +13,9 @@ import (
 
 // TestEvictees: the fewest pods for the controller to fit, picked as
 // kube-scheduler's preemption picks victims (lowest priority, then newest);
-// never a DaemonSet's, a finished, a terminating or a staying pod; none
-// when it fits; and the pod-count limit counts.
+// never a DaemonSet's, a finished, a terminating or an unmovable pod; none
+// when it fits; the pod-count limit counts; and not ok when even every
+// movable pod would not do.
 func TestEvictees(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	pod := func(name, cpu string, prio int32, age int) corev1.Pod {
@@ -37,29 +38,31 @@ func TestEvictees(t *testing.T) {
 	leaving := pod("leaving", "200m", -5, 9)
 	leaving.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
 	critical := pod("coredns", "300m", 0, 9)
-	stays := func(p *corev1.Pod) bool { return p.Name == "coredns" }
+	movable := func(p *corev1.Pod) bool { return p.Name != "coredns" }
 
 	for _, tc := range []struct {
 		name string
 		node *corev1.Node
 		pods []corev1.Pod
 		want []string
+		ok   bool
 	}{
-		{"fits", node("4", "110"), []corev1.Pod{pod("a", "1", 0, 1), daemon}, nil},
-		{"lowest priority first", node("2", "110"), []corev1.Pod{pod("high", "500m", 100, 1), pod("low", "500m", 0, 1), daemon}, []string{"low"}},
-		{"newest first among equals", node("2", "110"), []corev1.Pod{pod("old", "400m", 0, 1), pod("new", "400m", 0, 5), pod("mid", "400m", 0, 3)}, []string{"new"}},
-		{"as many as needed", node("2", "110"), []corev1.Pod{pod("a", "600m", 0, 1), pod("b", "600m", 0, 2), pod("c", "600m", 0, 3)}, []string{"c", "b"}},
+		{"fits", node("4", "110"), []corev1.Pod{pod("a", "1", 0, 1), daemon}, nil, true},
+		{"lowest priority first", node("2", "110"), []corev1.Pod{pod("high", "500m", 100, 1), pod("low", "500m", 0, 1), daemon}, []string{"low"}, true},
+		{"newest first among equals", node("2", "110"), []corev1.Pod{pod("old", "400m", 0, 1), pod("new", "400m", 0, 5), pod("mid", "400m", 0, 3)}, []string{"new"}, true},
+		{"as many as needed", node("2", "110"), []corev1.Pod{pod("a", "600m", 0, 1), pod("b", "600m", 0, 2), pod("c", "600m", 0, 3)}, []string{"c", "b"}, true},
 		{"never a DaemonSet's, finished, terminating or staying pod", node("2.5", "110"),
-			[]corev1.Pod{daemon, done, leaving, critical, pod("w", "600m", 0, 1)}, []string{"w"}},
-		{"the pod count", node("8", "2"), []corev1.Pod{pod("a", "100m", 0, 1), pod("b", "100m", 5, 2)}, []string{"a"}},
-		{"all when even all would not do", node("1", "110"), []corev1.Pod{critical, pod("w", "600m", 0, 1)}, []string{"w"}},
+			[]corev1.Pod{daemon, done, leaving, critical, pod("w", "600m", 0, 1)}, []string{"w"}, true},
+		{"the pod count", node("8", "2"), []corev1.Pod{pod("a", "100m", 0, 1), pod("b", "100m", 5, 2)}, []string{"a"}, true},
+		{"not ok when even all would not do", node("1", "110"), []corev1.Pod{critical, pod("w", "600m", 0, 1)}, []string{"w"}, false},
 	} {
 		var got []string
-		for _, p := range Evictees(tc.node, tc.pods, &controller, stays) {
+		out, ok := Evictees(tc.node, tc.pods, &controller, movable)
+		for _, p := range out {
 			got = append(got, p.Name)
 		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("%s: evict %v, want %v", tc.name, got, tc.want)
+		if !slices.Equal(got, tc.want) || ok != tc.ok {
+			t.Errorf("%s: evict %v (ok %t), want %v (ok %t)", tc.name, got, ok, tc.want, tc.ok)
 		}
 	}
 }

@@ -108,7 +108,8 @@ func (r *runner) roomForController(ctx context.Context, pod *corev1.Pod, replica
 		}
 	}
 	d := &kube.Drainer{Client: r.cfg.Kube, Clock: clock.RealClock{}, Options: kube.DefaultDrainOptions()}
-	d.Options.Timeout = cpSettleTimeout
+	// As the demo's plan drains (planConfig).
+	d.Options.Timeout, d.Options.Watch, d.Options.ForceEvict, d.Options.DeleteEmptyDirData = cpSettleTimeout, true, true, true
 	stays := func(p *corev1.Pod) bool { return plan.Tolerates(p.Spec.Tolerations, &generate.ReservedTaint) }
 	return migrations.MakeRoom(ctx, d, chosen, pod, stays, false, func(pod, node string) {
 		klog.V(2).InfoS("evicting to make room for the Karpenter controller", "pod", pod, "node", node)
