@@ -11,8 +11,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
@@ -144,43 +146,47 @@ func MakeRoom(ctx context.Context, d *kube.Drainer, nodes []string, pod *corev1.
 // victims. DaemonSet, finished and terminating pods are never chosen. ok is
 // false when even all of them would not make room.
 func Evictees(node *corev1.Node, pods []corev1.Pod, pod *corev1.Pod, movable func(*corev1.Pod) bool) (_ []corev1.Pod, ok bool) {
-	want := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	want := requests(pod)
 	used := corev1.ResourceList{}
-	count := 0
 	var cands []corev1.Pod
 	for i := range pods {
 		p := &pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		addTo(used, resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}))
-		count++
+		kube.AddResources(used, requests(p), 1)
 		if !kube.IsDaemonSetPod(p) && p.DeletionTimestamp == nil && movable(p) {
 			cands = append(cands, *p)
 		}
 	}
 	slices.SortStableFunc(cands, func(a, b corev1.Pod) int {
-		if c := cmp.Compare(priorityOf(&a), priorityOf(&b)); c != 0 {
+		if c := cmp.Compare(ptr.Deref(a.Spec.Priority, 0), ptr.Deref(b.Spec.Priority, 0)); c != 0 {
 			return c
 		}
 		return b.CreationTimestamp.Compare(a.CreationTimestamp.Time)
 	})
 	var out []corev1.Pod
 	for _, c := range cands {
-		if fits(want, used, count, node.Status.Allocatable) {
+		if fits(want, used, node.Status.Allocatable) {
 			return out, true
 		}
-		subtractFrom(used, resourcehelper.PodRequests(&c, resourcehelper.PodResourcesOptions{}))
-		count--
+		kube.AddResources(used, requests(&c), -1)
 		out = append(out, c)
 	}
-	return out, fits(want, used, count, node.Status.Allocatable)
+	return out, fits(want, used, node.Status.Allocatable)
 }
 
-func fits(want, used corev1.ResourceList, pods int, alloc corev1.ResourceList) bool {
-	if max, ok := alloc[corev1.ResourcePods]; ok && int64(pods+1) > max.Value() {
-		return false
-	}
+// requests are a pod's requests as the scheduler counts them, and the one
+// pod it takes of a node's pods.
+func requests(p *corev1.Pod) corev1.ResourceList {
+	r := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	r[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+	return r
+}
+
+// fits reports whether want fits beside used in alloc, for every resource
+// want names.
+func fits(want, used, alloc corev1.ResourceList) bool {
 	for name, q := range want {
 		free := alloc[name].DeepCopy()
 		free.Sub(used[name])
@@ -189,29 +195,6 @@ func fits(want, used corev1.ResourceList, pods int, alloc corev1.ResourceList) b
 		}
 	}
 	return true
-}
-
-func addTo(sum, add corev1.ResourceList) {
-	for name, q := range add {
-		v := sum[name]
-		v.Add(q)
-		sum[name] = v
-	}
-}
-
-func subtractFrom(sum, sub corev1.ResourceList) {
-	for name, q := range sub {
-		v := sum[name]
-		v.Sub(q)
-		sum[name] = v
-	}
-}
-
-func priorityOf(p *corev1.Pod) int32 {
-	if p.Spec.Priority != nil {
-		return *p.Spec.Priority
-	}
-	return 0
 }
 
 // releaseReservation takes the reservation off the nodes the rollout

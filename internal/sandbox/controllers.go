@@ -570,7 +570,7 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 		if used[p.Spec.NodeName] == nil {
 			used[p.Spec.NodeName] = corev1.ResourceList{}
 		}
-		addTo(used[p.Spec.NodeName], PodRequests(p))
+		kube.AddResources(used[p.Spec.NodeName], PodRequests(p), 1)
 	}
 	sort.SliceStable(pending, func(i, j int) bool {
 		pi, pj := priority(pending[i]), priority(pending[j])
@@ -619,7 +619,7 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 		if used[best.Name] == nil {
 			used[best.Name] = corev1.ResourceList{}
 		}
-		addTo(used[best.Name], PodRequests(p))
+		kube.AddResources(used[best.Name], PodRequests(p), 1)
 		on[best.Name] = append(on[best.Name], p)
 	}
 	return nil
@@ -696,7 +696,7 @@ func (s *Sandbox) preempt(ctx context.Context, p *corev1.Pod, nodes []*corev1.No
 			return cands[j].CreationTimestamp.Before(&cands[i].CreationTimestamp)
 		})
 		left := corev1.ResourceList{}
-		addTo(left, used[n.Name])
+		kube.AddResources(left, used[n.Name], 1)
 		var victims []*corev1.Pod
 		for _, q := range cands {
 			if resourcesFit(want, left, n.Status.Allocatable) == nil {

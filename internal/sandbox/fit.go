@@ -9,6 +9,8 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
 // Fitter decides whether a pod may run on a node that already carries
@@ -90,7 +92,7 @@ func nodeReady(n *corev1.Node) bool {
 func PodRequests(p *corev1.Pod) corev1.ResourceList {
 	out := corev1.ResourceList{}
 	for _, c := range p.Spec.Containers {
-		addTo(out, c.Resources.Requests)
+		kube.AddResources(out, c.Resources.Requests, 1)
 	}
 	for _, c := range p.Spec.InitContainers {
 		for k, v := range c.Resources.Requests {
@@ -99,17 +101,9 @@ func PodRequests(p *corev1.Pod) corev1.ResourceList {
 			}
 		}
 	}
-	addTo(out, p.Spec.Overhead)
+	kube.AddResources(out, p.Spec.Overhead, 1)
 	out[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
 	return out
-}
-
-func addTo(dst, src corev1.ResourceList) {
-	for k, v := range src {
-		cur := dst[k]
-		cur.Add(v)
-		dst[k] = cur
-	}
 }
 
 // resourcesFit checks want+used <= allocatable for every requested resource,

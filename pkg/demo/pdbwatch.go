@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/kubectl/pkg/util/podutils"
 )
 
 // pdbWatcher counts PodDisruptionBudget violations on its own: after every
@@ -94,20 +95,11 @@ func healthyPods(pods []corev1.Pod, ns string, sel labels.Selector) (int32, []st
 			why = "terminating"
 		case p.Spec.NodeName == "":
 			why = "not scheduled"
-		case podReady(p):
+		case podutils.IsPodReady(p):
 			n++
 			continue
 		}
 		others = append(others, fmt.Sprintf("%s on %q (%s)", p.Name, p.Spec.NodeName, why))
 	}
 	return n, others
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

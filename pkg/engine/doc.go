@@ -110,7 +110,9 @@
 //     place in the order, so every constraint judged at placement time
 //     still holds. The re-pack
 //     is kept only when the fleet is cheaper without more nodes (or at least
-//     5 % cheaper); when it needs more nodes a second re-pack grows existing
+//     5 % cheaper); when it needs more nodes, the pods of the claims it
+//     opened beyond the greedy's count go to grown claims, and only when that
+//     is not cheaper with no more nodes does a second re-pack grow existing
 //     claims first. Then a tightening pass (repackmove.go), one sweep over
 //     the claims: a claim drops to the cheapest type it can reach by handing
 //     a few of its pods (those the re-pack moves, and zone-spread pods) to
@@ -182,8 +184,10 @@
 // (fitFor, kept while the pool's limits hold the largest), the types
 // compatible with a claim's requirements and those offered under a zone /
 // capacity-type filter (reqsCompat, offeredUnder), resource checks over
-// the slots in use (fitsIn), and the second re-pack from a snapshot of the
-// prepared state.
+// the slots in use (fitsIn), the second re-pack from a snapshot of the
+// prepared state, a top-up's candidate types filled only when the pods
+// left could make them win, and each band's best candidate read from the
+// pool's types by band and efficiency.
 //
 // # Benchmarks
 //

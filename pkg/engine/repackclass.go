@@ -1,10 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
@@ -21,7 +21,8 @@ type sizeGroup struct {
 // looseClass is loose pods that may go to the same claims.
 type looseClass struct {
 	rep        *podData
-	reqs       Requirements // the pod's requirements and its zone pins
+	reqs       Requirements  // the pod's requirements and its zone pins
+	reqList    []Requirement // reqs as a list, which compatibleWith walks for every claim
 	pins       Requirements
 	pinsKey    string           // describeReqs(pins)
 	antiHost   []*topologyGroup // hostname anti-affinity groups that count the pods
@@ -35,8 +36,9 @@ type looseClass struct {
 
 // poolDuals are a pool's dual prices (per slot) and the types' efficiency.
 type poolDuals struct {
-	y   vec64
-	eff []float64 // by type index (itype.idx)
+	y      vec64
+	eff    []float64  // by type index (itype.idx)
+	byBand [][]*itype // for candidates
 }
 
 type vec64 [nres]float64
@@ -49,6 +51,15 @@ func (y *vec64) value(v vec) float64 {
 		}
 	}
 	return max(s, 1e-12)
+}
+
+// reqList is the requirements as a list (in no particular order).
+func reqList(reqs Requirements) []Requirement {
+	out := make([]Requirement, 0, len(reqs))
+	for _, r := range reqs {
+		out = append(out, r)
+	}
+	return out
 }
 
 // classify groups loose pods into classes and picks each class's pool (the
@@ -74,7 +85,7 @@ func (s *scheduler) classify(loose []*podData) ([]*looseClass, bool) {
 			for _, r := range pd.pins {
 				reqs.Add(r)
 			}
-			c = &looseClass{rep: pd, reqs: reqs, pins: pd.pins, pinsKey: pinsKey, antiHost: anti, spreadHost: spread}
+			c = &looseClass{rep: pd, reqs: reqs, reqList: reqList(reqs), pins: pd.pins, pinsKey: pinsKey, antiHost: anti, spreadHost: spread}
 			byKey[key] = c
 			classes = append(classes, c)
 		}
@@ -175,6 +186,7 @@ func (s *scheduler) duals(live []*node, classes []*looseClass) map[*pool]*poolDu
 		for _, t := range p.types {
 			pd.eff[t.idx] = pd.y.value(t.alloc) / t.offerings[0].Price
 		}
+		pd.byBand = byBand(p.types, pd.eff)
 		out[p] = pd
 	}
 	for _, c := range classes {
@@ -182,7 +194,7 @@ func (s *scheduler) duals(live []*node, classes []*looseClass) map[*pool]*poolDu
 		for _, sg := range c.sizes {
 			sg.val = y.value(sg.req)
 		}
-		sort.SliceStable(c.sizes, func(i, j int) bool { return c.sizes[i].val > c.sizes[j].val })
+		slices.SortStableFunc(c.sizes, func(a, b *sizeGroup) int { return cmp.Compare(b.val, a.val) })
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -65,10 +67,46 @@ func band(t *itype) int {
 	return bits.Len64(cpu)*16 + bits.Len64(ratio)
 }
 
-// candidates keeps, per band, the most efficient type that ok accepts,
-// sorted by name. The slice is the scheduler's scratch, valid until the
-// next call.
-func (s *scheduler) candidates(types []*itype, eff []float64, ok func(*itype) bool) []*itype {
+// candidates keeps, per band, the most efficient type that ok accepts (the
+// first in types on ties), sorted by name. types is a claim's or a class's
+// list, a subsequence of the pool's: each band's types by efficiency
+// (d.byBand) are looked at until one is in the list and accepted, so the
+// list is read once, to mark its types, rather than scored type by type.
+// The slice is the scheduler's scratch, valid until the next call.
+func (s *scheduler) candidates(types []*itype, d *poolDuals, ok func(*itype) bool) []*itype {
+	sc := &s.repackScratch
+	if len(sc.mark) < len(d.eff) {
+		sc.mark = make([]uint32, len(d.eff))
+	}
+	sc.stamp++
+	if sc.stamp == 0 { // wrapped: old marks could match
+		clear(sc.mark)
+		sc.stamp = 1
+	}
+	prev := -1
+	for _, t := range types {
+		if t.idx <= prev {
+			return s.candidatesWalk(types, d.eff, ok) // not in the pool's order
+		}
+		prev = t.idx
+		sc.mark[t.idx] = sc.stamp
+	}
+	out := sc.cands[:0]
+	for _, list := range d.byBand {
+		for _, t := range list {
+			if sc.mark[t.idx] == sc.stamp && ok(t) {
+				out = append(out, t)
+				break
+			}
+		}
+	}
+	sc.cands = out
+	sortByName(out)
+	return out
+}
+
+// candidatesWalk is candidates for any list: it scores the types one by one.
+func (s *scheduler) candidatesWalk(types []*itype, eff []float64, ok func(*itype) bool) []*itype {
 	// Bands are small integers: a table by band finds a type's entry
 	// without searching the few dozen kept so far.
 	sc := &s.repackScratch
@@ -95,12 +133,36 @@ func (s *scheduler) candidates(types []*itype, eff []float64, ok func(*itype) bo
 		sc.bandSlot[x.band] = 0
 	}
 	sc.best, sc.cands = best, out
-	slices.SortFunc(out, func(a, b *itype) int {
+	sortByName(out)
+	return out
+}
+
+func sortByName(types []*itype) {
+	slices.SortFunc(types, func(a, b *itype) int {
 		if c := strings.Compare(a.name, b.name); c != 0 {
 			return c
 		}
 		return a.idx - b.idx
 	})
+}
+
+// byBand is the pool's types grouped by band, each group by efficiency
+// (most first; pool order on ties), for candidates.
+func byBand(types []*itype, eff []float64) [][]*itype {
+	slot := map[int]int{}
+	var out [][]*itype
+	for _, t := range types {
+		i, ok := slot[t.band]
+		if !ok {
+			i = len(out)
+			slot[t.band] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], t)
+	}
+	for _, list := range out {
+		slices.SortStableFunc(list, func(a, b *itype) int { return cmp.Compare(eff[b.idx], eff[a.idx]) })
+	}
 	return out
 }
 
@@ -116,7 +178,9 @@ type bandBest struct {
 
 // repackScratch is buffers the re-pack reuses from one claim to the next.
 type repackScratch struct {
-	bandSlot []int32 // by band: 1 + index in best, 0 for none
+	bandSlot []int32  // by band: 1 + index in best, 0 for none
+	mark     []uint32 // by type index: stamp when in candidates' list
+	stamp    uint32
 	best     []bandBest
 	cands    []*itype
 	take     []int
@@ -135,28 +199,29 @@ func (s *scheduler) fill(free vec, groups []*sizeGroup, take []int) float64 {
 	tk := take[:len(groups)]
 	clear(tk)
 	capCPU, capMem := float64(max(free[rCPU], 1)), float64(max(free[rMem], 1))
-	// Each group's share of the room and its norm, computed once per call
-	// rather than once per round (the same values, so the same scores).
+	dims := s.dims()
+	// The groups in play, in order: the room only shrinks and taken pods
+	// stay taken, so a group that has none left or no longer fits is out
+	// for good (dropping it changes no round's choice). Each one's share of
+	// the room and its norm are computed once per call rather than once per
+	// round (the same values, so the same scores).
 	sc := &s.repackScratch
 	sc.shares = slices.Grow(sc.shares[:0], len(groups))[:len(groups)]
-	for i, sg := range groups {
-		rc, rm := float64(sg.req[rCPU])/capCPU, float64(sg.req[rMem])/capMem
-		sc.shares[i] = share{rc: rc, rm: rm, norm: math.Hypot(rc, rm)}
-	}
-	dims := s.dims()
-	// The groups still in play, in order: the room only shrinks and taken
-	// pods stay taken, so a group that has none left or no longer fits is
-	// out for good (dropping it changes no round's choice).
 	act := sc.active[:0]
-	for i := range groups {
+	for i, sg := range groups {
+		if len(sg.pods) == 0 || !holdsOne(&free, &sg.req, dims) {
+			continue
+		}
 		act = append(act, int32(i))
+		rc, rm := float64(sg.req[rCPU])/capCPU, float64(sg.req[rMem])/capMem
+		sc.shares[i] = share{rc: rc, rm: rm, norm: math.Sqrt(rc*rc + rm*rm)}
 	}
 	sc.active = act
 	v := 0.0
 	for {
 		best, bestScore, bestFit := -1, -math.MaxFloat64, int64(0)
 		fc, fm := float64(free[rCPU])/capCPU, float64(free[rMem])/capMem
-		fn := math.Hypot(fc, fm)
+		fn := math.Sqrt(fc*fc + fm*fm)
 		w := 0
 		for _, i := range act {
 			sg := groups[i]
@@ -243,7 +308,8 @@ func (s *scheduler) compatibleWith(c *looseClass, n *node) (Requirements, bool) 
 	// which are then shared rather than copied (nobody writes to them).
 	var keyBuf [4]string
 	narrowKeys := keyBuf[:0]
-	for k, r := range c.reqs {
+	for _, r := range c.reqList {
+		k := r.Key
 		tr, ok := n.reqs[k]
 		if !ok || tr.Operator() != corev1.NodeSelectorOpIn {
 			if _, isPin := c.pins[k]; isPin && !ok && !s.claimCountsOn(n, k) {
@@ -325,11 +391,22 @@ func (s *scheduler) topUp(n *node, classes []*looseClass, d *poolDuals, budgets 
 		b.charge(n.pool, best.t.capacity.sub(curCap), 0)
 	}
 	if len(best.o.narrow) > 0 {
-		keys := diffKeys(n.reqs, best.reqs)
-		n.reqs = best.reqs
+		reqs := n.reqs.Clone()
+		for _, r := range best.o.narrow {
+			reqs.Add(r)
+		}
+		keys := diffKeys(n.reqs, reqs)
+		n.reqs = reqs
 		f := offerFilterOf(n.reqs)
 		compat := s.keysCompat(n.pool, n.reqs, keys, &f)
-		kept := n.types[:0:0]
+		// A new array (a snapshot may hold the old one), allocated once.
+		k := 0
+		for _, t := range n.types {
+			if compat[t.idx] {
+				k++
+			}
+		}
+		kept := make([]*itype, 0, k)
 		for _, t := range n.types {
 			if compat[t.idx] {
 				kept = append(kept, t)
@@ -404,7 +481,6 @@ type topUpChoice struct {
 	score float64
 	t     *itype
 	o     *topUpOption
-	reqs  Requirements
 }
 
 // bestTopUp scores each option on the claim's current type (current) or on
@@ -420,14 +496,21 @@ func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *bud
 		best.score = 0
 	}
 	for _, o := range opts {
-		reqs := n.reqs
-		if len(o.narrow) > 0 {
-			reqs = n.reqs.Clone()
-			for _, r := range o.narrow {
-				reqs.Add(r)
-			}
+		// What the option's pods are worth bounds every fill's value: a
+		// type whose score could not beat the best even with all of them
+		// is not filled, and when even the claim's current price (no
+		// candidate is cheaper) could not, no candidate is looked for.
+		rem := 0.0
+		for _, sg := range o.groups {
+			rem += float64(len(sg.pods)) * sg.val
 		}
-		f := offerFilterOf(reqs)
+		if !noTopUpBound && !current && !absorb && curPrice > 0 && cannotBeat(topUpScore(preVal, rem, curPrice, curPrice, false), best.score) {
+			continue
+		}
+		f := offerFilterOf(n.reqs)
+		if len(o.narrow) > 0 {
+			f.narrow(o.narrow) // the claim's requirements are copied only for the winner
+		}
 		var cands []*itype
 		if current {
 			if _, ok := n.types[n.cur].cheapestF(&f); ok {
@@ -435,28 +518,65 @@ func (s *scheduler) bestTopUp(n *node, opts []*topUpOption, d *poolDuals, b *bud
 			}
 		} else {
 			offered := s.offeredUnder(n.pool, &f)
-			cands = s.candidates(n.types, d.eff, func(t *itype) bool { return offered[t.idx] })
+			cands = s.candidates(n.types, d, func(t *itype) bool { return offered[t.idx] })
 		}
 		for _, t := range cands {
 			off, _ := t.cheapestF(&f)
 			if b != nil && !b.allows(n.pool, t.capacity.sub(curCap), 0) {
 				continue
 			}
+			if !noTopUpBound && cannotBeat(topUpScore(preVal, rem, off.Price, curPrice, absorb), best.score) {
+				continue
+			}
 			v := s.fill(t.alloc.sub(n.used), o.groups, s.takeBuf(len(o.groups)))
 			if v == 0 {
 				continue
 			}
-			score := (preVal + v) / off.Price
-			if absorb {
-				score = v / max(off.Price-curPrice, 1e-12) // marginal value per dollar
-			}
-			if score > best.score*(1+1e-9) {
-				best.score, best.t, best.o, best.reqs = score, t, o, reqs
+			if score := topUpScore(preVal, v, off.Price, curPrice, absorb); score > best.score*(1+1e-9) {
+				best.score, best.t, best.o = score, t, o
 			}
 		}
 	}
 	return best
 }
+
+// narrow makes f the filter of its requirements with narrow added
+// (Requirements.Add), without building those requirements.
+func (f *offerFilter) narrow(narrow Requirements) {
+	if r, ok := narrow[catalog.LabelZone]; ok {
+		if f.hasZ {
+			f.zr = f.zr.Intersect(r)
+		} else {
+			f.zr, f.hasZ = r, true
+		}
+	}
+	if r, ok := narrow[catalog.LabelCapacityType]; ok {
+		if f.hasC {
+			f.cr = f.cr.Intersect(r)
+		} else {
+			f.cr, f.hasC = r, true
+		}
+	}
+}
+
+// topUpScore is a top-up's value per dollar (preVal the claim's value, v
+// what the fill adds, on a type offered at price), or with absorb the
+// marginal value per marginal dollar.
+func topUpScore(preVal, v, price, curPrice float64, absorb bool) float64 {
+	if absorb {
+		return v / max(price-curPrice, 1e-12)
+	}
+	return (preVal + v) / price
+}
+
+// cannotBeat reports whether a score bound leaves no score that beats best
+// (by bestTopUp's margin); the bound's own margin covers the rounding of
+// fill's sum.
+func cannotBeat(bound, best float64) bool { return bound*(1+1e-12) <= best*(1+1e-9) }
+
+// noTopUpBound is set only by tests, which compare bestTopUp's choices with
+// every candidate filled.
+var noTopUpBound = false
 
 // place moves the counted pods of each size group onto the claim.
 func (s *scheduler) place(n *node, groups []*sizeGroup, take []int) {
@@ -534,7 +654,7 @@ func (s *scheduler) openBin(c *looseClass, d *poolDuals, budgets map[*pool]*budg
 	b := budgets[p]
 	f := offerFilterOf(c.nodeReqs)
 	offered := s.offeredUnder(p, &f)
-	cands := s.candidates(c.types, d.eff, func(t *itype) bool {
+	cands := s.candidates(c.types, d, func(t *itype) bool {
 		return offered[t.idx] && b.allows(p, t.capacity, 1)
 	})
 	var bestT *itype

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -122,9 +124,10 @@ const maxPicks = 16
 func (t *tightener) plan(a *node, mv []int, need vec) bool {
 	chosen := make([]bool, len(mv))
 	var picks []int
+	dims := t.s.dims() // no pod requests a slot past them: need is 0 there
 	for {
 		left := false
-		for r := range need {
+		for r := range need[:dims] {
 			if need[r] > 0 {
 				left = true
 			}
@@ -140,7 +143,7 @@ func (t *tightener) plan(a *node, mv []int, need vec) bool {
 				continue
 			}
 			req, score := a.pods[i].req, 0.0
-			for r := range need {
+			for r := range need[:dims] {
 				if need[r] > 0 {
 					score += float64(min(req[r], need[r])) / float64(need[r])
 				}
@@ -293,7 +296,7 @@ func (t *tightener) classOf(pd *podData, a *node) *looseClass {
 	for _, r := range pins {
 		reqs.Add(r)
 	}
-	c := &looseClass{rep: pd, reqs: reqs, pins: pins, pinsKey: pinsKey, antiHost: anti, spreadHost: spread}
+	c := &looseClass{rep: pd, reqs: reqs, reqList: reqList(reqs), pins: pins, pinsKey: pinsKey, antiHost: anti, spreadHost: spread}
 	t.classes[key], t.byPod[pd] = c, c
 	return c
 }
@@ -359,7 +362,7 @@ func (t *tightener) cheaperTypes(a *node, price float64) []pricedType {
 			out = append(out, pricedType{it, o.Price})
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].price < out[j].price })
+	slices.SortStableFunc(out, func(a, b pricedType) int { return cmp.Compare(a.price, b.price) })
 	t.buf = out
 	return out
 }

@@ -279,13 +279,17 @@ func TestFitCacheGivesTheWalksAnswer(t *testing.T) {
 }
 
 // TestSecondRepackFromThePreparedState: on the Karpenter mix of 4,000 pods
-// the first re-pack needs more nodes, so a second one runs, from a snapshot
-// of the state both start from; it must give what a second re-pack
-// prepared afresh from the greedy result gives (and it is the one kept:
-// the fleet is cheaper than the greedy pass's).
+// the first re-pack needs more nodes, so (with the surplus not absorbed) a
+// second one runs, from a snapshot of the state both start from; it must
+// give what a second re-pack prepared afresh from the greedy result gives
+// (and it is the one kept: the fleet is cheaper than the greedy pass's).
 func TestSecondRepackFromThePreparedState(t *testing.T) {
-	defer func() { redoPrepare = false }()
+	defer func() { redoPrepare, noAbsorb = false, false }()
+	noAbsorb = true
 	in := Input{Pods: karpenterMix(4000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}}
+	if got := keptBy(t, in); got != keptSecond {
+		t.Fatalf("improve kept result %d, want the second re-pack (%d): the test proves nothing", got, keptSecond)
+	}
 	redoPrepare = false
 	fromSnapshot, err := Solve(in)
 	if err != nil {
@@ -347,6 +351,206 @@ func TestSelectedByFormIsSelects(t *testing.T) {
 		}
 		if !reflect.DeepEqual(pd.selectedBy, want) {
 			t.Fatalf("pod %d (%s %v): selected by %d groups, want %d", i, ps[i].Namespace, ps[i].Labels, len(pd.selectedBy), len(want))
+		}
+	}
+}
+
+// TestSurplusAbsorbedLikeASecondRepack: where the first re-pack opens a few
+// claims more than the greedy pass (1,500 and 3,000 pods of the Karpenter
+// mix), improve moves their pods to grown claims instead of running a
+// second re-pack. The topology counts must be those of the pods where they
+// now are, and the fleet must keep the greedy's node count, pass Check,
+// hold every pod, and cost within half a percent of what the second
+// re-pack gives (the slow path).
+func TestSurplusAbsorbedLikeASecondRepack(t *testing.T) {
+	defer func() { noAbsorb = false }()
+	for _, pods := range []int{1500, 3000} {
+		in := Input{Pods: karpenterMix(pods), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}}
+		noAbsorb = false
+		s := newScheduler(in.Options)
+		if _, err := s.queue(in, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.improve(); got != keptAbsorbed {
+			t.Fatalf("%d pods: improve kept result %d, want the absorbed surplus (%d): the test proves nothing", pods, got, keptAbsorbed)
+		}
+		countsAreRecounts(t, s)
+		absorbed, err := Solve(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		noAbsorb = true
+		second, err := Solve(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if errs := Check(in, absorbed); len(errs) > 0 {
+			t.Fatalf("%d pods: Check: %d errors, first: %v", pods, len(errs), errs[0])
+		}
+		if len(absorbed.Unschedulable) > 0 || len(absorbed.NodeClaims) > len(second.NodeClaims) {
+			t.Errorf("%d pods: absorbed %d nodes, %d pods unschedulable; the second re-pack %d nodes", pods,
+				len(absorbed.NodeClaims), len(absorbed.Unschedulable), len(second.NodeClaims))
+		}
+		if absorbed.Cost > 1.005*second.Cost {
+			t.Errorf("%d pods: absorbed $%.2f/h, the second re-pack $%.2f/h", pods, absorbed.Cost, second.Cost)
+		}
+		t.Logf("%d pods: absorbed $%.2f/h, the second re-pack $%.2f/h", pods, absorbed.Cost, second.Cost)
+	}
+}
+
+// keptBy runs Solve's steps up to the re-pack and returns what improve kept.
+func keptBy(t *testing.T, in Input) improved {
+	t.Helper()
+	s := newScheduler(in.Options)
+	if _, err := s.queue(in, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	return s.improve()
+}
+
+// countsAreRecounts fails unless every group's counts (by domain and by
+// claim, counted and owners) are those of the pods on the live claims
+// (inputs without existing nodes).
+func countsAreRecounts(t *testing.T, s *scheduler) {
+	t.Helper()
+	type at struct {
+		g *topologyGroup
+		d string
+	}
+	counts, owners := map[at]int32{}, map[at]int32{}
+	hc, ho := map[at]int32{}, map[at]int32{}
+	for _, n := range s.claims {
+		if n.dead {
+			continue
+		}
+		for _, pd := range n.pods {
+			for _, g := range pd.selectedBy {
+				if g.key == catalog.LabelHostname {
+					hc[at{g, n.name}]++
+				} else if d := n.domain(g.key); d != "" {
+					counts[at{g, d}]++
+				}
+			}
+			for _, g := range pd.owned {
+				if g.kind != kindAnti || slices.Contains(pd.softAnti, g) {
+					continue
+				}
+				if g.key == catalog.LabelHostname {
+					ho[at{g, n.name}]++
+				} else if d := n.domain(g.key); d != "" {
+					owners[at{g, d}]++
+				}
+			}
+		}
+	}
+	for _, g := range s.groups {
+		for d, c := range g.counts {
+			if c != counts[at{g, d}] {
+				t.Errorf("group %s %s: %d counted in %s, %d pods there", g.key, g.desc, c, d, counts[at{g, d}])
+			}
+		}
+		for d, c := range g.owners {
+			if c != owners[at{g, d}] {
+				t.Errorf("group %s %s: %d owners in %s, %d pods there", g.key, g.desc, c, d, owners[at{g, d}])
+			}
+		}
+		for _, n := range s.claims {
+			want, wantOwners := int32(0), int32(0)
+			if !n.dead {
+				want, wantOwners = hc[at{g, n.name}], ho[at{g, n.name}]
+			}
+			if g.hcount(n.id) != want || g.howner(n.id) != wantOwners {
+				t.Errorf("group %s %s: claim %s counts %d pods and %d owners, holds %d and %d", g.key, g.desc, n.name,
+					g.hcount(n.id), g.howner(n.id), want, wantOwners)
+			}
+		}
+	}
+}
+
+// TestTopUpBoundGivesEveryFillsChoice: bestTopUp skips a candidate type (or
+// a whole option) when the value of the option's pods left could not make
+// it win; the result must be the one that fills every candidate, on the
+// Karpenter mix (first re-pack kept, surplus absorbed, second re-pack), a
+// limited pool, the real catalogue and random workloads.
+func TestTopUpBoundGivesEveryFillsChoice(t *testing.T) {
+	defer func() { noTopUpBound, noAbsorb = false, false }()
+	limited := hugePool("default", fakeInstanceTypes(60))
+	limited.Spec.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("900")}
+	inputs := map[string]Input{
+		"mix 2000":       {Pods: karpenterMix(2000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}},
+		"mix 1500":       {Pods: karpenterMix(1500), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}},
+		"second":         {Pods: karpenterMix(1500), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}},
+		"limited":        {Pods: karpenterMix(1500), NodePools: []NodePool{limited, hugePool("spill", fakeInstanceTypes(20))}},
+		"real catalogue": {Pods: realisticMix(500), NodePools: realisticPools(), Catalog: catalog.Default()},
+	}
+	for seed := int64(1); seed <= 20; seed++ {
+		inputs[fmt.Sprintf("random %d", seed)] = randomWorkload(rand.New(rand.NewSource(seed)), 40+int(seed)*8)
+	}
+	for name, in := range inputs {
+		// mix 2000: the first re-pack kept; mix 1500: its surplus absorbed;
+		// "second": the second re-pack.
+		noAbsorb = name == "second"
+		noTopUpBound = false
+		bounded, err := Solve(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		noTopUpBound = true
+		every, err := Solve(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(bounded, every) {
+			t.Errorf("%s: with the bound %d nodes $%.2f/h, filling every candidate %d nodes $%.2f/h", name,
+				len(bounded.NodeClaims), bounded.Cost, len(every.NodeClaims), every.Cost)
+		}
+	}
+}
+
+// TestCandidatesByBandGiveTheWalk: candidates reads each band's types by
+// efficiency (byBand) for a list in the pool's order; it must keep what
+// scoring the list type by type keeps, for sublists of the Karpenter types
+// and of the real catalogue's, under random prices, including ties of
+// efficiency, and with types ok refuses.
+func TestCandidatesByBandGiveTheWalk(t *testing.T) {
+	r := rand.New(rand.NewSource(7))
+	for name, in := range map[string]Input{
+		"karpenter types": {Pods: karpenterMix(10), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}},
+		"real catalogue":  {Pods: realisticMix(100), NodePools: realisticPools(), Catalog: catalog.Default()},
+	} {
+		s := newScheduler(in.Options)
+		if _, err := s.queue(in, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range s.pools {
+			for round := 0; round < 200; round++ {
+				d := &poolDuals{eff: make([]float64, len(p.types))}
+				y := vec64{}
+				y[rCPU], y[rMem] = r.Float64(), r.Float64()*1e-9
+				for _, it := range p.types {
+					d.eff[it.idx] = y.value(it.alloc) / it.offerings[0].Price
+					if round%3 == 0 {
+						d.eff[it.idx] = float64(r.Intn(4)) // many ties
+					}
+				}
+				d.byBand = byBand(p.types, d.eff)
+				var list []*itype
+				for _, it := range p.types {
+					if r.Intn(4) > 0 {
+						list = append(list, it)
+					}
+				}
+				refused := map[int]bool{}
+				for i := 0; i < len(p.types)/5; i++ {
+					refused[r.Intn(len(p.types))] = true
+				}
+				ok := func(it *itype) bool { return !refused[it.idx] }
+				byBand := slices.Clone(s.candidates(list, d, ok))
+				walk := s.candidatesWalk(list, d.eff, ok)
+				if !slices.Equal(byBand, walk) {
+					t.Fatalf("%s, pool %s, round %d: by band %d candidates, the walk %d", name, p.name, round, len(byBand), len(walk))
+				}
+			}
 		}
 	}
 }

@@ -18,3 +18,16 @@ func LostWithNode(p *corev1.Pod) bool {
 	return !IsDaemonSetPod(p) && p.DeletionTimestamp == nil &&
 		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 }
+
+// AddResources adds sign times src to dst, resource by resource.
+func AddResources(dst, src corev1.ResourceList, sign int) {
+	for name, q := range src {
+		v := dst[name]
+		if sign < 0 {
+			v.Sub(q)
+		} else {
+			v.Add(q)
+		}
+		dst[name] = v
+	}
+}
