@@ -133,9 +133,10 @@ func (s *scheduler) nextRoom(mask uint64, b int) int {
 	return best
 }
 
-// putRoom indexes a claim by the room on its current type, in its part.
-func (s *scheduler) putRoom(n *node) {
-	n.roomPart = s.partOfClaim(n)
+// putRoom indexes a claim by the room on its current type, in its part
+// (partOfClaim's).
+func (s *scheduler) putRoom(n *node, part int) {
+	n.roomPart = part
 	s.rooms[n.roomPart].put(n)
 }
 

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -33,8 +35,8 @@ func (s *scheduler) finalize() {
 		if n.dead || len(n.pods) == 0 {
 			continue
 		}
-		key := offerKey(n.pool, n.reqs)
-		all, ok := sorted[key]
+		s.keyBuf = appendOfferKey(s.keyBuf[:0], n.pool, n.reqs)
+		all, ok := sorted[string(s.keyBuf)]
 		if !ok {
 			f := offerFilterOf(n.reqs)
 			for _, t := range n.pool.types {
@@ -48,7 +50,7 @@ func (s *scheduler) finalize() {
 				}
 				return all[i].t.name < all[j].t.name
 			})
-			sorted[key] = all
+			sorted[string(s.keyBuf)] = all
 		}
 		if len(mark) < len(n.pool.types) {
 			mark = make([]int, len(n.pool.types))
@@ -56,13 +58,31 @@ func (s *scheduler) finalize() {
 				mark[i] = -1
 			}
 		}
-		for _, t := range n.types {
-			mark[t.idx] = ci
+		// n.types ascends by index (a subsequence of the pool's types): when
+		// it is a whole run, as after commit dropped the smallest, a range
+		// test replaces the marks.
+		lo, hi := 0, -1
+		if len(n.types) > 0 {
+			lo, hi = n.types[0].idx, n.types[len(n.types)-1].idx
+		}
+		run := hi-lo+1 == len(n.types)
+		if !run {
+			for _, t := range n.types {
+				mark[t.idx] = ci
+			}
+		}
+		// Without minValues only the first MaxInstanceTypes are launched
+		// (launchOptions): stop there instead of copying every option.
+		limit := len(all)
+		if len(n.pool.minValues) == 0 && s.opts.MaxInstanceTypes > 0 {
+			limit = s.opts.MaxInstanceTypes
 		}
 		opts = opts[:0]
 		for _, o := range all {
-			if mark[o.t.idx] == ci {
-				opts = append(opts, o)
+			if run && lo <= o.t.idx && o.t.idx <= hi || !run && mark[o.t.idx] == ci {
+				if opts = append(opts, o); len(opts) == limit {
+					break
+				}
 			}
 		}
 		if len(opts) == 0 {
@@ -85,7 +105,7 @@ func (s *scheduler) finalize() {
 			nc.Requirements = append(nc.Requirements, n.reqs[k].nodeSelector())
 		}
 		nc.Requirements = append(nc.Requirements, corev1.NodeSelectorRequirement{Key: catalog.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: nc.InstanceTypes})
-		sort.SliceStable(nc.Requirements, func(i, j int) bool { return nc.Requirements[i].Key < nc.Requirements[j].Key })
+		slices.SortStableFunc(nc.Requirements, func(a, b corev1.NodeSelectorRequirement) int { return strings.Compare(a.Key, b.Key) })
 		nc.Pods = make([]PodRef, len(n.pods))
 		for i, pd := range n.pods {
 			nc.Pods[i] = pd.ref

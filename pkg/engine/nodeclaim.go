@@ -1,10 +1,10 @@
 package engine
 
 import (
-	"fmt"
 	"math"
 	"math/bits"
 	"slices"
+	"strconv"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +37,9 @@ type node struct {
 	roomPos  int
 	roomPart int // part of the room index
 	cur      int // claims: index into types of the cheapest fitting type
+	// ownTypes: types is the claim's own array, which commit filters in
+	// place; a new claim shares fitFor's kept list until then.
+	ownTypes bool
 	dead     bool
 }
 
@@ -91,23 +94,33 @@ func (s *scheduler) pickClaim(pd *podData) (*node, Requirements) {
 				break
 			}
 			for m := mask; m != 0; m &= m - 1 {
-				bucket := s.rooms[bits.TrailingZeros64(m)].buckets[b]
-				for i := range bucket {
-					e := &bucket[i]
-					if !pd.req.fitsIn(&e.free, dims) {
-						continue
+				r := &s.rooms[bits.TrailingZeros64(m)]
+				bucket := r.buckets[b]
+				for lo := 0; lo < len(bucket); lo += roomBlock {
+					bound := &r.blockMem[b][lo/roomBlock]
+					if pd.req[rMem] > *bound && roomBlocks {
+						continue // no claim of the block has the memory
 					}
-					// Ties go to the first in the order of the scan.
-					score := fitScore(pd, e)
-					if score >= bestScore {
-						continue
-					}
-					if narrowed, ok := s.canAdd(pd, e.n); ok {
-						best, bestReqs, bestScore = e.n, narrowed, score
-						if found < 0 {
-							found = b
+					exact := int64(math.MinInt64)
+					for i := lo; i < min(lo+roomBlock, len(bucket)); i++ {
+						e := &bucket[i]
+						exact = max(exact, e.free[rMem])
+						if !pd.req.fitsIn(&e.free, dims) {
+							continue
+						}
+						// Ties go to the first in the order of the scan.
+						score := fitScore(pd, e)
+						if score >= bestScore {
+							continue
+						}
+						if narrowed, ok := s.canAdd(pd, e.n); ok {
+							best, bestReqs, bestScore = e.n, narrowed, score
+							if found < 0 {
+								found = b
+							}
 						}
 					}
+					*bound = exact
 				}
 			}
 		}
@@ -192,7 +205,7 @@ type fitKey struct {
 
 // fitEntry is the types of the pool that fit, in order, and their bounds.
 type fitEntry struct {
-	fit                 []*itype // read-only: claims copy it
+	fit                 []*itype // read-only: claims share it (ownTypes)
 	maxA, minA, largest vec      // allocatable bounds; largest capacity
 }
 
@@ -273,7 +286,7 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 		}
 		return nil, "no instance type satisfies " + describeReqs(pd.reqs)
 	}
-	name := fmt.Sprintf("%s-%d", p.name, s.claimsNamed(p)+1)
+	name := p.name + "-" + strconv.Itoa(s.claimsNamed(p)+1)
 	probe := node{id: s.nextID, name: name, reqs: reqs, pool: p}
 	if !hostnameOK(pd, &probe) {
 		return nil, s.topologyReason(pd, explain)
@@ -317,8 +330,9 @@ func (s *scheduler) newClaim(pd *podData, p *pool, explain bool) (*node, string)
 	if sameMap(narrowed, p.reqs) {
 		narrowed = p.reqs.Clone() // claims narrow their own copy
 	}
-	n := &node{id: probe.id, name: name, pool: p, taints: p.taints, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1,
-		reqs: narrowed, types: slices.Clone(fit), maxAlloc: maxA, minAlloc: minA} // a claim filters its own copy
+	n := &node{id: probe.id, name: name, pool: p, taints: p.taints, bucket: -1, room: -1, // ports: commit makes them
+		reqs: narrowed, types: fit, maxAlloc: maxA, minAlloc: minA, // shared until commit filters it
+		pods: make([]*podData, 0, 4), seqs: make([]int, 0, 4)}
 	// Karpenter pessimistically charges the largest option against limits.
 	if p.limited {
 		for e := range largest {
@@ -346,6 +360,56 @@ func (s *scheduler) refreshMax(n *node) {
 	n.maxAlloc, n.minAlloc = b.result()
 }
 
+// commitShortcuts (dropOutgrown, and commit knowing that a narrowing drops
+// no type) is off only in tests, which compare with the walk.
+var commitShortcuts = true
+
+// dropOutgrown is commit's filter when the types that no longer hold the
+// claim's pods are the first ones, as when types are priced by size: it
+// drops them without walking the rest, and reports false (nothing changed)
+// when it cannot tell. A claim's types are a subsequence of the pool's in
+// order, so used within the pool's suffix minimum at the first type kept
+// means every later type holds it. maxAlloc stays exact: when a dropped
+// type set it in a slot no kept type reaches, commit walks instead (a slot
+// every type has at zero, as ephemeral storage often, is reached by all).
+// minAlloc becomes the suffix minimum, a lower bound, which only asks for a
+// filter sooner.
+func (s *scheduler) dropOutgrown(n *node) bool {
+	if !commitShortcuts {
+		return false
+	}
+	dims := s.dims()
+	i := 0
+	for i < len(n.types) && !n.used.fitsIn(&n.types[i].alloc, dims) {
+		i++
+	}
+	if i == len(n.types) || !n.used.fitsIn(&n.pool.sufMin[n.types[i].idx], dims) {
+		return false
+	}
+	kept := n.types[i:]
+	for _, t := range n.types[:i] {
+		for e := range dims {
+			if t.alloc[e] == n.maxAlloc[e] && !s.attains(kept, e, t.alloc[e]) {
+				return false
+			}
+		}
+	}
+	n.types = kept
+	n.minAlloc = n.pool.sufMin[n.types[0].idx]
+	return true
+}
+
+// attains reports whether one of types has allocatable v in slot e; the
+// most expensive, looked at first, usually has.
+func (s *scheduler) attains(types []*itype, e int, v int64) bool {
+	for i := len(types) - 1; i >= 0; i-- {
+		if types[i].alloc[e] == v {
+			return true
+		}
+	}
+	return false
+}
+
 // cheapestIndex is the index of the claim's cheapest type that fits and is
 // offered where its requirements allow.
 func (s *scheduler) cheapestIndex(n *node) int {
@@ -353,8 +417,13 @@ func (s *scheduler) cheapestIndex(n *node) int {
 	dims := s.dims()
 	best, bestPrice := 0, math.MaxFloat64
 	for i, t := range n.types {
-		if t.offerings[0].Price >= bestPrice || !n.used.fitsIn(&t.alloc, dims) {
-			continue // offerings are sorted: the type cannot beat the best
+		if t.offerings[0].Price >= bestPrice {
+			// Offerings are sorted and so are the types (a subsequence of
+			// the pool's, by cheapest offering): no later type beats the best.
+			break
+		}
+		if !n.used.fitsIn(&t.alloc, dims) {
+			continue
 		}
 		if o, ok := t.cheapestF(&f); ok && o.Price < bestPrice {
 			best, bestPrice = i, o.Price
@@ -364,8 +433,9 @@ func (s *scheduler) cheapestIndex(n *node) int {
 }
 
 // moveBucket moves a claim from its fewest-pods bucket (from pods, in the
-// part it was put in) to bucket to, in the part it belongs in now.
-func (s *scheduler) moveBucket(n *node, from, to int) {
+// part it was put in) to bucket to, in the part it belongs in now (part,
+// partOfClaim's).
+func (s *scheduler) moveBucket(n *node, from, to, part int) {
 	if n.bucket >= 0 && from < len(s.byCount[n.part]) {
 		b := s.byCount[n.part][from]
 		last := b[len(b)-1]
@@ -377,7 +447,7 @@ func (s *scheduler) moveBucket(n *node, from, to int) {
 	if to < 0 {
 		return
 	}
-	n.part = s.partOfClaim(n)
+	n.part = part
 	for len(s.byCount[n.part]) <= to {
 		s.byCount[n.part] = append(s.byCount[n.part], nil)
 	}

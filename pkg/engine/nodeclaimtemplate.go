@@ -28,6 +28,10 @@ type pool struct {
 	limit        vec // spec.limits as given (with limitMask)
 	nodeLimitMax int64
 	minValues    []Requirement // requirements with minValues (minvalues.go)
+	// sufMin[i] is the component-wise minimum allocatable of types[i:]:
+	// a claim whose used fits it is held by every later type (dropOutgrown).
+	sufMin    []vec
+	allCompat []bool // true for every type: keysCompat's answer when no type fails
 }
 
 // poolUse is what one solve's claims took of a pool: the pools themselves
@@ -200,6 +204,20 @@ func (s *scheduler) addTypes(p *pool, types []InstanceType) error {
 	sort.SliceStable(p.types, func(a, b int) bool { return p.types[a].offerings[0].Price < p.types[b].offerings[0].Price })
 	for i, t := range p.types {
 		t.idx = i
+	}
+	p.allCompat = make([]bool, len(p.types))
+	for i := range p.allCompat {
+		p.allCompat[i] = true
+	}
+	p.sufMin = make([]vec, len(p.types))
+	for i := len(p.types) - 1; i >= 0; i-- {
+		m := p.types[i].alloc
+		if i+1 < len(p.types) {
+			for e := range m {
+				m[e] = min(m[e], p.sufMin[i+1][e])
+			}
+		}
+		p.sufMin[i] = m
 	}
 	for z := range zones {
 		p.zones = append(p.zones, z)

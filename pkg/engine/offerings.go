@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
-	"strings"
 	"unsafe"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
@@ -169,50 +168,51 @@ func typeCompatibleKeysF(t *itype, reqs Requirements, keys []string, f *offerFil
 	return true
 }
 
-// offerKey names the pool and the requirements its offerings are filtered
-// by (zone and capacity type), for caches.
-func offerKey(p *pool, reqs Requirements) string {
-	var b strings.Builder
-	b.WriteString(strconv.Itoa(p.idx))
+// appendOfferKey appends the pool and the requirements its offerings are
+// filtered by (zone and capacity type), for cache keys.
+func appendOfferKey(b []byte, p *pool, reqs Requirements) []byte {
+	b = strconv.AppendInt(b, int64(p.idx), 10)
 	for _, k := range []string{catalog.LabelZone, catalog.LabelCapacityType} {
-		b.WriteByte('|')
 		if r, ok := reqs[k]; ok {
-			b.WriteString(r.String())
+			b = appendReqKey(b, k, r)
+		} else {
+			b = append(b, 3)
 		}
 	}
-	return b.String()
+	return b
 }
 
 // keysCompat is, by type index, typeCompatibleKeysF over the pool's types
 // for reqs and keys, cached per pool and per requirements on those keys
 // (and on zone and capacity type, which the offerings read): claims narrow
 // to the same few domains, and checking each of a claim's types every time
-// cost a fifth of the greedy pass.
+// cost a fifth of the greedy pass. When every type passes it is the pool's
+// allCompat, so that commit can tell that the narrowing drops no type.
 func (s *scheduler) keysCompat(p *pool, reqs Requirements, keys []string, f *offerFilter) []bool {
-	var b strings.Builder
-	b.WriteString(strconv.Itoa(p.idx))
-	write := func(k string) {
-		b.WriteByte('|')
-		b.WriteString(k)
+	b := append(s.keyBuf[:0], "keys|"...)
+	b = strconv.AppendInt(b, int64(p.idx), 10)
+	for _, k := range keys {
 		if r, ok := reqs[k]; ok {
-			b.WriteByte('=')
-			b.WriteString(r.String())
+			b = appendReqKey(b, k, r)
+		} else {
+			b = appendStr(append(b, 3), k)
 		}
 	}
-	for _, k := range keys {
-		write(k)
-	}
-	b.WriteString("|offer|")
-	b.WriteString(offerKey(p, reqs))
-	key := b.String()
-	if c, ok := s.keysCache[key]; ok {
+	b = appendOfferKey(append(b, 4), p, reqs)
+	s.keyBuf = b
+	if c, ok := s.keysCache[string(b)]; ok {
 		return c
 	}
 	c := make([]bool, len(p.types))
+	all := true
 	for i, t := range p.types {
 		c[i] = typeCompatibleKeysF(t, reqs, keys, f)
+		all = all && c[i]
 	}
-	s.keysCache[key] = c
+	if all {
+		c = p.allCompat
+	}
+	s.keysCache[string(b)] = c
 	return c
 }
 

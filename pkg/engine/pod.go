@@ -36,17 +36,26 @@ type podData struct {
 }
 
 func (s *scheduler) newPodData(p *inventory.Pod, idx int) *podData {
-	pd := &podData{pod: p, ref: refOf(p), idx: idx, ports: p.HostPorts}
+	pd := &podData{}
+	s.initPodData(pd, p, idx)
+	return pd
+}
+
+// initPodData fills pd, zero, for the pod (podsOf's are one allocation).
+func (s *scheduler) initPodData(pd *podData, p *inventory.Pod, idx int) {
+	*pd = podData{pod: p, ref: refOf(p), idx: idx, ports: p.HostPorts}
 	v, err := s.ri.vec(p.Requests)
 	if err != nil {
 		pd.invalid = fmt.Errorf("requests: %w", err)
-		return pd
+		return
 	}
 	v[rPods]++
 	pd.req = v
-	pd.base = Requirements{}
-	for k, val := range p.NodeSelector {
-		pd.base.Add(mustIn(k, val))
+	if len(p.NodeSelector) > 0 {
+		pd.base = Requirements{}
+		for k, val := range p.NodeSelector {
+			pd.base.Add(mustIn(k, val))
+		}
 	}
 	if a := p.Affinity; a != nil && a.NodeAffinity != nil {
 		if r := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution; r != nil {
@@ -54,7 +63,7 @@ func (s *scheduler) newPodData(p *inventory.Pod, idx int) *podData {
 				rs, err := FromNodeSelectorTerm(term.MatchExpressions)
 				if err != nil {
 					pd.invalid = fmt.Errorf("required node affinity term %d: %w", i, err)
-					return pd
+					return
 				}
 				pd.alts = append(pd.alts, rs)
 			}
@@ -70,20 +79,25 @@ func (s *scheduler) newPodData(p *inventory.Pod, idx int) *podData {
 		}
 	}
 	pd.recompute()
-	return pd
 }
 
 func slicesClone[T any](s []T) []T { return append([]T(nil), s...) }
 
 func (pd *podData) recompute() {
-	rs := pd.base.Clone()
+	var alt, pref Requirements
 	if pd.alt < len(pd.alts) {
-		for _, r := range pd.alts[pd.alt] {
-			rs.Add(r)
-		}
+		alt = pd.alts[pd.alt]
 	}
 	if len(pd.prefs) > 0 {
-		for _, r := range pd.prefs[0] {
+		pref = pd.prefs[0]
+	}
+	var rs Requirements // nil (read-only) when the pod requires nothing, as most
+	if len(pd.base)+len(alt)+len(pref) > 0 {
+		rs = pd.base.Clone()
+		for _, r := range alt {
+			rs.Add(r)
+		}
+		for _, r := range pref {
 			rs.Add(r)
 		}
 	}
@@ -107,8 +121,10 @@ func (pd *podData) isSelectedBy(g *topologyGroup) bool {
 // podsOf is the scheduler's view of the pending pods, and those invalid.
 func (s *scheduler) podsOf(pods []inventory.Pod) (valid, invalid []*podData) {
 	valid = make([]*podData, 0, len(pods))
+	all := make([]podData, len(pods))
 	for i := range pods {
-		pd := s.newPodData(&pods[i], i)
+		pd := &all[i]
+		s.initPodData(pd, &pods[i], i)
 		if pd.invalid == nil {
 			if err := s.buildTopology(pd); err != nil {
 				pd.invalid = err

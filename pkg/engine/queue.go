@@ -1,23 +1,29 @@
 package engine
 
-import "sort"
+import (
+	"cmp"
+	"slices"
+	"strings"
+)
 
 // sortQueue orders the pods as Karpenter's Queue pops them: CPU then
 // memory, descending, then namespace/name (the inventory has no creation
 // time or UID).
 func sortQueue(pods []*podData) {
-	sort.SliceStable(pods, func(i, j int) bool {
-		a, b := pods[i], pods[j]
-		if a.req[rCPU] != b.req[rCPU] {
-			return a.req[rCPU] > b.req[rCPU]
+	slices.SortFunc(pods, func(a, b *podData) int {
+		if c := cmp.Compare(b.req[rCPU], a.req[rCPU]); c != 0 {
+			return c
 		}
-		if a.req[rMem] != b.req[rMem] {
-			return a.req[rMem] > b.req[rMem]
+		if c := cmp.Compare(b.req[rMem], a.req[rMem]); c != 0 {
+			return c
 		}
-		if a.ref.Namespace != b.ref.Namespace {
-			return a.ref.Namespace < b.ref.Namespace
+		if c := strings.Compare(a.ref.Namespace, b.ref.Namespace); c != 0 {
+			return c
 		}
-		return a.ref.Name < b.ref.Name
+		if c := strings.Compare(a.ref.Name, b.ref.Name); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.idx, b.idx) // as a stable sort: input order
 	})
 }
 

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"slices"
 	"sort"
+	"unsafe"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
 type scheduler struct {
@@ -22,7 +25,7 @@ type scheduler struct {
 	zeroGroups          []*topologyGroup // groups keeping their claims with hc 0
 	scratch             []candidate
 	repackScratch       repackScratch
-	fitBuf              []*itype // newClaim's scratch
+	fitBuf              []*itype // newClaim's and commit's scratch
 	fits                map[fitKey]*fitEntry
 	keysCache           map[string][]bool
 	keyBuf              []byte // scratch for cache keys
@@ -30,6 +33,7 @@ type scheduler struct {
 	groupsByID          map[string]*topologyGroup
 	groupsByRaw         map[string]*topologyGroup   // group's cache by the term as written
 	selectedByForm      map[string][]*topologyGroup // computeSelected's, by namespace and labels
+	nsSets              map[string]map[string]bool  // podNamespace's
 	universe            map[string][]domainSource
 	univ                map[string][]string
 	anyPreferNoSchedule bool
@@ -230,26 +234,37 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 		n.free = n.free.sub(pd.req)
 		s.result.Placements = append(s.result.Placements, Placement{Pod: pd.ref, Node: n.name, Seq: s.seq})
 	} else {
-		changed := narrowed != nil && !sameMap(narrowed, n.reqs)
+		narrows := narrowed != nil && !sameMap(narrowed, n.reqs)
 		var keys []string
-		if changed {
+		if narrows {
 			keys = diffKeys(n.reqs, narrowed)
-			changed = len(keys) > 0
+			narrows = len(keys) > 0
 			n.reqs = narrowed
 		}
 		n.used = n.used.add(pd.req)
-		if changed || !n.used.fits(n.minAlloc) {
-			// The claim owns its types slice (newClaim allocates it): filter in place.
+		// The narrowed keys drop the types compat rejects, unless it is the
+		// pool's allCompat (the zone offers every type); they may change the
+		// cheapest offering either way.
+		var compat []bool
+		if narrows {
+			f := offerFilterOf(n.reqs)
+			compat = s.keysCompat(n.pool, n.reqs, keys, &f)
+		}
+		filter := narrows && (!commitShortcuts || unsafe.SliceData(compat) != unsafe.SliceData(n.pool.allCompat))
+		switch {
+		case !filter && !n.used.fits(n.minAlloc) && s.dropOutgrown(n):
+			n.cur = s.cheapestIndex(n)
+		case filter || !n.used.fits(n.minAlloc):
+			// A claim that owns its types filters them in place; one still on
+			// fitFor's shared list gathers them in scratch and copies them.
 			kept := n.types[:0]
-			var compat []bool
-			if changed {
-				f := offerFilterOf(n.reqs)
-				compat = s.keysCompat(n.pool, n.reqs, keys, &f)
+			if !n.ownTypes {
+				kept = s.fitBuf[:0]
 			}
 			dims := s.dims()
 			b := newAllocBounds(dims)
 			for _, t := range n.types {
-				if n.used.fitsIn(&t.alloc, dims) && (!changed || compat[t.idx]) {
+				if n.used.fitsIn(&t.alloc, dims) && (!filter || compat[t.idx]) {
 					kept = append(kept, t)
 					if dims <= rExt {
 						b.addCPUMem(&t.alloc)
@@ -259,20 +274,29 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 					}
 				}
 			}
-			clear(n.types[len(kept):])
-			n.types = kept
+			if n.ownTypes {
+				clear(n.types[len(kept):])
+				n.types = kept
+			} else {
+				n.types, n.ownTypes = slices.Clone(kept), true
+				s.fitBuf = kept[:0]
+			}
 			n.maxAlloc, n.minAlloc = b.result()
 			n.cur = s.cheapestIndex(n)
-		} else if !n.used.fits(n.types[n.cur].alloc) {
+		case narrows || !n.used.fits(n.types[n.cur].alloc):
 			n.cur = s.cheapestIndex(n)
 		}
-		s.moveBucket(n, len(n.pods), len(n.pods)+1)
+		part := s.partOfClaim(n)
+		s.moveBucket(n, len(n.pods), len(n.pods)+1, part)
 		if !s.opts.KarpenterOnly {
 			s.removeRoom(n)
-			s.putRoom(n)
+			s.putRoom(n, part)
 		}
 	}
 	for _, hp := range pd.ports {
+		if n.ports == nil {
+			n.ports = map[inventory.HostPort]bool{}
+		}
 		n.ports[hp] = true
 	}
 	n.pods = append(n.pods, pd)

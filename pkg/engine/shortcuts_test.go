@@ -5,7 +5,9 @@ import (
 	"math/rand"
 	"reflect"
 	"slices"
+	"sort"
 	"testing"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -547,6 +549,328 @@ func TestCandidatesByBandGiveTheWalk(t *testing.T) {
 				walk := s.candidatesWalk(list, d.eff, ok)
 				if !slices.Equal(byBand, walk) {
 					t.Fatalf("%s, pool %s, round %d: by band %d candidates, the walk %d", name, p.name, round, len(byBand), len(walk))
+				}
+			}
+		}
+	}
+}
+
+// TestDropOutgrownGivesTheWalksAnswer: commit drops the first types of a
+// claim without walking the rest when the pool's suffix minimum shows the
+// rest still hold it (dropOutgrown), and does not walk when a narrowing
+// keeps every type (keysCompat gives allCompat); the result must be the
+// walk's, on types priced by size (the shortcut always applies), on types
+// whose cheapest have the most memory (a dropped type sets maxAlloc), on
+// types some zones do not offer or pods' node selectors rule out, and on
+// the real catalogue.
+func TestDropOutgrownGivesTheWalksAnswer(t *testing.T) {
+	defer func() { commitShortcuts = true }()
+	skewed := fakeInstanceTypes(60)
+	for i := range skewed {
+		skewed[i].Capacity[corev1.ResourceMemory] = resource.MustParse(fmt.Sprintf("%dGi", 4+(len(skewed)-i)%13*4))
+	}
+	skewed[0].Capacity[corev1.ResourceMemory] = resource.MustParse("400Gi") // the cheapest alone sets maxAlloc's memory
+	zonal := fakeInstanceTypes(100)
+	for i := range zonal {
+		if i%3 == 1 { // offered in test-zone-1 only: pinning a claim to another zone drops it
+			zonal[i].Offerings = zonal[i].Offerings[:1]
+		}
+		if i%4 == 2 { // a pod selecting amd64 that joins a claim drops it
+			zonal[i].Labels[catalog.LabelArch] = "arm64"
+		}
+	}
+	zonalPods := karpenterMix(1500)
+	for i := range zonalPods {
+		if i%3 == 0 {
+			zonalPods[i].NodeSelector = map[string]string{catalog.LabelArch: "amd64"}
+		}
+	}
+	for name, in := range map[string]Input{
+		"mix":    {Pods: karpenterMix(1500), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(100))}},
+		"skewed": {Pods: karpenterMix(1500), NodePools: []NodePool{hugePool("default", skewed)}},
+		"zonal":  {Pods: zonalPods, NodePools: []NodePool{hugePool("default", zonal)}},
+		"real":   {Pods: realisticMix(600), NodePools: realisticPools(), Catalog: catalog.Default()},
+	} {
+		for _, only := range []bool{false, true} {
+			in.Options.KarpenterOnly = only
+			commitShortcuts = true
+			dropped, err := Solve(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			commitShortcuts = false
+			walked, err := Solve(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(dropped, walked) {
+				t.Errorf("%s, KarpenterOnly=%v: dropping gives %d nodes $%.2f/h, the walk %d nodes $%.2f/h", name, only,
+					len(dropped.NodeClaims), dropped.Cost, len(walked.NodeClaims), walked.Cost)
+			}
+			if errs := Check(in, dropped); len(errs) > 0 {
+				t.Errorf("%s, KarpenterOnly=%v: Check: %v", name, only, errs[0])
+			}
+		}
+		// After the greedy pass every claim's types hold it, maxAlloc is
+		// exact over them and minAlloc is at most their minimum.
+		commitShortcuts = true
+		s := newScheduler(in.Options)
+		if _, err := s.queue(in, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range s.claims {
+			b := newAllocBounds(s.dims())
+			for _, it := range n.types {
+				if !n.used.fits(it.alloc) {
+					t.Fatalf("%s: claim %s keeps %s, which does not hold %v", name, n.name, it.name, n.used)
+				}
+				b.add(&it.alloc)
+			}
+			maxA, minA := b.result()
+			if maxA != n.maxAlloc || !n.minAlloc.fits(minA) {
+				t.Fatalf("%s: claim %s has maxAlloc %v minAlloc %v, its types %v and %v", name, n.name, n.maxAlloc, n.minAlloc, maxA, minA)
+			}
+		}
+	}
+}
+
+// TestSortQueueIsStable: sortQueue breaks ties on the input index, which
+// must give the order a stable sort on CPU, memory, namespace and name
+// gives, also among pods equal on all four.
+func TestSortQueueIsStable(t *testing.T) {
+	var pods []*podData
+	for i := 0; i < 300; i++ {
+		pd := &podData{idx: i, ref: PodRef{Namespace: fmt.Sprint("ns", i%2), Name: fmt.Sprint("p", i%3)}}
+		pd.req[rCPU], pd.req[rMem] = int64(i%4), int64(i%5)
+		pods = append(pods, pd)
+	}
+	want := slicesClone(pods)
+	sort.SliceStable(want, func(i, j int) bool {
+		a, b := want[i], want[j]
+		if a.req[rCPU] != b.req[rCPU] {
+			return a.req[rCPU] > b.req[rCPU]
+		}
+		if a.req[rMem] != b.req[rMem] {
+			return a.req[rMem] > b.req[rMem]
+		}
+		if a.ref.Namespace != b.ref.Namespace {
+			return a.ref.Namespace < b.ref.Namespace
+		}
+		return a.ref.Name < b.ref.Name
+	})
+	sortQueue(pods)
+	for i := range pods {
+		if pods[i] != want[i] {
+			t.Fatalf("position %d: pod %d, a stable sort gives pod %d", i, pods[i].idx, want[i].idx)
+		}
+	}
+}
+
+// TestRoomIndexNextIsTheFirstNonEmptyBucket: next finds the first
+// non-empty bucket through a summary word; it must be what a walk over the
+// buckets finds, as claims come and go.
+func TestRoomIndexNextIsTheFirstNonEmptyBucket(t *testing.T) {
+	r := &roomIndex{}
+	rnd := rand.New(rand.NewSource(1))
+	var in []*node
+	for step := 0; step < 3000; step++ {
+		if len(in) > 0 && rnd.Intn(3) == 0 {
+			i := rnd.Intn(len(in))
+			r.remove(in[i])
+			in = append(in[:i], in[i+1:]...)
+		} else {
+			// Rooms clustered at both ends and in the middle, so words empty and refill.
+			free := int64([]int{0, 3000, 51000, 101000}[rnd.Intn(4)] + rnd.Intn(2000))
+			it := &itype{}
+			it.alloc[rCPU] = free
+			n := &node{types: []*itype{it}, room: -1}
+			r.put(n)
+			in = append(in, n)
+		}
+		for b := 0; b <= roomBuckets; b++ {
+			want := -1
+			for c := b; c < roomBuckets; c++ {
+				if len(r.buckets[c]) > 0 {
+					want = c
+					break
+				}
+			}
+			if got := r.next(b); got != want {
+				t.Fatalf("step %d: next(%d) = %d, the walk finds %d", step, b, got, want)
+			}
+		}
+	}
+}
+
+// TestFinalizeListsTheCheapestOptions: finalize takes a claim's options
+// from the pool's types sorted once per offer filter, by a range test when
+// the claim's types are a run of the pool's and stopping at
+// MaxInstanceTypes; each NodeClaim must list the claim's own types sorted
+// by price and name, cut at the limit.
+func TestFinalizeListsTheCheapestOptions(t *testing.T) {
+	skewed := fakeInstanceTypes(100)
+	for i := range skewed {
+		skewed[i].Capacity[corev1.ResourceMemory] = resource.MustParse(fmt.Sprintf("%dGi", 4+(len(skewed)-i)%13*4))
+	}
+	for name, in := range map[string]Input{
+		"runs":   {Pods: karpenterMix(1000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(200))}},
+		"skewed": {Pods: karpenterMix(1000), NodePools: []NodePool{hugePool("default", skewed)}},
+		"real":   {Pods: realisticMix(400), NodePools: realisticPools(), Catalog: catalog.Default()},
+	} {
+		s := newScheduler(in.Options)
+		if _, err := s.queue(in, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.improve()
+		s.tighten()
+		s.finalize()
+		byName := map[string]NodeClaim{}
+		for _, nc := range s.result.NodeClaims {
+			byName[nc.Name] = nc
+		}
+		runs := 0
+		for _, n := range s.claims {
+			if n.dead || len(n.pods) == 0 {
+				continue
+			}
+			if n.types[len(n.types)-1].idx-n.types[0].idx+1 == len(n.types) {
+				runs++
+			}
+			f := offerFilterOf(n.reqs)
+			type opt struct {
+				name  string
+				price float64
+			}
+			var opts []opt
+			for _, it := range n.types {
+				if o, ok := it.cheapestF(&f); ok {
+					opts = append(opts, opt{it.name, o.Price})
+				}
+			}
+			sort.Slice(opts, func(i, j int) bool {
+				if opts[i].price != opts[j].price {
+					return opts[i].price < opts[j].price
+				}
+				return opts[i].name < opts[j].name
+			})
+			var want []string
+			for _, o := range opts[:min(len(opts), s.opts.MaxInstanceTypes)] {
+				want = append(want, o.name)
+			}
+			if got := byName[n.name].InstanceTypes; !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: claim %s lists %v, its types sorted give %v", name, n.name, got, want)
+			}
+		}
+		if name == "runs" && runs == 0 {
+			t.Fatalf("%s: no claim's types are a run of the pool's: the range test is not exercised", name)
+		}
+	}
+}
+
+// TestRoomBlocksSkipOnlyClaimsWithoutTheMemory: pickClaim skips a block
+// of a room bucket whose blockMem bound the pod's memory exceeds; the
+// bound must be at least every entry's free memory after any put, remove
+// and scan, and the result must be the scan of every entry's.
+func TestRoomBlocksSkipOnlyClaimsWithoutTheMemory(t *testing.T) {
+	defer func() { roomBlocks = true }()
+	in := Input{Pods: karpenterMix(6000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(400))}}
+	s := newScheduler(in.Options)
+	if _, err := s.queue(in, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	full := 0
+	for p := range s.rooms {
+		r := &s.rooms[p]
+		for b, bucket := range r.buckets {
+			for i, e := range bucket {
+				if bound := r.blockMem[b][i/roomBlock]; e.free[rMem] > bound {
+					t.Fatalf("part %d bucket %d: entry %d has %d bytes free, its block's bound is %d", p, b, i, e.free[rMem], bound)
+				}
+			}
+			if len(bucket) > roomBlock {
+				full++
+			}
+		}
+	}
+	if full == 0 {
+		t.Fatal("no bucket holds more than one block: the bounds are not exercised")
+	}
+	roomBlocks = true
+	skipped, err := Solve(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roomBlocks = false
+	scanned, err := Solve(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(skipped, scanned) {
+		t.Errorf("skipping blocks gives %d nodes $%.2f/h, scanning every entry %d nodes $%.2f/h", len(skipped.NodeClaims), skipped.Cost, len(scanned.NodeClaims), scanned.Cost)
+	}
+}
+
+// TestFitListsStayIntact: new claims start from fitFor's kept lists, which
+// many claims share; after the greedy pass each kept list must still be
+// the walk's answer for its key (no claim filtered one in place), and
+// every claim's types must be pool types in the pool's order.
+func TestFitListsStayIntact(t *testing.T) {
+	zonal := fakeInstanceTypes(100)
+	for i := range zonal {
+		if i%3 == 1 {
+			zonal[i].Offerings = zonal[i].Offerings[:1]
+		}
+		if i%4 == 2 {
+			zonal[i].Labels[catalog.LabelArch] = "arm64"
+		}
+	}
+	zonalPods := karpenterMix(1500)
+	for i := range zonalPods {
+		if i%3 == 0 {
+			zonalPods[i].NodeSelector = map[string]string{catalog.LabelArch: "amd64"}
+		}
+	}
+	for name, in := range map[string]Input{
+		"mix":   {Pods: karpenterMix(2000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(200))}},
+		"zonal": {Pods: zonalPods, NodePools: []NodePool{hugePool("default", zonal)}},
+		"real":  {Pods: realisticMix(600), NodePools: realisticPools(), Catalog: catalog.Default()},
+	} {
+		s := newScheduler(in.Options)
+		if _, err := s.queue(in, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.fits) == 0 {
+			t.Fatalf("%s: no kept list", name)
+		}
+		for key, e := range s.fits {
+			p := s.pools[0]
+			for _, q := range s.pools {
+				if q.idx == key.pool {
+					p = q
+				}
+			}
+			var compat []bool
+			if key.compat != nil {
+				compat = unsafe.Slice(key.compat, len(p.types))
+			}
+			types := p.types // the pod's requirements' compatible types
+			if key.reqKey != "" {
+				types = s.compat[compatKey{pool: p.idx, reqs: key.reqKey}].types
+			}
+			var want []*itype
+			for _, it := range types {
+				if key.req.fits(it.alloc) && (compat == nil || compat[it.idx]) && s.withinLimits(p, it) {
+					want = append(want, it)
+				}
+			}
+			if !slices.Equal(e.fit, want) {
+				t.Fatalf("%s: the kept list for %+v has %d types, the walk %d", name, key, len(e.fit), len(want))
+			}
+		}
+		for _, n := range s.claims {
+			for i, it := range n.types {
+				if it == nil || i > 0 && it.idx <= n.types[i-1].idx {
+					t.Fatalf("%s: claim %s's types are not pool types in order at %d", name, n.name, i)
 				}
 			}
 		}

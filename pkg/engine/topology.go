@@ -32,16 +32,17 @@ func (s *scheduler) computeSelected(pd *podData) {
 	// number of groups, which only grows).
 	b := strconv.AppendInt(s.keyBuf[:0], int64(len(s.groups)), 10)
 	b = appendStr(b, pd.pod.Namespace)
-	for _, k := range sortedKeys(pd.pod.Labels) {
+	var scratch [4]string
+	for _, k := range appendSortedKeys(scratch[:0], pd.pod.Labels) {
 		b = appendStr(append(b, 0), k)
 		b = appendStr(append(b, 1), pd.pod.Labels[k])
 	}
 	s.keyBuf = b
 	if sel, ok := s.selectedByForm[string(b)]; ok {
-		pd.selectedBy = append(pd.selectedBy[:0], sel...)
+		pd.selectedBy = slices.Clip(sel) // shared, read-only: an append copies
 		return
 	}
-	pd.selectedBy = pd.selectedBy[:0]
+	pd.selectedBy = nil // it may share the cache's
 	for _, g := range s.groups {
 		if g.selects(pd.pod) {
 			pd.selectedBy = append(pd.selectedBy, g)
@@ -335,9 +336,9 @@ func (s *scheduler) topologyReason(pd *podData, explain bool) string {
 	return "topology cannot be satisfied: " + strings.Join(parts, "; ")
 }
 
-func termNamespaces(p *inventory.Pod, term corev1.PodAffinityTerm) map[string]bool {
+func (s *scheduler) termNamespaces(p *inventory.Pod, term corev1.PodAffinityTerm) map[string]bool {
 	if len(term.Namespaces) == 0 && term.NamespaceSelector == nil {
-		return map[string]bool{p.Namespace: true}
+		return s.podNamespace(p.Namespace)
 	}
 	ns := map[string]bool{}
 	for _, n := range term.Namespaces {
@@ -351,13 +352,30 @@ func termNamespaces(p *inventory.Pod, term corev1.PodAffinityTerm) map[string]bo
 	return ns
 }
 
+// podNamespace is {ns: true}, the namespaces of a term that names none,
+// one map per namespace: groups keep it and only read it.
+func (s *scheduler) podNamespace(ns string) map[string]bool {
+	m, ok := s.nsSets[ns]
+	if !ok {
+		if s.nsSets == nil {
+			s.nsSets = map[string]map[string]bool{}
+		}
+		m = map[string]bool{ns: true}
+		s.nsSets[ns] = m
+	}
+	return m
+}
+
 // buildTopology creates the groups each pod owns.
 func (s *scheduler) buildTopology(pd *podData) error {
 	p := pd.pod
 	for _, c := range p.TopologySpreadConstraints {
-		extra := map[string]string{}
+		var extra map[string]string // nil or empty name one group (parseGroup)
 		for _, k := range c.MatchLabelKeys {
 			if v, ok := p.Labels[k]; ok {
+				if extra == nil {
+					extra = map[string]string{}
+				}
 				extra[k] = v
 			}
 		}
@@ -367,7 +385,7 @@ func (s *scheduler) buildTopology(pd *podData) error {
 		}
 		honorTaints := c.NodeTaintsPolicy != nil && *c.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor
 		ignoreAff := c.NodeAffinityPolicy != nil && *c.NodeAffinityPolicy == corev1.NodeInclusionPolicyIgnore
-		g, err := s.group(kindSpread, c.TopologyKey, map[string]bool{p.Namespace: true}, c.LabelSelector, extra, max(c.MaxSkew, 1), minDomains, honorTaints, ignoreAff)
+		g, err := s.group(kindSpread, c.TopologyKey, s.podNamespace(p.Namespace), c.LabelSelector, extra, max(c.MaxSkew, 1), minDomains, honorTaints, ignoreAff)
 		if err != nil {
 			return fmt.Errorf("topology spread on %s: %w", c.TopologyKey, err)
 		}
@@ -385,7 +403,7 @@ func (s *scheduler) buildTopology(pd *podData) error {
 	}
 	addTerms := func(kind int, req []corev1.PodAffinityTerm, pref []corev1.WeightedPodAffinityTerm) error {
 		for _, t := range req {
-			g, err := s.group(kind, t.TopologyKey, termNamespaces(p, t), t.LabelSelector, matchKeys(p, t), 0, 0, false, false)
+			g, err := s.group(kind, t.TopologyKey, s.termNamespaces(p, t), t.LabelSelector, matchKeys(p, t), 0, 0, false, false)
 			if err != nil {
 				return err
 			}
@@ -394,11 +412,13 @@ func (s *scheduler) buildTopology(pd *podData) error {
 		if s.opts.IgnorePreferences {
 			return nil
 		}
-		pref = slicesClone(pref)
-		sort.SliceStable(pref, func(i, j int) bool { return pref[i].Weight > pref[j].Weight })
+		if len(pref) > 1 {
+			pref = slicesClone(pref)
+			sort.SliceStable(pref, func(i, j int) bool { return pref[i].Weight > pref[j].Weight })
+		}
 		for _, w := range pref {
 			t := w.PodAffinityTerm
-			g, err := s.group(kind, t.TopologyKey, termNamespaces(p, t), t.LabelSelector, matchKeys(p, t), 0, 0, false, false)
+			g, err := s.group(kind, t.TopologyKey, s.termNamespaces(p, t), t.LabelSelector, matchKeys(p, t), 0, 0, false, false)
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -136,14 +137,15 @@ func appendTermKey(b []byte, kind int, key string, ns map[string]bool, sel *meta
 	b = append(b, 0)
 	b = appendStr(b, key)
 	b = append(b, 0)
-	for _, k := range sortedKeys(ns) {
+	var scratch [4]string // the keys of one map at a time: most have one
+	for _, k := range appendSortedKeys(scratch[:0], ns) {
 		b = appendStr(b, k)
 		b = strconv.AppendBool(append(b, 2), ns[k])
 		b = append(b, 1)
 	}
 	b = append(b, 0)
 	writeMap := func(m map[string]string) {
-		for _, k := range sortedKeys(m) {
+		for _, k := range appendSortedKeys(scratch[:0], m) {
 			b = appendStr(b, k)
 			b = append(b, 2)
 			b = appendStr(b, m[k])
@@ -187,15 +189,16 @@ func appendStr(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// sortedKeys is m's keys, sorted; one key needs no sort (most selectors
-// and namespace sets have one).
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
+// appendSortedKeys appends m's keys, sorted, to keys: with a caller's
+// array as keys, the one-key maps of most pods and selectors allocate
+// nothing.
+func appendSortedKeys[V any](keys []string, m map[string]V) []string {
+	n := len(keys)
 	for k := range m {
 		keys = append(keys, k)
 	}
-	if len(keys) > 1 {
-		sort.Strings(keys)
+	if len(keys)-n > 1 {
+		slices.Sort(keys[n:])
 	}
 	return keys
 }
