@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
@@ -172,15 +173,22 @@ func (s run) preProvision(ctx context.Context, w plan.Wave) error {
 		return nil
 	}
 	pods := s.Kube.CoreV1().Pods(s.Namespace)
-	for i, ph := range w.PreProvision {
-		name := fmt.Sprintf("km-placeholder-%s-w%d-%d", s.Plan.Environment, w.Index, i)
-		s.Change("create placeholder pod %s/%s (%s CPU, %s memory) on NodePool %s", s.Namespace, name, ph.CPU, ph.Memory, ph.NodePool)
+	name := func(i int) string { return fmt.Sprintf("km-placeholder-%s-w%d-%d", s.Plan.Environment, w.Index, i) }
+	create := func(i int, verb string) error {
+		ph := w.PreProvision[i]
+		s.Change("%s placeholder pod %s/%s (%s CPU, %s memory) on NodePool %s", verb, s.Namespace, name(i), ph.CPU, ph.Memory, ph.NodePool)
 		if s.Options.DryRun {
-			continue
+			return nil
 		}
-		_, err := pods.Create(ctx, s.placeholderPod(name, w.Index, ph), metav1.CreateOptions{FieldManager: kube.FieldManager})
+		_, err := pods.Create(ctx, s.placeholderPod(name(i), w.Index, ph), metav1.CreateOptions{FieldManager: kube.FieldManager})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create placeholder pod %s: %w", name, err)
+			return fmt.Errorf("create placeholder pod %s: %w", name(i), err)
+		}
+		return nil
+	}
+	for i := range w.PreProvision {
+		if err := create(i, "create"); err != nil {
+			return err
 		}
 	}
 	if s.Options.DryRun {
@@ -193,9 +201,20 @@ func (s run) preProvision(ctx context.Context, w plan.Wave) error {
 			return false, fmt.Errorf("list placeholder pods: %w", err)
 		}
 		running := 0
+		have := map[string]bool{}
 		for _, p := range list.Items {
+			have[p.Name] = true
 			if p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
 				running++
+			}
+		}
+		// A placeholder whose node went (a node it was bound to removed,
+		// its pod collected) is made again: nothing else would.
+		for i := range w.PreProvision {
+			if !have[name(i)] {
+				if err := create(i, "re-create"); err != nil {
+					return false, err
+				}
 			}
 		}
 		s.Waiting(ctx, fmt.Sprintf("placeholder pods running on new Karpenter nodes of %s", strings.Join(w.NodePools, ",")), running, want)
@@ -221,7 +240,11 @@ func (s run) placeholderPod(name string, wave int, ph plan.Placeholder) *corev1.
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: map[string]string{
 			kube.LabelManagedBy: kube.FieldManager, kube.LabelComponent: "placeholder",
 			kube.LabelEnvironment: s.Plan.Environment, "karpenter-migrate.io/wave": strconv.Itoa(wave),
-		}},
+		},
+			// Karpenter counts a pod of this low a priority as free to
+			// move, so a node holding only placeholders is Empty to it and
+			// consolidated away before the drain needs the room.
+			Annotations: map[string]string{apisv1.DoNotDisruptAnnotationKey: "true"}},
 		Spec: corev1.PodSpec{
 			PriorityClassName:             PlaceholderPriorityClass,
 			TerminationGracePeriodSeconds: ptr.To(int64(0)),
