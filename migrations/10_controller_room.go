@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -209,11 +208,7 @@ func (s run) releaseReservation(ctx context.Context) error {
 		if !rec.Taint.MatchTaint(&reserve) {
 			continue
 		}
-		s.Change("remove taint %s from node %s", reserve.ToString(), rec.Node)
-		if s.Options.DryRun {
-			continue
-		}
-		if _, err := kube.SetTaint(ctx, s.Kube, rec.Node, reserve, false); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+		if err := s.untaint(ctx, rec.Node, reserve); err != nil {
 			return err
 		}
 	}

@@ -355,13 +355,21 @@ func (s run) untaintForRollback(ctx context.Context, n *corev1.Node, group strin
 		if !slices.ContainsFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.MatchTaint(&t) }) {
 			continue
 		}
-		s.Change("remove taint %s from node %s", t.ToString(), n.Name)
-		if s.Options.DryRun {
-			continue
-		}
-		if _, err := kube.SetTaint(ctx, s.Kube, n.Name, t, false); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+		if err := s.untaint(ctx, n.Name, t); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// untaint removes a taint from a node (gone already is fine).
+func (s run) untaint(ctx context.Context, node string, t corev1.Taint) error {
+	s.Change("remove taint %s from node %s", t.ToString(), node)
+	if s.Options.DryRun {
+		return nil
+	}
+	if _, err := kube.SetTaint(ctx, s.Kube, node, t, false); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+		return err
 	}
 	return nil
 }

@@ -244,6 +244,26 @@ func TestEveryBuiltInSlotIsCompared(t *testing.T) {
 	}
 }
 
+// solvedEitherWay solves in with a shortcut's switch set and then cleared,
+// and fails the test where the two answers differ; it returns both.
+func solvedEitherWay(t *testing.T, name string, knob *bool, in Input) (set, cleared Result) {
+	t.Helper()
+	var err error
+	*knob = true
+	if set, err = Solve(in); err != nil {
+		t.Fatal(err)
+	}
+	*knob = false
+	if cleared, err = Solve(in); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(set, cleared) {
+		t.Errorf("%s: with the switch set %d nodes $%.2f/h, cleared %d nodes $%.2f/h", name,
+			len(set.NodeClaims), set.Cost, len(cleared.NodeClaims), cleared.Cost)
+	}
+	return set, cleared
+}
+
 // TestFitCacheGivesTheWalksAnswer: new claims take a pool's fitting types
 // from a list kept per pod shape (fitFor); the result must be the walk's,
 // also when the pool's limits shrink under the kept lists.
@@ -257,20 +277,7 @@ func TestFitCacheGivesTheWalksAnswer(t *testing.T) {
 	} {
 		for _, only := range []bool{false, true} {
 			in.Options.KarpenterOnly = only
-			fitCache = true
-			cached, err := Solve(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fitCache = false
-			walked, err := Solve(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(cached, walked) {
-				t.Errorf("%s, KarpenterOnly=%v: the kept lists give %d nodes $%.2f/h, the walk %d nodes $%.2f/h", name, only,
-					len(cached.NodeClaims), cached.Cost, len(walked.NodeClaims), walked.Cost)
-			}
+			cached, _ := solvedEitherWay(t, fmt.Sprintf("%s, KarpenterOnly=%v, kept lists (set) or the walk", name, only), &fitCache, in)
 			if errs := Check(in, cached); len(errs) > 0 {
 				t.Errorf("%s, KarpenterOnly=%v: Check: %v", name, only, errs[0])
 			}
@@ -290,19 +297,7 @@ func TestSecondRepackFromThePreparedState(t *testing.T) {
 	if got := keptBy(t, in); got != keptSecond {
 		t.Fatalf("improve kept result %d, want the second re-pack (%d): the test proves nothing", got, keptSecond)
 	}
-	redoPrepare = false
-	fromSnapshot, err := Solve(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	redoPrepare = true
-	afresh, err := Solve(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(fromSnapshot, afresh) {
-		t.Errorf("from the snapshot %d nodes $%.2f/h, afresh %d nodes $%.2f/h", len(fromSnapshot.NodeClaims), fromSnapshot.Cost, len(afresh.NodeClaims), afresh.Cost)
-	}
+	_, fromSnapshot := solvedEitherWay(t, "prepared afresh (set) or from the snapshot", &redoPrepare, in)
 	if fromSnapshot.Cost >= fromSnapshot.KarpenterCost {
 		t.Errorf("cost $%.2f/h, greedy $%.2f/h: no re-pack was kept, so the test proves nothing", fromSnapshot.Cost, fromSnapshot.KarpenterCost)
 	}
@@ -490,20 +485,7 @@ func TestTopUpBoundGivesEveryFillsChoice(t *testing.T) {
 		// mix 2000: the first re-pack kept; mix 1500: its surplus absorbed;
 		// "second": the second re-pack.
 		noAbsorb = name == "second"
-		noTopUpBound = false
-		bounded, err := Solve(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		noTopUpBound = true
-		every, err := Solve(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(bounded, every) {
-			t.Errorf("%s: with the bound %d nodes $%.2f/h, filling every candidate %d nodes $%.2f/h", name,
-				len(bounded.NodeClaims), bounded.Cost, len(every.NodeClaims), every.Cost)
-		}
+		solvedEitherWay(t, name+": filling every candidate (set) or with the bound", &noTopUpBound, in)
 	}
 }
 
@@ -593,20 +575,7 @@ func TestDropOutgrownGivesTheWalksAnswer(t *testing.T) {
 	} {
 		for _, only := range []bool{false, true} {
 			in.Options.KarpenterOnly = only
-			commitShortcuts = true
-			dropped, err := Solve(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			commitShortcuts = false
-			walked, err := Solve(in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(dropped, walked) {
-				t.Errorf("%s, KarpenterOnly=%v: dropping gives %d nodes $%.2f/h, the walk %d nodes $%.2f/h", name, only,
-					len(dropped.NodeClaims), dropped.Cost, len(walked.NodeClaims), walked.Cost)
-			}
+			dropped, _ := solvedEitherWay(t, fmt.Sprintf("%s, KarpenterOnly=%v, dropping (set) or the walk", name, only), &commitShortcuts, in)
 			if errs := Check(in, dropped); len(errs) > 0 {
 				t.Errorf("%s, KarpenterOnly=%v: Check: %v", name, only, errs[0])
 			}
@@ -795,19 +764,7 @@ func TestRoomBlocksSkipOnlyClaimsWithoutTheMemory(t *testing.T) {
 	if full == 0 {
 		t.Fatal("no bucket holds more than one block: the bounds are not exercised")
 	}
-	roomBlocks = true
-	skipped, err := Solve(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roomBlocks = false
-	scanned, err := Solve(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(skipped, scanned) {
-		t.Errorf("skipping blocks gives %d nodes $%.2f/h, scanning every entry %d nodes $%.2f/h", len(skipped.NodeClaims), skipped.Cost, len(scanned.NodeClaims), scanned.Cost)
-	}
+	solvedEitherWay(t, "skipping blocks (set) or scanning every entry", &roomBlocks, in)
 }
 
 // TestFitListsStayIntact: new claims start from fitFor's kept lists, which
