@@ -552,21 +552,7 @@ func TestDropOutgrownGivesTheWalksAnswer(t *testing.T) {
 		skewed[i].Capacity[corev1.ResourceMemory] = resource.MustParse(fmt.Sprintf("%dGi", 4+(len(skewed)-i)%13*4))
 	}
 	skewed[0].Capacity[corev1.ResourceMemory] = resource.MustParse("400Gi") // the cheapest alone sets maxAlloc's memory
-	zonal := fakeInstanceTypes(100)
-	for i := range zonal {
-		if i%3 == 1 { // offered in test-zone-1 only: pinning a claim to another zone drops it
-			zonal[i].Offerings = zonal[i].Offerings[:1]
-		}
-		if i%4 == 2 { // a pod selecting amd64 that joins a claim drops it
-			zonal[i].Labels[catalog.LabelArch] = "arm64"
-		}
-	}
-	zonalPods := karpenterMix(1500)
-	for i := range zonalPods {
-		if i%3 == 0 {
-			zonalPods[i].NodeSelector = map[string]string{catalog.LabelArch: "amd64"}
-		}
-	}
+	zonalPods, zonal := zonalWorkload()
 	for name, in := range map[string]Input{
 		"mix":    {Pods: karpenterMix(1500), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(100))}},
 		"skewed": {Pods: karpenterMix(1500), NodePools: []NodePool{hugePool("default", skewed)}},
@@ -772,21 +758,7 @@ func TestRoomBlocksSkipOnlyClaimsWithoutTheMemory(t *testing.T) {
 // the walk's answer for its key (no claim filtered one in place), and
 // every claim's types must be pool types in the pool's order.
 func TestFitListsStayIntact(t *testing.T) {
-	zonal := fakeInstanceTypes(100)
-	for i := range zonal {
-		if i%3 == 1 {
-			zonal[i].Offerings = zonal[i].Offerings[:1]
-		}
-		if i%4 == 2 {
-			zonal[i].Labels[catalog.LabelArch] = "arm64"
-		}
-	}
-	zonalPods := karpenterMix(1500)
-	for i := range zonalPods {
-		if i%3 == 0 {
-			zonalPods[i].NodeSelector = map[string]string{catalog.LabelArch: "amd64"}
-		}
-	}
+	zonalPods, zonal := zonalWorkload()
 	for name, in := range map[string]Input{
 		"mix":   {Pods: karpenterMix(2000), NodePools: []NodePool{hugePool("default", fakeInstanceTypes(200))}},
 		"zonal": {Pods: zonalPods, NodePools: []NodePool{hugePool("default", zonal)}},
@@ -832,4 +804,27 @@ func TestFitListsStayIntact(t *testing.T) {
 			}
 		}
 	}
+}
+
+// zonalWorkload is 1,500 pods of the Karpenter mix, a third selecting
+// amd64, on 100 types of which a third are offered in test-zone-1 only
+// (pinning a claim to another zone drops them) and a quarter are arm64 (a
+// pod selecting amd64 that joins a claim drops them).
+func zonalWorkload() ([]inventory.Pod, []InstanceType) {
+	zonal := fakeInstanceTypes(100)
+	for i := range zonal {
+		if i%3 == 1 {
+			zonal[i].Offerings = zonal[i].Offerings[:1]
+		}
+		if i%4 == 2 {
+			zonal[i].Labels[catalog.LabelArch] = "arm64"
+		}
+	}
+	pods := karpenterMix(1500)
+	for i := range pods {
+		if i%3 == 0 {
+			pods[i].NodeSelector = map[string]string{catalog.LabelArch: "amd64"}
+		}
+	}
+	return pods, zonal
 }
