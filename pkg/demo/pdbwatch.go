@@ -48,6 +48,11 @@ func (w *pdbWatcher) observe(ctx context.Context, kube kubernetes.Interface) err
 	for i := range pdbs.Items {
 		pdb := &pdbs.Items[i]
 		key := pdb.Namespace + "/" + pdb.Name
+		// Not yet computed by the disruption controller (a budget just
+		// created says it expects no pods): no state to compare with.
+		if pdb.Status.ObservedGeneration < pdb.Generation || pdb.Status.ExpectedPods == 0 {
+			continue
+		}
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 		if err != nil {
 			return fmt.Errorf("PDB watcher: PodDisruptionBudget %s spec.selector: %w", key, err)
@@ -55,7 +60,7 @@ func (w *pdbWatcher) observe(ctx context.Context, kube kubernetes.Interface) err
 		healthy, unhealthy := healthyPods(pods.Items, pdb.Namespace, sel)
 		// A budget first seen short (its pods still starting, as when the
 		// Karpenter controller is installed) was never satisfied.
-		short := pdb.Status.ExpectedPods > 0 && healthy < pdb.Status.DesiredHealthy
+		short := healthy < pdb.Status.DesiredHealthy
 		if was, seen := w.short[key]; short && seen && !was {
 			w.count++
 			w.violations = append(w.violations, fmt.Sprintf("%s: %d healthy pods, %d required, during %s; not healthy: %s",
