@@ -52,15 +52,7 @@ func (s run) roomForController(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: s.DrainOptions(), OnEvent: func(e kube.DrainEvent) {
-		switch e.Type {
-		case kube.DrainBlocked:
-			s.Emit(rollout.Event{Kind: rollout.EventPDBWait, Step: s.Journal.Current.Step, Node: e.Node, Pod: e.Pod, PDB: e.PDB,
-				Message: fmt.Sprintf("PodDisruptionBudget %s allows no more disruptions (attempt %d); waiting", e.PDB, e.Attempt)})
-		case kube.DrainEvicted:
-			s.Emit(rollout.Event{Kind: rollout.EventEviction, Step: s.Journal.Current.Step, Node: e.Node, Pod: e.Pod, Message: "evicted"})
-		}
-	}}
+	d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: s.DrainOptions(), OnEvent: s.drainEvents(0, nil)}
 	err = MakeRoom(ctx, d, names, controller, stays, s.Options.DryRun, func(pod, node string) {
 		s.Change("evict pod %s from kept node %s: room for the Karpenter controller", pod, node)
 	})

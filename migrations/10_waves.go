@@ -317,6 +317,32 @@ func (s run) ownerOf(ctx context.Context, p *corev1.Pod, rsCache map[string]stri
 	return owner{ref.Kind, p.Namespace, ref.Name}, true
 }
 
+// drainEvents reports a drain's pod events as the run's events (of wave,
+// 0 for none), calling evicted, when set, for each eviction; the drainer
+// may call it from several goroutines at once.
+func (s run) drainEvents(wave int, evicted func()) func(kube.DrainEvent) {
+	return func(e kube.DrainEvent) {
+		switch e.Type {
+		case kube.DrainBlocked:
+			// Refused with 429, or held back because the watched budget
+			// allows no more disruptions than are in flight (Watch).
+			s.Emit(rollout.Event{Kind: rollout.EventPDBWait, Step: s.Journal.Current.Step, Wave: wave, Node: e.Node, Pod: e.Pod, PDB: e.PDB,
+				Message: fmt.Sprintf("PodDisruptionBudget %s allows no more disruptions (attempt %d); waiting", e.PDB, e.Attempt)})
+		case kube.DrainEvicted:
+			if evicted != nil {
+				evicted()
+			}
+			s.Emit(rollout.Event{Kind: rollout.EventEviction, Step: s.Journal.Current.Step, Wave: wave, Node: e.Node, Pod: e.Pod, Message: "evicted"})
+		case kube.DrainEvicting:
+			if e.Attempt == 1 {
+				s.Emit(rollout.Event{Kind: rollout.EventEviction, Step: s.Journal.Current.Step, Wave: wave, Node: e.Node, Pod: e.Pod, Message: "evicting"})
+			}
+		case kube.DrainSkipped:
+			s.Emit(rollout.Event{Kind: rollout.EventEviction, Step: s.Journal.Current.Step, Wave: wave, Node: e.Node, Pod: e.Pod, Message: "skipped: " + e.Message})
+		}
+	}
+}
+
 // drainWave evicts the wave's pods, moving PDB-blocked Deployment pods by
 // surge restart when the plan allows it. On the kept nodes the
 // controller's pods and those tolerating the reservation stay.
@@ -327,26 +353,11 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 		return err
 	}
 	var mu sync.Mutex
-	d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: opts, OnEvent: func(e kube.DrainEvent) {
-		switch e.Type {
-		case kube.DrainBlocked:
-			// Refused with 429, or held back because the watched budget
-			// allows no more disruptions than are in flight (Watch).
-			s.Emit(rollout.Event{Kind: rollout.EventPDBWait, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, PDB: e.PDB,
-				Message: fmt.Sprintf("PodDisruptionBudget %s allows no more disruptions (attempt %d); waiting", e.PDB, e.Attempt)})
-		case kube.DrainEvicted:
-			mu.Lock()
-			rec.Evicted++
-			mu.Unlock()
-			s.Emit(rollout.Event{Kind: rollout.EventEviction, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, Message: "evicted"})
-		case kube.DrainEvicting:
-			if e.Attempt == 1 {
-				s.Emit(rollout.Event{Kind: rollout.EventEviction, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, Message: "evicting"})
-			}
-		case kube.DrainSkipped:
-			s.Emit(rollout.Event{Kind: rollout.EventEviction, Step: s.Journal.Current.Step, Wave: w.Index, Node: e.Node, Pod: e.Pod, Message: "skipped: " + e.Message})
-		}
-	}}
+	d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: opts, OnEvent: s.drainEvents(w.Index, func() {
+		mu.Lock()
+		rec.Evicted++
+		mu.Unlock()
+	})}
 	names := make([]string, len(w.Nodes))
 	for i, n := range w.Nodes {
 		names[i] = n.Name

@@ -90,7 +90,7 @@ func (r *runner) roomForController(ctx context.Context, pod *corev1.Pod, replica
 	var eligible []inventory.Node
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if ok, _ := affinity.Match(n); !ok || n.Spec.Unschedulable || !toleratesAll(pod, append(slices.Clone(n.Spec.Taints), generate.ReservedTaint)) {
+		if n.Spec.Unschedulable || !plan.AdmitsReserved(affinity, pod.Spec.Tolerations, n, generate.ReservedTaint) {
 			continue
 		}
 		eligible = append(eligible, inventory.Node{Name: n.Name, Zone: n.Labels[corev1.LabelTopologyZone]})
@@ -114,17 +114,6 @@ func (r *runner) roomForController(ctx context.Context, pod *corev1.Pod, replica
 	return migrations.MakeRoom(ctx, d, chosen, pod, stays, false, func(pod, node string) {
 		klog.V(2).InfoS("evicting to make room for the Karpenter controller", "pod", pod, "node", node)
 	})
-}
-
-// toleratesAll reports whether pod tolerates every NoSchedule and
-// NoExecute taint of taints.
-func toleratesAll(pod *corev1.Pod, taints []corev1.Taint) bool {
-	for i := range taints {
-		if t := &taints[i]; t.Effect != corev1.TaintEffectPreferNoSchedule && !plan.Tolerates(pod.Spec.Tolerations, t) {
-			return false
-		}
-	}
-	return true
 }
 
 // systemClusterCritical is the value of the system-cluster-critical

@@ -276,15 +276,22 @@ func (cp *controllerPlan) admitsKept(p inventory.Pod) bool {
 	pod := &corev1.Pod{Spec: corev1.PodSpec{NodeSelector: p.NodeSelector, Affinity: p.Affinity, Tolerations: p.Tolerations}}
 	req := nodeaffinity.GetRequiredNodeAffinity(pod)
 	for i := range cp.keptNodes {
-		n := &cp.keptNodes[i]
-		if ok, err := req.Match(n); err != nil || !ok {
-			continue
-		}
-		if _, bad := untolerated(append(slices.Clone(n.Spec.Taints), *cp.home.Reserve), p.Tolerations); !bad {
+		if AdmitsReserved(req, p.Tolerations, &cp.keptNodes[i], *cp.home.Reserve) {
 			return true
 		}
 	}
 	return false
+}
+
+// AdmitsReserved reports whether a pod with required node affinity req and
+// tolerations tols may run on node n once n carries reserve: req matches n
+// and tols tolerate every NoSchedule and NoExecute taint there.
+func AdmitsReserved(req nodeaffinity.RequiredNodeAffinity, tols []corev1.Toleration, n *corev1.Node, reserve corev1.Taint) bool {
+	if ok, err := req.Match(n); err != nil || !ok {
+		return false
+	}
+	_, bad := untolerated(append(slices.Clone(n.Spec.Taints), reserve), tols)
+	return !bad
 }
 
 // Tolerates reports whether tols tolerate t (the scheduler's own test).
