@@ -9,11 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/agnivade/levenshtein"
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 )
@@ -155,7 +157,7 @@ func Load(path string) (*Config, error) {
 func Parse(b []byte) (*Config, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, err
+		return nil, syntaxError(b, err)
 	}
 	if len(root.Content) == 0 {
 		return nil, errors.New("empty file; write one with `karpenter-migrate config init ENV`")
@@ -318,6 +320,29 @@ var (
 	wrongType    = regexp.MustCompile("^cannot unmarshal !!\\w+ (?:`(.*)` )?into (\\S+)$")
 )
 
+// syntaxError says which line a tab indents when yaml.v3 reports the
+// character it cannot start a token with (YAML indents with spaces only).
+func syntaxError(b []byte, err error) error {
+	m := lineError.FindStringSubmatch(strings.TrimPrefix(err.Error(), "yaml: "))
+	if m == nil {
+		return err
+	}
+	n, _ := strconv.Atoi(m[1])
+	for i, line := range strings.Split(string(b), "\n") {
+		if i+1 < n {
+			continue
+		}
+		// yaml.v3 reports the line before the tab's when the tab follows a key.
+		if indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]; strings.Contains(indent, "\t") {
+			return fmt.Errorf("line %d: a tab indents this line; YAML indents with spaces only: replace the tab with spaces", i+1)
+		}
+		if i+1 > n {
+			break
+		}
+	}
+	return fmt.Errorf("line %d: %s", n, m[2])
+}
+
 // decodeError rewrites yaml.v3's errors for a value of the wrong type or an
 // unknown key in the file's words: the key's path instead of a Go type, and
 // what the value should look like.
@@ -334,7 +359,11 @@ func decodeError(root *yaml.Node, err error) error {
 		case path == "":
 			msgs[i] = fmt.Sprintf("line %d: %s", line, msg)
 		case unknownField.MatchString(msg):
-			msgs[i] = fmt.Sprintf("line %d: %s: unknown key; is it misspelt? (`karpenter-migrate config init ENV` writes every key with what it does)", line, path)
+			hint := "is it misspelt?"
+			if k := Nearest(path[strings.LastIndex(path, ".")+1:], keysAt(reflect.TypeOf(Config{}), path)); k != "" {
+				hint = fmt.Sprintf("did you mean %s?", k)
+			}
+			msgs[i] = fmt.Sprintf("line %d: %s: unknown key; %s (`karpenter-migrate config init ENV` writes every key with what it does)", line, path, hint)
 		case wrongType.MatchString(msg):
 			w := wrongType.FindStringSubmatch(msg)
 			if w[1] != "" { // a scalar; yaml.v3 does not show lists and maps
@@ -375,6 +404,58 @@ func pathAt(n *yaml.Node, line int, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// keysAt lists the keys the mapping holding the dotted path's last key
+// accepts ("rollout.wavesize": the keys of rollout).
+func keysAt(t reflect.Type, path string) []string {
+	parts := strings.Split(path, ".")
+	for _, p := range parts[:len(parts)-1] {
+		p, _, _ := strings.Cut(p, "[") // nodeGroups.include[1]
+		f, ok := fieldByKey(t, p)
+		if !ok {
+			return nil
+		}
+		if t = f.Type; t.Kind() == reflect.Slice {
+			t = t.Elem()
+		}
+	}
+	var keys []string
+	for i := range t.NumField() {
+		if k, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); k != "" && k != "-" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// fieldByKey is t's field whose YAML key is key.
+func fieldByKey(t reflect.Type, key string) (reflect.StructField, bool) {
+	if t.Kind() != reflect.Struct {
+		return reflect.StructField{}, false
+	}
+	for i := range t.NumField() {
+		if k, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); k == key {
+			return t.Field(i), true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+// Nearest is the known name a misspelt one most likely meant: the one
+// equal but for case, else the closest within two edits (case ignored),
+// else "". The CLI suggests flags with it too.
+func Nearest(typed string, known []string) string {
+	best, bestDist := "", 3
+	for _, k := range known {
+		if strings.EqualFold(k, typed) {
+			return k
+		}
+		if d := levenshtein.ComputeDistance(strings.ToLower(typed), strings.ToLower(k)); d < bestDist {
+			best, bestDist = k, d
+		}
+	}
+	return best
 }
 
 // goTypeWords says what YAML a config field's Go type decodes from.

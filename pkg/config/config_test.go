@@ -42,7 +42,10 @@ func TestMinimalFileTakesDefaults(t *testing.T) {
 func TestErrorsNameTheLine(t *testing.T) {
 	head := "apiVersion: karpenter-migrate.io/v1alpha1\nkind: MigrationConfig\nenvironment: dev\n"
 	for name, tc := range map[string]struct{ body, want string }{
-		"unknown key":      {"rollout:\n  wavesize: 3\n", "line 5: rollout.wavesize: unknown key; is it misspelt?"},
+		"unknown key":      {"rollout:\n  wavesize: 3\n", "line 5: rollout.wavesize: unknown key; did you mean waveSize?"},
+		"misspelt key":     {"gates:\n  pdbWaitTimout: 1m\n", "line 5: gates.pdbWaitTimout: unknown key; did you mean pdbWaitTimeout?"},
+		"strange key":      {"rollout:\n  colour: blue\n", "line 5: rollout.colour: unknown key; is it misspelt?"},
+		"tab":              {"rollout:\n\twaveSize: 3\n", "line 5: a tab indents this line; YAML indents with spaces only"},
 		"not a number":     {"rollout:\n  concurrency: two\n", `line 5: rollout.concurrency "two": want a whole number`},
 		"not a list":       {"nodeGroups:\n  include: all\n", `line 5: nodeGroups.include "all": want a list like [a, b]`},
 		"not a string":     {"readiness:\n  failOn: [x]\n", `line 5: readiness.failOn: want a string`},
