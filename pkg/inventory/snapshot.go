@@ -121,8 +121,9 @@ func jsonError(b []byte, err error) error {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syn):
-		line, col := position(b, syn.Offset)
-		return fmt.Errorf("line %d, column %d: %v (the file is corrupt or truncated)", line, col, syn)
+		// Offset counts the bytes read, the offending one included.
+		line, col := position(b, syn.Offset-1)
+		return fmt.Errorf("line %d, column %d: %v: the file is corrupt or truncated; fix it there or write it again with `karpenter-migrate discover --snapshot FILE`", line, col, syn)
 	case errors.As(err, &typ):
 		line, col := position(b, typ.Offset)
 		return fmt.Errorf("line %d, column %d: field %s: cannot use a JSON %s as %s", line, col, typ.Field, typ.Value, typ.Type)

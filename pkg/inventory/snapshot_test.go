@@ -48,7 +48,7 @@ func TestBadSnapshotsAreNamed(t *testing.T) {
 	for name, tc := range map[string]struct{ data, want string }{
 		"empty":         {"", "empty file"},
 		"truncated":     {string(good[:len(good)/2]), "truncated"},
-		"syntax":        {"{\n  \"kind\": \"InventorySnapshot\",\n  oops\n}", "line 3"},
+		"syntax":        {"{\n  \"kind\": \"InventorySnapshot\",\n  oops\n}", "line 3, column 3: invalid character 'o'"},
 		"other version": {strings.Replace(string(good), SnapshotAPIVersion, "karpenter-migrate.io/v9", 1), "apiVersion \"karpenter-migrate.io/v9\" is not supported"},
 		"other kind":    {`{"apiVersion":"v1","kind":"ConfigMap"}`, "kind \"ConfigMap\""},
 		"wrong type":    {strings.Replace(string(good), `"minSize": 0`, `"minSize": "zero"`, 1), `line 16, column 26: inventory.nodeGroups[0] (apps): minSize "zero": want a whole number`},
