@@ -10,21 +10,27 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 PKGS        := ./...
 
+# The commit `version` and --version print ("-dirty" with uncommitted changes):
+# go build records it too, but not under go run or GOFLAGS=-buildvcs=false.
+GIT_COMMIT  := $(shell git rev-parse HEAD 2>/dev/null)$(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),-dirty)
+LDFLAGS     := $(if $(GIT_COMMIT),-X github.com/karpenter-migrate/karpenter-migrate/pkg/version.Commit=$(GIT_COMMIT))
+
 .PHONY: all build test lint fmt-check vet staticcheck shellcheck unit moto moto-check fuzz bench bench-karpenter controlplane e2e chaos demo demo-real
 
 all: build
 
 build:
-	$(GO) build -o bin/karpenter-migrate ./cmd/karpenter-migrate
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/karpenter-migrate ./cmd/karpenter-migrate
 
-## demo: a full migration of the embedded sandbox cluster, in seconds (ARGS="--rollback" etc.).
+## demo: a full migration of the embedded sandbox cluster, in seconds once built (the first build
+## compiles every dependency: about 15 CPU-minutes; see README.md). ARGS="--rollback" etc.
 demo:
-	$(GO) run ./cmd/karpenter-migrate demo $(ARGS)
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/karpenter-migrate demo $(ARGS)
 
 ## demo-real: the same demo on a real control plane with the real Karpenter (kwok provider):
 ## builds the control-plane binaries first, into the cache the tests use, when missing.
 demo-real: controlplane
-	$(GO) run ./cmd/karpenter-migrate demo --control-plane $(ARGS)
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/karpenter-migrate demo --control-plane $(ARGS)
 
 ## test: everything CI runs — format, vet, staticcheck, then the race-enabled suite
 ## (which includes the control-plane tests, so the binaries are built first, and
