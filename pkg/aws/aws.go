@@ -1,7 +1,9 @@
 // Package aws builds the aws-sdk-go-v2 configuration and service clients the
 // tool uses: the default credential chain (profiles, SSO, environment, web
 // identity, IMDS), --region, --profile and --endpoint-url, the adaptive
-// retryer, and access denials rewritten to name the missing IAM action.
+// retryer with each retry said as it happens and an endpoint it cannot
+// connect to given up on after --aws-connect-timeout, and access denials,
+// missing credentials and non-AWS answers rewritten to say what to do.
 //
 // Consumers declare the narrow interfaces they need (see pkg/discover); the
 // SDK clients built here satisfy them, and so do in-memory fakes.
@@ -12,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -20,6 +24,7 @@ import (
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -54,6 +59,15 @@ type Options struct {
 	// backoff) and no client-side retry quota, which a storm would empty
 	// and then fail calls without retrying them.
 	RideOutThrottling bool
+	// ConnectTimeout bounds how long one call keeps retrying an endpoint
+	// it cannot connect to, within its attempts (default
+	// DefaultConnectTimeout); a connection failure is not throttling, so
+	// RideOutThrottling does not lengthen it. It also caps the time to
+	// dial one connection (at most 10s).
+	ConnectTimeout time.Duration
+	// Logger receives each retry as it happens and the SDK's own log lines
+	// (at debug); nil discards them.
+	Logger *slog.Logger
 	// HTTPClient replaces the SDK's default HTTP client.
 	HTTPClient *http.Client
 }
@@ -68,7 +82,16 @@ func LoadConfig(ctx context.Context, o Options) (awssdk.Config, error) {
 			attempts = 15
 		}
 	}
+	connect := o.ConnectTimeout
+	if connect <= 0 {
+		connect = DefaultConnectTimeout
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	loaders := []func(*config.LoadOptions) error{
+		config.WithLogger(sdkLogger(log)),
 		config.WithRetryer(func() awssdk.Retryer {
 			std := func(so *retry.StandardOptions) {
 				so.MaxAttempts = attempts
@@ -99,6 +122,10 @@ func LoadConfig(ctx context.Context, o Options) (awssdk.Config, error) {
 	}
 	if o.HTTPClient != nil {
 		loaders = append(loaders, config.WithHTTPClient(o.HTTPClient))
+	} else {
+		loaders = append(loaders, config.WithHTTPClient(awshttp.NewBuildableClient().WithDialerOptions(func(d *net.Dialer) {
+			d.Timeout = min(d.Timeout, connect, 10*time.Second)
+		})))
 	}
 	if o.EndpointURL != "" {
 		loaders = append(loaders, config.WithBaseEndpoint(o.EndpointURL))
@@ -110,7 +137,10 @@ func LoadConfig(ctx context.Context, o Options) (awssdk.Config, error) {
 	if cfg.Region == "" {
 		return awssdk.Config{}, errors.New("no AWS region: pass --region, set AWS_REGION, or set region in the profile")
 	}
-	cfg.APIOptions = append(cfg.APIOptions, explainDenials, explainNonAWSAnswers)
+	if o.Credentials == nil && cfg.Credentials != nil {
+		cfg.Credentials = explainedCredentials{CredentialsProvider: cfg.Credentials, profile: profileName(o.Profile), log: log}
+	}
+	cfg.APIOptions = append(cfg.APIOptions, explainDenials, explainNonAWSAnswers, explainRetries(log, attempts, connect))
 	cfg.HTTPClient = bodyWithoutWriterTo{cfg.HTTPClient}
 	return cfg, nil
 }
