@@ -61,10 +61,11 @@ func newConfigInitCmd(g *GlobalOptions) *cobra.Command {
 
 func newConfigValidateCmd(g *GlobalOptions) *cobra.Command {
 	return &cobra.Command{
-		Use:     "validate FILE",
-		Short:   "Check a migration config file and print it with defaults filled in",
-		Example: "  karpenter-migrate config validate migrations/prod.yaml -o yaml",
-		Args:    cobra.ExactArgs(1),
+		Use:         "validate FILE",
+		Short:       "Check a migration config file and print it with defaults filled in",
+		Example:     "  karpenter-migrate config validate migrations/prod.yaml -o yaml",
+		Args:        cobra.ExactArgs(1),
+		Annotations: writes("table", "yaml", "json"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := config.Load(args[0])
 			if err != nil {

@@ -25,8 +25,9 @@ type consolidationOptions struct {
 func newConsolidationCmd(g *GlobalOptions) *cobra.Command {
 	o := &consolidationOptions{}
 	cmd := &cobra.Command{
-		Use:   "consolidation --snapshot FILE --nodepools PATH",
-		Short: "Dry-run Karpenter's disruption controller: what it removes or replaces next, and why each node is or is not a candidate",
+		Use:         "consolidation --snapshot FILE --nodepools PATH",
+		Annotations: writes("table", "yaml", "json"),
+		Short:       "Dry-run Karpenter's disruption controller: what it removes or replaces next, and why each node is or is not a candidate",
 		Long: `consolidation runs one pass of Karpenter's disruption methods (emptiness, drift,
 multi-node and single-node consolidation, in Karpenter's order, within disruption budgets)
 on a snapshot of a cluster that runs Karpenter, with the cluster's NodePools and
@@ -44,8 +45,8 @@ nodes drift would roll, and for every node why it is or is not a candidate.
 		RunE: func(cmd *cobra.Command, _ []string) error { return consolidationRun(cmd.Context(), g, o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.snapshot, "snapshot", "", "inventory snapshot from `discover --snapshot`")
-	f.StringSliceVar(&o.nodePools, "nodepools", nil, "files or directories with the cluster's v1 NodePools and EC2NodeClasses (e.g. `kubectl get nodepools,ec2nodeclasses -o yaml`)")
+	f.StringVar(&o.snapshot, "snapshot", "", "inventory snapshot written by discover --snapshot")
+	f.StringSliceVar(&o.nodePools, "nodepools", nil, "files or directories with the cluster's v1 NodePools and EC2NodeClasses (e.g. what kubectl get nodepools,ec2nodeclasses -o yaml prints)")
 	f.StringSliceVar(&o.proposed, "proposed", nil, "changed NodePools and EC2NodeClasses to report the nodes drift would roll")
 	f.StringVar(&o.now, "now", "", "time of the pass, RFC 3339 (default: now); consolidateAfter and budget schedules are judged against it")
 	f.BoolVar(&o.spotToSpot, "spot-to-spot", false, "as if Karpenter's SpotToSpotConsolidation feature gate were on")
@@ -64,7 +65,7 @@ func consolidationRun(ctx context.Context, g *GlobalOptions, o *consolidationOpt
 	if o.now != "" {
 		t, err := time.Parse(time.RFC3339, o.now)
 		if err != nil {
-			return fmt.Errorf("--now %q: want RFC 3339 such as 2026-03-04T12:00:00Z", o.now)
+			return usageError(fmt.Errorf("--now %q: want RFC 3339 such as 2026-03-04T12:00:00Z", o.now))
 		}
 		now = t
 	}

@@ -42,7 +42,8 @@ No cluster is needed.`,
 
   # Fill the node role placeholder
   karpenter-migrate convert -f nodetemplate.yaml | KARPENTER_NODE_ROLE=KarpenterNodeRole-prod envsubst`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: writes("yaml", "json"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runConvert(cmd, g, o)
 		},
@@ -62,11 +63,8 @@ No cluster is needed.`,
 func runConvert(cmd *cobra.Command, g *GlobalOptions, o *convertOptions) error {
 	ctx := cmd.Context()
 	format := g.Output
-	if format == "table" {
-		format = "yaml"
-	}
 	if len(o.files) == 0 {
-		return fmt.Errorf("must specify -f FILE, -f DIR or -f - (stdin)")
+		return usageError(errors.New("must specify -f FILE, -f DIR or -f - (stdin)"))
 	}
 	if err := oneOf("to", o.to, convert.ToV1beta1, convert.ToV1); err != nil {
 		return err

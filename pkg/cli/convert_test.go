@@ -98,8 +98,8 @@ func TestConvertCommand(t *testing.T) {
 		{name: "ignore defaults", args: []string{"-f", prov, "--ignore-defaults"}, stdout: []string{"requirements: null"}},
 		{name: "error means no output", args: []string{"-f", prov, "-f", bad}, code: 1, noStdout: true, stderr: []string{`AWSNodeTemplate "lt"`, "spec.launchTemplate", "--continue-on-error"}},
 		{name: "continue on error", args: []string{"-f", prov, "-f", bad, "--continue-on-error"}, code: 1, stdout: []string{"kind: NodePool"}, stderr: []string{"error:", `AWSNodeTemplate "lt"`, "1 document(s) failed"}},
-		{name: "bad --to", args: []string{"-f", prov, "--to", "v2"}, code: 1, stderr: []string{`--to "v2"`}},
-		{name: "no -f", args: nil, code: 1, stderr: []string{"must specify -f"}},
+		{name: "bad --to", args: []string{"-f", prov, "--to", "v2"}, code: ExitUsage, stderr: []string{`--to "v2": want v1beta1 or v1`}},
+		{name: "no -f", args: nil, code: ExitUsage, stderr: []string{"must specify -f"}},
 		{name: "missing file", args: []string{"-f", filepath.Join(dir, "nope.yaml")}, code: 1, stderr: []string{"nope.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

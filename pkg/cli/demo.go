@@ -58,15 +58,16 @@ says which engine launched the nodes.`,
 
   # The same migration on a real control plane and the real Karpenter (make demo-real)
   karpenter-migrate demo --control-plane --rollback -o json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+		Args:        cobra.NoArgs,
+		Annotations: writes("table", "yaml", "json"),
+		RunE:        func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	f := cmd.Flags()
 	f.Uint64Var(&o.seed, "seed", 1, "seed for names, instance IDs and choices; the same seed gives the same run")
 	f.StringVar(&o.out, "out", "", "directory for the outputs (default: a new temporary directory, printed)")
 	f.StringVar(&o.snapshot, "snapshot", "", "replay this snapshot (written by discover --snapshot) instead of the demo account")
 	f.BoolVar(&o.rollback, "rollback", false, "after the migration, roll it back and check the recorded sizes come back")
-	f.BoolVar(&o.controlPlane, "control-plane", false, "run on a real control plane with the real Karpenter (kwok provider) instead of the sandbox; needs `make demo-real`")
+	f.BoolVar(&o.controlPlane, "control-plane", false, "run on a real control plane with the real Karpenter (kwok provider) instead of the sandbox; needs the binaries \"make demo-real\" builds")
 	f.StringVar(&o.env, "env", "", "the overlay to generate, plan and apply: dev, staging or prod (default prod; dev with --control-plane)")
 	return cmd
 }
@@ -81,12 +82,22 @@ func (o *demoOptions) run(cmd *cobra.Command) error {
 		}
 		opts.Snapshot = snap
 	}
+	if err := opts.Complete(); err != nil {
+		return usageError(err)
+	}
 	if opts.OutDir == "" {
 		dir, err := os.MkdirTemp("", "karpenter-migrate-demo-")
 		if err != nil {
 			return fmt.Errorf("create a temporary output directory (or pass --out): %w", err)
 		}
 		opts.OutDir = dir
+		// A run that failed before writing anything leaves no empty
+		// directory behind.
+		defer func() {
+			if entries, err := os.ReadDir(dir); err == nil && len(entries) == 0 {
+				os.Remove(dir)
+			}
+		}()
 	}
 	table := o.g.Output == "table"
 	ctx, in, stop := o.g.interruptible(cmd.Context(), "stopping the demo")

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -63,7 +64,8 @@ then redacted unless --include-user-data.`,
 
   # AWS side only, against a local endpoint
   karpenter-migrate discover --cluster prod --skip-kubernetes --endpoint-url http://127.0.0.1:4566`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: writes("table", "yaml", "json"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := discoverConfig(g, o, configPath); err != nil {
 				return err
@@ -83,7 +85,7 @@ then redacted unless --include-user-data.`,
 
 func runDiscover(ctx context.Context, g *GlobalOptions, o *discoverOptions) error {
 	if o.cluster == "" {
-		return fmt.Errorf("--cluster is required: the EKS cluster name")
+		return usageError(errors.New("--cluster is required: the EKS cluster name"))
 	}
 	live := action.Live{AWS: g.awsOptions("")}
 	if !o.skipKube {

@@ -3,6 +3,12 @@ package cli
 // Exit codes scripts and CI act on (documented in README.md and
 // docs/ARCHITECTURE.md). Any other failure exits 1.
 const (
+	// ExitUsage: the command line could not be used (an unknown command,
+	// subcommand or flag, a flag's value of the wrong kind, an -o the
+	// command does not write); nothing ran. It shares 2 with
+	// ExitIAMBlocked: both refuse before changing anything, and both are
+	// fixed by changing the command line; the message says which.
+	ExitUsage = 2
 	// ExitIAMBlocked: `iam apply` found an object that exists, is not ours
 	// and does not match; nothing was changed (see --adopt).
 	ExitIAMBlocked = 2

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
-	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
@@ -72,7 +71,8 @@ inventory changes nothing. Groups that cannot be mapped are reported and skipped
 
   # An in-cluster Job (+ ServiceAccount, minimal RBAC) applying prod's reviewed plan
   karpenter-migrate generate --job --plan plan.yaml --out karpenter/ --image ghcr.io/acme/karpenter-migrate:v1.0.0`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: writes("table", "yaml", "json"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runGenerate(cmd, g, o)
 		},
@@ -119,7 +119,7 @@ func runGenerate(cmd *cobra.Command, g *GlobalOptions, o *generateOptions) error
 	var inv *inventory.Inventory
 	switch {
 	case o.snapshot != "" && o.cluster != "":
-		return errors.New("give --snapshot FILE or --cluster NAME, not both")
+		return usageError(errors.New("give --snapshot FILE or --cluster NAME, not both"))
 	case o.snapshot != "":
 		snap, err := inventory.ReadSnapshotFile(o.snapshot)
 		if err != nil {
@@ -132,7 +132,7 @@ func runGenerate(cmd *cobra.Command, g *GlobalOptions, o *generateOptions) error
 			return err
 		}
 	default:
-		return errors.New("--snapshot FILE or --cluster NAME is required: generate from a discover snapshot or discover the cluster now")
+		return usageError(errors.New("--snapshot FILE or --cluster NAME is required: generate from a discover snapshot or discover the cluster now"))
 	}
 	inScope(inv, cfg)
 	o.gen.Strategy = generate.Strategy(o.strategy)
@@ -158,7 +158,7 @@ func discoverLive(ctx context.Context, g *GlobalOptions, cluster, region string,
 	if err != nil {
 		return nil, err
 	}
-	c, err := g.configure(ctx, action.Live{REST: rc, AWS: &kmaws.Options{Region: region, Profile: g.Profile, EndpointURL: g.EndpointURL}})
+	c, err := g.configure(ctx, action.Live{REST: rc, AWS: g.awsOptions(region)})
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ func TestGenerateCommandErrors(t *testing.T) {
 		{"no input", []string{"generate"}, "--snapshot FILE or --cluster NAME is required"},
 		{"both inputs", []string{"generate", "--snapshot", generateFixture, "--cluster", "prod"}, "not both"},
 		{"missing snapshot", []string{"generate", "--snapshot", "nope.json"}, "--snapshot: read snapshot: open nope.json"},
-		{"bad strategy", []string{"generate", "--snapshot", generateFixture, "--strategy", "many"}, `--strategy "many": want one of multiple, single, weighted`},
+		{"bad strategy", []string{"generate", "--snapshot", generateFixture, "--strategy", "many"}, `--strategy "many": want multiple, single or weighted`},
 		{"bad flexibility", []string{"generate", "--snapshot", generateFixture, "--flexibility", "any"}, `--flexibility "any"`},
 		{"unknown env", []string{"generate", "--snapshot", generateFixture, "--envs", "dev,qa"}, `unknown environment profile "qa": known profiles are dev, prod, staging`},
 		{"bad weight order", []string{"generate", "--snapshot", generateFixture, "--weight-order", "spot,reserved"}, `weight order "reserved"`},

@@ -71,24 +71,27 @@ karpenter-migrate.io/managed-by=karpenter-migrate and karpenter-migrate.io/clust
 		Short: "Show what apply would create, update or leave alone, with the policy documents",
 		Example: `  karpenter-migrate iam plan --snapshot snapshot.json
   karpenter-migrate iam plan --cluster prod -o json | jq '.items[] | select(.action != "no-op")'`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runIAM(cmd.Context(), g, o, "plan") },
+		Args:        cobra.NoArgs,
+		Annotations: writes("table", "yaml", "json"),
+		RunE:        func(cmd *cobra.Command, _ []string) error { return runIAM(cmd.Context(), g, o, "plan") },
 	})
 	apply := common(&cobra.Command{
 		Use:   "apply",
 		Short: "Create or update exactly what the plan shows",
 		Example: `  karpenter-migrate iam apply --cluster prod --yes
   karpenter-migrate iam apply --snapshot snapshot.json --identity irsa --create-oidc-provider --dry-run`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runIAM(cmd.Context(), g, o, "apply") },
+		Args:        cobra.NoArgs,
+		Annotations: writes("table", "yaml", "json"),
+		RunE:        func(cmd *cobra.Command, _ []string) error { return runIAM(cmd.Context(), g, o, "apply") },
 	})
 	del := common(&cobra.Command{
 		Use:   "delete",
 		Short: "Remove everything iam apply created for the cluster, in dependency order",
 		Example: `  karpenter-migrate iam delete --cluster prod --dry-run
   karpenter-migrate iam delete --snapshot snapshot.json --yes`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runIAM(cmd.Context(), g, o, "delete") },
+		Args:        cobra.NoArgs,
+		Annotations: writes("table", "yaml", "json"),
+		RunE:        func(cmd *cobra.Command, _ []string) error { return runIAM(cmd.Context(), g, o, "delete") },
 	})
 	for _, c := range []*cobra.Command{apply, del} {
 		c.Flags().BoolVar(&o.dryRun, "dry-run", false, "show the plan and change nothing")
@@ -101,7 +104,7 @@ karpenter-migrate.io/managed-by=karpenter-migrate and karpenter-migrate.io/clust
 
 func runIAM(ctx context.Context, g *GlobalOptions, o *iamOptions, verb string) error {
 	if (o.cluster == "") == (o.snapshot == "") {
-		return errors.New("give exactly one of --cluster (read the cluster live) or --snapshot FILE")
+		return usageError(errors.New("give exactly one of --cluster (read the cluster live) or --snapshot FILE"))
 	}
 	if o.identity != "" {
 		if err := oneOf("identity", o.identity, "irsa", "pod-identity"); err != nil {

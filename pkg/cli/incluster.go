@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 
 	"k8s.io/client-go/rest"
@@ -19,7 +20,7 @@ func (f *runFlags) restConfig(g *GlobalOptions) (*rest.Config, error) {
 		return g.RESTConfig()
 	}
 	if g.Kubeconfig != "" || g.Context != "" {
-		return nil, fmt.Errorf("--in-cluster uses the pod's service account: drop --kubeconfig/--context")
+		return nil, usageError(errors.New("--in-cluster uses the pod's service account: drop --kubeconfig/--context"))
 	}
 	cfg, err := inClusterConfig()
 	if err != nil {

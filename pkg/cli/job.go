@@ -52,10 +52,10 @@ func defaultImage() string {
 func runGenerateJob(ctx context.Context, g *GlobalOptions, o *generateOptions) error {
 	f := &o.job
 	if f.plan == "" {
-		return errors.New("--job needs --plan FILE: the Job applies a plan someone reviewed (write one with `karpenter-migrate plan`)")
+		return usageError(errors.New("--job needs --plan FILE: the Job applies a plan someone reviewed (write one with `karpenter-migrate plan`)"))
 	}
 	if o.snapshot != "" || o.cluster != "" {
-		return errors.New("--job packs an existing tree and plan: drop --snapshot/--cluster (run generate without --job first)")
+		return usageError(errors.New("--job packs an existing tree and plan: drop --snapshot/--cluster (run generate without --job first)"))
 	}
 	raw, err := os.ReadFile(f.plan)
 	if err != nil {

@@ -94,9 +94,10 @@ func TestExitErrorJSON(t *testing.T) {
 		wantCode int
 		wantMsg  string
 	}{
-		{[]string{"readiness"}, 1, "--snapshot is required"},
-		{[]string{"readiness", "--snapshot", "x", "--log-level", "loud"}, 1, `--log-level "loud"`},
-		{[]string{"readiness", "--snapshot", "x", "--nosuchflag"}, 1, "unknown flag"},
+		{[]string{"readiness"}, ExitUsage, "--snapshot is required"},
+		{[]string{"readiness", "--snapshot", "x", "--log-level", "loud"}, ExitUsage, `--log-level "loud"`},
+		{[]string{"readiness", "--snapshot", "x", "--nosuchflag"}, ExitUsage, "unknown flag"},
+		{[]string{"readiness", "--snapshot", "x"}, 1, "x"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			streams, _, _, errOut := iostreams.Test()

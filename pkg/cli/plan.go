@@ -69,8 +69,9 @@ func (f *iamPlanFlags) options() (*plan.IAMOptions, error) {
 func newPlanCmd(g *GlobalOptions) *cobra.Command {
 	o := &planOptions{}
 	cmd := &cobra.Command{
-		Use:   "plan --env ENV (--snapshot FILE | --cluster NAME) [--dir DIR]",
-		Short: "Plan the rollout of one environment: steps, waves, pre-provisioning, findings, cost",
+		Use:         "plan --env ENV (--snapshot FILE | --cluster NAME) [--dir DIR]",
+		Annotations: writes("table", "yaml", "json"),
+		Short:       "Plan the rollout of one environment: steps, waves, pre-provisioning, findings, cost",
 		Long: `plan cuts the legacy nodes into waves (by node group, zones interleaved, wave size
 from the environment's config), predicts with the embedded Karpenter scheduler the nodes
 each wave needs on the NodePools that replace its group (from the tree generate wrote,
@@ -142,7 +143,7 @@ func loadConfig(env, path string) (config.Config, error) {
 func inventorySource(g *GlobalOptions, snapshot, cluster, region string, offline bool) (func(context.Context) (*inventory.Inventory, error), error) {
 	if snapshot != "" {
 		if cluster != "" {
-			return nil, errors.New("give one of --snapshot (read a snapshot) and --cluster (discover live), not both")
+			return nil, usageError(errors.New("give one of --snapshot (read a snapshot) and --cluster (discover live), not both"))
 		}
 		return func(context.Context) (*inventory.Inventory, error) {
 			snap, err := inventory.ReadSnapshotFile(snapshot)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -61,7 +62,8 @@ toward the exit code; an acknowledged ID that matches no finding is warned about
 
   # The threshold and acknowledgements of an environment's migration config
   karpenter-migrate readiness --snapshot snapshot.json --config migrations/prod.yaml`,
-		Args: cobra.NoArgs,
+		Args:        cobra.NoArgs,
+		Annotations: writes("table", "yaml", "json"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := readinessConfig(cmd, o, configPath); err != nil {
 				return err
@@ -77,7 +79,7 @@ toward the exit code; an acknowledged ID that matches no finding is warned about
 
 func runReadiness(_ context.Context, g *GlobalOptions, o *readinessOptions) error {
 	if o.snapshot == "" {
-		return fmt.Errorf("--snapshot is required; write one with `karpenter-migrate discover --snapshot FILE`")
+		return usageError(errors.New("--snapshot is required; write one with `karpenter-migrate discover --snapshot FILE`"))
 	}
 	if o.failOn != "" {
 		if err := oneOf("fail-on", o.failOn, string(readiness.Warning), string(readiness.Blocker)); err != nil {

@@ -30,7 +30,7 @@ func TestReadinessFailOn(t *testing.T) {
 		{[]string{"readiness", "--snapshot", path, "--fail-on", "blocker"}, 0, "single-replica"},
 		{[]string{"readiness", "--snapshot", path, "--fail-on", "warning"}, ExitReadiness, "cluster-autoscaler-running"},
 		{[]string{"readiness", "--snapshot", path, "-o", "json"}, 0, `"id": "cluster-autoscaler-running"`},
-		{[]string{"readiness", "--snapshot", path, "--fail-on", "nope"}, 1, ""},
+		{[]string{"readiness", "--snapshot", path, "--fail-on", "nope"}, ExitUsage, ""},
 		{[]string{"readiness", "--snapshot", filepath.Join(dir, "missing.json")}, 1, ""},
 	} {
 		t.Run(strings.Join(tc.args[2:], " "), func(t *testing.T) {

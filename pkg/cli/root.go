@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -17,6 +17,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iostreams"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/version"
 )
 
 // GlobalOptions are the flags every command accepts and the collaborators
@@ -31,10 +32,13 @@ type GlobalOptions struct {
 	Region      string
 	Profile     string
 	EndpointURL string
-	Output      string
-	LogLevel    string
-	LogFormat   string
-	NoColor     bool
+	// AWSConnectTimeout bounds how long each AWS call retries an endpoint
+	// it cannot connect to.
+	AWSConnectTimeout time.Duration
+	Output            string
+	LogLevel          string
+	LogFormat         string
+	NoColor           bool
 
 	// Configure builds the actions' configuration of a cluster and an
 	// account (default action.ForLive); command tests inject theirs.
@@ -52,7 +56,7 @@ func (g *GlobalOptions) configure(ctx context.Context, l action.Live) (*action.C
 // awsOptions are the account's options: --region (else region),
 // --profile and --endpoint-url.
 func (g *GlobalOptions) awsOptions(region string) *kmaws.Options {
-	return &kmaws.Options{Region: firstNonEmpty(g.Region, region), Profile: g.Profile, EndpointURL: g.EndpointURL}
+	return &kmaws.Options{Region: firstNonEmpty(g.Region, region), Profile: g.Profile, EndpointURL: g.EndpointURL, ConnectTimeout: g.AWSConnectTimeout, Logger: g.Logger}
 }
 
 // ExitError carries a specific process exit code (readiness --fail-on, the
@@ -115,10 +119,11 @@ be resumed and rolled back.`,
 
   # Convert old Karpenter manifests to v1
   karpenter-migrate convert -f provisioner.yaml --to v1`,
+		Version:       version.Get().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return g.init()
+			return g.init(cmd)
 		},
 	}
 	f := root.PersistentFlags()
@@ -128,7 +133,8 @@ be resumed and rolled back.`,
 	f.StringVar(&g.Region, "region", "", "AWS region (default: from the AWS profile or environment)")
 	f.StringVar(&g.Profile, "profile", "", "AWS shared config profile")
 	f.StringVar(&g.EndpointURL, "endpoint-url", "", "send every AWS call to this endpoint (testing, VPC endpoints)")
-	f.StringVarP(&g.Output, "output", "o", "table", "output format: table|yaml|json, where it applies")
+	f.DurationVar(&g.AWSConnectTimeout, "aws-connect-timeout", kmaws.DefaultConnectTimeout, "how long each AWS call keeps retrying an endpoint it cannot connect to (refused, unreachable, DNS) before it fails; throttling is retried regardless")
+	f.StringVarP(&g.Output, "output", "o", "table", "output format: table, yaml or json (convert: yaml or json; apply, rollback, wizard, config init and completion have none)")
 	f.StringVar(&g.LogLevel, "log-level", "info", "log level: debug|info|warn|error")
 	f.StringVar(&g.LogFormat, "log-format", "text", "log format: text|json (one JSON event per line, for pipelines)")
 	f.BoolVar(&g.NoColor, "no-color", false, "disable colour output (also NO_COLOR)")
@@ -145,16 +151,23 @@ be resumed and rolled back.`,
 		newIAMCmd(g),
 		newWizardCmd(g),
 	)
+	root.SetVersionTemplate("{{.Version}}\n")
+	// Help, --version and completion write to the streams too.
+	root.SetOut(streams.Out)
+	root.SetErr(streams.ErrOut)
+	strictCommandLine(root)
 	return root, g
 }
 
-func (g *GlobalOptions) init() error {
+// init applies the global flags to the run of cmd; a bad value is a usage
+// error.
+func (g *GlobalOptions) init(cmd *cobra.Command) error {
 	if g.NoColor {
 		g.IO.SetColorEnabled(false)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(g.LogLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: want debug, info, warn or error", g.LogLevel)
+		return usageError(fmt.Errorf("--log-level %q: want debug, info, warn or error", g.LogLevel))
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch g.LogFormat {
@@ -163,14 +176,11 @@ func (g *GlobalOptions) init() error {
 	case "json":
 		g.Logger = slog.New(slog.NewJSONHandler(g.IO.ErrOut, opts))
 	default:
-		return fmt.Errorf("--log-format %q: want text or json", g.LogFormat)
+		return usageError(fmt.Errorf("--log-format %q: want text or json", g.LogFormat))
 	}
-	switch g.Output {
-	case "table", "yaml", "json":
-	default:
-		return fmt.Errorf("-o/--output %q: want table, yaml or json", g.Output)
-	}
-	return nil
+	output, err := checkOutput(cmd, g.Output)
+	g.Output = output
+	return err
 }
 
 // RESTConfig loads the Kubernetes client configuration from --kubeconfig and
@@ -182,18 +192,23 @@ func (g *GlobalOptions) RESTConfig() (*rest.Config, error) {
 	}
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: g.Context}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		// client-go's own words ("try setting KUBERNETES_MASTER") point
+		// nowhere an EKS user should go.
+		return nil, errors.New("no kubeconfig: --kubeconfig, $KUBECONFIG and ~/.kube/config name no cluster; write one with `aws eks update-kubeconfig --name CLUSTER --region REGION`, or pass --kubeconfig FILE")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig (set --kubeconfig or --context): %w", err)
 	}
 	return cfg, nil
 }
 
-// oneOf validates an enumerated flag value.
+// oneOf validates an enumerated flag value; another is a usage error.
 func oneOf(flag, value string, allowed ...string) error {
 	for _, a := range allowed {
 		if value == a {
 			return nil
 		}
 	}
-	return fmt.Errorf("--%s %q: want one of %s", flag, value, strings.Join(allowed, ", "))
+	return usageError(fmt.Errorf("--%s %q: want %s", flag, value, orList(allowed)))
 }

@@ -12,15 +12,11 @@ import (
 func run(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	streams, _, out, errOut := iostreams.Test()
-	cmd := NewRootCmd(streams)
+	cmd, g := newRoot(streams)
 	cmd.SetArgs(args)
 	cmd.SetOut(out)
 	cmd.SetErr(errOut)
-	code := 0
-	if err := cmd.Execute(); err != nil {
-		errOut.WriteString("Error: " + err.Error() + "\n")
-		code = 1
-	}
+	code := g.exit(cmd.Execute())
 	return out.String(), errOut.String(), code
 }
 

@@ -12,8 +12,9 @@ import (
 func newStatusCmd(g *GlobalOptions) *cobra.Command {
 	var env string
 	cmd := &cobra.Command{
-		Use:   "status --env ENV",
-		Short: "Show an environment's rollout journal: steps, current wave, what it waits for",
+		Use:         "status --env ENV",
+		Annotations: writes("table", "yaml", "json"),
+		Short:       "Show an environment's rollout journal: steps, current wave, what it waits for",
 		Example: `  # Where is prod's rollout?
   karpenter-migrate status --env prod
 

@@ -66,7 +66,7 @@ and records the same journal in the cluster, so you can stop it and continue wit
 func runWizard(cmd *cobra.Command, g *GlobalOptions, o *wizardOptions) error {
 	io := g.IO
 	if o.snapshot != "" && !o.sandbox {
-		return errors.New("--snapshot needs --sandbox: a snapshot is rehearsed in the sandbox; a real cluster is discovered live")
+		return usageError(errors.New("--snapshot needs --sandbox: a snapshot is rehearsed in the sandbox; a real cluster is discovered live"))
 	}
 	if !io.CanPrompt() {
 		return errors.New(`the wizard needs an interactive terminal; the same steps as commands:

@@ -228,6 +228,21 @@ type runner struct {
 	iamPlan *iam.Plan
 }
 
+// Complete fills in the default environment and checks the options, so a
+// caller can refuse them before it creates anything (Run calls it too).
+func (o *Options) Complete() error {
+	if o.Environment == "" {
+		o.Environment = Env
+		if o.ControlPlane {
+			o.Environment = DevEnv
+		}
+	}
+	if !slices.Contains([]string{"dev", "staging", "prod"}, o.Environment) {
+		return fmt.Errorf("demo: environment %q: want dev, staging or prod (the overlays generate writes)", o.Environment)
+	}
+	return nil
+}
+
 // Run performs the demo and returns its summary. On a step failure it
 // returns the summary so far (with the failed step) and the error.
 func Run(ctx context.Context, opts Options) (*Summary, error) {
@@ -240,14 +255,8 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	if opts.Events == nil {
 		opts.Events = func(Event) {}
 	}
-	if opts.Environment == "" {
-		opts.Environment = Env
-		if opts.ControlPlane {
-			opts.Environment = DevEnv
-		}
-	}
-	if !slices.Contains([]string{"dev", "staging", "prod"}, opts.Environment) {
-		return nil, fmt.Errorf("demo: environment %q: want dev, staging or prod (the overlays generate writes)", opts.Environment)
+	if err := opts.Complete(); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
 		return nil, fmt.Errorf("demo: create output directory: %w", err)
