@@ -24,6 +24,21 @@ func writes(formats ...string) map[string]string {
 // usageError marks err as a command line that could not be used (exit 2).
 func usageError(err error) error { return &ExitError{Code: ExitUsage, Err: err} }
 
+// withHelp is a usage error of the command at path that points to its
+// --help.
+type withHelp struct {
+	err  error
+	path string
+}
+
+func (e withHelp) Error() string { return fmt.Sprintf("%v\nRun '%s --help' for usage.", e.err, e.path) }
+func (e withHelp) Unwrap() error { return e.err }
+
+// usageErrorOf is usageError pointing to c's --help.
+func usageErrorOf(c *cobra.Command, err error) error {
+	return usageError(withHelp{err: err, path: c.CommandPath()})
+}
+
 // strictCommandLine makes every mistake on the command line a usage error
 // (exit 2) that says what was meant: an unknown command or subcommand, an
 // unknown flag (with the nearest one), a flag's value of the wrong kind,
@@ -46,7 +61,7 @@ func strictCommandLine(root *cobra.Command) {
 					if errors.As(err, &exit) {
 						return err
 					}
-					return usageError(fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath()))
+					return usageErrorOf(c, err)
 				}
 				return nil
 			}
@@ -74,7 +89,7 @@ func unknownSubcommand(c *cobra.Command, args []string) error {
 	if n := config.Nearest(args[0], names); n != "" {
 		msg += fmt.Sprintf("; did you mean %q?", c.CommandPath()+" "+n)
 	}
-	return usageError(fmt.Errorf("%s\n%s has: %s. Run '%s --help' for usage.", msg, c.CommandPath(), strings.Join(names, ", "), c.CommandPath()))
+	return usageErrorOf(c, fmt.Errorf("%s\n%s has: %s", msg, c.CommandPath(), strings.Join(names, ", ")))
 }
 
 // flagError rewrites pflag's parse errors: an unknown flag names the
@@ -103,7 +118,7 @@ func flagError(c *cobra.Command, err error) error {
 		f := invalid.GetFlag()
 		err = fmt.Errorf("--%s %q: want %s", f.Name, invalid.GetValue(), flagValueWords(f))
 	}
-	return usageError(fmt.Errorf("%w\nRun '%s --help' for usage.", err, c.CommandPath()))
+	return usageErrorOf(c, err)
 }
 
 // flagValueWords says what a flag of f's type takes.
