@@ -250,9 +250,7 @@ func (s run) placeholderPod(name string, wave int, ph plan.Placeholder) *corev1.
 			TerminationGracePeriodSeconds: ptr.To(int64(0)),
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
-					Key: "karpenter.sh/nodepool", Operator: corev1.NodeSelectorOpIn, Values: []string{ph.NodePool},
-				}}}},
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: placeholderTerm(ph)}},
 			}}},
 			Containers: []corev1.Container{{Name: "pause", Image: PlaceholderImage, Resources: corev1.ResourceRequirements{Requests: req}}},
 		},
@@ -641,4 +639,14 @@ func (s run) scaleIn(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord, 
 		}
 	}
 	return nil
+}
+
+// placeholderTerm keeps a placeholder on its NodePool and, when its node
+// holds pods whose volumes pin them to a zone, in that zone.
+func placeholderTerm(ph plan.Placeholder) []corev1.NodeSelectorRequirement {
+	out := []corev1.NodeSelectorRequirement{{Key: "karpenter.sh/nodepool", Operator: corev1.NodeSelectorOpIn, Values: []string{ph.NodePool}}}
+	if ph.Zone != "" {
+		out = append(out, corev1.NodeSelectorRequirement{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{ph.Zone}})
+	}
+	return out
 }

@@ -781,6 +781,21 @@ func (s *Sandbox) nominatedNode(p *corev1.Pod) string {
 // claims (the zone of an EBS volume).
 func (s *Sandbox) VolumeSelectors(ctx context.Context, p *corev1.Pod) []*corev1.NodeSelector {
 	var out []*corev1.NodeSelector
+	byClaim := s.claimSelectors(ctx, p)
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			if sel := byClaim[v.PersistentVolumeClaim.ClaimName]; sel != nil {
+				out = append(out, sel)
+			}
+		}
+	}
+	return out
+}
+
+// claimSelectors are the node affinity of the PVs bound to the pod's
+// claims, by claim name.
+func (s *Sandbox) claimSelectors(ctx context.Context, p *corev1.Pod) map[string]*corev1.NodeSelector {
+	out := map[string]*corev1.NodeSelector{}
 	for _, v := range p.Spec.Volumes {
 		if v.PersistentVolumeClaim == nil {
 			continue
@@ -793,7 +808,7 @@ func (s *Sandbox) VolumeSelectors(ctx context.Context, p *corev1.Pod) []*corev1.
 		if err != nil || pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
 			continue
 		}
-		out = append(out, pv.Spec.NodeAffinity.Required)
+		out[v.PersistentVolumeClaim.ClaimName] = pv.Spec.NodeAffinity.Required
 	}
 	return out
 }

@@ -766,10 +766,10 @@ func nodeInventory(n *corev1.Node) inventory.Node {
 	}
 }
 
-// podInventory is a pod as the inventory records it, with the zones of
-// its volumes as required node affinity.
+// podInventory is a pod as the inventory records it, with the node
+// affinity of its volumes.
 func (s *Sandbox) podInventory(ctx context.Context, p *corev1.Pod) inventory.Pod {
-	rec := podRecord(p, s.VolumeSelectors(ctx, p))
+	rec := podRecord(p, s.claimSelectors(ctx, p))
 	rec.Annotations = copyMap(p.Annotations)
 	if ref := metav1.GetControllerOf(p); ref != nil {
 		rec.OwnerKind, rec.OwnerName = ref.Kind, ref.Name

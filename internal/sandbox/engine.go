@@ -27,7 +27,7 @@ func (s *Sandbox) Provision(req ProvisionRequest) ProvisionResult {
 		return ProvisionResult{Unschedulable: unschedulableAll(req.Pods, "every NodePool is at its limits")}
 	}
 	for _, p := range req.Pods {
-		var vols []*corev1.NodeSelector
+		var vols map[string]*corev1.NodeSelector
 		if req.Volumes != nil {
 			vols = req.Volumes(p)
 		}
@@ -81,10 +81,10 @@ func unschedulableAll(pods []*corev1.Pod, why string) map[string]string {
 	return out
 }
 
-// podRecord is the inventory form of a pod the engine reads; the zones of
-// its volumes join its required node affinity, as the volume-binding
-// filter adds them for the scheduler.
-func podRecord(p *corev1.Pod, vols []*corev1.NodeSelector) inventory.Pod {
+// podRecord is the inventory form of a pod the engine reads; its claim
+// volumes carry the node affinity of the PVs bound to them (vols, by claim
+// name), which the engine reads as Karpenter's volume topology does.
+func podRecord(p *corev1.Pod, vols map[string]*corev1.NodeSelector) inventory.Pod {
 	r := PodRequests(p)
 	delete(r, corev1.ResourcePods)
 	ip := inventory.Pod{
@@ -92,28 +92,15 @@ func podRecord(p *corev1.Pod, vols []*corev1.NodeSelector) inventory.Pod {
 		Requests: r, NodeSelector: p.Spec.NodeSelector, Affinity: p.Spec.Affinity.DeepCopy(), Tolerations: p.Spec.Tolerations,
 		TopologySpreadConstraints: p.Spec.TopologySpreadConstraints, PriorityClassName: p.Spec.PriorityClassName, Priority: p.Spec.Priority,
 	}
-	var extra []corev1.NodeSelectorRequirement
-	for _, v := range vols {
-		if len(v.NodeSelectorTerms) > 0 {
-			extra = append(extra, v.NodeSelectorTerms[0].MatchExpressions...)
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
 		}
-	}
-	if len(extra) == 0 {
-		return ip
-	}
-	if ip.Affinity == nil {
-		ip.Affinity = &corev1.Affinity{}
-	}
-	if ip.Affinity.NodeAffinity == nil {
-		ip.Affinity.NodeAffinity = &corev1.NodeAffinity{}
-	}
-	na := ip.Affinity.NodeAffinity
-	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}
-	}
-	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-	for i := range terms {
-		terms[i].MatchExpressions = append(terms[i].MatchExpressions, extra...)
+		vol := inventory.Volume{Name: v.Name, Kind: inventory.VolumePVC, ClaimName: v.PersistentVolumeClaim.ClaimName}
+		if sel := vols[vol.ClaimName]; sel != nil {
+			vol.Topology = sel.NodeSelectorTerms
+		}
+		ip.Volumes = append(ip.Volumes, vol)
 	}
 	return ip
 }

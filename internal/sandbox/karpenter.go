@@ -45,8 +45,9 @@ type ProvisionRequest struct {
 	DaemonSets []appsv1.DaemonSet
 	Zones      []string
 	Region     string
-	// Volumes returns the zone constraints of a pod's volumes.
-	Volumes func(*corev1.Pod) []*corev1.NodeSelector
+	// Volumes returns the node affinity of the PVs bound to a pod's
+	// claims, by claim name.
+	Volumes func(*corev1.Pod) map[string]*corev1.NodeSelector
 	// CPUInUse is each NodePool's launched vCPUs; a pool whose
 	// spec.limits.cpu is reached takes no more pods.
 	CPUInUse map[string]int64
@@ -395,7 +396,7 @@ func (s *Sandbox) provision(ctx context.Context) error {
 	}
 	res := s.Provision(ProvisionRequest{
 		Pods: pending, NodePools: pools, DaemonSets: dss.Items, Zones: s.zones(), Region: s.cloud.Cluster.Region, CPUInUse: inUse,
-		Volumes: func(p *corev1.Pod) []*corev1.NodeSelector { return s.VolumeSelectors(ctx, p) },
+		Volumes: func(p *corev1.Pod) map[string]*corev1.NodeSelector { return s.claimSelectors(ctx, p) },
 	})
 	byName := map[string]*apisv1.NodePool{}
 	for i := range pools {

@@ -135,10 +135,13 @@ func TestProvisionVolumesAndLimits(t *testing.T) {
 	}
 	pool := testPool("general", 10, []string{"m5"}, []string{"spot", "on-demand"}, nil)
 	pods := testPods(10, "500m", "512Mi", nil)
-	zoneB := []*corev1.NodeSelector{{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+	zoneB := map[string]*corev1.NodeSelector{"data": {NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
 		{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"us-east-1b"}}}}}}}
+	for _, p := range pods {
+		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	}
 	req := ProvisionRequest{Pods: pods, NodePools: []apisv1.NodePool{pool}, Zones: []string{"us-east-1a", "us-east-1b"}, Region: "us-east-1",
-		Volumes: func(*corev1.Pod) []*corev1.NodeSelector { return zoneB }}
+		Volumes: func(*corev1.Pod) map[string]*corev1.NodeSelector { return zoneB }}
 	res := s.Provision(req)
 	placed := 0
 	for _, c := range res.Claims {

@@ -461,3 +461,32 @@ func TestDaemonSetPodsStayOnNoScheduleTaints(t *testing.T) {
 		t.Errorf("after a NoExecute taint on %s the agent pods are on %v, want only %v", before[0], got, before[1:])
 	}
 }
+
+// A PV's zone constrains the sandbox's scheduler: every replica mounting
+// a claim whose volume is in us-east-1b lands on the group's us-east-1b
+// node, where the least-allocated score alone would spread them.
+func TestVolumeZoneConstrainsScheduler(t *testing.T) {
+	inv := smallInventory(4, nil, func(inv *inventory.Inventory) {
+		inv.NodeGroups[0].Zones = []string{"us-east-1a", "us-east-1b"}
+		inv.Pods[0].Volumes = []inventory.Volume{{Name: "data", Kind: inventory.VolumePVC, ClaimName: "data"}}
+		inv.PersistentVolumes = []inventory.PersistentVolume{{Name: "pv-data", ClaimNamespace: "app", ClaimName: "data", Zones: []string{"us-east-1b"}}}
+	})
+	s := load(t, inv)
+	nodes, err := s.Kube().CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zone := map[string]string{}
+	for _, n := range nodes.Items {
+		zone[n.Name] = n.Labels[corev1.LabelTopologyZone]
+	}
+	ps := pods(t, s, "app")
+	if len(ps) != 4 {
+		t.Fatalf("%d pods, want 4", len(ps))
+	}
+	for _, p := range ps {
+		if zone[p.Spec.NodeName] != "us-east-1b" {
+			t.Errorf("pod %s on %q in %q, want us-east-1b (its volume's zone); nodes %v", p.Name, p.Spec.NodeName, zone[p.Spec.NodeName], zone)
+		}
+	}
+}

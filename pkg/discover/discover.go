@@ -133,6 +133,7 @@ func Run(ctx context.Context, src Sources, opts Options) (*inventory.Inventory, 
 	}
 	d.join()
 	sortInventory(d.inv)
+	d.inv.ResolveVolumes()
 	if err := d.inv.Validate(); err != nil {
 		return nil, fmt.Errorf("discover: the cluster as read does not make a valid inventory: %w (fix or delete that object, then run discover again)", err)
 	}
@@ -559,6 +560,10 @@ func sortInventory(inv *inventory.Inventory) {
 		return nsLess(inv.PDBs[i].Namespace, inv.PDBs[i].Name, inv.PDBs[j].Namespace, inv.PDBs[j].Name)
 	})
 	sort.Slice(inv.PersistentVolumes, func(i, j int) bool { return inv.PersistentVolumes[i].Name < inv.PersistentVolumes[j].Name })
+	sort.Slice(inv.Claims, func(i, j int) bool {
+		return nsLess(inv.Claims[i].Namespace, inv.Claims[i].Name, inv.Claims[j].Namespace, inv.Claims[j].Name)
+	})
+	sort.Slice(inv.StorageClasses, func(i, j int) bool { return inv.StorageClasses[i].Name < inv.StorageClasses[j].Name })
 	sort.Slice(inv.Subnets, func(i, j int) bool { return inv.Subnets[i].ID < inv.Subnets[j].ID })
 	sort.Slice(inv.SecurityGroups, func(i, j int) bool { return inv.SecurityGroups[i].ID < inv.SecurityGroups[j].ID })
 	sort.Slice(inv.SpotPrices, func(i, j int) bool {

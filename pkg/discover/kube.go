@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -153,23 +154,73 @@ func (d *run) kube(ctx context.Context) error {
 	return d.karpenterCRDs(ctx)
 }
 
+// volumes reads what Karpenter's scheduler reads of pods' volumes: every
+// PersistentVolume (zones and CSI driver), the claims, the StorageClasses
+// (allowedTopologies and binding mode for unbound claims) and the CSINodes'
+// attach limits.
 func (d *run) volumes(ctx context.Context) error {
+	k := d.src.Kube
 	pvs, err := listAll[*corev1.PersistentVolume](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return d.src.Kube.CoreV1().PersistentVolumes().List(ctx, o)
+		return k.CoreV1().PersistentVolumes().List(ctx, o)
 	})
 	if err != nil {
 		return fmt.Errorf("list persistentvolumes: %w", err)
 	}
 	for _, pv := range pvs {
-		zones := pvZones(pv)
-		if len(zones) == 0 {
-			continue // not zonal: it moves with its pod
+		v := inventory.PersistentVolume{Name: pv.Name, StorageClass: pv.Spec.StorageClassName, Zones: pvZones(pv)}
+		switch {
+		case pv.Spec.CSI != nil:
+			v.Driver = pv.Spec.CSI.Driver
+		case pv.Spec.AWSElasticBlockStore != nil:
+			v.Driver = inventory.EBSCSIDriver
 		}
-		v := inventory.PersistentVolume{Name: pv.Name, StorageClass: pv.Spec.StorageClassName, Zones: zones}
 		if ref := pv.Spec.ClaimRef; ref != nil {
 			v.ClaimNamespace, v.ClaimName = ref.Namespace, ref.Name
 		}
 		d.inv.PersistentVolumes = append(d.inv.PersistentVolumes, v)
+	}
+	pvcs, err := listAll[*corev1.PersistentVolumeClaim](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return k.CoreV1().PersistentVolumeClaims("").List(ctx, o)
+	})
+	if err != nil {
+		return fmt.Errorf("list persistentvolumeclaims: %w", err)
+	}
+	for _, c := range pvcs {
+		d.inv.Claims = append(d.inv.Claims, inventory.PersistentVolumeClaim{Namespace: c.Namespace, Name: c.Name,
+			StorageClass: deref(c.Spec.StorageClassName), VolumeName: c.Spec.VolumeName})
+	}
+	scs, err := listAll[*storagev1.StorageClass](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return k.StorageV1().StorageClasses().List(ctx, o)
+	})
+	if err != nil {
+		return fmt.Errorf("list storageclasses: %w", err)
+	}
+	for _, sc := range scs {
+		out := inventory.StorageClass{Name: sc.Name, Provisioner: sc.Provisioner, AllowedTopologies: sc.AllowedTopologies}
+		if sc.VolumeBindingMode != nil {
+			out.VolumeBindingMode = string(*sc.VolumeBindingMode)
+		}
+		d.inv.StorageClasses = append(d.inv.StorageClasses, out)
+	}
+	csiNodes, err := listAll[*storagev1.CSINode](ctx, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return k.StorageV1().CSINodes().List(ctx, o)
+	})
+	if err != nil {
+		return fmt.Errorf("list csinodes: %w", err)
+	}
+	limits := map[string]map[string]int32{}
+	for _, cn := range csiNodes {
+		for _, drv := range cn.Spec.Drivers {
+			if drv.Allocatable != nil && drv.Allocatable.Count != nil {
+				if limits[cn.Name] == nil {
+					limits[cn.Name] = map[string]int32{}
+				}
+				limits[cn.Name][drv.Name] = *drv.Allocatable.Count
+			}
+		}
+	}
+	for i := range d.inv.Nodes {
+		d.inv.Nodes[i].VolumeLimits = limits[d.inv.Nodes[i].Name]
 	}
 	return nil
 }

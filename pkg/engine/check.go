@@ -15,8 +15,9 @@ import (
 // shares nothing with the scheduler but the input types): every pending pod
 // is placed once or reported; every NodeClaim's type is allowed by its
 // NodePool and offered where it says; pods fit, tolerate the taints, match
-// their node selectors and required node affinity, do not share host ports;
-// and, replaying placements in order, every DoNotSchedule spread and
+// their node selectors, required node affinity and their volumes' topology,
+// do not share host ports, keep existing nodes within their volume attach
+// limits; and, replaying placements in order, every DoNotSchedule spread and
 // required pod (anti-)affinity holds, judged as Karpenter judges them.
 // It returns every violation found.
 func Check(in Input, res Result) []error {
@@ -32,6 +33,10 @@ type cnode struct {
 	alloc  corev1.ResourceList
 	used   corev1.ResourceList
 	ports  map[inventory.HostPort]bool
+	// limits are an existing node's CSINode attach limits per driver, and
+	// attached the claims bound there, per driver.
+	limits   map[string]int32
+	attached map[string]map[string]bool
 }
 
 type checker struct {
@@ -85,7 +90,8 @@ func (c *checker) addExisting() {
 		for k, v := range en.Node.Labels {
 			l[k] = v
 		}
-		n := &cnode{name: en.Node.Name, labels: l, taints: en.Node.Taints, alloc: en.Node.Allocatable, used: corev1.ResourceList{}, ports: map[inventory.HostPort]bool{}}
+		n := &cnode{name: en.Node.Name, labels: l, taints: en.Node.Taints, alloc: en.Node.Allocatable, used: corev1.ResourceList{}, ports: map[inventory.HostPort]bool{},
+			limits: en.Node.VolumeLimits, attached: map[string]map[string]bool{}}
 		c.nodes[n.name] = n
 		if z, ok := l[catalog.LabelZone]; ok {
 			c.zones[z] = true
@@ -316,6 +322,14 @@ func (c *checker) bind(p *inventory.Pod, n *cnode) {
 	for _, hp := range p.HostPorts {
 		n.ports[hp] = true
 	}
+	for _, v := range p.Volumes {
+		if v.Driver != "" && v.ClaimName != "" && n.attached != nil {
+			if n.attached[v.Driver] == nil {
+				n.attached[v.Driver] = map[string]bool{}
+			}
+			n.attached[v.Driver][p.Namespace+"/"+v.ClaimName] = true
+		}
+	}
 	c.placed = append(c.placed, cplaced{p, n})
 	c.placeAnti(cplaced{p, n})
 }
@@ -333,6 +347,7 @@ func (c *checker) verify(p *inventory.Pod, n *cnode) {
 			c.fail("%s on %s: host port %d/%s already in use", ref, n.name, hp.Port, hp.Protocol)
 		}
 	}
+	c.verifyVolumes(p, n)
 	for _, tsc := range p.TopologySpreadConstraints {
 		if tsc.WhenUnsatisfiable != corev1.DoNotSchedule {
 			continue
@@ -389,6 +404,34 @@ func (c *checker) verify(p *inventory.Pod, n *cnode) {
 			if q, found := t.first[d]; found {
 				c.fail("%s on %s: %s/%s there is anti-affine to it on %s", ref, n.name, q.pod.Namespace, q.pod.Name, t.key)
 			}
+		}
+	}
+}
+
+// verifyVolumes: every claim's volume topology matches the node (each
+// volume on its own, one of its terms, as kube-scheduler's volume binding
+// judges a node), and the node's attach limit per CSI driver holds the
+// claims already there and the pod's.
+func (c *checker) verifyVolumes(p *inventory.Pod, n *cnode) {
+	ref := p.Namespace + "/" + p.Name
+	for _, v := range p.Volumes {
+		if len(v.Topology) > 0 && !matchesNode(nil, &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: v.Topology}}}, n.labels) {
+			c.fail("%s on %s: volume %s (claim %s) cannot be reached there: its topology %v does not match the node's labels", ref, n.name, v.Name, v.ClaimName, v.Topology)
+		}
+	}
+	for driver, limit := range n.limits {
+		claims := map[string]bool{}
+		for id := range n.attached[driver] {
+			claims[id] = true
+		}
+		for _, v := range p.Volumes {
+			if v.Driver == driver && v.ClaimName != "" {
+				claims[p.Namespace+"/"+v.ClaimName] = true
+			}
+		}
+		if int32(len(claims)) > limit && len(claims) > len(n.attached[driver]) {
+			c.fail("%s on %s: %d volumes of %s would be attached, over the node's limit of %d", ref, n.name, len(claims), driver, limit)
 		}
 	}
 }

@@ -240,11 +240,13 @@ func (c *Cluster) built(i int) *node {
 		return n
 	}
 	en := &c.in.ExistingNodes[i]
-	n := &node{name: en.Node.Name, existing: true, labels: existingLabels(en), taints: en.Node.Taints, free: c.free[i], ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1}
+	n := &node{name: en.Node.Name, existing: true, labels: existingLabels(en), taints: en.Node.Taints, free: c.free[i], ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1,
+		vols: newAttached(en.Node.VolumeLimits)}
 	for j := range en.Pods {
 		for _, hp := range en.Pods[j].HostPorts {
 			n.ports[hp] = true
 		}
+		n.vols.add(&en.Pods[j])
 	}
 	c.nodes[i] = n
 	return n
@@ -260,6 +262,9 @@ func (c *Cluster) podVec(p *inventory.Pod) (vec, error) {
 // nodeAffinityParses: Solve reads the pod's required node affinity without
 // an error (the preferred terms that do not parse it skips).
 func nodeAffinityParses(p *inventory.Pod) bool {
+	if _, err := volumeRequirements(p); err != nil {
+		return false
+	}
 	if p.Affinity == nil || p.Affinity.NodeAffinity == nil || p.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
 		return true
 	}
@@ -577,6 +582,10 @@ func appendContent(b []byte, p *inventory.Pod) []byte {
 	if p.Affinity != nil {
 		a, _ := json.Marshal(p.Affinity) // API types always marshal
 		b = append(append(b, '|'), a...)
+	}
+	if p.VolumesConstrain() {
+		v, _ := json.Marshal(p.Volumes)
+		b = append(append(b, '|'), v...)
 	}
 	return b
 }

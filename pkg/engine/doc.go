@@ -43,6 +43,7 @@
 //	requirements.go      Requirement(s): set algebra on label requirements          K: pkg/scheduling/requirement(s).go
 //	offerings.go         instance types as a pool sees them, cheapest offerings     K: pkg/cloudprovider/types.go
 //	taints.go            tolerations                                                K: pkg/scheduling/taints.go
+//	volumes.go           volume topology and attach limits                          K: volumetopology.go, pkg/scheduling/volumeusage.go
 //	minvalues.go         minValues on claims and launch options                     K: nodeclaim.go, instance_selection
 //	resources.go         resource vectors                                           K: pkg/utils/resources
 //	roomindex.go         claims by room left (best fit; ours)
@@ -84,6 +85,15 @@
 //   - A NodeClaim keeps every feasible type; the result lists them by price
 //     (MaxInstanceTypes, default 60) and names the cheapest offering as the
 //     predicted launch.
+//   - Volumes (volumes.go): a pod's claim volumes carry what Karpenter's
+//     volumetopology.go reads (inventory.ResolveVolumes: a bound PV's
+//     node affinity zones, an unbound claim's StorageClass
+//     allowedTopologies); their requirements (the cross product of each
+//     volume's terms, compatible combinations first) narrow the node the
+//     pod goes to but not the domains its own topology spread counts.
+//     Attach limits (volumeusage.go): an existing node with CSINode limits
+//     takes a pod only while the distinct claims per CSI driver stay within
+//     the driver's limit; new NodeClaims have no limit, as in Karpenter.
 //   - minValues (minvalues.go): a claim of a pool whose requirements carry
 //     minValues keeps, among its remaining types, at least minValues
 //     distinct values of each such key. A pod that would narrow a claim
@@ -129,8 +139,15 @@
 //   - Inventory pods already on existing nodes are assumed to include their
 //     DaemonSet pods; DaemonSet overhead is not added to existing nodes.
 //   - Namespace selectors on affinity terms are honoured only when empty
-//     (all namespaces); volume topology, DRA and reserved capacity are not
-//     modelled.
+//     (all namespaces); DRA and reserved capacity are not modelled.
+//   - A pod whose volumes give several topology alternatives keeps one
+//     requirement set: their union when every alternative is one In
+//     requirement on the same key (a volume's zones, a class's allowed
+//     zones: the same nodes), else the first alternative; Karpenter tries
+//     each in turn. A bound PV is read by its zones only (discover records
+//     the zone keys of its node affinity); an unbound claim of an Immediate
+//     class, which Karpenter does not schedule, is treated like one of a
+//     WaitForFirstConsumer class.
 //   - minValues is enforced as --min-values-policy Strict (the default);
 //     BestEffort relaxation is not modelled. When the output is truncated
 //     to MaxInstanceTypes, the options are taken cheapest first but, once

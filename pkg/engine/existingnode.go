@@ -27,7 +27,8 @@ func (s *scheduler) buildExisting(in Input, built []*node) error {
 			return fmt.Errorf("existing node %s: %w", en.Node.Name, err)
 		}
 		lbl := existingLabels(en)
-		n := &node{id: s.nextID, name: en.Node.Name, existing: true, labels: lbl, taints: en.Node.Taints, free: alloc, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1}
+		n := &node{id: s.nextID, name: en.Node.Name, existing: true, labels: lbl, taints: en.Node.Taints, free: alloc, ports: map[inventory.HostPort]bool{}, bucket: -1, room: -1,
+			vols: newAttached(en.Node.VolumeLimits)}
 		s.nextID++
 		for j := range en.Pods {
 			p := &en.Pods[j]
@@ -42,6 +43,7 @@ func (s *scheduler) buildExisting(in Input, built []*node) error {
 			for _, hp := range p.HostPorts {
 				n.ports[hp] = true
 			}
+			n.vols.add(p)
 			n.pods = append(n.pods, pd)
 		}
 		for k, v := range lbl {
@@ -76,12 +78,14 @@ func (s *scheduler) useBuilt(b *node) {
 	n.id = s.nextID
 	s.nextID++
 	n.ports = maps.Clone(b.ports)
+	n.vols = b.vols.clone()
 	s.existing = append(s.existing, &n)
 }
 
-// canAddExisting is canAdd's part for an existing node: room, labels and topology.
+// canAddExisting is canAdd's part for an existing node: volume attach
+// limits, room, labels and topology.
 func (s *scheduler) canAddExisting(pd *podData, n *node) bool {
-	if !pd.req.fits(n.free) {
+	if n.vols.exceeds(pd.pod) || !pd.req.fits(n.free) {
 		return false
 	}
 	for k, r := range pd.reqs {

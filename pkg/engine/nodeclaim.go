@@ -31,9 +31,10 @@ type node struct {
 	pods     []*podData
 	seqs     []int
 	ports    map[inventory.HostPort]bool
-	bucket   int // index in the fewest-pods bucket, -1 when not bucketed
-	part     int // part (claimindex.go) of the fewest-pods bucket
-	room     int // bucket in the room index, -1 when not indexed
+	vols     *attachedVolumes // existing nodes with CSINode limits
+	bucket   int              // index in the fewest-pods bucket, -1 when not bucketed
+	part     int              // part (claimindex.go) of the fewest-pods bucket
+	room     int              // bucket in the room index, -1 when not indexed
 	roomPos  int
 	roomPart int // part of the room index
 	cur      int // claims: index into types of the cheapest fitting type

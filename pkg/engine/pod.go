@@ -19,9 +19,14 @@ type podData struct {
 	alt  int
 	// prefs are preferred node-affinity terms, heaviest first; the first
 	// is required until relaxed.
-	prefs      []Requirements
-	reqs       Requirements // effective: base ∩ alts[alt] ∩ prefs[0]
+	prefs []Requirements
+	// vol is what the pod's volumes require of a node (volumes.go): it
+	// narrows the node, not the domains the pod's own topology counts.
+	vol        Requirements
+	reqs       Requirements // effective: base ∩ alts[alt] ∩ prefs[0] ∩ vol
 	reqKey     string       // canonical form of reqs, for caches
+	own        Requirements // reqs but vol: the pod's own node affinity
+	ownKey     string       // canonical form of own
 	pins       Requirements // domains a re-pack must keep (improvement pass)
 	seq        int          // place in the order, kept by a re-pack
 	tolerateNS bool         // PreferNoSchedule tolerated (relaxed)
@@ -78,6 +83,12 @@ func (s *scheduler) initPodData(pd *podData, p *inventory.Pod, idx int) {
 			}
 		}
 	}
+	if len(p.Volumes) > 0 {
+		if pd.vol, err = volumeRequirements(p); err != nil {
+			pd.invalid = err
+			return
+		}
+	}
 	pd.recompute()
 }
 
@@ -105,6 +116,17 @@ func (pd *podData) recompute() {
 	pd.reqKey = ""
 	if len(rs) > 0 {
 		pd.reqKey = describeReqs(rs)
+	}
+	pd.own, pd.ownKey = pd.reqs, pd.reqKey
+	if len(pd.vol) > 0 {
+		rs = Requirements{}
+		for _, r := range pd.own {
+			rs.Add(r)
+		}
+		for _, r := range pd.vol {
+			rs.Add(r)
+		}
+		pd.reqs, pd.reqKey = rs, describeReqs(rs)
 	}
 }
 

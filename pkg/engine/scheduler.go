@@ -232,6 +232,7 @@ func (s *scheduler) commit(pd *podData, n *node, narrowed Requirements) {
 	s.seq++
 	if n.existing {
 		n.free = n.free.sub(pd.req)
+		n.vols.add(pd.pod)
 		s.result.Placements = append(s.result.Placements, Placement{Pod: pd.ref, Node: n.name, Seq: s.seq})
 	} else {
 		narrows := narrowed != nil && !sameMap(narrowed, n.reqs)

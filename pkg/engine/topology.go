@@ -234,14 +234,14 @@ func (s *scheduler) allowed(n *node, reqs Requirements, key string, universe []s
 // sources whose taints it tolerates). Results are cached; callers must not
 // modify them.
 func (s *scheduler) domains(key string, pd *podData, g *topologyGroup) []string {
-	_, hasReq := pd.reqs[key]
+	_, hasReq := pd.own[key]
 	honorTaints := g != nil && g.honorTaints
 	if !hasReq && !honorTaints {
 		if u, ok := s.domainsOf(key); ok {
 			return u
 		}
 	}
-	dk := domKey{key: key, reqs: pd.reqKey, honorTaints: honorTaints, ignoreAff: g != nil && g.ignoreAff}
+	dk := domKey{key: key, reqs: pd.ownKey, honorTaints: honorTaints, ignoreAff: g != nil && g.ignoreAff}
 	if honorTaints {
 		dk.tols = tolKey(pd.pod.Tolerations)
 	}
@@ -250,7 +250,7 @@ func (s *scheduler) domains(key string, pd *podData, g *topologyGroup) []string 
 	}
 	seen := map[string]bool{}
 	out := []string{}
-	r, hasR := pd.reqs[key]
+	r, hasR := pd.own[key]
 	for _, src := range s.universe[key] {
 		if seen[src.domain] {
 			continue

@@ -26,9 +26,14 @@ type Inventory struct {
 	DaemonSets        []DaemonSet        `json:"daemonSets,omitempty"`
 	PDBs              []PDB              `json:"pdbs,omitempty"`
 	PersistentVolumes []PersistentVolume `json:"persistentVolumes,omitempty"`
-	Subnets           []Subnet           `json:"subnets,omitempty"`
-	SecurityGroups    []SecurityGroup    `json:"securityGroups,omitempty"`
-	SpotPrices        []SpotPrice        `json:"spotPrices,omitempty"`
+	// Claims and StorageClasses are what Karpenter reads of a pod's volumes
+	// besides the PV (volumes.go): an unbound claim takes its
+	// WaitForFirstConsumer class's allowedTopologies.
+	Claims         []PersistentVolumeClaim `json:"claims,omitempty"`
+	StorageClasses []StorageClass          `json:"storageClasses,omitempty"`
+	Subnets        []Subnet                `json:"subnets,omitempty"`
+	SecurityGroups []SecurityGroup         `json:"securityGroups,omitempty"`
+	SpotPrices     []SpotPrice             `json:"spotPrices,omitempty"`
 	// Prices are the region's instance prices discover read (nil: none
 	// were read, and the embedded us-east-1 list stands in).
 	Prices            *Prices            `json:"prices,omitempty"`
@@ -238,6 +243,10 @@ type Node struct {
 	Ready         bool                `json:"ready"`
 	Unschedulable bool                `json:"unschedulable,omitempty"`
 	CreatedAt     metav1.Time         `json:"createdAt,omitempty"`
+	// VolumeLimits are the node's CSINode attach limits per CSI driver
+	// (spec.drivers[].allocatable.count): the volumes of each driver that
+	// may be attached to it at once.
+	VolumeLimits map[string]int32 `json:"volumeLimits,omitempty"`
 }
 
 // Node-group labels, in the order NodeGroupOf reads them: EKS managed
@@ -354,6 +363,11 @@ type Volume struct {
 	Name      string `json:"name"`
 	Kind      string `json:"kind"`
 	ClaimName string `json:"claimName,omitempty"`
+	// Topology are the node selector terms (ORed) a node must match to
+	// reach the claim's volume, and Driver the CSI driver that attaches it:
+	// what Karpenter reads of the claim (ResolveVolumes fills both).
+	Topology []corev1.NodeSelectorTerm `json:"topology,omitempty"`
+	Driver   string                    `json:"driver,omitempty"`
 }
 
 // Workload is a controller that owns pods (Deployment, StatefulSet, Job).
@@ -400,6 +414,26 @@ type PersistentVolume struct {
 	ClaimName      string   `json:"claimName,omitempty"`
 	StorageClass   string   `json:"storageClass,omitempty"`
 	Zones          []string `json:"zones,omitempty"`
+	// Driver is the CSI driver that attaches the volume (spec.csi.driver,
+	// or ebs.csi.aws.com for an in-tree awsElasticBlockStore volume).
+	Driver string `json:"driver,omitempty"`
+}
+
+// PersistentVolumeClaim is a claim with the volume it is bound to, if any.
+type PersistentVolumeClaim struct {
+	Namespace    string `json:"namespace"`
+	Name         string `json:"name"`
+	StorageClass string `json:"storageClass,omitempty"`
+	VolumeName   string `json:"volumeName,omitempty"`
+}
+
+// StorageClass is what scheduling reads of a StorageClass.
+type StorageClass struct {
+	Name        string `json:"name"`
+	Provisioner string `json:"provisioner,omitempty"`
+	// VolumeBindingMode is Immediate or WaitForFirstConsumer.
+	VolumeBindingMode string                        `json:"volumeBindingMode,omitempty"`
+	AllowedTopologies []corev1.TopologySelectorTerm `json:"allowedTopologies,omitempty"`
 }
 
 // Subnet is a VPC subnet a node group uses.

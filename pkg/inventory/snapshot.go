@@ -112,6 +112,7 @@ func ParseSnapshot(b []byte) (*Snapshot, error) {
 	if err := s.Inventory.Validate(); err != nil {
 		return nil, err
 	}
+	s.Inventory.ResolveVolumes()
 	return &s, nil
 }
 

@@ -178,6 +178,9 @@ type PredictedNode struct {
 	CPU          string  `json:"cpu"`
 	Memory       string  `json:"memory"`
 	PricePerHour float64 `json:"pricePerHour,omitempty"`
+	// zonal: a pod on the node has a volume that pins it to a zone, so
+	// its placeholder must reserve room in that zone.
+	zonal bool
 }
 
 // poolsFor returns the NodePools replacing a group, preferred first.
@@ -196,6 +199,9 @@ type Placeholder struct {
 	NodePool string `json:"nodePool"`
 	CPU      string `json:"cpu"`
 	Memory   string `json:"memory"`
+	// Zone, when set, is the zone the placeholder must run in: its node
+	// holds pods whose volumes are there.
+	Zone string `json:"zone,omitempty"`
 }
 
 // Finding is a readiness note the user should see before applying.

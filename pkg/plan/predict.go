@@ -214,16 +214,20 @@ func (pr *predictor) predict(pods []inventory.Pod, poolNames []string) ([]Predic
 	for _, c := range res.NodeClaims {
 		cpu, mem := resource.Quantity{}, resource.Quantity{}
 		var claimPods []inventory.Pod
+		zonal := false
 		for _, ref := range c.Pods {
 			p := byRef[ref]
 			claimPods = append(claimPods, p)
+			for _, v := range p.Volumes {
+				zonal = zonal || len(v.Topology) > 0
+			}
 			cpu.Add(p.Requests[corev1.ResourceCPU])
 			mem.Add(p.Requests[corev1.ResourceMemory])
 		}
 		node := pr.existing(c, claimPods, cpu, mem)
 		out = append(out, PredictedNode{
 			Name: node.Node.Name, NodePool: c.NodePool, InstanceType: c.InstanceType, Zone: c.Zone, CapacityType: c.CapacityType,
-			Pods: len(c.Pods), CPU: cpu.String(), Memory: mem.String(), PricePerHour: c.Price,
+			Pods: len(c.Pods), CPU: cpu.String(), Memory: mem.String(), PricePerHour: c.Price, zonal: zonal,
 		})
 		pr.fleet = append(pr.fleet, node)
 	}

@@ -61,3 +61,59 @@ func TestPredictTakesOverTheFleetAsRead(t *testing.T) {
 		t.Fatalf("%d waves landed on earlier nodes, %d nodes: the case tests nothing", landed, len(fresh.fleet))
 	}
 }
+
+// A wave that moves two pods whose volumes are in us-east-1b, too big to
+// share an m5.large, predicts two nodes in us-east-1b, and each of their
+// placeholders reserves room there.
+func TestWaveNodesAndPlaceholdersInTheVolumesZone(t *testing.T) {
+	np := &apiv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "db"}}
+	np.Spec.Template.Spec.Requirements = []apiv1.NodeSelectorRequirementWithMinValues{
+		{Key: catalog.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}},
+		{Key: catalog.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}},
+	}
+	inv := inventory.Inventory{}
+	for i := range 2 {
+		claim := fmt.Sprintf("data-db-%d", i)
+		inv.Pods = append(inv.Pods, inventory.Pod{Namespace: "db", Name: fmt.Sprintf("db-%d", i), Phase: corev1.PodRunning,
+			OwnerKind: "StatefulSet", OwnerName: "db", Volumes: []inventory.Volume{{Name: "data", Kind: inventory.VolumePVC, ClaimName: claim}},
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1200m"), corev1.ResourceMemory: resource.MustParse("1Gi")}})
+		inv.PersistentVolumes = append(inv.PersistentVolumes, inventory.PersistentVolume{Name: "pv-" + claim, ClaimNamespace: "db", ClaimName: claim,
+			Zones: []string{"us-east-1b"}, Driver: inventory.EBSCSIDriver})
+	}
+	inv.ResolveVolumes()
+	pr := newPredictor([]engine.NodePool{engine.NodePoolFromV1(np, nil)}, catalog.Default(), nil)
+	nodes, unsched, err := pr.predict(inv.Pods, []string{"db"})
+	if err != nil || len(unsched) > 0 {
+		t.Fatalf("predict: %v, unschedulable %v", err, unsched)
+	}
+	if len(nodes) != 2 || nodes[0].Zone != "us-east-1b" || nodes[1].Zone != "us-east-1b" {
+		t.Fatalf("predicted %+v, want two nodes in us-east-1b", nodes)
+	}
+	pl := &planner{p: &Plan{Budget: Budget{PreProvision: true}}, pred: pr}
+	w := Wave{Index: 1, PredictedNodes: nodes}
+	pl.priceWave(&w)
+	if len(w.PreProvision) != 2 {
+		t.Fatalf("placeholders %+v, want two", w.PreProvision)
+	}
+	for _, ph := range w.PreProvision {
+		if ph.Zone != "us-east-1b" {
+			t.Errorf("placeholder %+v, want it in us-east-1b", ph)
+		}
+	}
+	// Without volumes nothing pins the placeholders.
+	free := []inventory.Pod{inv.Pods[0], inv.Pods[1]}
+	for i := range free {
+		free[i].Volumes = nil
+	}
+	nodes, _, err = newPredictor(pr.pools, catalog.Default(), nil).predict(free, []string{"db"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = Wave{Index: 1, PredictedNodes: nodes}
+	pl.priceWave(&w)
+	for _, ph := range w.PreProvision {
+		if ph.Zone != "" {
+			t.Errorf("placeholder %+v pinned to a zone without volumes", ph)
+		}
+	}
+}

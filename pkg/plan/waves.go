@@ -167,7 +167,11 @@ func (pl *planner) priceWave(w *Wave) {
 			pl.pred.price[pn.Name] = pn.PricePerHour
 		}
 		if pl.p.Budget.PreProvision && pn.Pods > 0 {
-			w.PreProvision = append(w.PreProvision, Placeholder{NodePool: pn.NodePool, CPU: pn.CPU, Memory: pn.Memory})
+			ph := Placeholder{NodePool: pn.NodePool, CPU: pn.CPU, Memory: pn.Memory}
+			if pn.zonal {
+				ph.Zone = pn.Zone
+			}
+			w.PreProvision = append(w.PreProvision, ph)
 		}
 	}
 }

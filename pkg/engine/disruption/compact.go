@@ -14,7 +14,8 @@ import (
 )
 
 // compactPods prepares each node's pods for simulations. A pod that
-// declares no topology term, binds no host port and is selected by no
+// declares no topology term, binds no host port, has no volume that pins
+// it to a zone or counts against an attach limit, and is selected by no
 // topology term of any pod in the cluster only takes room on its node, so
 // the pods of that kind on a node are folded into one stand-in pod with
 // their summed requests (its "pods" request keeps the pod count). The
@@ -141,7 +142,7 @@ func selectorsOf(pods []inventory.Pod) *topologySelectors {
 }
 
 func foldable(p *inventory.Pod, sels []labels.Selector) bool {
-	if len(p.TopologySpreadConstraints) > 0 || len(p.HostPorts) > 0 {
+	if len(p.TopologySpreadConstraints) > 0 || len(p.HostPorts) > 0 || p.VolumesConstrain() {
 		return false
 	}
 	if a := p.Affinity; a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil) {
