@@ -281,3 +281,31 @@ func TestNodeGroupOf(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanSaysWhyAGroupHasNoPool: a group generate wrote no NodePool for
+// (a custom AMI without user data) fails the plan naming the group, why
+// and what to do, not only the missing pool.
+func TestPlanSaysWhyAGroupHasNoPool(t *testing.T) {
+	inv := planInventory()
+	inv.NodeGroups[0].AMIType, inv.NodeGroups[0].InstanceTypes = "AL2023_x86_64_STANDARD", []string{"m5.xlarge"}
+	inv.NodeGroups = append(inv.NodeGroups, inventory.NodeGroup{Name: "db", Kind: inventory.SelfManaged, ASGName: "db", MaxSize: 2, DesiredSize: 1, InstanceTypes: []string{"r5.xlarge"},
+		AMIID: "ami-0custom", LaunchTemplate: &inventory.LaunchTemplate{AMIID: "ami-0custom"}})
+	inv.Nodes = append(inv.Nodes, inventory.Node{Name: "db-1", NodeGroup: "db", Zone: "us-east-1a", InstanceID: "i-db1", InstanceType: "r5.xlarge",
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("32Gi")}})
+	inv.Pods = append(inv.Pods, inventory.Pod{Namespace: "app", Name: "db-0", NodeName: "db-1", OwnerKind: inventory.OwnerStatefulSet, OwnerName: "db",
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}})
+	res, err := generate.Generate(inv, generate.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := plan.PoolsFromGenerate(res)
+	_, err = plan.BuildPlan(inv, plan.PlanOptions{Environment: "prod", Config: config.Default("prod"), Steps: migrations.Planned(), Pools: &pools, Now: time.Unix(100, 0)})
+	if err == nil {
+		t.Fatal("plan succeeded without a NodePool for group db")
+	}
+	for _, want := range []string{"none of the NodePools [db]", "node group db: " + generate.NoPoolWritten, "custom AMI ami-0custom with no user data", "nodeGroups.exclude"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("plan error %q does not say %q", err, want)
+		}
+	}
+}
