@@ -101,4 +101,3 @@ func TestFinalCheckWaitsForAReplacement(t *testing.T) {
 		})
 	}
 }
-
