@@ -84,7 +84,7 @@ func TestChooseAMI(t *testing.T) {
 		{"eks ami by id", inventory.NodeGroup{AMIType: "AL2023_x86_64_STANDARD", AMIID: "ami-1"}, false, "ami-1", "AL2023", ""},
 		{"custom al2", inventory.NodeGroup{AMIType: "CUSTOM", AMIID: "ami-2", LaunchTemplate: &inventory.LaunchTemplate{Bootstrap: &inventory.Bootstrap{Format: inventory.BootstrapAL2}}}, false, "ami-2", "AL2", ""},
 		{"custom unknown with user data", inventory.NodeGroup{AMIType: "CUSTOM", AMIID: "ami-3", LaunchTemplate: withUD}, false, "ami-3", "Custom", ""},
-		{"custom unknown without user data", inventory.NodeGroup{AMIType: "CUSTOM", AMIID: "ami-4"}, false, "", "", "unknown family and no user data"},
+		{"custom unknown without user data", inventory.NodeGroup{AMIType: "CUSTOM", AMIID: "ami-4"}, false, "", "", "runs custom AMI ami-4 with no user data"},
 		{"windows custom", inventory.NodeGroup{AMIType: "CUSTOM", AMIID: "ami-5", OS: "windows"}, false, "", "", "custom Windows AMI ami-5"},
 		{"custom without id", inventory.NodeGroup{AMIType: "CUSTOM"}, false, "", "", "without an AMI id"},
 		{"nothing known", inventory.NodeGroup{}, false, "al2023@latest", "", ""},
