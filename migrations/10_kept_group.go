@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/autoscaling"
 	astypes "github.com/aws/aws-sdk-go-v2/service/autoscaling/types"
@@ -324,11 +325,14 @@ func (s run) prepareNodes(ctx context.Context) (map[string]bool, error) {
 	return kept, nil
 }
 
-// stays returns which pods stay on the kept nodes through a drain: the
-// controller's, and those that tolerate the reservation (critical add-ons).
+// stays returns which pods a drain leaves: on the kept nodes the
+// controller's and those that tolerate the reservation (critical add-ons),
+// and anywhere those of a workload the runbook stops (plan.Stops: Cluster
+// Autoscaler, scaled to zero before the waves), which go by themselves.
 func (s run) stays(ctx context.Context, kept map[string]bool) (func(*corev1.Pod) bool, error) {
+	stopped := s.stoppedPod(ctx)
 	if len(kept) == 0 {
-		return nil, nil
+		return stopped, nil
 	}
 	isController, err := s.controllerPod(ctx)
 	if err != nil {
@@ -336,8 +340,21 @@ func (s run) stays(ctx context.Context, kept map[string]bool) (func(*corev1.Pod)
 	}
 	reserve := s.Plan.Controller.Reserve
 	return func(p *corev1.Pod) bool {
-		return kept[p.Spec.NodeName] && (isController(p) || plan.Tolerates(p.Spec.Tolerations, reserve))
+		return stopped(p) || kept[p.Spec.NodeName] && (isController(p) || plan.Tolerates(p.Spec.Tolerations, reserve))
 	}, nil
+}
+
+// stoppedPod reports whether a pod is of a workload the runbook stops
+// (plan.Stops); the drain may ask from several goroutines at once.
+func (s run) stoppedPod(ctx context.Context) func(*corev1.Pod) bool {
+	var mu sync.Mutex
+	rsCache := map[string]string{}
+	return func(p *corev1.Pod) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		o, ok := s.ownerOf(ctx, p, rsCache)
+		return ok && s.Plan.Stops(o.namespace, o.kind, o.name)
+	}
 }
 
 // untaintForRollback removes from a node the taints the rollout adds:

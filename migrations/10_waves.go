@@ -126,7 +126,7 @@ func (s run) runWave(ctx context.Context, w plan.Wave, kept map[string]bool) err
 				err = s.drainWave(ctx, w, rec, kept)
 			}
 		case rollout.PhaseGate:
-			err = s.gate(ctx, w)
+			err = s.gate(ctx, w.Index, "gate", "")
 		case rollout.PhaseCleanup:
 			if !s.Options.DryRun { // said once, at the drain
 				err = s.deletePlaceholders(ctx, w.Index)
@@ -524,9 +524,11 @@ func (s run) surgeRestart(ctx context.Context, wave int, dep *appsv1.Deployment,
 }
 
 // gate waits until the moved workloads are back to their desired ready
-// replicas and no PDB is below its minimum; a pod pending longer than the
-// gate allows pauses the rollout at once.
-func (s run) gate(ctx context.Context, w plan.Wave) error {
+// replicas and no PDB is below its minimum (what a PDB-safe drain waits
+// for), up to the PDB wait gate; a pod pending longer than the gate allows
+// pauses the rollout at once. wave is 0 outside the waves; name says whose
+// gate it is in the event and the pause; prefix starts each event's message.
+func (s run) gate(ctx context.Context, wave int, name, prefix string) error {
 	if s.Options.DryRun {
 		return nil
 	}
@@ -538,17 +540,17 @@ func (s run) gate(ctx context.Context, w plan.Wave) error {
 		}
 		last = res
 		r := res
-		s.Emit(rollout.Event{Kind: rollout.EventGate, Step: s.Journal.Current.Step, Wave: w.Index, Gate: &r, Message: res.String()})
+		s.Emit(rollout.Event{Kind: rollout.EventGate, Step: s.Journal.Current.Step, Wave: wave, Gate: &r, Message: prefix + res.String()})
 		if len(res.PendingTooLong) > 0 {
-			return false, &rollout.PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: "pods pending longer than " + s.Plan.Budget.Gates.MaxPodPending.String() + ": " + strings.Join(res.PendingTooLong, ", ")}
+			return false, &rollout.PausedError{Step: s.Journal.Current.Step, Wave: wave, Reason: name + ": pods pending longer than " + s.Plan.Budget.Gates.MaxPodPending.String() + ": " + strings.Join(res.PendingTooLong, ", ")}
 		}
 		if !res.Passed {
-			s.Waiting(ctx, "gate: "+res.String(), 0, 0)
+			s.Waiting(ctx, name+": "+res.String(), 0, 0)
 		}
 		return res.Passed, nil
 	})
 	if errors.Is(err, rollout.ErrTimeout) {
-		return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: "gate did not pass within " + s.Plan.Budget.Gates.PDBWaitTimeout.String() + ": " + last.String()}
+		return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: wave, Reason: name + " did not pass within " + s.Plan.Budget.Gates.PDBWaitTimeout.String() + ": " + last.String()}
 	}
 	return err
 }

@@ -23,8 +23,10 @@ func init() {
 
 // FinalCheck verifies the end state: no workload pod left on a legacy
 // node (on the kept ones, only the controller's and critical add-ons),
-// the controller's pods on the kept nodes, nothing pending, and the gate
-// passing.
+// the controller's pods on the kept nodes, and the gate passing: every
+// workload ready, nothing pending, every PDB satisfied, waited for up to
+// the PDB wait gate as after a wave's drain (a replacement still
+// starting), pausing only when that runs out.
 func (s run) FinalCheck(ctx context.Context) error {
 	if s.Options.DryRun {
 		return nil
@@ -78,15 +80,8 @@ func (s run) FinalCheck(ctx context.Context) error {
 	if len(misplaced) > 0 {
 		return &rollout.PausedError{Step: s.Journal.Current.Step, Reason: "Karpenter controller pods not on the nodes kept for it: " + strings.Join(misplaced, ", ")}
 	}
-	res, err := s.EvaluateGate(ctx)
-	if err != nil {
-		return err
-	}
-	s.Emit(rollout.Event{Kind: rollout.EventGate, Step: s.Journal.Current.Step, Gate: &res, Message: fmt.Sprintf("%d Karpenter nodes; %s", karpenter, res.String())})
-	if !res.Passed {
-		return &rollout.PausedError{Step: s.Journal.Current.Step, Reason: "final check: " + res.String()}
-	}
-	return nil
+	// A replacement still starting is waited for, as after a wave's drain.
+	return s.gate(ctx, 0, "final check", fmt.Sprintf("%d Karpenter nodes; ", karpenter))
 }
 
 func isDaemon(p *corev1.Pod) bool {

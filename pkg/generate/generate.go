@@ -185,11 +185,18 @@ type Result struct {
 	// with something lost. Notes say what was carried over or decided.
 	Warnings []Finding `json:"warnings,omitempty"`
 	Notes    []Finding `json:"notes,omitempty"`
+	// Unmapped says, for each group no NodePool was written for, why and
+	// what to do (also among Warnings); plan names it when a wave of the
+	// group finds no NodePool.
+	Unmapped map[string]string `json:"unmapped,omitempty"`
 	// HelmValues are the Karpenter chart values for this cluster.
 	HelmValues map[string]any `json:"-"`
 	// Overprovisioning are the pause-pod objects, when asked for.
 	Overprovisioning []map[string]any `json:"-"`
 }
+
+// NoPoolWritten starts the reason a group was not mapped (Result.Unmapped).
+const NoPoolWritten = "no NodePool or EC2NodeClass written for this group: "
 
 // Generate maps the inventory's node groups to NodePools and EC2NodeClasses.
 // A group that cannot be mapped becomes a warning and the rest still
@@ -215,7 +222,11 @@ func Generate(inv *inventory.Inventory, opts Options) (*Result, error) {
 		g := &groups[i]
 		p, err := planGroup(inv, g, &opts, usage)
 		if err != nil {
-			res.Warnings = append(res.Warnings, Finding{Subject: g.Name, Message: "not generated: " + err.Error()})
+			if res.Unmapped == nil {
+				res.Unmapped = map[string]string{}
+			}
+			res.Unmapped[g.Name] = NoPoolWritten + err.Error()
+			res.Warnings = append(res.Warnings, Finding{Subject: g.Name, Message: res.Unmapped[g.Name]})
 			continue
 		}
 		res.Warnings = append(res.Warnings, p.warnings...)
@@ -271,6 +282,23 @@ func Generate(inv *inventory.Inventory, opts Options) (*Result, error) {
 		res.Overprovisioning = overprovisioning(res.NodePools, pools, &opts)
 	}
 	return res, nil
+}
+
+// Unmapped is Result.Unmapped without generating the pools: for each
+// group Generate would write no NodePool for, why and what to do.
+func Unmapped(inv *inventory.Inventory, opts Options) (map[string]string, error) {
+	if err := opts.normalise(); err != nil {
+		return nil, err
+	}
+	usage := analyseWorkloads(inv)
+	out := map[string]string{}
+	for i := range inv.NodeGroups {
+		g := &inv.NodeGroups[i]
+		if _, err := planGroup(inv, g, &opts, usage); err != nil {
+			out[g.Name] = NoPoolWritten + err.Error()
+		}
+	}
+	return out, nil
 }
 
 func joinFindings(fs []Finding) string {

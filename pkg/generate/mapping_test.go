@@ -84,7 +84,7 @@ func TestChooseAMI(t *testing.T) {
 		{"eks ami by id", inventory.NodeGroup{AMIType: "AL2023_x86_64_STANDARD", AMIID: "ami-1"}, false, "ami-1", "AL2023", ""},
 		{"custom al2", inventory.NodeGroup{AMIType: "CUSTOM", AMIID: "ami-2", LaunchTemplate: &inventory.LaunchTemplate{Bootstrap: &inventory.Bootstrap{Format: inventory.BootstrapAL2}}}, false, "ami-2", "AL2", ""},
 		{"custom unknown with user data", inventory.NodeGroup{AMIType: "CUSTOM", AMIID: "ami-3", LaunchTemplate: withUD}, false, "ami-3", "Custom", ""},
-		{"custom unknown without user data", inventory.NodeGroup{AMIType: "CUSTOM", AMIID: "ami-4"}, false, "", "", "unknown family and no user data"},
+		{"custom unknown without user data", inventory.NodeGroup{AMIType: "CUSTOM", AMIID: "ami-4"}, false, "", "", "runs custom AMI ami-4 with no user data"},
 		{"windows custom", inventory.NodeGroup{AMIType: "CUSTOM", AMIID: "ami-5", OS: "windows"}, false, "", "", "custom Windows AMI ami-5"},
 		{"custom without id", inventory.NodeGroup{AMIType: "CUSTOM"}, false, "", "", "without an AMI id"},
 		{"nothing known", inventory.NodeGroup{}, false, "al2023@latest", "", ""},
@@ -363,8 +363,8 @@ func TestGenerateErrorsAndOptions(t *testing.T) {
 		{"nil inventory", nil, Options{}, "no inventory"},
 		{"no cluster name", &inventory.Inventory{NodeGroups: []inventory.NodeGroup{good}}, Options{}, "cluster.name is empty"},
 		{"no groups", &inventory.Inventory{Cluster: inventory.Cluster{Name: "c"}}, Options{}, "no node groups"},
-		{"nothing mappable", &inventory.Inventory{Cluster: inventory.Cluster{Name: "c"}, NodeGroups: []inventory.NodeGroup{{Name: "w", OS: "windows", AMIType: "CUSTOM", AMIID: "ami-1", InstanceTypes: []string{"m5.large"}}}}, Options{}, "no node group could be mapped: w: not generated: custom Windows AMI"},
-		{"no instance types", &inventory.Inventory{Cluster: inventory.Cluster{Name: "c"}, NodeGroups: []inventory.NodeGroup{{Name: "e"}}}, Options{}, "e: not generated: no instance types"},
+		{"nothing mappable", &inventory.Inventory{Cluster: inventory.Cluster{Name: "c"}, NodeGroups: []inventory.NodeGroup{{Name: "w", OS: "windows", AMIType: "CUSTOM", AMIID: "ami-1", InstanceTypes: []string{"m5.large"}}}}, Options{}, "no node group could be mapped: w: no NodePool or EC2NodeClass written for this group: custom Windows AMI"},
+		{"no instance types", &inventory.Inventory{Cluster: inventory.Cluster{Name: "c"}, NodeGroups: []inventory.NodeGroup{{Name: "e"}}}, Options{}, "e: no NodePool or EC2NodeClass written for this group: no instance types"},
 		{"bad strategy", &inventory.Inventory{}, Options{Strategy: "all"}, `strategy "all"`},
 		{"bad selectors", &inventory.Inventory{}, Options{Selectors: "names"}, `selectors "names"`},
 	}
@@ -551,6 +551,49 @@ func TestPinnedGroupWithoutItsLabelWarns(t *testing.T) {
 			got := strings.Contains(joinFindings(res.Warnings), "pods select eks.amazonaws.com/nodegroup=web (ns/p) but pool")
 			if got != tc.warn {
 				t.Fatalf("warned = %v, want %v: %s", got, tc.warn, joinFindings(res.Warnings))
+			}
+		})
+	}
+}
+
+// TestCustomAMIWithoutUserDataSaysWhy: a group whose launch template runs
+// a custom AMI with no user data (or user data the snapshot redacted) gets
+// no NodePool, and generate says so for that group, why, and what to do.
+func TestCustomAMIWithoutUserDataSaysWhy(t *testing.T) {
+	good := inventory.NodeGroup{Name: "general", Kind: inventory.Managed, MaxSize: 2, InstanceTypes: []string{"m5.large"}, AMIType: "AL2023_x86_64_STANDARD",
+		NodeRoleARN: "arn:aws:iam::1:role/node-role", SubnetIDs: []string{"subnet-a"}, SecurityGroupIDs: []string{"sg-1"}}
+	for _, tc := range []struct {
+		name string
+		lt   inventory.LaunchTemplate
+		want string
+	}{
+		{"no user data", inventory.LaunchTemplate{AMIID: "ami-0custom"}, "runs custom AMI ami-0custom with no user data"},
+		{"redacted", inventory.LaunchTemplate{AMIID: "ami-0custom", UserDataRedacted: true}, "discovered with --include-user-data"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			custom := good
+			custom.Name, custom.Kind, custom.AMIType, custom.AMIID, custom.LaunchTemplate = "db", inventory.SelfManaged, "", "ami-0custom", &tc.lt
+			inv := &inventory.Inventory{Cluster: inventory.Cluster{Name: "c"}, NodeGroups: []inventory.NodeGroup{good, custom}}
+			res, err := Generate(inv, DefaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, np := range res.NodePools {
+				if strings.Contains(np.Annotations[nodeGroupsAnnotaton], "db") {
+					t.Fatalf("NodePool %s replaces db, want none", np.Name)
+				}
+			}
+			why := res.Unmapped["db"]
+			for _, want := range []string{NoPoolWritten, tc.want, "amiSelectorTerms id ami-0custom", nodeGroupsAnnotaton + ": db", "nodeGroups.exclude"} {
+				if !strings.Contains(why, want) {
+					t.Errorf("why db has no pool = %q, want it to say %q", why, want)
+				}
+			}
+			if !slices.Contains(res.Warnings, Finding{Subject: "db", Message: why}) {
+				t.Errorf("warnings %v do not say why db has no pool", res.Warnings)
+			}
+			if got, err := Unmapped(inv, DefaultOptions()); err != nil || len(got) != 1 || got["db"] != why {
+				t.Errorf("Unmapped = %v, %v; want only db, as Generate says", got, err)
 			}
 		})
 	}

@@ -144,10 +144,10 @@ func customAMI(g *inventory.NodeGroup, p *groupPlan, amiType, amiID string) (ami
 		return c, fmt.Errorf("AMI type %q without an AMI id: nothing to select the AMI by", g.AMIType)
 	}
 	var bs *inventory.Bootstrap
-	userData := ""
+	userData, redacted := "", false
 	if lt := g.LaunchTemplate; lt != nil {
 		bs = lt.Bootstrap
-		userData = lt.UserData
+		userData, redacted = lt.UserData, lt.UserDataRedacted
 	}
 	format := ""
 	if bs != nil {
@@ -166,13 +166,21 @@ func customAMI(g *inventory.NodeGroup, p *groupPlan, amiType, amiID string) (ami
 	case userData != "":
 		c.sourceFamily = karpv1.AMIFamilyCustom
 		p.warn("custom AMI %s of unknown family: amiFamily Custom, so Karpenter adds no bootstrap and the carried user data must join the node to the cluster", amiID)
+	case redacted:
+		return c, fmt.Errorf("its launch template runs custom AMI %s and the snapshot's copy of its user data was redacted, so how its nodes join the cluster (AL2 bootstrap.sh, AL2023 nodeadm, Bottlerocket) is unknown: run generate again on a snapshot discovered with --include-user-data; %s", amiID, mapByHand(g.Name, amiID))
 	default:
-		return c, fmt.Errorf("custom AMI %s of unknown family and no user data to bootstrap it: set amiFamily by hand", amiID)
+		return c, fmt.Errorf("its launch template runs custom AMI %s with no user data, so how its nodes join the cluster (AL2 bootstrap.sh, AL2023 nodeadm, Bottlerocket) is unknown and no amiFamily can be chosen: %s", amiID, mapByHand(g.Name, amiID))
 	}
 	c.targetFamily = c.sourceFamily
 	c.terms = []karpv1.AMISelectorTerm{{ID: amiID}}
 	c.amiFamily = c.sourceFamily
 	return c, nil
+}
+
+// mapByHand says what to do for a group generate cannot map: write its
+// NodePool and EC2NodeClass by hand, or leave it out of the rollout.
+func mapByHand(group, amiID string) string {
+	return fmt.Sprintf("write an EC2NodeClass for it by hand (amiSelectorTerms id %s, the amiFamily the AMI bootstraps as, AL2023 or Bottlerocket or Custom with user data that joins the node) and a NodePool using it annotated %s: %s, or leave the group out of the rollout (nodeGroups.exclude in migrations/<env>.yaml)", amiID, nodeGroupsAnnotaton, group)
 }
 
 func windowsFamily(amiType string) string {

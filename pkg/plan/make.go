@@ -101,6 +101,11 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 		if pools, err = PoolsFromObjects(objs); err != nil {
 			return nil, fmt.Errorf("%s overlays/%s: %w", req.Dir, req.Environment, err)
 		}
+		if slices.ContainsFunc(inv.NodeGroups, func(g inventory.NodeGroup) bool { return len(pools.ForGroup[g.Name]) == 0 }) {
+			if pools.Unmapped, err = generate.Unmapped(inv, req.generateOptions(cat)); err != nil {
+				return nil, err
+			}
+		}
 		// Named from the tree's base name: the plan (and its hash) must not
 		// depend on where the tree is checked out.
 		ctrl.ValuesFrom = filepath.Join(filepath.Base(req.Dir), generate.HelmValues)
@@ -110,11 +115,7 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 			return nil, err
 		}
 	} else {
-		g := req.Config.Generate
-		opts := generate.DefaultOptions()
-		opts.Strategy, opts.Flexibility, opts.KeepNodeGroupLabel = generate.Strategy(g.Strategy), generate.Flexibility(g.Flexibility), g.KeepNodegroupLabel
-		opts.Catalog = cat
-		res, err := generate.Generate(inv, opts)
+		res, err := generate.Generate(inv, req.generateOptions(cat))
 		if err != nil {
 			return nil, fmt.Errorf("generate the NodePools to plan with (or pass --dir with a generated tree): %w", err)
 		}
@@ -147,6 +148,15 @@ func MakePlan(ctx context.Context, req PlanRequest) (*Plan, error) {
 			return nil
 		},
 	})
+}
+
+// generateOptions are generate's options for the environment's config.
+func (req PlanRequest) generateOptions(cat *catalog.Catalog) generate.Options {
+	g := req.Config.Generate
+	opts := generate.DefaultOptions()
+	opts.Strategy, opts.Flexibility, opts.KeepNodeGroupLabel = generate.Strategy(g.Strategy), generate.Flexibility(g.Flexibility), g.KeepNodegroupLabel
+	opts.Catalog = cat
+	return opts
 }
 
 // karpenter is the release the Karpenter step installs, without its

@@ -139,6 +139,15 @@ type CARef struct {
 	Replicas  int32  `json:"replicas"`
 }
 
+// Stops reports whether the runbook itself stops the workload (kind
+// namespace/name) before the waves: Cluster Autoscaler's Deployment, which
+// step 09 scales to zero. Its pods are neither moved nor pre-provisioned
+// for nor forecast, and the waves' drain leaves them to go.
+func (p *Plan) Stops(namespace, kind, name string) bool {
+	ca := p.ClusterAutoscaler
+	return ca != nil && kind == inventory.OwnerDeployment && namespace == ca.Namespace && name == ca.Name
+}
+
 // Wave is a set of legacy nodes moved together.
 type Wave struct {
 	Index     int        `json:"index"`
@@ -296,7 +305,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	if k := o.Karpenter; k != nil {
 		p.Karpenter = k.at(cp.home, o.Controller)
 	}
-	podsByNode, nodesByGroup, total := index(inv, inScope)
+	podsByNode, nodesByGroup, total := index(inv, inScope, p.Stops)
 	p.Budget.WaveSize = o.Config.Rollout.WaveNodes(total)
 	if o.Config.Rollout.WaveSize == "" {
 		p.Budget.WaveSize = max(1, (total+4)/5)
@@ -372,11 +381,12 @@ func (p *Plan) addGroups(inv *inventory.Inventory, o PlanOptions) (inScope map[s
 }
 
 // index groups the pods that move by node (not DaemonSets', not finished
-// ones) and the in-scope nodes by group, and counts those nodes.
-func index(inv *inventory.Inventory, inScope map[string]bool) (podsByNode map[string][]inventory.Pod, nodesByGroup map[string][]inventory.Node, total int) {
+// ones, not those of a workload the runbook stops) and the in-scope nodes
+// by group, and counts those nodes.
+func index(inv *inventory.Inventory, inScope map[string]bool, stops func(namespace, kind, name string) bool) (podsByNode map[string][]inventory.Pod, nodesByGroup map[string][]inventory.Node, total int) {
 	podsByNode = map[string][]inventory.Pod{}
 	for _, pod := range inv.Pods {
-		if pod.OwnerKind == inventory.OwnerDaemonSet || pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed {
+		if pod.OwnerKind == inventory.OwnerDaemonSet || pod.Phase == corev1.PodSucceeded || pod.Phase == corev1.PodFailed || stops(pod.Namespace, pod.OwnerKind, pod.OwnerName) {
 			continue
 		}
 		podsByNode[pod.NodeName] = append(podsByNode[pod.NodeName], pod)

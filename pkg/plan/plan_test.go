@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -279,5 +280,67 @@ func TestNodeGroupOf(t *testing.T) {
 		if got := rollout.NodeGroupOf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: tt.labels}}); got != tt.want {
 			t.Errorf("%s: NodeGroupOf = %q, want %q", name, got, tt.want)
 		}
+	}
+}
+
+// TestPlanSaysWhyAGroupHasNoPool: a group generate wrote no NodePool for
+// (a custom AMI without user data) fails the plan naming the group, why
+// and what to do, not only the missing pool.
+func TestPlanSaysWhyAGroupHasNoPool(t *testing.T) {
+	inv := planInventory()
+	inv.NodeGroups[0].AMIType, inv.NodeGroups[0].InstanceTypes = "AL2023_x86_64_STANDARD", []string{"m5.xlarge"}
+	inv.NodeGroups = append(inv.NodeGroups, inventory.NodeGroup{Name: "db", Kind: inventory.SelfManaged, ASGName: "db", MaxSize: 2, DesiredSize: 1, InstanceTypes: []string{"r5.xlarge"},
+		AMIID: "ami-0custom", LaunchTemplate: &inventory.LaunchTemplate{AMIID: "ami-0custom"}})
+	inv.Nodes = append(inv.Nodes, inventory.Node{Name: "db-1", NodeGroup: "db", Zone: "us-east-1a", InstanceID: "i-db1", InstanceType: "r5.xlarge",
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("32Gi")}})
+	inv.Pods = append(inv.Pods, inventory.Pod{Namespace: "app", Name: "db-0", NodeName: "db-1", OwnerKind: inventory.OwnerStatefulSet, OwnerName: "db",
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}})
+	res, err := generate.Generate(inv, generate.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := plan.PoolsFromGenerate(res)
+	_, err = plan.BuildPlan(inv, plan.PlanOptions{Environment: "prod", Config: config.Default("prod"), Steps: migrations.Planned(), Pools: &pools, Now: time.Unix(100, 0)})
+	if err == nil {
+		t.Fatal("plan succeeded without a NodePool for group db")
+	}
+	for _, want := range []string{"none of the NodePools [db]", "node group db: " + generate.NoPoolWritten, "custom AMI ami-0custom with no user data", "nodeGroups.exclude"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("plan error %q does not say %q", err, want)
+		}
+	}
+}
+
+// TestPlanLeavesWhatTheRunbookStops: Cluster Autoscaler's pod is not moved
+// by any wave (step 09 scales it to zero first): the plan of a cluster
+// running it has the same waves (pods, predicted nodes, placeholders) and
+// the same forecast as the plan of that cluster without it.
+func TestPlanLeavesWhatTheRunbookStops(t *testing.T) {
+	cfg := config.Default("prod")
+	cfg.Rollout.WaveSize = "3"
+	build := func(inv *inventory.Inventory) *plan.Plan {
+		t.Helper()
+		p, err := plan.BuildPlan(inv, plan.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Pools: generalPool(), Now: time.Unix(100, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	without := planInventory()
+	without.ClusterAutoscaler = &inventory.ClusterAutoscaler{Namespace: "kube-system", Name: "cluster-autoscaler", Replicas: 1}
+	with := planInventory()
+	with.ClusterAutoscaler = without.ClusterAutoscaler
+	// On n6, whose 3-CPU pod leaves it no room on an m5.xlarge beside it.
+	with.Pods = append(with.Pods, inventory.Pod{Namespace: "kube-system", Name: "cluster-autoscaler-7d9-x", NodeName: "n6", OwnerKind: inventory.OwnerDeployment, OwnerName: "cluster-autoscaler",
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("600Mi")}})
+	pw, po := build(with), build(without)
+	if !reflect.DeepEqual(pw.Waves, po.Waves) {
+		t.Errorf("waves with Cluster Autoscaler's pod:\n%+v\nwithout:\n%+v", pw.Waves, po.Waves)
+	}
+	if !reflect.DeepEqual(pw.SteadyState, po.SteadyState) || pw.Cost.AfterPerHour != po.Cost.AfterPerHour {
+		t.Errorf("forecast with Cluster Autoscaler's pod %+v ($%.4f/h after), without %+v ($%.4f/h)", pw.SteadyState, pw.Cost.AfterPerHour, po.SteadyState, po.Cost.AfterPerHour)
+	}
+	if !pw.Stops("kube-system", inventory.OwnerDeployment, "cluster-autoscaler") || pw.Stops("app", inventory.OwnerDeployment, "web") {
+		t.Error("Stops does not name Cluster Autoscaler's Deployment alone")
 	}
 }

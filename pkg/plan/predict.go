@@ -33,6 +33,9 @@ const NodeGroupsAnnotation = "karpenter-migrate.io/node-groups"
 type Pools struct {
 	NodePools []engine.NodePool
 	ForGroup  map[string][]string
+	// Unmapped says why generate wrote no NodePool for a group, and what
+	// to do (generate.Result.Unmapped).
+	Unmapped map[string]string
 
 	// v1 and classes are the objects the pools were read from, for
 	// ReadinessOptions.
@@ -95,7 +98,9 @@ func PoolsFromGenerate(res *generate.Result) Pools {
 	for _, nc := range res.NodeClasses {
 		classes[nc.Name] = nc
 	}
-	return newPools(res.NodePools, classes)
+	p := newPools(res.NodePools, classes)
+	p.Unmapped = res.Unmapped
+	return p
 }
 
 func newPools(nps []*apiv1.NodePool, classes map[string]*apiv1.EC2NodeClass) Pools {

@@ -140,6 +140,9 @@ func (pl *planner) predictWave(w *Wave, pods []inventory.Pod) error {
 	}
 	predicted, unschedulable, err := pl.pred.predict(pods, w.NodePools)
 	if err != nil {
+		if why := pl.o.Pools.Unmapped[w.Nodes[0].NodeGroup]; why != "" {
+			return fmt.Errorf("plan wave %d: predict Karpenter nodes: %w: node group %s: %s", w.Index, err, w.Nodes[0].NodeGroup, why)
+		}
 		return fmt.Errorf("plan wave %d: predict Karpenter nodes: %w", w.Index, err)
 	}
 	w.PredictedNodes = predicted

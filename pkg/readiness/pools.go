@@ -57,18 +57,28 @@ func FromNodePools(inv *inventory.Inventory, pools []*karpv1.NodePool, classes [
 				o.NodeTaints = append(o.NodeTaints, t)
 			}
 		}
-		o.Pools = append(o.Pools, PoolNodes{NodePool: np.Name, Labels: tmpl.ObjectMeta.Labels, Taints: tmpl.Spec.Taints})
 		zoneReqs := requirementsFor(tmpl.Spec.Requirements, func(k string) bool { return k == corev1.LabelTopologyZone })
 		for _, r := range zoneReqs {
 			if r.Operator == corev1.NodeSelectorOpIn {
 				candidates = append(candidates, r.Values...)
 			}
 		}
+		// A pool with no zone requirement launches wherever its
+		// EC2NodeClass's subnets are: any zone, as far as this goes (nil).
+		var poolZones []string
 		for _, z := range candidates {
 			if matches(zoneReqs, map[string]string{corev1.LabelTopologyZone: z}) {
 				zones[z] = true
+				if len(zoneReqs) > 0 && !slices.Contains(poolZones, z) {
+					poolZones = append(poolZones, z)
+				}
 			}
 		}
+		if len(zoneReqs) > 0 && poolZones == nil {
+			poolZones = []string{}
+		}
+		sort.Strings(poolZones)
+		o.Pools = append(o.Pools, PoolNodes{NodePool: np.Name, Labels: tmpl.ObjectMeta.Labels, Taints: tmpl.Spec.Taints, Zones: poolZones})
 		var nc *karpv1.EC2NodeClass
 		if ref := tmpl.Spec.NodeClassRef; ref != nil {
 			nc = classByName[ref.Name]

@@ -127,3 +127,63 @@ func TestFromGenerate(t *testing.T) {
 		t.Fatalf("findings %+v", r.Findings)
 	}
 }
+
+// TestVolumeZoneAgainstReceivingPools: a pod's zonal volume must sit in a
+// zone some NodePool that would take the pod covers — a pool it does not
+// tolerate does not count — else a blocker names the pod, the volume, its
+// zone and the pools; a StatefulSet whose volumes all sit in one zone is a
+// warning.
+func TestVolumeZoneAgainstReceivingPools(t *testing.T) {
+	types := in(corev1.LabelInstanceTypeStable, "m5.xlarge")
+	zone := func(z string) karpv1.NodeSelectorRequirementWithMinValues { return in(corev1.LabelTopologyZone, z) }
+	dedicated := []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}
+	const blocked = "Pod app/web-1 (volume data: PersistentVolume pv in us-east-1a; NodePools receiving it: a (us-east-1b))"
+	for _, tc := range []struct {
+		name   string
+		pools  []*karpv1.NodePool
+		mutate func(*inventory.Inventory)
+		want   map[string][]string // finding ID -> objects
+	}{
+		{"the zone's pool is tainted against the pod", []*karpv1.NodePool{pool("a", nil, types, zone("us-east-1b")), pool("b", dedicated, types, zone("us-east-1a"))}, nil,
+			map[string][]string{IDVolumeZoneNoPool: {blocked}}},
+		{"the pod tolerates the zone's pool", []*karpv1.NodePool{pool("a", nil, types, zone("us-east-1b")), pool("b", dedicated, types, zone("us-east-1a"))}, func(inv *inventory.Inventory) {
+			inv.Pods[0].Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}
+		}, nil},
+		{"the overlay narrows the zones", []*karpv1.NodePool{pool("a", nil, types, zone("us-east-1b"))}, nil,
+			map[string][]string{IDVolumeZoneNoPool: {blocked}, IDZonalVolume: {"PersistentVolume pv (us-east-1a, claim app/d)"}}},
+		{"a pool with no zone requirement", []*karpv1.NodePool{pool("a", nil, types)}, nil, nil},
+		{"no pool takes the pod", []*karpv1.NodePool{pool("b", dedicated, types, zone("us-east-1a"))}, nil,
+			map[string][]string{IDVolumeZoneNoPool: {"Pod app/web-1 (volume data: PersistentVolume pv in us-east-1a; NodePools receiving it: none: it tolerates no NodePool's taints or accepts no NodePool's labels)"}}},
+		{"a StatefulSet in one zone", []*karpv1.NodePool{pool("a", nil, types, zone("us-east-1a"))}, func(inv *inventory.Inventory) {
+			inv.Pods[0].OwnerKind, inv.Pods[0].OwnerName = inventory.OwnerStatefulSet, "db"
+			p := inv.Pods[0]
+			p.Name, p.Volumes = "web-2", []inventory.Volume{{Name: "data", Kind: inventory.VolumePVC, ClaimName: "e"}}
+			inv.Pods = append(inv.Pods, p)
+			inv.PersistentVolumes = append(inv.PersistentVolumes, inventory.PersistentVolume{Name: "pv2", ClaimNamespace: "app", ClaimName: "e", Zones: []string{"us-east-1a"}})
+		}, map[string][]string{IDStatefulSetOneZone: {"StatefulSet app/db (2 volumes in us-east-1a)"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := clean()
+			inv.NodeGroups[0].Zones = []string{"us-east-1a", "us-east-1b"}
+			inv.PersistentVolumes[0].ClaimNamespace, inv.PersistentVolumes[0].ClaimName = "app", "d"
+			if tc.mutate != nil {
+				tc.mutate(inv)
+			}
+			got := map[string][]string{}
+			for _, f := range Evaluate(inv, FromNodePools(inv, tc.pools, nil, catalog.Default())).Findings {
+				if f.ID == IDVolumeZoneNoPool && f.Severity != Blocker || f.ID == IDStatefulSetOneZone && f.Severity != Warning {
+					t.Errorf("%s is a %s", f.ID, f.Severity)
+				}
+				got[f.ID] = f.Objects
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("findings %v, want %v", got, tc.want)
+			}
+			for id, objs := range tc.want {
+				if !slices.Equal(got[id], objs) {
+					t.Errorf("%s names %q, want %q", id, got[id], objs)
+				}
+			}
+		})
+	}
+}

@@ -48,6 +48,8 @@ const (
 	IDSafeToEvictFalse      = "safe-to-evict-false"
 	IDPinnedToNodeGroup     = "pinned-to-node-group"
 	IDZonalVolume           = "zonal-volume-uncovered"
+	IDVolumeZoneNoPool      = "volume-zone-no-receiving-pool"
+	IDStatefulSetOneZone    = "statefulset-volumes-one-zone"
 	IDPodTooLarge           = "pod-fits-no-instance-type"
 	IDDaemonSetNoToleration = "daemonset-does-not-tolerate"
 	IDCARunning             = "cluster-autoscaler-running"
@@ -116,6 +118,8 @@ type PoolNodes struct {
 	NodePool string
 	Labels   map[string]string
 	Taints   []corev1.Taint
+	// Zones are the zones the pool may launch in (nil: not known, any).
+	Zones []string
 }
 
 // nodeGroupLabelKeys are labels only node-group nodes carry.
@@ -128,6 +132,7 @@ func Evaluate(inv *inventory.Inventory, opts Options) Report {
 	e.singleReplicas()
 	e.pods()
 	e.zonalVolumes()
+	e.podVolumeZones()
 	e.daemonSets()
 	e.clusterAutoscaler()
 	e.nodeGroups()
@@ -195,7 +200,9 @@ func (e *eval) singleReplicas() {
 	}
 }
 
-func (e *eval) pods() {
+// pinnable are the label keys only node-group nodes carry: the well-known
+// ones and the groups' own labels.
+func (e *eval) pinnable() []string {
 	pinned := append([]string{}, nodeGroupLabelKeys...)
 	for _, ng := range e.inv.NodeGroups {
 		for k := range ng.Labels {
@@ -204,6 +211,11 @@ func (e *eval) pods() {
 			}
 		}
 	}
+	return pinned
+}
+
+func (e *eval) pods() {
+	pinned := e.pinnable()
 	maxAlloc := e.opts.MaxAllocatable
 	if maxAlloc == nil {
 		maxAlloc = corev1.ResourceList{}
@@ -350,6 +362,75 @@ func (e *eval) zonalVolumes() {
 				"a pod using a zonal volume can only run in its zone; with no NodePool there it stays Pending",
 				"add the zone's subnets to the EC2NodeClass, or migrate the volume",
 				fmt.Sprintf("PersistentVolume %s (%s, claim %s/%s)", pv.Name, strings.Join(pv.Zones, ","), pv.ClaimNamespace, pv.ClaimName))
+		}
+	}
+}
+
+// podVolumeZones judges each pod's zonal volumes against the NodePools
+// that will receive the pod (receives: their taints tolerated, their
+// labels accepted): a volume in a zone none of them covers keeps the pod
+// Pending after its eviction, a blocker; a StatefulSet whose volumes all
+// sit in one zone loses every replica with that zone, a warning.
+func (e *eval) podVolumeZones() {
+	if len(e.opts.Pools) == 0 {
+		return
+	}
+	pvs := map[string]inventory.PersistentVolume{}
+	for _, pv := range e.inv.PersistentVolumes {
+		if pv.ClaimName != "" {
+			pvs[pv.ClaimNamespace+"/"+pv.ClaimName] = pv
+		}
+	}
+	pinned := e.pinnable()
+	stsZones := map[string][]string{}
+	stsVolumes := map[string]int{}
+	for _, p := range e.inv.Pods {
+		if p.OwnerKind == inventory.OwnerDaemonSet {
+			continue
+		}
+		keys := pinnedKeys(p, pinned)
+		var pools []PoolNodes
+		for _, pool := range e.opts.Pools {
+			if receives(pool, &p, keys) {
+				pools = append(pools, pool)
+			}
+		}
+		for _, v := range p.Volumes {
+			pv, ok := pvs[p.Namespace+"/"+v.ClaimName]
+			if v.ClaimName == "" || !ok || len(pv.Zones) == 0 {
+				continue
+			}
+			if p.OwnerKind == inventory.OwnerStatefulSet {
+				k := p.Namespace + "/" + p.OwnerName
+				stsZones[k] = append(stsZones[k], pv.Zones...)
+				stsVolumes[k]++
+			}
+			if slices.ContainsFunc(pools, func(pool PoolNodes) bool {
+				return pool.Zones == nil || slices.ContainsFunc(pv.Zones, func(z string) bool { return contains(pool.Zones, z) })
+			}) {
+				continue
+			}
+			names := make([]string, len(pools))
+			for i, pool := range pools {
+				names[i] = fmt.Sprintf("%s (%s)", pool.NodePool, strings.Join(pool.Zones, ","))
+			}
+			receiving := "none: it tolerates no NodePool's taints or accepts no NodePool's labels"
+			if len(names) > 0 {
+				receiving = strings.Join(names, ", ")
+			}
+			e.add(IDVolumeZoneNoPool, Blocker, "Pods whose volume is in a zone no NodePool receiving them covers",
+				"a pod bound to a zonal PersistentVolume runs only in the volume's zone; none of the NodePools that would take it launches there, so it would stay Pending after its eviction",
+				"add the zone to a NodePool that takes the pod (its zone requirement, or the EC2NodeClass's subnets; for a single-zone group, the pool generated for that zone), let the pod tolerate such a pool's taints, or migrate the volume",
+				fmt.Sprintf("Pod %s/%s (volume %s: PersistentVolume %s in %s; NodePools receiving it: %s)", p.Namespace, p.Name, v.Name, pv.Name, strings.Join(pv.Zones, ","), receiving))
+		}
+	}
+	for k, zs := range stsZones {
+		slices.Sort(zs)
+		if zs = slices.Compact(zs); len(zs) == 1 && stsVolumes[k] > 1 {
+			e.add(IDStatefulSetOneZone, Warning, "StatefulSets whose volumes all sit in one zone",
+				"each replica can only run in its volume's zone: if that zone has no capacity (or fails) every replica is Pending at once",
+				"spread the StatefulSet's volumes over zones (topology spread on the zone with a WaitForFirstConsumer StorageClass), or accept it",
+				fmt.Sprintf("StatefulSet %s (%d volumes in %s)", k, stsVolumes[k], zs[0]))
 		}
 	}
 }
