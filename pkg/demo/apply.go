@@ -94,7 +94,7 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 	if r.sum.PodsToMove > 0 {
 		r.sum.MovesPerPod = math.Round(float64(r.sum.Moves)/float64(r.sum.PodsToMove)*1000) / 1000
 	}
-	return fmt.Sprintf("%d pods to move, %d moves (%.3f per pod: %d evictions, %d of them to make room for the Karpenter controller, %d pods restarted with surge) in %d waves; %d pods on the Karpenter controller's kept nodes; Cluster Autoscaler at 0, node groups scaled",
+	return fmt.Sprintf("%d pods to move, %d moves (%.3f per pod: %d evictions, %d of them to make room for the Karpenter controller, %d by surge restart) in %d waves; %d pods on the Karpenter controller's kept nodes; Cluster Autoscaler at 0, node groups scaled",
 		r.sum.PodsToMove, r.sum.Moves, r.sum.MovesPerPod, evicted, obs.roomEvicted, obs.restarted, len(r.plan.Waves), len(after)), nil
 }
 
