@@ -313,6 +313,7 @@ func (s run) UninstallKarpenter(ctx context.Context) error {
 		return nil
 	}
 	var left []string
+	total := 0 // the NodeClaims there when the wait started
 	err = s.Poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
 		if s.Dynamic == nil {
 			return true, nil
@@ -328,8 +329,13 @@ func (s run) UninstallKarpenter(ctx context.Context) error {
 		for _, n := range l.Items {
 			left = append(left, n.GetName())
 		}
-		if len(left) > 0 {
-			s.Waiting(ctx, fmt.Sprintf("%d NodeClaims to be removed before Karpenter is uninstalled", len(left)), 0, len(left))
+		if total == 0 && len(left) > 0 {
+			total = len(left)
+		}
+		if total > 0 {
+			// Counted against the claims there at the start, to the last
+			// one removed.
+			s.Waiting(ctx, fmt.Sprintf("%d NodeClaims to be removed before Karpenter is uninstalled", total), total-min(len(left), total), total)
 		}
 		return len(left) == 0, nil
 	})

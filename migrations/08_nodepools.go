@@ -139,7 +139,10 @@ func (s run) RemoveOverlay(ctx context.Context) error {
 			}
 		}
 		if !s.Options.DryRun && len(names) > 0 {
-			d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: s.DrainOptions()}
+			d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: s.DrainOptions(), OnEvent: s.drainEvents(0, nil)}
+			if err := s.drainStarted(ctx, 0, names, 0, d); err != nil {
+				return err
+			}
 			// A pod whose PDB allows no disruption moves back by a surge
 			// restart, as in the waves.
 			if s.Plan.Budget.RestartBlocked {

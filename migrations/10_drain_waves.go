@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -48,6 +49,7 @@ func (s run) RestoreLegacyNodes(ctx context.Context) error {
 		want[g.Name] = int(g.Desired)
 		total += int(g.Desired)
 	}
+	removed := s.removedInstances()
 	err := s.Poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
 		nodes, groupOf, err := s.listNodes(ctx)
 		if err != nil {
@@ -58,7 +60,7 @@ func (s run) RestoreLegacyNodes(ctx context.Context) error {
 		for i := range nodes {
 			node := &nodes[i]
 			g := groupOf[node.Name]
-			if _, ok := want[g]; !ok {
+			if _, ok := want[g]; !ok || removed[plan.InstanceIDFromProviderID(node.Spec.ProviderID)] {
 				continue
 			}
 			if node.Spec.Unschedulable {

@@ -400,6 +400,7 @@ func (s run) waitKeptGroup(ctx context.Context) error {
 		return nil
 	}
 	size := int(s.Plan.Controller.Size)
+	removed := s.removedInstances()
 	err := s.Poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
 		nodes, groupOf, err := s.listNodes(ctx)
 		if err != nil {
@@ -408,7 +409,7 @@ func (s run) waitKeptGroup(ctx context.Context) error {
 		ready := 0
 		for i := range nodes {
 			n := &nodes[i]
-			if groupOf[n.Name] != g || !nodeReady(n) {
+			if groupOf[n.Name] != g || !nodeReady(n) || removed[plan.InstanceIDFromProviderID(n.Spec.ProviderID)] {
 				continue
 			}
 			ready++
@@ -423,6 +424,19 @@ func (s run) waitKeptGroup(ctx context.Context) error {
 		return &rollout.PausedError{Step: s.Journal.Current.Step, Reason: fmt.Sprintf("node group %s has not %d Ready nodes within %s; check its ASG's activity history", g, size, s.Plan.Budget.Gates.NodeReadyTimeout.Duration)}
 	}
 	return err
+}
+
+// removedInstances are the instances the waves removed from their groups:
+// their nodes may still be listed, even Ready, while they terminate, and
+// count for no group.
+func (s run) removedInstances() map[string]bool {
+	removed := map[string]bool{}
+	for _, w := range s.Journal.Waves {
+		for _, id := range w.Removed {
+			removed[id] = true
+		}
+	}
+	return removed
 }
 
 // listNodes lists the cluster's nodes and names the planned legacy group

@@ -375,12 +375,22 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 		}
 		return nil
 	}
+	names = existing(ctx, s, names)
+	keptHere := 0
+	for _, n := range names {
+		if kept[n] {
+			keptHere++
+		}
+	}
+	if err := s.drainStarted(ctx, w.Index, names, keptHere, d); err != nil {
+		return err
+	}
 	if s.Plan.Budget.RestartBlocked {
 		if err := s.restartBlocked(ctx, w.Index, names, d); err != nil {
 			return err
 		}
 	}
-	results, err := d.DrainNodes(ctx, existing(ctx, s, names), s.Plan.Budget.Concurrency)
+	results, err := d.DrainNodes(ctx, names, s.Plan.Budget.Concurrency)
 	rec.Skipped = nil
 	for _, r := range results {
 		rec.Skipped = append(rec.Skipped, r.Skipped...)
@@ -408,6 +418,33 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 	return nil
 }
 
+// drainStarted counts the pods a drain of nodes moves off them (evicts, or
+// replaces by a surge restart), as it starts, and reports it: the total
+// the drain's evicted and replaced pods are counted against.
+func (s run) drainStarted(ctx context.Context, wave int, nodes []string, kept int, d *kube.Drainer) error {
+	total := 0
+	for _, n := range nodes {
+		pods, _, err := d.Pods(ctx, n)
+		if apierrors.IsNotFound(errors.Unwrap(err)) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		total += len(pods)
+	}
+	msg := fmt.Sprintf("%d pods to move off %d nodes", total, len(nodes))
+	if kept > 0 {
+		msg += fmt.Sprintf(" (%d of them kept for the Karpenter controller: only the pods that do not tolerate its reservation leave them)", kept)
+	}
+	ev := rollout.Event{Kind: rollout.EventDrainStarted, Step: s.Journal.Current.Step, Wave: wave, Total: total, Message: msg}
+	if wave > 0 {
+		ev.Waves = len(s.Plan.Waves)
+	}
+	s.Emit(ev)
+	return nil
+}
+
 // firstLine is an error's first line and how many more it has (a wave's
 // drain joins one error per pod).
 func firstLine(err error) string {
@@ -429,12 +466,19 @@ func existing(ctx context.Context, s run, names []string) []string {
 	return out
 }
 
+// podOn is a pod and the node it is on.
+type podOn struct {
+	pod  corev1.Pod
+	node string
+}
+
 // restartBlocked moves pods whose PDB allows no disruption by restarting
 // their Deployment with a surge: the replacement is Ready before the old
 // pod terminates, so the budget is never broken.
 func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *kube.Drainer) error {
 	rsCache := map[string]string{}
 	restarted := map[owner]bool{}
+	var all []podOn
 	for _, n := range nodes {
 		pods, _, err := d.Pods(ctx, n)
 		if apierrors.IsNotFound(errors.Unwrap(err)) {
@@ -443,27 +487,75 @@ func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *ku
 		if err != nil {
 			return err
 		}
-		for i := range pods {
-			p := &pods[i]
-			pdb, err := s.blockingBudget(ctx, p)
-			if err != nil || pdb == "" {
-				continue
+		for _, p := range pods {
+			all = append(all, podOn{p, n})
+		}
+	}
+	for i := range all {
+		p := &all[i].pod
+		pdb, err := s.blockingBudget(ctx, p)
+		if err != nil || pdb == "" {
+			continue
+		}
+		o, ok := s.ownerOf(ctx, p, rsCache)
+		if !ok || o.kind != "Deployment" || restarted[o] {
+			continue
+		}
+		dep, err := s.Kube.AppsV1().Deployments(o.namespace).Get(ctx, o.name, metav1.GetOptions{})
+		if err != nil || !surges(dep) {
+			continue
+		}
+		restarted[o] = true
+		if err := s.surgeRestart(ctx, wave, dep, pdb); err != nil {
+			return err
+		}
+		var mine []podOn
+		for j := range all {
+			if x, ok := s.ownerOf(ctx, &all[j].pod, rsCache); ok && x == o {
+				mine = append(mine, all[j])
 			}
-			o, ok := s.ownerOf(ctx, p, rsCache)
-			if !ok || o.kind != "Deployment" || restarted[o] {
-				continue
-			}
-			dep, err := s.Kube.AppsV1().Deployments(o.namespace).Get(ctx, o.name, metav1.GetOptions{})
-			if err != nil || !surges(dep) {
-				continue
-			}
-			restarted[o] = true
-			if err := s.surgeRestart(ctx, wave, dep, pdb); err != nil {
-				return err
-			}
+		}
+		if err := s.waitReplaced(ctx, wave, o, mine); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// waitReplaced waits until the pods a surge restart replaced on the nodes
+// being drained are gone (terminated), and reports each as it left them:
+// replaced, as an eviction would have moved it. One still terminating when
+// the wait ends is left to the drain, which counts it as evicted: no pod
+// is counted twice.
+func (s run) waitReplaced(ctx context.Context, wave int, o owner, pods []podOn) error {
+	gone := make([]bool, len(pods))
+	n := 0
+	err := s.Poll(ctx, s.Plan.Budget.Gates.PDBWaitTimeout.Duration, func() (bool, error) {
+		for i, p := range pods {
+			if gone[i] {
+				continue
+			}
+			_, err := s.Kube.CoreV1().Pods(p.pod.Namespace).Get(ctx, p.pod.Name, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return false, fmt.Errorf("get pod %s/%s: %w", p.pod.Namespace, p.pod.Name, err)
+			}
+			if err == nil {
+				continue
+			}
+			gone[i] = true
+			n++
+			s.Emit(rollout.Event{Kind: rollout.EventEviction, Step: s.Journal.Current.Step, Wave: wave, Node: p.node,
+				Pod: p.pod.Namespace + "/" + p.pod.Name, Message: "replaced: surge restart of " + o.String()})
+		}
+		if n < len(pods) {
+			s.Waiting(ctx, fmt.Sprintf("the pods of %s the restart replaced to terminate", o), n, len(pods))
+		}
+		return n == len(pods), nil
+	})
+	if errors.Is(err, rollout.ErrTimeout) {
+		return nil
+	}
+	return err
 }
 
 func surges(d *appsv1.Deployment) bool {

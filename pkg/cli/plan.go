@@ -229,7 +229,7 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	fmt.Fprintf(w, "\nBudget: %d nodes per wave, %d drained at once; gates: node ready %s, pod pending %s, PDB wait %s\n",
 		p.Budget.WaveSize, p.Budget.Concurrency, p.Budget.Gates.NodeReadyTimeout, p.Budget.Gates.MaxPodPending, p.Budget.Gates.PDBWaitTimeout)
 	if p.Cost.Complete {
-		fmt.Fprintf(w, "Cost: $%.2f/h before, $%.2f/h after%s\n", p.Cost.BeforePerHour, p.Cost.AfterPerHour, describePrices(p.Cost.Prices))
+		fmt.Fprintf(w, "Cost: $%.4f/h before, $%.4f/h after%s\n", p.Cost.BeforePerHour, p.Cost.AfterPerHour, describePrices(p.Cost.Prices))
 	} else {
 		fmt.Fprintln(w, "Cost: not estimated (no prices for some instance types)")
 	}

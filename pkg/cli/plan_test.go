@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,7 +62,8 @@ func TestPlanCommandJSON(t *testing.T) {
 	if ss == nil || ss.Kept == nil || ss.Kept.Nodes != 2 || ss.AfterMigration.Nodes != 3+2 || ss.AfterConsolidation.Nodes != 1+2 || len(ss.Commands) != 1 {
 		t.Fatalf("steady state = %+v, want 3 Karpenter nodes after the waves, 1 after one command, and the 2 kept in both", ss)
 	}
-	if math.Abs(ss.AfterMigration.PricePerHour-p.Cost.AfterPerHour) > 0.005 {
+	// The same figure to the 1/100 cent, not rounded to cents (#32).
+	if ss.AfterMigration.PricePerHour != p.Cost.AfterPerHour {
 		t.Errorf("after the waves: steady state $%v/h, cost $%v/h; want one figure", ss.AfterMigration.PricePerHour, p.Cost.AfterPerHour)
 	}
 	if c := ss.Commands[0]; c.Action != "Replace" || len(c.Nodes) != 3 || c.Replacement == nil || c.Replacement.InstanceType != "c5.xlarge" ||

@@ -135,15 +135,15 @@ func TestPlanInClusterRegion(t *testing.T) {
 
 	us, _ := planJSON(t, inRegion(t, "us-east-1", nil))
 	eu, _ := planJSON(t, inRegion(t, "eu-west-1", discovered))
-	t.Logf("the same cluster: us-east-1 (embedded list) $%.2f/h before, $%.2f/h after the waves, $%.4f/h after consolidation; eu-west-1 (live) $%.2f/h, $%.2f/h, $%.4f/h",
+	t.Logf("the same cluster: us-east-1 (embedded list) $%.4f/h before, $%.4f/h after the waves, $%.4f/h after consolidation; eu-west-1 (live) $%.4f/h, $%.4f/h, $%.4f/h",
 		us.Cost.BeforePerHour, us.Cost.AfterPerHour, us.SteadyState.AfterConsolidation.PricePerHour,
 		eu.Cost.BeforePerHour, eu.Cost.AfterPerHour, eu.SteadyState.AfterConsolidation.PricePerHour)
 
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 	// After the waves: three m5.large from Karpenter, and two of web's
 	// m5.xlarge kept as the Karpenter controller's home (#25).
-	if !near(eu.Cost.BeforePerHour, math.Round(3*euWest1OnDemand["m5.xlarge"]*100)/100) ||
-		!near(eu.Cost.AfterPerHour, math.Round((3*euWest1OnDemand["m5.large"]+2*euWest1OnDemand["m5.xlarge"])*100)/100) {
+	if !near(eu.Cost.BeforePerHour, math.Round(3*euWest1OnDemand["m5.xlarge"]*1e4)/1e4) ||
+		!near(eu.Cost.AfterPerHour, math.Round((3*euWest1OnDemand["m5.large"]+2*euWest1OnDemand["m5.xlarge"])*1e4)/1e4) {
 		t.Errorf("eu-west-1 cost %+v, want three m5.xlarge before, three m5.large and the two kept m5.xlarge after, at eu-west-1's prices", eu.Cost)
 	}
 	if ss := eu.SteadyState; ss == nil || !near(ss.AfterConsolidation.PricePerHour, euWest1OnDemand["c5.xlarge"]+2*euWest1OnDemand["m5.xlarge"]) {
@@ -155,7 +155,7 @@ func TestPlanInClusterRegion(t *testing.T) {
 	if w := priceWarning(eu); w != "" {
 		t.Errorf("eu-west-1 plan with the region's prices warns: %s", w)
 	}
-	if !near(us.Cost.BeforePerHour, 0.58) || us.Cost.Prices == nil || us.Cost.Prices.Source != inventory.PricesEmbedded ||
+	if !near(us.Cost.BeforePerHour, 0.576) || us.Cost.Prices == nil || us.Cost.Prices.Source != inventory.PricesEmbedded ||
 		!strings.Contains(priceWarning(us), "no live prices were read for us-east-1") {
 		t.Errorf("us-east-1 plan: cost %+v, warning %q; want the embedded list and a warning", us.Cost, priceWarning(us))
 	}

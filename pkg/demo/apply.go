@@ -61,19 +61,25 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 		return "", err
 	}
 	err = cmp.Or(rr.Apply(ctx), obs.err)
+	// Moves are the runner's evictions the API allowed plus the pods of
+	// the Deployments the runner restarted; a pod evicted onto a node of a
+	// later wave moves again. Measured as they happened: an interrupted
+	// apply reports those it made.
+	evicted := obs.evicted
+	r.sum.Evictions = evicted
+	r.sum.Moves = evicted + obs.restarted
+	r.sum.ControllerRoomEvictions = obs.roomEvicted
+	for i := 1; i <= len(r.plan.Waves); i++ {
+		if w := obs.waves[i]; w != nil {
+			r.sum.Waves = append(r.sum.Waves, w.WaveSummary)
+		}
+	}
 	if werr := r.writeJournal(ctx); werr != nil && err == nil {
 		err = werr
 	}
 	if err != nil {
 		return "", r.runError(ctx, err)
 	}
-	// Moves are the runner's evictions the API allowed plus the pods of
-	// the Deployments the runner restarted; a pod evicted onto a node of a
-	// later wave moves again.
-	evicted := obs.evicted
-	r.sum.Evictions = evicted
-	r.sum.PodsMoved = evicted + obs.restarted
-	r.sum.ControllerRoomEvictions = obs.roomEvicted
 	after, err := r.podsOnLegacyNodes(ctx)
 	if err != nil {
 		return "", err
@@ -86,10 +92,10 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 		}
 	}
 	if r.sum.PodsToMove > 0 {
-		r.sum.MovesPerPod = math.Round(float64(r.sum.PodsMoved)/float64(r.sum.PodsToMove)*1000) / 1000
+		r.sum.MovesPerPod = math.Round(float64(r.sum.Moves)/float64(r.sum.PodsToMove)*1000) / 1000
 	}
-	return fmt.Sprintf("%d pods moved with %d moves (%.3f per pod: %d evictions, %d of them to make room for the Karpenter controller, %d by surge restart) in %d waves, %d of the %d pods on node groups stayed on the Karpenter controller's kept nodes; Cluster Autoscaler at 0, node groups scaled",
-		r.sum.PodsToMove, r.sum.PodsMoved, r.sum.MovesPerPod, evicted, obs.roomEvicted, obs.restarted, len(r.plan.Waves), len(after), len(legacy)), nil
+	return fmt.Sprintf("%d pods to move, %d moves (%.3f per pod: %d evictions, %d of them to make room for the Karpenter controller, %d by surge restart) in %d waves; %d pods on the Karpenter controller's kept nodes; Cluster Autoscaler at 0, node groups scaled",
+		r.sum.PodsToMove, r.sum.Moves, r.sum.MovesPerPod, evicted, obs.roomEvicted, obs.restarted, len(r.plan.Waves), len(after)), nil
 }
 
 // runError names the simulation's failure when that is what stopped the
@@ -136,6 +142,21 @@ func (r *runner) podsOnKarpenterNodes(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// karpenterNodes counts the nodes a NodePool launched.
+func (r *runner) karpenterNodes(ctx context.Context) (int, error) {
+	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("list nodes: %w", err)
+	}
+	n := 0
+	for _, nd := range nodes.Items {
+		if nd.Labels[apisv1.NodePoolLabelKey] != "" {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // podsOnLegacyNodes maps the pods on a node no NodePool launched, neither a
 // DaemonSet's nor finished, to their node.
 func (r *runner) podsOnLegacyNodes(ctx context.Context) (map[string]string, error) {
@@ -166,10 +187,16 @@ func (r *runner) podsOnLegacyNodes(ctx context.Context) (map[string]string, erro
 
 // waveProgress is one wave's progress in the demo's terms.
 type waveProgress struct {
-	id      string
-	total   int
-	evicted int
-	done    bool
+	WaveSummary
+	// drainStarted is set once the drain counted its pods (PodsToMove).
+	drainStarted bool
+}
+
+// moved are the pods that left the wave's nodes so far.
+func (w *waveProgress) moved() int { return w.Evicted + w.Replaced }
+
+func (w *waveProgress) progress() float64 {
+	return float64(w.moved()) / float64(max(w.PodsToMove, 1))
 }
 
 // observer turns the runner's typed events into the demo's progress and
@@ -185,6 +212,10 @@ type observer struct {
 	// roomEvicted counts the evictions that made room for the Karpenter
 	// controller on the kept nodes (step 07, before any wave).
 	roomEvicted int
+	// toMove and replaced are a drain's outside the waves (rollback's
+	// drain of the Karpenter nodes): the pods it set out to move and
+	// those surge restarts replaced.
+	toMove, replaced int
 	// err is a failure to read what a step did (the controller's placement).
 	err error
 }
@@ -206,36 +237,70 @@ func (o *observer) observe(e rollout.Event) {
 		r.sum.Steps = append(r.sum.Steps, StepResult{ID: o.prefix + "/" + e.Step, Status: StatusFailed, Detail: e.Message})
 	case rollout.EventWavePhase:
 		o.wavePhase(e)
-	case rollout.EventEviction:
-		if e.Message != "evicted" {
+	case rollout.EventDrainStarted:
+		if w := o.inWave(e); w != nil {
+			w.PodsToMove, w.drainStarted = e.Total, true
+			r.emit(w.ID, StatusRunning, "drain: "+e.Message, 0)
 			return
 		}
-		o.evicted++
-		if o.wave == nil && rollout.SameStep(e.Step, karpenterStep) {
-			o.roomEvicted++
+		o.toMove += e.Total
+		r.emit(o.prefix, StatusRunning, "drain: "+e.Message, -1)
+	case rollout.EventEviction:
+		evicted := e.Message == "evicted"
+		replaced := strings.HasPrefix(e.Message, "replaced:")
+		if !evicted && !replaced {
+			return
 		}
-		if w := o.wave; w != nil {
-			w.evicted++
-			r.emit(w.id, StatusRunning, fmt.Sprintf("%d/%d pods evicted", w.evicted, w.total), float64(w.evicted)/float64(max(w.total, 1)))
+		w := o.inWave(e)
+		switch {
+		case evicted:
+			o.evicted++
+			if w == nil && rollout.SameStep(e.Step, karpenterStep) {
+				o.roomEvicted++
+			}
+			if w != nil {
+				w.Evicted++
+				w.Moves++
+			}
+		case w != nil:
+			w.Replaced++
+		default:
+			o.replaced++
+		}
+		if w != nil {
+			r.emit(w.ID, StatusRunning, fmt.Sprintf("%d/%d pods moved off the wave's nodes", w.moved(), w.PodsToMove), w.progress())
 		}
 	case rollout.EventChange:
 		if dep, ok := strings.CutPrefix(e.Message, "restart Deployment "); ok {
-			o.restarted += o.replicas(dep)
+			n := o.replicas(dep)
+			o.restarted += n
+			if w := o.inWave(e); w != nil {
+				w.Moves += n
+			}
 		}
 		id := o.prefix
-		if o.wave != nil && !o.wave.done {
-			id = o.wave.id
+		if o.wave != nil && !o.wave.Done {
+			id = o.wave.ID
 		}
 		r.emit(id, StatusRunning, e.Message, -1)
 	case rollout.EventWaiting:
 		if e.Total > 0 {
 			id := o.prefix
-			if o.wave != nil && !o.wave.done {
-				id = o.wave.id
+			if o.wave != nil && !o.wave.Done {
+				id = o.wave.ID
 			}
 			r.emit(id, StatusRunning, fmt.Sprintf("waiting for %s (%d/%d)", e.Message, e.Done, e.Total), -1)
 		}
 	}
+}
+
+// inWave is the wave an event of the runner belongs to (nil: none, as
+// for step 07's room or rollback's drain).
+func (o *observer) inWave(e rollout.Event) *waveProgress {
+	if e.Wave == 0 {
+		return nil
+	}
+	return o.waves[e.Wave]
 }
 
 func (o *observer) wavePhase(e rollout.Event) {
@@ -246,19 +311,23 @@ func (o *observer) wavePhase(e rollout.Event) {
 			return
 		}
 		pw := r.plan.Waves[e.Wave-1]
-		w = &waveProgress{id: waveName(pw), total: pw.Pods}
+		w = &waveProgress{WaveSummary: WaveSummary{ID: waveName(pw), PlannedNodes: len(pw.Nodes), PlannedPods: pw.Pods}}
 		o.waves[e.Wave] = w
-		r.emit(w.id, StatusRunning, fmt.Sprintf("%d nodes, %d pods, NodePools %s", len(pw.Nodes), pw.Pods, strings.Join(pw.NodePools, ",")), 0)
+		r.emit(w.ID, StatusRunning, fmt.Sprintf("%d nodes, %d pods when planned, NodePools %s", len(pw.Nodes), pw.Pods, strings.Join(pw.NodePools, ",")), 0)
 	}
 	o.wave = w
 	if e.Phase != rollout.PhaseDone {
-		r.emit(w.id, StatusRunning, "phase "+e.Phase, float64(w.evicted)/float64(max(w.total, 1)))
+		progress := -1.0
+		if w.drainStarted {
+			progress = w.progress()
+		}
+		r.emit(w.ID, StatusRunning, "phase "+e.Phase, progress)
 		return
 	}
-	w.done = true
-	detail := fmt.Sprintf("%d pods moved", w.evicted)
-	r.emit(w.id, StatusDone, detail, 1)
-	r.sum.Steps = append(r.sum.Steps, StepResult{ID: w.id, Status: StatusDone, Detail: detail})
+	w.Done = true
+	detail := fmt.Sprintf("%d/%d pods moved off the wave's nodes (%d evicted, %d replaced by surge restart); %d moves", w.moved(), w.PodsToMove, w.Evicted, w.Replaced, w.Moves)
+	r.emit(w.ID, StatusDone, detail, 1)
+	r.sum.Steps = append(r.sum.Steps, StepResult{ID: w.ID, Status: StatusDone, Detail: detail})
 }
 
 // replicas is the replica count of "namespace/name (...)" as the runner
@@ -283,12 +352,18 @@ func (o *observer) replicas(dep string) int {
 // what `iam apply` created, and the demo checks every recorded size came
 // back.
 func (r *runner) stepRollback(ctx context.Context) (string, error) {
+	// The migration's counters end here: the rollback's are its own.
+	r.migrated = &migrationCounters{stats: r.env.Stats(), violations: r.pdbs.count, details: slices.Clone(r.pdbs.violations)}
 	obs := &observer{r: r, prefix: "rollback", waves: map[int]*waveProgress{}}
 	rr, err := r.newRunner(obs.observe)
 	if err != nil {
 		return "", err
 	}
 	onKarpenter, err := r.podsOnKarpenterNodes(ctx)
+	if err != nil {
+		return "", err
+	}
+	karpenterNodes, err := r.karpenterNodes(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -310,12 +385,19 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	rb.PodsMoved = onKarpenter
+	rb.PodsMoved, rb.KarpenterNodesAtStart = onKarpenter, karpenterNodes
+	rb.PodsToMove, rb.Evictions, rb.Replaced = obs.toMove, obs.evicted, obs.replaced
+	rb.PDBRejections = r.env.Stats().Rejected - r.migrated.stats.Rejected
+	rb.PDBViolations = r.pdbs.count - r.migrated.violations
 	r.sum.Rollback = rb
 	if !rb.Restored {
 		return "", fmt.Errorf("rollback incomplete: %s", strings.Join(rb.Problems, "; "))
 	}
-	return fmt.Sprintf("%d pods moved back; %d groups at recorded sizes; %d IAM objects deleted; $%.4f/h", rb.PodsMoved, len(rb.Groups), deleted, rb.CostPerHour), nil
+	types := ""
+	if len(rb.TypesChanged) > 0 {
+		types = " (instance types not as before: " + strings.Join(rb.TypesChanged, ", ") + ")"
+	}
+	return fmt.Sprintf("%d pods moved back; %d groups at recorded sizes; %d IAM objects deleted; $%.4f/h, $%.4f/h before the migration%s", rb.PodsMoved, len(rb.Groups), deleted, rb.CostPerHour, rb.CostPerHourBefore, types), nil
 }
 
 // verifyRollback compares the sandbox with what the runner's journal
@@ -427,6 +509,19 @@ func (r *runner) verifyRollback(ctx context.Context) (*RollbackSummary, error) {
 	}
 	if rb.NodesAfter, rb.NodesAfterByType, rb.CostPerHour, err = r.fleet(ctx); err != nil {
 		return nil, err
+	}
+	rb.CostPerHourBefore = r.sum.CostPerHourBefore
+	types := map[string]bool{}
+	for t := range r.sum.NodesBeforeByType {
+		types[t] = true
+	}
+	for t := range rb.NodesAfterByType {
+		types[t] = true
+	}
+	for _, t := range sortedKeys(types) {
+		if b, a := r.sum.NodesBeforeByType[t], rb.NodesAfterByType[t]; a != b {
+			rb.TypesChanged = append(rb.TypesChanged, fmt.Sprintf("%s %d → %d", t, b, a))
+		}
 	}
 	return rb, nil
 }

@@ -19,7 +19,7 @@ func BenchmarkDemo(b *testing.B) {
 		}
 		sim += sum.SimulatedSeconds
 		wall += sum.WallSeconds
-		moved = sum.PodsMoved
+		moved = sum.Moves
 	}
 	b.ReportMetric(sim/wall, "sim-s/wall-s")
 	b.ReportMetric(wall/float64(b.N), "wall-s/demo")

@@ -8,7 +8,9 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -102,13 +104,16 @@ type Summary struct {
 	// controller's kept nodes included), as plan and the wizard show it.
 	PlannedCostPerHour float64 `json:"plannedCostPerHour"`
 
-	// PodsMoved counts the moves apply made (evictions, and the pods of
+	// Moves counts the moves apply made (evictions, and the pods of
 	// Deployments restarted with surge) for the PodsToMove pods that had
 	// to leave a legacy node; MovesPerPod is their ratio (1 when no pod
-	// moved twice).
-	PodsMoved   int     `json:"podsMoved"`
+	// moved twice). The table says "moves" and "pods to move" too.
+	Moves       int     `json:"moves"`
 	PodsToMove  int     `json:"podsToMove"`
 	MovesPerPod float64 `json:"movesPerPod"`
+	// Waves are the waves apply ran, as it measured them; their Moves
+	// and ControllerRoomEvictions add up to Moves.
+	Waves []WaveSummary `json:"waves,omitempty"`
 	// Evictions are the evictions apply made (the API allowed them);
 	// ControllerRoomEvictions those that made room for the Karpenter
 	// controller on its kept nodes before the waves (their pods move
@@ -116,8 +121,8 @@ type Summary struct {
 	Evictions               int `json:"evictions"`
 	ControllerRoomEvictions int `json:"controllerRoomEvictions,omitempty"`
 	// Sandbox are the simulation's own counters (evictions, 429s,
-	// launches, preemptions, engine fallbacks); on a control plane only
-	// LostPods.
+	// launches, preemptions, engine fallbacks) until the migration ended
+	// (a rollback's are its own); on a control plane only LostPods.
 	Sandbox sandbox.Stats `json:"sandbox"`
 	// PDBViolations counts PodDisruptionBudgets going from satisfied to
 	// fewer healthy pods than they require, as the demo watched them on
@@ -148,9 +153,36 @@ type Summary struct {
 
 	Rollback *RollbackSummary `json:"rollback,omitempty"`
 
+	// Interrupted is true when Ctrl-C (or the caller's context) stopped
+	// the run: the figures of the steps it did not finish are not in
+	// the summary (nor in its JSON), only what it measured.
+	Interrupted bool `json:"interrupted,omitempty"`
+
 	SimulatedSeconds float64      `json:"simulatedSeconds"`
 	WallSeconds      float64      `json:"wallSeconds"`
 	Steps            []StepResult `json:"steps"`
+}
+
+// WaveSummary is one wave of apply, as the demo measured it.
+type WaveSummary struct {
+	ID string `json:"id"`
+	// PlannedNodes and PlannedPods are the plan's: the wave's nodes, and
+	// the pods on them when it was made.
+	PlannedNodes int `json:"plannedNodes"`
+	PlannedPods  int `json:"plannedPods"`
+	// PodsToMove are the pods its drain moved off its nodes, counted as
+	// the drain started: the pods that came to them since the plan
+	// included, those that stay on a node kept for the Karpenter
+	// controller not.
+	PodsToMove int `json:"podsToMove"`
+	// Evicted and Replaced (by a surge restart of their Deployment) are
+	// the pods that left its nodes, at most PodsToMove.
+	Evicted  int `json:"evicted"`
+	Replaced int `json:"replaced"`
+	// Moves are its evictions and every pod of the Deployments it
+	// restarted with surge (wherever they ran).
+	Moves int  `json:"moves"`
+	Done  bool `json:"done"`
 }
 
 // ConsolidationSummary reports Karpenter's consolidation in the sandbox.
@@ -186,12 +218,30 @@ type RollbackSummary struct {
 	NodesAfter       int            `json:"nodesAfter"`
 	NodesAfterByType map[string]int `json:"nodesAfterByType"`
 	CostPerHour      float64        `json:"costPerHour"`
+	// CostPerHourBefore is the fleet's before the migration; TypesChanged
+	// lists the instance types whose count differs from then ("m5.xlarge
+	// 4 → 2"): a mixed-instances group may come back with other types at
+	// its recorded size, and so another cost.
+	CostPerHourBefore float64  `json:"costPerHourBefore"`
+	TypesChanged      []string `json:"typesChanged,omitempty"`
 	// PodsMoved counts the pods on Karpenter's nodes as rollback started:
 	// it verifies every one ends on a node-group node (whoever drained
 	// them: the runner, or Karpenter removing its nodes).
-	PodsMoved      int      `json:"podsMoved"`
-	KarpenterNodes int      `json:"karpenterNodes"`
-	Problems       []string `json:"problems,omitempty"`
+	PodsMoved int `json:"podsMoved"`
+	// KarpenterNodesAtStart are the Karpenter nodes as rollback started,
+	// PodsToMove the pods its drain set out to move off them, Evictions the
+	// evictions it made and Replaced the pods surge restarts replaced;
+	// KarpenterNodes are those left after.
+	KarpenterNodesAtStart int      `json:"karpenterNodesAtStart"`
+	PodsToMove            int      `json:"podsToMove"`
+	Evictions             int      `json:"evictions"`
+	Replaced              int      `json:"replaced"`
+	KarpenterNodes        int      `json:"karpenterNodes"`
+	Problems              []string `json:"problems,omitempty"`
+	// PDBRejections and PDBViolations are the rollback's own (429s, and
+	// budgets going short while it ran), apart from the migration's.
+	PDBRejections int `json:"pdbRejections"`
+	PDBViolations int `json:"pdbViolations"`
 }
 
 // GroupSize is a node group's recorded and current size.
@@ -226,6 +276,17 @@ type runner struct {
 
 	iam     *action.IAM
 	iamPlan *iam.Plan
+
+	// migrated are the counters as the migration ended, kept when a
+	// rollback follows (its own are the difference).
+	migrated *migrationCounters
+}
+
+// migrationCounters are the run's counters as the migration ended.
+type migrationCounters struct {
+	stats      sandbox.Stats
+	violations int
+	details    []string
 }
 
 // Complete fills in the default environment and checks the options, so a
@@ -337,9 +398,14 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 			runErr = fmt.Errorf("%w (the end of the control plane's and Karpenter's logs: %s)", runErr, logs)
 		}
 	}
+	r.sum.Interrupted = ctx.Err() != nil
 	st := env.Stats()
+	violations, details := r.pdbs.count, r.pdbs.violations
+	if m := r.migrated; m != nil {
+		st, violations, details = m.stats, m.violations, m.details
+	}
 	r.sum.Sandbox = st
-	r.sum.PDBViolations, r.sum.PDBViolationDetails = r.pdbs.count, r.pdbs.violations
+	r.sum.PDBViolations, r.sum.PDBViolationDetails = violations, details
 	r.sum.PDBRejections = st.Rejected
 	r.sum.MaxPendingSeconds = st.MaxPending.Seconds()
 	r.sum.SimulatedSeconds = env.Now().Sub(simStart).Seconds()
@@ -500,4 +566,46 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// measuredBy names the summary's figures by the step that measures them:
+// a run stopped before that step finished has not measured them, and its
+// JSON leaves them out rather than show their zero values.
+var measuredBy = map[string][]string{
+	"discover":    {"nodesBefore", "nodesBeforeByType", "costPerHourBefore"},
+	"plan":        {"plannedCostPerHour"},
+	"apply":       {"podsToMove", "movesPerPod"},
+	"final-state": {"nodesAfter", "nodesAfterByType", "costPerHourAfter", "legacyPodsLeft", "groupsScaled", "clusterAutoscalerReplicas"},
+}
+
+// Done reports whether the step with this id finished.
+func (s *Summary) Done(id string) bool {
+	return slices.ContainsFunc(s.Steps, func(st StepResult) bool { return st.ID == id && st.Status == StatusDone })
+}
+
+// MarshalJSON writes the summary without the figures of the steps that
+// did not finish (see measuredBy).
+func (s Summary) MarshalJSON() ([]byte, error) {
+	type plain Summary
+	b, err := json.Marshal(plain(s))
+	if err != nil {
+		return nil, err
+	}
+	var drop []string
+	for _, id := range slices.Sorted(maps.Keys(measuredBy)) {
+		if !s.Done(id) {
+			drop = append(drop, measuredBy[id]...)
+		}
+	}
+	if len(drop) == 0 {
+		return b, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, err
+	}
+	for _, k := range drop {
+		delete(fields, k)
+	}
+	return json.Marshal(fields)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -32,6 +33,7 @@ func TestDemoMigratesAndRollsBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkFigures(t, "seed 1 prod rollback", sum, events)
 	if sum.LegacyPodsLeft != 0 {
 		t.Errorf("%d pods left on legacy nodes", sum.LegacyPodsLeft)
 	}
@@ -48,8 +50,8 @@ func TestDemoMigratesAndRollsBack(t *testing.T) {
 	if sum.CostPerHourAfter > sum.CostPerHourBefore || sum.CostPerHourAfter <= 0 {
 		t.Errorf("cost %.4f → %.4f; want lower and positive", sum.CostPerHourBefore, sum.CostPerHourAfter)
 	}
-	if sum.PodsMoved < 150 || sum.NodesBefore != 23 || sum.NodesAfter == 0 {
-		t.Errorf("moved %d pods, nodes %d → %d", sum.PodsMoved, sum.NodesBefore, sum.NodesAfter)
+	if sum.Moves < 150 || sum.NodesBefore != 23 || sum.NodesAfter == 0 {
+		t.Errorf("moved %d pods, nodes %d → %d", sum.Moves, sum.NodesBefore, sum.NodesAfter)
 	}
 	checkConsolidation(t, sum)
 	if sum.MaxPendingSeconds <= 0 || sum.MaxPendingSeconds > 600 {
@@ -133,7 +135,7 @@ func checkController(t *testing.T, sum *Summary) {
 			t.Errorf("a controller replica ran on %s, not on the kept group", where)
 		}
 	}
-	if moves := sum.PodsMoved - sum.ControllerRoomEvictions; float64(moves) > 1.05*float64(sum.PodsToMove) || sum.PodsToMove < 150 {
+	if moves := sum.Moves - sum.ControllerRoomEvictions; float64(moves) > 1.05*float64(sum.PodsToMove) || sum.PodsToMove < 150 {
 		t.Errorf("%d moves (and %d to make room for the controller) for %d pods; want at most 1.05 per pod", moves, sum.ControllerRoomEvictions, sum.PodsToMove)
 	}
 	for _, p := range sum.Sandbox.PreemptedPods {
@@ -212,12 +214,14 @@ func TestWriteTableGolden(t *testing.T) {
 	sum := &Summary{
 		Cluster: "demo", Seed: 1, OutDir: "/tmp/out", Engine: EngineSandbox, Environment: Env, NodesBefore: 3, NodesAfter: 1,
 		NodesBeforeByType: map[string]int{"m5.large": 3}, NodesAfterByType: map[string]int{"m5.xlarge": 1},
-		CostPerHourBefore: 0.288, CostPerHourAfter: 0.0712, PlannedCostPerHour: 0.0712, PodsMoved: 12, PDBRejections: 4,
+		CostPerHourBefore: 0.288, CostPerHourAfter: 0.0712, PlannedCostPerHour: 0.0712, Moves: 12, Evictions: 11, PDBRejections: 4,
 		PodsToMove: 10, MovesPerPod: 1.2,
+		Waves:             []WaveSummary{{ID: "wave-1-system", PlannedNodes: 3, PlannedPods: 9, PodsToMove: 10, Evicted: 9, Replaced: 1, Moves: 12, Done: true}},
 		MaxPendingSeconds: 70, GroupsScaled: true, SimulatedSeconds: 540, WallSeconds: 2.5,
 		Controller: &ControllerSummary{Home: "on node group system, kept at 2 nodes reserved with CriticalAddonsOnly=true:NoSchedule", KeptGroup: "system", Size: 2,
 			Before: []string{"ip-10-0-0-4 (system)", "ip-10-0-16-5 (system)"}, After: []string{"ip-10-0-0-4 (system)", "ip-10-0-16-5 (system)"}},
-		Steps: []StepResult{{ID: "discover", Status: StatusDone, Detail: "1 node group"}, {ID: "apply", Status: StatusFailed, Detail: "boom"}},
+		Steps: []StepResult{{ID: "discover", Status: StatusDone, Detail: "1 node group"}, {ID: "plan", Status: StatusDone}, {ID: "apply", Status: StatusDone},
+			{ID: "final-state", Status: StatusDone}, {ID: "rollback", Status: StatusFailed, Detail: "boom"}},
 		Consolidation: &ConsolidationSummary{NodesAfterMigration: 2, NodesAfterMigrationByType: map[string]int{"m5.xlarge": 2}, CostPerHourAfterMigration: 0.384,
 			Commands: 1, SavingsPerHour: 0.096, Skipped: 1, PodsMoved: 3, SettleSeconds: 1000, Log: []sandbox.ConsolidationCommand{
 				{DecidedAt: time.Date(2026, 11, 21, 9, 20, 0, 0, time.UTC), Method: disruption.MethodSingleNode, Action: disruption.ActionDelete,
@@ -227,7 +231,9 @@ func TestWriteTableGolden(t *testing.T) {
 					Replacement: &disruption.NodeRef{InstanceType: "m5.large", CapacityType: "on-demand", Price: 0.096}, Savings: 0.096, Status: sandbox.CommandExecuted},
 			}},
 		Rollback: &RollbackSummary{Restored: false, Groups: []GroupSize{{Name: "system", Recorded: 3, Desired: 3, ReadyNodes: 2}},
-			NodesAfter: 3, CostPerHour: 0.288, PodsMoved: 12, Problems: []string{"node group system has 2 Ready nodes, want 3"}},
+			NodesAfter: 3, CostPerHour: 0.27, CostPerHourBefore: 0.288, TypesChanged: []string{"m5.large 3 → 2", "m5a.large 0 → 1"}, PodsMoved: 12,
+			KarpenterNodesAtStart: 1, PodsToMove: 12, Evictions: 11, Replaced: 1, PDBRejections: 2,
+			Problems: []string{"node group system has 2 Ready nodes, want 3"}},
 	}
 	var b bytes.Buffer
 	if err := WriteTable(&b, sum); err != nil {
@@ -257,7 +263,7 @@ func TestWriteTableGolden(t *testing.T) {
 	if err := json.Unmarshal(js, &fields); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"nodesBefore", "nodesAfter", "costPerHourBefore", "costPerHourAfter", "podsMoved", "pdbViolations", "maxPendingSeconds", "steps"} {
+	for _, k := range []string{"nodesBefore", "nodesAfter", "costPerHourBefore", "costPerHourAfter", "moves", "podsToMove", "waves", "pdbViolations", "maxPendingSeconds", "steps"} {
 		if _, ok := fields[k]; !ok {
 			t.Errorf("JSON summary lacks %q", k)
 		}
@@ -282,28 +288,33 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-// TestDemoIsReproducible runs the same seed twice: the summary (but the
-// wall time and directory), the snapshot and the plan are byte-identical.
+// TestDemoIsReproducible runs the same seed twice, the second time with
+// --rollback: the migration's summary (but the wall time and directory),
+// the snapshot and the plan are byte-identical — the rollback's figures
+// are its own, none added to the migration's (#32) — and both runs' figures
+// agree on every surface (checkFigures).
 func TestDemoIsReproducible(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two whole migrations")
 	}
-	run := func() (*Summary, string) {
+	run := func(rollback bool) (string, string) {
 		dir := t.TempDir()
-		sum, err := Run(context.Background(), Options{Seed: 4, OutDir: dir})
+		var events []Event
+		sum, err := Run(context.Background(), Options{Seed: 4, OutDir: dir, Rollback: rollback, Events: func(e Event) { events = append(events, e) }})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sum.WallSeconds, sum.OutDir = 0, ""
-		return sum, dir
+		checkFigures(t, fmt.Sprintf("seed 4 prod rollback %t", rollback), sum, events)
+		if rollback && sum.Rollback == nil {
+			t.Fatal("no rollback in the summary of a run with --rollback")
+		}
+		return migrationJSON(t, sum), dir
 	}
-	a, da := run()
-	b, db := run()
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	ja, jb = bytes.ReplaceAll(ja, []byte(da), []byte("DIR")), bytes.ReplaceAll(jb, []byte(db), []byte("DIR"))
-	if !bytes.Equal(ja, jb) {
-		t.Errorf("same seed, different summaries:\n%s\n%s", ja, jb)
+	ja, da := run(false)
+	jb, db := run(true)
+	ja, jb = strings.ReplaceAll(ja, da, "DIR"), strings.ReplaceAll(jb, db, "DIR")
+	if ja != jb {
+		t.Errorf("same seed, different migrations (the second run also rolled back):\n%s\n%s", ja, jb)
 	}
 	for _, f := range []string{"snapshot.json", "plan.yaml", "karpenter/base/kustomization.yaml"} {
 		x, err := os.ReadFile(filepath.Join(da, f))

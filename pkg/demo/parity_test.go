@@ -74,7 +74,7 @@ func TestParityWithControlPlane(t *testing.T) {
 		{"nodes before", float64(sb.NodesBefore), float64(cp.NodesBefore), -1},
 		{"$/h before", sb.CostPerHourBefore, cp.CostPerHourBefore, -1},
 		{"pods to move", float64(sb.PodsToMove), float64(cp.PodsToMove), parityMoves},
-		{"pods moved (moves)", float64(sb.PodsMoved), float64(cp.PodsMoved), parityMoves},
+		{"moves", float64(sb.Moves), float64(cp.Moves), parityMoves},
 		{"evictions", float64(sb.Evictions), float64(cp.Evictions), parityMoves},
 		{"PDB violations", float64(sb.PDBViolations), float64(cp.PDBViolations), -1},
 		{"nodes after the waves", float64(sb.Consolidation.NodesAfterMigration), float64(cp.Consolidation.NodesAfterMigration), parityNodes},

@@ -30,36 +30,59 @@ func PlainProgress(w io.Writer) func(Event) {
 	}
 }
 
-// WriteTable renders the summary for people.
+// WriteTable renders the summary for people: the same figures as its
+// JSON, and only those the run measured (an interrupted run's after-state
+// shows as "-").
 func WriteTable(w io.Writer, s *Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "\nMigration of cluster %s (seed %d): %.1fs wall, %s simulated\n", s.Cluster, s.Seed, s.WallSeconds, fmtSeconds(s.SimulatedSeconds))
 	if s.Engine != "" {
 		fmt.Fprintf(tw, "Karpenter's nodes launched by the %s; overlay %s\n", s.Engine, s.Environment)
 	}
+	if s.Interrupted {
+		fmt.Fprintf(tw, "INTERRUPTED %s: below is only what it measured until then (\"-\": not measured)\n", interruptedAt(s))
+	}
+	measured := func(step, format string, v any) string {
+		if !s.Done(step) {
+			return "-"
+		}
+		return fmt.Sprintf(format, v)
+	}
+	final := s.Done("final-state")
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "\tBEFORE\tAFTER")
-	fmt.Fprintf(tw, "nodes\t%d\t%d\n", s.NodesBefore, s.NodesAfter)
-	fmt.Fprintf(tw, "$/hour\t%.4f\t%.4f\t(plan predicted %.4f)\n", s.CostPerHourBefore, s.CostPerHourAfter, s.PlannedCostPerHour)
-	room := ""
-	if s.ControllerRoomEvictions > 0 {
-		room = fmt.Sprintf("; %d made room for the Karpenter controller", s.ControllerRoomEvictions)
+	fmt.Fprintf(tw, "nodes\t%s\t%s\n", measured("discover", "%d", s.NodesBefore), measured("final-state", "%d", s.NodesAfter))
+	fmt.Fprintf(tw, "$/hour\t%s\t%s\t(plan predicted %s)\n", measured("discover", "%.4f", s.CostPerHourBefore), measured("final-state", "%.4f", s.CostPerHourAfter), measured("plan", "%.4f", s.PlannedCostPerHour))
+	if s.Done("apply") {
+		fmt.Fprintf(tw, "pods to move\t\t%d\t(the pods on node groups that left them)\n", s.PodsToMove)
 	}
-	fmt.Fprintf(tw, "pods moved\t\t%d\t(%d moves, %.3f per pod%s)\n", s.PodsToMove, s.PodsMoved, s.MovesPerPod, room)
+	moves := fmt.Sprintf("%d evictions", s.Evictions)
+	if s.ControllerRoomEvictions > 0 {
+		moves += fmt.Sprintf(", %d of them made room for the Karpenter controller", s.ControllerRoomEvictions)
+	}
+	if r := s.Moves - s.Evictions; r > 0 {
+		moves += fmt.Sprintf("; %d by surge restart", r)
+	}
+	if s.Done("apply") {
+		moves += fmt.Sprintf("; %.3f per pod to move", s.MovesPerPod)
+	}
+	fmt.Fprintf(tw, "moves\t\t%d\t(%s)\n", s.Moves, moves)
 	fmt.Fprintf(tw, "PDB violations\t\t%d\t(%d evictions refused with 429 and retried)\n", s.PDBViolations, s.PDBRejections)
 	if lost := s.Sandbox.LostPods; len(lost) > 0 {
 		fmt.Fprintf(tw, "pods lost with a node\t\t%d\t(never evicted: %s)\n", len(lost), strings.Join(lost, ", "))
 	}
 	fmt.Fprintf(tw, "longest pending\t\t%s\n", fmtSeconds(s.MaxPendingSeconds))
-	groups := "at zero"
-	if c := s.Controller; c != nil && c.Size > 0 {
-		groups = fmt.Sprintf("at zero but %s, kept at %d for the Karpenter controller", c.KeptGroup, c.Size)
+	if final {
+		groups := "at zero"
+		if c := s.Controller; c != nil && c.Size > 0 {
+			groups = fmt.Sprintf("at zero but %s, kept at %d for the Karpenter controller", c.KeptGroup, c.Size)
+		}
+		fmt.Fprintf(tw, "node groups\t\t%s: %t\n", groups, s.GroupsScaled)
+		fmt.Fprintf(tw, "Cluster Autoscaler replicas\t\t%d\n", s.ClusterAutoscalerReplicas)
 	}
-	fmt.Fprintf(tw, "node groups\t\t%s: %t\n", groups, s.GroupsScaled)
-	fmt.Fprintf(tw, "Cluster Autoscaler replicas\t\t%d\n", s.ClusterAutoscalerReplicas)
 	if c := s.Consolidation; c != nil {
 		fmt.Fprintf(tw, "right after the waves\t\t%d nodes, $%.4f/h\n", c.NodesAfterMigration, c.CostPerHourAfterMigration)
-		fmt.Fprintf(tw, "Karpenter consolidation\t\t$%.4f/h saved\t(commands: %d executed, %d skipped; %d pods moved; settled %s after apply)\n",
+		fmt.Fprintf(tw, "Karpenter consolidation\t\t$%.4f/h saved\t(commands: %d executed, %d skipped; %d pods evicted; settled %s after apply)\n",
 			c.SavingsPerHour, c.Commands, c.Skipped, c.PodsMoved, fmtSeconds(c.SettleSeconds))
 	}
 	if c := s.Controller; c != nil {
@@ -77,7 +100,13 @@ func WriteTable(w io.Writer, s *Summary) error {
 		types[t] = true
 	}
 	for _, t := range sortedKeys(types) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\n", t, s.NodesBeforeByType[t], s.NodesAfterByType[t])
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", t, s.NodesBeforeByType[t], measured("final-state", "%d", s.NodesAfterByType[t]))
+	}
+	if len(s.Waves) > 0 {
+		fmt.Fprintln(tw, "\nWAVE\tNODES\tPODS PLANNED\tPODS TO MOVE\tMOVED OFF\tMOVES")
+		for _, wv := range s.Waves {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", wv.ID, wv.PlannedNodes, wv.PlannedPods, wv.PodsToMove, wv.Evicted+wv.Replaced, wv.Moves)
+		}
 	}
 	if c := s.Consolidation; c != nil && len(c.Log) > 0 {
 		fmt.Fprintln(tw, "\nCONSOLIDATION\tACTION\tNODES\tREPLACEMENT\tSAVES $/H\tSTATUS")
@@ -94,7 +123,12 @@ func WriteTable(w io.Writer, s *Summary) error {
 		}
 	}
 	if rb := s.Rollback; rb != nil {
-		fmt.Fprintf(tw, "\nROLLBACK\trestored: %t\t%d nodes, $%.4f/h, %d pods moved back\n", rb.Restored, rb.NodesAfter, rb.CostPerHour, rb.PodsMoved)
+		fmt.Fprintf(tw, "\nROLLBACK\trestored: %t\t%d nodes, $%.4f/h (before the migration $%.4f/h), %d pods moved back\n", rb.Restored, rb.NodesAfter, rb.CostPerHour, rb.CostPerHourBefore, rb.PodsMoved)
+		if len(rb.TypesChanged) > 0 {
+			fmt.Fprintf(tw, "instance types\tnot as before\t%s (the groups came back at their recorded sizes with other types: mixed instances)\n", strings.Join(rb.TypesChanged, ", "))
+		}
+		fmt.Fprintf(tw, "Karpenter nodes\t%d → %d\t%d pods to move off them: %d evicted, %d replaced by surge restart\n", rb.KarpenterNodesAtStart, rb.KarpenterNodes, rb.PodsToMove, rb.Evictions, rb.Replaced)
+		fmt.Fprintf(tw, "PDB violations\t%d\t(%d evictions refused with 429 and retried, during the rollback)\n", rb.PDBViolations, rb.PDBRejections)
 		fmt.Fprintln(tw, "GROUP\tRECORDED\tDESIRED\tREADY NODES")
 		for _, g := range rb.Groups {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", g.Name, g.Recorded, g.Desired, g.ReadyNodes)
@@ -109,6 +143,16 @@ func WriteTable(w io.Writer, s *Summary) error {
 	}
 	fmt.Fprintf(tw, "\nFiles: %s (snapshot.json, readiness.json, karpenter/, iam-plan.json, iam-journal.json, prod.yaml, plan.yaml, journal.json, summary.json)\n", s.OutDir)
 	return tw.Flush()
+}
+
+// interruptedAt names the step an interrupted run stopped at.
+func interruptedAt(s *Summary) string {
+	for _, st := range s.Steps {
+		if st.Status == StatusFailed {
+			return "at step " + st.ID
+		}
+	}
+	return "before its first step"
 }
 
 func at(s []string, i int) string {

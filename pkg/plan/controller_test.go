@@ -206,8 +206,8 @@ func TestControllerHomeWaves(t *testing.T) {
 	if moving != 5 {
 		t.Errorf("%d pods moving, want the 5 workload pods (the controller's 2 stay)", moving)
 	}
-	if p.Cost.AfterPerHour != 0.19 || p.Cost.BeforePerHour != 0.67 {
-		t.Errorf("cost %+v; want 0.67 before and the two kept m5.large (0.19) after, no NodePool predicted", p.Cost)
+	if p.Cost.AfterPerHour != 0.192 || p.Cost.BeforePerHour != 0.672 {
+		t.Errorf("cost %+v; want 0.672 before and the two kept m5.large (0.192) after, no NodePool predicted", p.Cost)
 	}
 	if !strings.Contains(p.Controller.String(), "system, kept at 2 nodes reserved with CriticalAddonsOnly=true:NoSchedule") {
 		t.Errorf("home = %q", p.Controller)

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -314,7 +313,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	if err := pl.planWaves(); err != nil {
 		return nil, err
 	}
-	pl.cost.BeforePerHour, pl.cost.AfterPerHour = round2(pl.cost.BeforePerHour), round2(pl.cost.AfterPerHour)
+	// To the 1/100 cent the prices are given in, as the steady state's
+	// figures are: the plan, the wizard and the demo show one figure.
+	pl.cost.BeforePerHour, pl.cost.AfterPerHour = round4(pl.cost.BeforePerHour), round4(pl.cost.AfterPerHour)
 	p.Cost = pl.cost
 	if err := pl.settle(); err != nil {
 		return nil, err
@@ -414,8 +415,6 @@ func capacityOr(ct string) string {
 	}
 	return ct
 }
-
-func round2(v float64) float64 { return math.Round(v*100) / 100 }
 
 func groupInScope(name string, sel config.NodeGroups) bool {
 	if slices.Contains(sel.Exclude, name) {

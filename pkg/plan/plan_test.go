@@ -84,8 +84,8 @@ func TestBuildPlan(t *testing.T) {
 	if got := len(p.Waves[0].PreProvision); got != 3 || p.Waves[0].PreProvision[0].CPU != "3" || p.Waves[0].PreProvision[0].Memory != "2Gi" {
 		t.Errorf("wave 1 placeholders = %+v, want 3 of 3 CPU and 2Gi (the pods' requests, no DaemonSet overhead)", p.Waves[0].PreProvision)
 	}
-	if p.Cost.BeforePerHour != 1.15 || !p.Cost.Complete || p.Cost.AfterPerHour <= 0 {
-		t.Errorf("cost = %+v, want before 6 x 0.192 = 1.15, after priced by the engine, complete", p.Cost)
+	if p.Cost.BeforePerHour != 1.152 || !p.Cost.Complete || p.Cost.AfterPerHour <= 0 {
+		t.Errorf("cost = %+v, want before 6 x 0.192 = 1.152 (not rounded to cents), after priced by the engine, complete", p.Cost)
 	}
 	if b := p.Blockers(); len(b) != 1 || !strings.Contains(b[0].Object, "app/pinned") {
 		t.Errorf("blockers = %+v, want the do-not-disrupt pod", b)

@@ -29,8 +29,15 @@ const (
 	// progress (e.g. 3 of 5 placeholder pods running).
 	EventWaiting EventKind = "Waiting"
 	// EventEviction: Pod on Node was evicted (Message "evicted"), is being
-	// evicted ("evicting") or was left in place ("skipped: <why>").
+	// evicted ("evicting"), was replaced by its Deployment's surge restart
+	// ("replaced: <why>") or was left in place ("skipped: <why>").
 	EventEviction EventKind = "Eviction"
+	// EventDrainStarted: Wave's drain starts (or, with Wave 0, rollback's
+	// drain of the Karpenter nodes): Total is the pods it moves off its
+	// Done nodes, counted as it starts — the pods that came since the plan
+	// included, those that stay on a kept node not — so that the pods it
+	// reports evicted or replaced never exceed it.
+	EventDrainStarted EventKind = "DrainStarted"
 	// EventPDBWait: an eviction of Pod was refused (429); PDB names the
 	// budget(s) it waits on.
 	EventPDBWait EventKind = "PDBWait"
