@@ -163,7 +163,7 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 	if c := sum.Controller; c != nil && c.KeptGroup != "" {
 		legacyLeft = int(c.Size)
 	}
-	want := fmt.Sprintf("Nodes %d → %d (%d legacy left) · $/h %.3f → %.3f", sum.NodesBefore, sum.NodesAfter, legacyLeft, sum.CostPerHourBefore, sum.CostPerHourAfter)
+	want := fmt.Sprintf("Nodes %d → %d (%d legacy left) · $/h %.4f → %.4f", sum.NodesBefore, sum.NodesAfter, legacyLeft, sum.CostPerHourBefore, sum.CostPerHourAfter)
 	t.Logf("demo summary for seed 1: %s", want)
 	if done := summary(final.s, 200); !strings.Contains(done, want) {
 		t.Errorf("Done screen differs from the demo's summary for seed 1:\n want %s\n got  %s", want, strings.SplitN(done, "\n", 3)[1])
