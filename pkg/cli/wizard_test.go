@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -166,6 +167,10 @@ func TestWizardCommandsReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	wizardYAML, err := wizardPlan.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// The commands on a fresh sandbox (they rewrite the wizard's files).
 	sb, err := tui.NewSandbox(ctx, 1, nil)
@@ -196,7 +201,25 @@ func TestWizardCommandsReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	if replayed.Hash != wizardPlan.Hash {
-		t.Errorf("the commands planned %s, the wizard %s:\n budget %+v vs %+v\n IAM %+v vs %+v", replayed.Hash, wizardPlan.Hash, replayed.Budget, wizardPlan.Budget, replayed.IAM, wizardPlan.IAM)
+		replayedYAML, err := replayed.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var diff []string
+		w, r := strings.Split(string(wizardYAML), "\n"), strings.Split(string(replayedYAML), "\n")
+		for i := 0; i < max(len(w), len(r)) && len(diff) < 20; i++ {
+			wl, rl := "", ""
+			if i < len(w) {
+				wl = w[i]
+			}
+			if i < len(r) {
+				rl = r[i]
+			}
+			if wl != rl {
+				diff = append(diff, fmt.Sprintf("line %d: wizard %q, commands %q", i+1, wl, rl))
+			}
+		}
+		t.Errorf("the commands planned %s, the wizard %s:\n%s", replayed.Hash, wizardPlan.Hash, strings.Join(diff, "\n"))
 	}
 }
 

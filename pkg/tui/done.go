@@ -109,7 +109,9 @@ func commands(s *state) []string {
 		iamFlags += " --create-oidc-provider"
 	}
 	cmds := []string{
-		fmt.Sprintf("karpenter-migrate discover --cluster %s --snapshot %s%s", s.conn.Cluster, rel(SnapshotFile), global),
+		// The wizard's discover reads no live prices (Ops.Discover): the
+		// plan's $/h come from the embedded list, as with --offline.
+		fmt.Sprintf("karpenter-migrate discover --cluster %s --snapshot %s --offline%s", s.conn.Cluster, rel(SnapshotFile), global),
 		gen,
 	}
 	if s.iamDone {
