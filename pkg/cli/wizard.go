@@ -41,7 +41,12 @@ same files into --out (snapshot.json, karpenter/, the IAM journal, <env>.yaml, p
 and records the same journal in the cluster, so you can stop it and continue with
 "apply", or the other way round. It needs an interactive terminal.
 
---sandbox runs it against the embedded sandbox cluster and account (as demo does).`,
+It exits as the commands do: 0 when it finished (or quit before the rollout), 4 when it
+quit with the rollout paused, 1 when the rollout failed, 130 on Ctrl-C (a running rollout
+stops after the evictions in flight first).
+
+--sandbox runs it against the embedded sandbox cluster and account (as demo does); the
+sandbox lives in the wizard's process only, so nothing resumes a rollout stopped in it.`,
 		Example: `  # Try it on the embedded sandbox
   karpenter-migrate wizard --sandbox
 

@@ -145,7 +145,7 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 	e.toRollout()
 	e.see("migration complete", 5*time.Minute)
 	e.keys("enter")
-	e.see("Repeat it from CI", 30*time.Second)
+	e.see("The sandbox lived in this process only", 30*time.Second)
 	e.keys("q")
 	e.tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
 	res := e.tm.FinalModel(t).(*Model).Result()
