@@ -9,6 +9,8 @@ import (
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,8 +18,10 @@ import (
 
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/discover"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // Reachable is what Ping found at each end.
@@ -87,6 +91,7 @@ func (c *Configuration) View(ctx context.Context) (*ClusterView, error) {
 		cat = catalog.Default()
 	}
 	v := &ClusterView{Time: c.now(), PodWorkload: map[string]string{}}
+	lifecycle := c.lifecycles(ctx, nodes.Items)
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
 		if n.Labels[apisv1.NodePoolLabelKey] != "" {
@@ -94,7 +99,11 @@ func (c *Configuration) View(ctx context.Context) (*ClusterView, error) {
 		} else {
 			v.LegacyNodes++
 		}
-		price, _ := cat.Price(n.Labels[corev1.LabelInstanceTypeStable], capacityTypeOf(n), n.Labels[corev1.LabelTopologyZone])
+		ct := capacityTypeOf(n)
+		if ct == "" {
+			ct = lifecycle[plan.InstanceIDFromProviderID(n.Spec.ProviderID)]
+		}
+		price, _ := cat.Price(n.Labels[corev1.LabelInstanceTypeStable], ct, n.Labels[corev1.LabelTopologyZone])
 		v.CostPerHour += price
 	}
 	byName := map[string]*WorkloadView{}
@@ -122,6 +131,46 @@ func (c *Configuration) View(ctx context.Context) (*ClusterView, error) {
 	}
 	sort.Slice(v.Workloads, func(i, j int) bool { return v.Workloads[i].Name < v.Workloads[j].Name })
 	return v, nil
+}
+
+// lifecycles are the capacity types of the Auto Scaling groups'
+// instances behind nodes that carry no capacity-type label (self-managed
+// groups'), by instance ID, read from EC2 as discover reads them: priced
+// by label alone, a self-managed on-demand node would cost its cheapest
+// (spot) offering. Without an account, or when EC2 cannot be read, a node
+// is priced as discover prices one it cannot see.
+func (c *Configuration) lifecycles(ctx context.Context, nodes []corev1.Node) map[string]string {
+	out := map[string]string{}
+	unlabeled := false
+	for i := range nodes {
+		unlabeled = unlabeled || capacityTypeOf(&nodes[i]) == "" && plan.InstanceIDFromProviderID(nodes[i].Spec.ProviderID) != ""
+	}
+	if !unlabeled || c.AWS.Region == "" {
+		return out
+	}
+	p := ec2.NewDescribeInstancesPaginator(ec2.NewFromConfig(c.AWS), &ec2.DescribeInstancesInput{
+		MaxResults: awssdk.Int32(1000),
+		Filters: []ec2types.Filter{
+			{Name: awssdk.String("tag-key"), Values: []string{discover.TagASGName}},
+			{Name: awssdk.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
+		},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return out
+		}
+		for _, r := range page.Reservations {
+			for _, in := range r.Instances {
+				ct := inventory.CapacityOnDemand
+				if in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
+					ct = inventory.CapacitySpot
+				}
+				out[awssdk.ToString(in.InstanceId)] = ct
+			}
+		}
+	}
+	return out
 }
 
 func capacityTypeOf(n *corev1.Node) string {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui"
 )
 
@@ -40,7 +41,12 @@ same files into --out (snapshot.json, karpenter/, the IAM journal, <env>.yaml, p
 and records the same journal in the cluster, so you can stop it and continue with
 "apply", or the other way round. It needs an interactive terminal.
 
---sandbox runs it against the embedded sandbox cluster and account (as demo does).`,
+It exits as the commands do: 0 when it finished (or quit before the rollout), 4 when it
+quit with the rollout paused, 1 when the rollout failed, 130 on Ctrl-C (a running rollout
+stops after the evictions in flight first).
+
+--sandbox runs it against the embedded sandbox cluster and account (as demo does); the
+sandbox lives in the wizard's process only, so nothing resumes a rollout stopped in it.`,
 		Example: `  # Try it on the embedded sandbox
   karpenter-migrate wizard --sandbox
 
@@ -79,6 +85,12 @@ or watch the whole migration non-interactively with: karpenter-migrate demo`)
 	}
 	ctx := cmd.Context()
 	opts := tui.Options{OutDir: o.out, Namespace: g.Namespace, Sandbox: o.sandbox, Color: io.ColorEnabled(), KarpenterChart: o.karpenterChart}
+	if o.sandbox {
+		opts.Again = fmt.Sprintf("karpenter-migrate wizard --sandbox --seed %d", o.seed)
+		if o.snapshot != "" {
+			opts.Again += " --snapshot " + o.snapshot
+		}
+	}
 	ops := &tui.Ops{Namespace: g.Namespace, KarpenterChart: o.karpenterChart}
 	if o.sandbox {
 		var inv *inventory.Inventory
@@ -110,8 +122,37 @@ or watch the whole migration non-interactively with: karpenter-migrate demo`)
 	ops.OutDir, opts.Backend = opts.OutDir, ops
 	res, err := tui.Run(ctx, opts, io.In, io.Out)
 	fmt.Fprintf(io.Out, "wizard: %s at %s; files in %s\n", res.Outcome, res.Screen, opts.OutDir)
+	if o.sandbox {
+		fmt.Fprintln(io.Out, "The sandbox lived in this process only: nothing outside it changed.")
+	}
 	for _, c := range res.Commands {
 		fmt.Fprintln(io.Out, "  "+c)
 	}
-	return err
+	return wizardExit(res, err)
+}
+
+// wizardExit is the wizard's exit code, as the commands it stands for
+// exit: 130 for Ctrl-C (a running rollout stopped first, as apply's
+// does), 4 for a rollout left paused (by a gate, a wait or the user), 1
+// for a rollout that failed or a wizard that could not run.
+func wizardExit(res tui.Result, err error) error {
+	var paused *rollout.PausedError
+	switch {
+	case res.Interrupted:
+		msg := fmt.Sprintf("wizard interrupted (Ctrl-C) at %s", res.Screen)
+		if res.Outcome == tui.OutcomePaused {
+			msg += ": the rollout stopped after the evictions in flight"
+		}
+		if err != nil {
+			msg += fmt.Sprintf("\n  it stopped with: %v", err)
+		}
+		return &ExitError{Code: ExitInterrupted, Err: errors.New(msg)}
+	case err != nil:
+		return err
+	case res.Outcome != tui.OutcomePaused:
+		return nil
+	case res.RunErr == nil || errors.As(res.RunErr, &paused):
+		return &ExitError{Code: ExitPaused, Err: errors.New("wizard: the rollout is paused; the commands above resume or roll it back")}
+	}
+	return fmt.Errorf("wizard: the rollout stopped: %w", res.RunErr)
 }

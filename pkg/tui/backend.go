@@ -146,8 +146,11 @@ type PlanResult struct {
 	// AfterMigration is the union of the waves' predicted nodes;
 	// AfterConsolidation is the plan's steady state (what Karpenter's
 	// consolidation is expected to make of it, disruption.Settle).
-	AfterMigration          []FleetLine
-	AfterConsolidation      []FleetLine
+	AfterMigration     []FleetLine
+	AfterConsolidation []FleetLine
+	// MigratedCostPerHour and ConsolidatedCostPerHour are their $/h, as
+	// the engine computed them (the steady state's, when the plan has one).
+	MigratedCostPerHour     float64
 	ConsolidatedCostPerHour float64
 	// Repacked is false when the steady state starts no command:
 	// consolidation then leaves the fleet after migration as it is.

@@ -207,7 +207,7 @@ func (d *discoverScreen) view(width, _ int) string {
 	for _, g := range d.groups {
 		total += g.cost
 	}
-	fmt.Fprintf(&b, "%d node groups, %d nodes, %d pods, %d PDBs; $%.3f/h. Snapshot written.\n", len(inv.NodeGroups), len(inv.Nodes), len(inv.Pods), len(inv.PDBs), total)
+	fmt.Fprintf(&b, "%d node groups, %d nodes, %d pods, %d PDBs; $%s/h. Snapshot written.\n", len(inv.NodeGroups), len(inv.Nodes), len(inv.Pods), len(inv.PDBs), perHour(total))
 	b.WriteString(st.dim.Render("Space excludes a group from the migration: its nodes stay, no wave drains them.") + "\n\n")
 	b.WriteString(d.table.View() + "\n")
 	if ex := d.excluded(); len(ex) > 0 {

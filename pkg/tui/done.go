@@ -38,11 +38,19 @@ func summary(s *state, width int) string {
 	if s.inv != nil && rs.view != nil {
 		// Before is what discover found; after is the cluster once the run
 		// ended (in the sandbox, settled as the demo's summary is).
-		fmt.Fprintf(&b, "Nodes %d → %d (%d legacy left) · $/h %.3f → %.3f · %d pods evicted\n",
-			len(s.inv.Nodes), rs.view.LegacyNodes+rs.view.KarpenterNodes, rs.view.LegacyNodes, s.discoveredCost, rs.view.CostPerHour, rs.evictedTotal)
+		evicted := fmt.Sprintf("%d pods evicted", rs.evictedTotal)
+		if s.outcome == OutcomeRolledBack {
+			evicted = fmt.Sprintf("%d pods evicted by the migration, %d by the rollback", rs.evictedTotal, rs.rollbackEvicted)
+		}
+		b.WriteString(lipgloss.NewStyle().Width(width).Render(fmt.Sprintf("Nodes %d → %d (%d legacy left) · $/h %s → %s · %s",
+			len(s.inv.Nodes), rs.view.LegacyNodes+rs.view.KarpenterNodes, rs.view.LegacyNodes, perHour(s.discoveredCost), perHour(rs.view.CostPerHour), evicted)) + "\n")
 	}
 	b.WriteString(lipgloss.NewStyle().Width(width).Render(fmt.Sprintf("Files in %s: %s, %s/, %s, %s, %s", s.opts.OutDir, SnapshotFile, TreeDir, action.IAMJournalFile(s.conn.Cluster), ConfigFile(s.conn.Environment), PlanFile)) + "\n\n")
-	b.WriteString(st.key.Render("Repeat it from CI") + " (next environment: its own --cluster, --env, config):\n")
+	if s.opts.Sandbox {
+		b.WriteString(lipgloss.NewStyle().Width(width).Render(st.key.Render("The sandbox lived in this process only")+": nothing outside it changed. The same choices on your cluster (its own --cluster, --env, config):") + "\n")
+	} else {
+		b.WriteString(st.key.Render("Repeat it from CI") + " (next environment: its own --cluster, --env, config):\n")
+	}
 	for _, c := range commands(s) {
 		b.WriteString(st.dim.Render(shellWrap(c, width)) + "\n")
 	}
@@ -50,26 +58,34 @@ func summary(s *state, width int) string {
 }
 
 // commands are the plain commands that do what the wizard did, from the
-// files it wrote; after a pause they resume instead.
+// files it wrote, with every choice made on its screens; after a rollout
+// stopped part-way they resume it instead (in the sandbox, which ends
+// with the wizard, they start the wizard again).
 func commands(s *state) []string {
+	if s.plan == nil {
+		return nil
+	}
 	out := s.opts.OutDir
 	rel := func(name string) string { return filepath.Join(out, name) }
 	global := ""
-	if s.conn.Region != "" && !s.opts.Sandbox {
-		global += " --region " + s.conn.Region
-	}
-	if s.conn.Profile != "" && !s.opts.Sandbox {
-		global += " --profile " + s.conn.Profile
+	if !s.opts.Sandbox {
+		for _, f := range []struct{ flag, value string }{{"--context", s.conn.Context}, {"--region", s.conn.Region}, {"--profile", s.conn.Profile}} {
+			if f.value != "" {
+				global += " " + f.flag + " " + f.value
+			}
+		}
 	}
 	if s.opts.Namespace != "" && s.opts.Namespace != "karpenter-migrate" {
 		global += " -n " + s.opts.Namespace
 	}
 	env := s.conn.Environment
 	plan, tree := rel(PlanFile), rel(TreeDir)
-	switch s.outcome {
-	case OutcomePaused, OutcomeQuit:
-		if s.plan == nil {
-			return nil
+	if s.outcome == OutcomePaused {
+		if s.opts.Sandbox {
+			if s.opts.Again == "" {
+				return nil
+			}
+			return []string{s.opts.Again + "   # the sandbox and its journal ended with the wizard: start again"}
 		}
 		return []string{
 			fmt.Sprintf("karpenter-migrate status --env %s%s", env, global),
@@ -83,12 +99,23 @@ func commands(s *state) []string {
 	}
 	gen := fmt.Sprintf("karpenter-migrate generate --snapshot %s --out %s --envs %s --strategy %s --flexibility %s",
 		rel(SnapshotFile), tree, strings.Join(envs, ","), s.gen.Strategy, s.gen.Flexibility)
+	// The IAM screen's choices: iam apply and plan (whose IAM steps create
+	// what iam apply did not) take the same flags.
+	iamFlags := ""
+	if s.iamOpts.Identity != "" {
+		iamFlags += " --identity " + string(s.iamOpts.Identity)
+	}
+	if s.iamOpts.CreateOIDCProvider {
+		iamFlags += " --create-oidc-provider"
+	}
 	cmds := []string{
-		fmt.Sprintf("karpenter-migrate discover --cluster %s --snapshot %s%s", s.conn.Cluster, rel(SnapshotFile), global),
+		// The wizard's discover reads no live prices (Ops.Discover): the
+		// plan's $/h come from the embedded list, as with --offline.
+		fmt.Sprintf("karpenter-migrate discover --cluster %s --snapshot %s --offline%s", s.conn.Cluster, rel(SnapshotFile), global),
 		gen,
 	}
 	if s.iamDone {
-		cmds = append(cmds, fmt.Sprintf("karpenter-migrate iam apply --snapshot %s --journal %s --yes%s", rel(SnapshotFile), rel(action.IAMJournalFile(s.conn.Cluster)), global))
+		cmds = append(cmds, fmt.Sprintf("karpenter-migrate iam apply --snapshot %s --journal %s%s --yes%s", rel(SnapshotFile), rel(action.IAMJournalFile(s.conn.Cluster)), iamFlags, global))
 	}
 	karpenter := ""
 	switch {
@@ -98,7 +125,7 @@ func commands(s *state) []string {
 		karpenter = " --karpenter-chart " + s.opts.KarpenterChart
 	}
 	return append(cmds,
-		fmt.Sprintf("karpenter-migrate plan --env %s --snapshot %s --dir %s --config %s -f %s%s%s", env, rel(SnapshotFile), tree, rel(ConfigFile(env)), plan, karpenter, global),
+		fmt.Sprintf("karpenter-migrate plan --env %s --snapshot %s --dir %s --config %s -f %s%s%s%s", env, rel(SnapshotFile), tree, rel(ConfigFile(env)), plan, iamFlags, karpenter, global),
 		fmt.Sprintf("karpenter-migrate apply --plan %s --dir %s --yes%s%s", plan, tree, ackFlag(s), global),
 	)
 }

@@ -145,7 +145,7 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 	e.toRollout()
 	e.see("migration complete", 5*time.Minute)
 	e.keys("enter")
-	e.see("Repeat it from CI", 30*time.Second)
+	e.see("The sandbox lived in this process only", 30*time.Second)
 	e.keys("q")
 	e.tm.WaitFinished(t, teatest.WithFinalTimeout(10*time.Second))
 	res := e.tm.FinalModel(t).(*Model).Result()
@@ -163,7 +163,7 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 	if c := sum.Controller; c != nil && c.KeptGroup != "" {
 		legacyLeft = int(c.Size)
 	}
-	want := fmt.Sprintf("Nodes %d → %d (%d legacy left) · $/h %.3f → %.3f", sum.NodesBefore, sum.NodesAfter, legacyLeft, sum.CostPerHourBefore, sum.CostPerHourAfter)
+	want := fmt.Sprintf("Nodes %d → %d (%d legacy left) · $/h %.4f → %.4f", sum.NodesBefore, sum.NodesAfter, legacyLeft, sum.CostPerHourBefore, sum.CostPerHourAfter)
 	t.Logf("demo summary for seed 1: %s", want)
 	if done := summary(final.s, 200); !strings.Contains(done, want) {
 		t.Errorf("Done screen differs from the demo's summary for seed 1:\n want %s\n got  %s", want, strings.SplitN(done, "\n", 3)[1])

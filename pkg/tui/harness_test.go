@@ -331,14 +331,18 @@ func (f *fakeBackend) Plan(_ context.Context, _ *inventory.Inventory, c PlanChoi
 	f.planned = append(f.planned, c)
 	p := testPlan()
 	if !c.AllowEmptyDir {
-		p.Findings = append(p.Findings, plan.Finding{Severity: "blocker", Object: "Pod workers/w-1", Message: "uses emptyDir scratch"})
+		// One check, two pods: the plan lists pod-level blockers per pod.
+		for _, pod := range []string{"w-1", "w-2"} {
+			p.Findings = append(p.Findings, plan.Finding{Severity: "blocker", Object: "Pod workers/" + pod,
+				Message: "uses emptyDir scratch: its data is lost on eviction; set rollout.allowEmptyDir in the environment config to accept that"})
+		}
 	}
 	return &PlanResult{
 		Plan: p, PlanFile: "/out/plan.yaml", ConfigFile: "/out/prod.yaml",
-		Before:                  []FleetLine{{InstanceType: "m5.xlarge", CapacityType: "on-demand", Count: 3}, {InstanceType: "m5.large", CapacityType: "on-demand", Count: 2}},
-		AfterMigration:          []FleetLine{{InstanceType: "m5a.xlarge", CapacityType: "spot", Count: 3}},
-		AfterConsolidation:      []FleetLine{{InstanceType: "m5a.2xlarge", CapacityType: "spot", Count: 1}, {InstanceType: "m5a.large", CapacityType: "spot", Count: 1}},
-		ConsolidatedCostPerHour: 0.25, Repacked: true,
+		Before:              []FleetLine{{InstanceType: "m5.xlarge", CapacityType: "on-demand", Count: 3}, {InstanceType: "m5.large", CapacityType: "on-demand", Count: 2}},
+		AfterMigration:      []FleetLine{{InstanceType: "m5a.xlarge", CapacityType: "spot", Count: 3}},
+		AfterConsolidation:  []FleetLine{{InstanceType: "m5a.2xlarge", CapacityType: "spot", Count: 1}, {InstanceType: "m5a.large", CapacityType: "spot", Count: 1}},
+		MigratedCostPerHour: 0.4, ConsolidatedCostPerHour: 0.25, Repacked: true,
 	}, nil
 }
 
@@ -349,7 +353,8 @@ func testPlan() *plan.Plan {
 		Waves: []plan.Wave{
 			{Index: 1, Nodes: []plan.WaveNode{{Name: "n1"}, {Name: "n2"}, {Name: "n3"}}, NodePools: []string{"apps"}, Pods: 12,
 				PredictedNodes: []plan.PredictedNode{{NodePool: "apps"}, {NodePool: "apps"}}, PreProvision: []plan.Placeholder{{}}},
-			{Index: 2, Nodes: []plan.WaveNode{{Name: "n4"}, {Name: "n5"}}, NodePools: []string{"system"}, Pods: 7,
+			// n5 and n6 are kept for the Karpenter controller: reserved, not drained.
+			{Index: 2, Nodes: []plan.WaveNode{{Name: "n4"}, {Name: "n5", NodeGroup: "system", Keep: true}, {Name: "n6", NodeGroup: "system", Keep: true}}, NodePools: []string{"system"}, Pods: 7,
 				PredictedNodes: []plan.PredictedNode{{NodePool: "system"}}},
 		},
 		Cost: plan.Cost{BeforePerHour: 0.9, AfterPerHour: 0.4, Complete: true},
@@ -379,7 +384,14 @@ func (f *fakeBackend) Rollback(_ context.Context, _ *plan.Plan, sink func(Update
 	f.mu.Lock()
 	f.runs = append(f.runs, "rollback")
 	f.mu.Unlock()
-	sink(Update{Event: &rollout.Event{Time: simStart.Add(time.Hour), Kind: rollout.EventRunStarted, Message: "rollback of prod"}})
+	at := simStart.Add(time.Hour)
+	sink(Update{Event: &rollout.Event{Time: at, Kind: rollout.EventRunStarted, Message: "rollback of prod"}})
+	// Last first, without step counts, as the runner's Rollback reports.
+	for _, step := range []string{"10_drain_waves", "01_preflight"} {
+		sink(Update{Event: &rollout.Event{Time: at, Kind: rollout.EventStepStarted, Step: step, Message: "down: undo"}})
+		sink(Update{Event: &rollout.Event{Time: at, Kind: rollout.EventStepFinished, Step: step, Message: "rolled back"}})
+	}
+	sink(Update{View: &ClusterView{Time: at, LegacyNodes: 6, CostPerHour: 0.6}})
 	return nil
 }
 

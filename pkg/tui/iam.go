@@ -164,7 +164,7 @@ func (m *iamScreen) key(msg tea.KeyMsg) tea.Cmd {
 		return m.init()
 	case key.Matches(msg, keyApply) && !m.s.iamDone && p.Changes() > 0:
 		if b := p.Blocked(); len(b) > 0 {
-			m.err = &iam.BlockedError{Items: b}
+			m.err = fmt.Errorf("not applied: %d object(s) block the plan (listed above)", len(b))
 			return nil
 		}
 		m.confirm = true
@@ -212,12 +212,13 @@ func (m *iamScreen) view(width, _ int) string {
 		return m.vp.View()
 	}
 	if p != nil {
-		oidc := "existing OIDC provider"
-		if m.shown.CreateOIDCProvider {
-			oidc = "create OIDC provider"
-		}
-		fmt.Fprintf(&b, "Karpenter %s · %s · %s · nodes join by %s\n%d to change, %d blocking\n", p.KarpenterVersion, p.Identity, oidc, p.NodeAccess, p.Changes(), len(p.Blocked()))
+		fmt.Fprintf(&b, "Karpenter %s · %s · %s · nodes join by %s\n%d to change, %d blocking\n", p.KarpenterVersion, p.Identity, oidcState(p), p.NodeAccess, p.Changes(), len(p.Blocked()))
 		b.WriteString(m.table.View() + "\n")
+		if !m.s.iamDone && m.busy == "" {
+			for _, it := range p.Blocked() {
+				b.WriteString(st.bad.Width(width).Render(fmt.Sprintf("✗ %s: %s", it.Ref, blockedHint(it))) + "\n")
+			}
+		}
 	}
 	switch {
 	case m.busy != "":
@@ -238,4 +239,34 @@ func (m *iamScreen) view(width, _ int) string {
 		b.WriteString(st.bad.Width(width).Render("✗ "+m.err.Error()) + "\n")
 	}
 	return b.String()
+}
+
+// oidcState says what the plan does with the cluster's IAM OIDC provider,
+// as its row does.
+func oidcState(p *iam.Plan) string {
+	for _, it := range p.Items {
+		if it.Kind != iam.KindOIDCProvider {
+			continue
+		}
+		switch it.Action {
+		case iam.ActionNoop:
+			return "existing OIDC provider"
+		case iam.ActionMissing:
+			return "OIDC provider missing"
+		}
+		return string(it.Action) + " OIDC provider"
+	}
+	return "no OIDC provider needed"
+}
+
+// blockedHint is what resolves a blocked item, with this screen's keys
+// where it has one (the plan's reasons name the command's flags).
+func blockedHint(it iam.Item) string {
+	switch {
+	case it.Kind == iam.KindOIDCProvider && it.Action == iam.ActionMissing:
+		return "it does not exist and IRSA needs it: o creates it, i switches to Pod Identity"
+	case it.Action == iam.ActionConflict:
+		return it.Reason + " (the wizard adopts nothing: `karpenter-migrate iam apply --adopt` does)"
+	}
+	return it.Reason
 }

@@ -33,11 +33,12 @@ type Clients struct {
 	// itself (the sandbox's), and the cluster is sampled each time it
 	// advances.
 	Config *action.Configuration
-	// Settle, when set, waits after a completed apply for the cluster's
-	// steady state (the sandbox: its cloud catches up and Karpenter's
-	// consolidation settles, as the demo's last step does), so the last
-	// view is the fleet the migration ends with.
-	Settle func(ctx context.Context) error
+	// Settle, when set, waits after a completed apply or rollback for the
+	// cluster's steady state (the sandbox: its cloud catches up and, after
+	// an apply, Karpenter's consolidation settles, as the demo's steps
+	// do), so the last view is the fleet the run ends with, not one
+	// part-way.
+	Settle func(ctx context.Context, rollback bool) error
 }
 
 // Advancer is a clock that moves the cluster when the runner waits on it,
@@ -299,7 +300,7 @@ func (o *Ops) Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) 
 	// After the waves and after consolidation are the plan's steady state
 	// (every node the cluster runs, the controller's kept ones included),
 	// the forecast plan and the demo show.
-	res.AfterConsolidation, res.ConsolidatedCostPerHour = res.AfterMigration, p.Cost.AfterPerHour
+	res.AfterConsolidation, res.MigratedCostPerHour, res.ConsolidatedCostPerHour = res.AfterMigration, p.Cost.AfterPerHour, p.Cost.AfterPerHour
 	if ss := p.SteadyState; ss != nil {
 		// The forecast fleets' nodes by instance and capacity type.
 		after, settled := map[FleetLine]int{}, map[FleetLine]int{}
@@ -310,7 +311,7 @@ func (o *Ops) Plan(ctx context.Context, inv *inventory.Inventory, c PlanChoice) 
 			settled[FleetLine{InstanceType: t.InstanceType, CapacityType: t.CapacityType}] += t.Nodes
 		}
 		res.AfterMigration, res.AfterConsolidation = fleetLines(after), fleetLines(settled)
-		res.ConsolidatedCostPerHour, res.Repacked = ss.AfterConsolidation.PricePerHour, len(ss.Commands) > 0
+		res.MigratedCostPerHour, res.ConsolidatedCostPerHour, res.Repacked = ss.AfterMigration.PricePerHour, ss.AfterConsolidation.PricePerHour, len(ss.Commands) > 0
 	}
 	return res, nil
 }
@@ -370,17 +371,27 @@ func (o *Ops) Apply(ctx context.Context, p *plan.Plan, c RunChoice, sink func(Up
 		if err := r.Apply(ctx); err != nil {
 			return err
 		}
-		if cl, _, err := o.clients(); err == nil && cl.Settle != nil {
-			return cl.Settle(ctx)
-		}
-		return nil
+		return o.settle(ctx, false)
 	})
+}
+
+// settle waits for the connection's steady state after a run, if it has one.
+func (o *Ops) settle(ctx context.Context, rollback bool) error {
+	if cl, _, err := o.clients(); err == nil && cl.Settle != nil {
+		return cl.Settle(ctx, rollback)
+	}
+	return nil
 }
 
 // Rollback implements Backend: every applied step, IAM kept, as
 // `rollback --yes` does.
 func (o *Ops) Rollback(ctx context.Context, p *plan.Plan, sink func(Update)) error {
-	return o.run(ctx, p, sink, func(ctx context.Context, r *rollout.Runner) error { return r.Rollback(ctx, "") })
+	return o.run(ctx, p, sink, func(ctx context.Context, r *rollout.Runner) error {
+		if err := r.Rollback(ctx, ""); err != nil {
+			return err
+		}
+		return o.settle(ctx, true)
+	})
 }
 
 func (o *Ops) run(ctx context.Context, p *plan.Plan, sink func(Update), fn func(context.Context, *rollout.Runner) error) error {

@@ -12,6 +12,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -108,5 +109,41 @@ func TestRunOnAnAdvancingClock(t *testing.T) {
 				t.Error("run left its OnAdvance function on the clock")
 			}
 		})
+	}
+}
+
+// TestViewPricesTheNodesAsDiscover: before anything moves, the rollout
+// screen's $/h is the cost discover found, the Done screen's before. The
+// self-managed groups' nodes carry no capacity-type label: priced by
+// label alone, each cost its cheapest (spot) offering ($2.21 for the demo
+// account's $3.06).
+func TestViewPricesTheNodesAsDiscover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("discovers the sandbox; skipped with -short")
+	}
+	ctx := context.Background()
+	sb, err := NewSandbox(ctx, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sb.Close)
+	o := &Ops{Dial: sb.Dial, OutDir: t.TempDir(), Namespace: "karpenter-migrate", Operator: "test"}
+	if _, err := o.Connect(ctx, sb.Defaults().Connection); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := o.Discover(ctx, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	discovered := 0.0
+	for _, g := range groupRows(inv, catalog.Default()) {
+		discovered += g.cost
+	}
+	v, err := o.View(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perHour(v.CostPerHour) != perHour(discovered) {
+		t.Errorf("the cluster view prices the discovered nodes at $%s/h, discover at $%s/h", perHour(v.CostPerHour), perHour(discovered))
 	}
 }

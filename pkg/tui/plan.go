@@ -12,6 +12,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/tui/progress"
 )
 
@@ -156,8 +157,8 @@ func (p *planScreen) update(msg tea.Msg) tea.Cmd {
 		case key.Matches(msg, keyAckPlan):
 			p.s.run.AckBlockers = !p.s.run.AckBlockers
 		case key.Matches(msg, keyStart) && p.s.plan != nil && p.err == nil:
-			if n := len(p.s.plan.Plan.Blockers()); n > 0 && !p.s.run.AckBlockers {
-				p.warn = fmt.Sprintf("%d blocker(s): e accepts emptyDir data loss, f evicts pods that refuse it, a acknowledges the rest", n)
+			if n := len(blockerChecks(p.s.plan.Plan.Blockers())); n > 0 && !p.s.run.AckBlockers {
+				p.warn = fmt.Sprintf("%d blocker(s) open: e accepts emptyDir data loss, f evicts pods that refuse it, a acknowledges the rest", n)
 				return nil
 			}
 			p.confirm = true
@@ -225,14 +226,24 @@ func (p *planScreen) view(width, _ int) string {
 		}
 		fmt.Fprintf(&b, "%-20s %3d nodes  %s\n", "after consolidation", nc, cons)
 		if pl.Cost.Complete {
-			fmt.Fprintf(&b, "$/h  %.3f → %.3f → %s\n", pl.Cost.BeforePerHour, pl.Cost.AfterPerHour, st.ok.Render(fmt.Sprintf("%.3f", res.ConsolidatedCostPerHour)))
+			fmt.Fprintf(&b, "$/h  %s → %s → %s\n", perHour(pl.Cost.BeforePerHour), perHour(res.MigratedCostPerHour), st.ok.Render(perHour(res.ConsolidatedCostPerHour)))
 		} else {
 			b.WriteString("$/h  not estimated (no prices for some instance types)\n")
 		}
 		fmt.Fprintf(&b, "emptyDir data loss %s · force evictions %s · blockers acknowledged %s\n", onOff(c.AllowEmptyDir), onOff(c.ForceEvict), onOff(p.s.run.AckBlockers))
 		b.WriteString(truncate("Karpenter controller "+pl.Controller.String(), width) + "\n")
-		if bl := pl.Blockers(); len(bl) > 0 {
-			b.WriteString(st.bad.Render(truncate(fmt.Sprintf("%d blocker(s): %s %s", len(bl), bl[0].Object, bl[0].Message), width)) + "\n")
+		if checks := blockerChecks(pl.Blockers()); len(checks) > 0 {
+			sty := st.bad
+			if p.s.run.AckBlockers {
+				sty = st.warn
+			}
+			for i, c := range checks {
+				if i == 2 && len(checks) > 3 {
+					b.WriteString(sty.Render(truncate(fmt.Sprintf("  and %d more blocker(s)", len(checks)-i), width)) + "\n")
+					break
+				}
+				b.WriteString(sty.Render(truncate(fmt.Sprintf("blocker %d/%d: %s", i+1, len(checks), c), width)) + "\n")
+			}
 		} else if n := len(pl.Findings); n > 0 {
 			b.WriteString(truncate(fmt.Sprintf("%d finding(s), e.g. %s", n, pl.Findings[0].Message), width) + "\n")
 		}
@@ -241,8 +252,13 @@ func (p *planScreen) view(width, _ int) string {
 	case p.busy:
 		fmt.Fprintf(&b, "%s planning with the embedded scheduler…\n", p.spin.View())
 	case p.confirm:
-		b.WriteString(st.warn.Width(width).Render(fmt.Sprintf("Start the rollout of %s? It cordons and drains %d legacy nodes in %d waves; pause, resume or roll back at any time. [y/N]",
-			c.Environment, legacyCount(p.s.plan), len(p.s.plan.Plan.Waves))) + "\n")
+		drained, kept := waveNodes(p.s.plan)
+		keeps := ""
+		if h := p.s.plan.Plan.Controller; kept > 0 && h != nil {
+			keeps = fmt.Sprintf(" and keeps %d of group %s for the Karpenter controller", kept, h.NodeGroup)
+		}
+		b.WriteString(st.warn.Width(width).Render(fmt.Sprintf("Start the rollout of %s? It cordons and drains %d legacy nodes in %d waves%s; pause, resume or roll back at any time. [y/N]",
+			c.Environment, drained, len(p.s.plan.Plan.Waves), keeps)) + "\n")
 	}
 	if p.warn != "" {
 		b.WriteString(st.warn.Width(width).Render(p.warn) + "\n")
@@ -260,13 +276,20 @@ func onOff(b bool) string {
 	return "off"
 }
 
-func legacyCount(res *PlanResult) int {
-	n := 0
+// waveNodes are the legacy nodes the waves cordon and drain, and the ones
+// they keep for the Karpenter controller.
+func waveNodes(res *PlanResult) (drained, kept int) {
 	for _, w := range res.Plan.Waves {
-		n += len(w.Nodes)
+		d := drainedNodes(w)
+		drained += d
+		kept += len(w.Nodes) - d
 	}
-	return n
+	return drained, kept
 }
+
+// perHour renders a $/h figure as the demo's summary does (4 decimals),
+// so one figure reads the same on every screen and surface.
+func perHour(v float64) string { return fmt.Sprintf("%.4f", v) }
 
 func shortHash(h string) string {
 	h = strings.TrimPrefix(h, "sha256:")
@@ -274,4 +297,55 @@ func shortHash(h string) string {
 		return h[:12]
 	}
 	return h
+}
+
+// blockerCheck is the plan's blockers of one kind: readiness's
+// definition of a finding (one check, the objects it names), so the plan
+// screen counts blockers as the readiness screen does, whereas the plan
+// lists pod-level ones once per pod.
+type blockerCheck struct {
+	what, unit, remedy string
+	objects            int
+}
+
+func (c blockerCheck) String() string {
+	return fmt.Sprintf("%s (%d %s) · %s", c.what, c.objects, c.unit, c.remedy)
+}
+
+// blockerChecks groups the plan's blockers by check, in the plan's order.
+func blockerChecks(blockers []plan.Finding) []blockerCheck {
+	var out []blockerCheck
+	index := map[string]int{}
+	for _, f := range blockers {
+		c, objects := checkOf(f)
+		i, ok := index[c.what]
+		if !ok {
+			i = len(out)
+			index[c.what] = i
+			out = append(out, c)
+		}
+		out[i].objects += objects
+	}
+	return out
+}
+
+// checkOf names the check behind one of the plan's blockers (the plan's
+// own pod checks, or a readiness finding carried as "Title (ID): ..."), the
+// key of this screen that resolves it, and how many objects it names.
+func checkOf(f plan.Finding) (blockerCheck, int) {
+	pods := func(what, remedy string) (blockerCheck, int) {
+		return blockerCheck{what: what, unit: "pods", remedy: remedy}, 1
+	}
+	switch {
+	case strings.Contains(f.Message, "rollout.allowEmptyDir"):
+		return pods("emptyDir data lost on eviction", "e accepts the loss")
+	case strings.Contains(f.Message, "--force-evict"):
+		return pods("eviction refused by annotation", "f evicts anyway")
+	case strings.HasPrefix(f.Message, "has no controller"):
+		return pods("no controller: eviction deletes them", "a acknowledges")
+	case strings.Contains(f.Message, "fits no NodePool"):
+		return pods("fit no NodePool: would stay Pending", "a acknowledges")
+	}
+	what, _, _ := strings.Cut(f.Message, ": ")
+	return blockerCheck{what: what, unit: "objects", remedy: "a acknowledges"}, max(1, len(strings.Split(f.Object, ", ")))
 }

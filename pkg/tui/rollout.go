@@ -45,13 +45,21 @@ type rolloutStats struct {
 	wavePhase             map[int]string
 	cordoned, drained     int
 	evicted               map[string]int
-	evictedTotal          int
-	pdbWaits              []string
-	log                   []string
-	view                  *ClusterView
-	first                 *ClusterView
-	podWorkload           map[string]string
-	reason                string
+	// evictedTotal counts the migration's evictions, rollbackEvicted the
+	// rollback's (which moves pods back to the node groups).
+	evictedTotal, rollbackEvicted int
+	// pdbWaits are the evictions a PDB refuses now, by pod (the last
+	// three): one is dropped when its pod is evicted, all of them when
+	// the wave moves on or the run ends.
+	pdbWaits []pdbWait
+	// rollingBack says the events are a rollback's (which carry no step
+	// counts); undone counts the steps it has undone.
+	rollingBack bool
+	undone      int
+	log         []string
+	view        *ClusterView
+	podWorkload map[string]string
+	reason      string
 }
 
 // rolloutScreen runs the plan (rollout.Runner via the backend) and shows
@@ -117,7 +125,11 @@ func (r *rolloutScreen) start(rollback bool) tea.Cmd {
 	if rollback {
 		r.mode = modeRollingBack
 	}
-	r.s.runStats.reason = ""
+	st := &r.s.runStats
+	st.reason, st.rollingBack = "", rollback
+	if rollback {
+		st.step, st.undone, st.wave, st.waiting, st.pdbWaits = "", 0, 0, "", nil
+	}
 	be, plan, run := r.s.be, r.s.plan.Plan, r.s.run
 	var cmd tea.Cmd
 	r.ch, cmd = stream(func(send func(tea.Msg)) tea.Msg {
@@ -219,7 +231,13 @@ func (r *rolloutScreen) runningApply() bool {
 func (r *rolloutScreen) done(msg runDoneMsg) tea.Cmd {
 	st := &r.s.runStats
 	r.ch = nil
+	// Nothing waits once the run has stopped.
+	st.waiting, st.pdbWaits = "", nil
 	var paused *rollout.PausedError
+	r.s.runErr = msg.err
+	if errors.Is(msg.err, context.Canceled) {
+		r.s.runErr = nil
+	}
 	switch {
 	case msg.err == nil && msg.rollback:
 		r.mode, r.s.outcome = modeRolledBack, OutcomeRolledBack
@@ -259,6 +277,9 @@ func (st *rolloutStats) apply(e rollout.Event, plan *plan.Plan) {
 		}
 		line = e.Step + ": " + e.Message
 	case rollout.EventStepSkipped, rollout.EventStepFinished:
+		if st.rollingBack && e.Kind == rollout.EventStepFinished {
+			st.undone++
+		}
 		if e.Total > 0 {
 			st.stepsDone, st.stepsTotal = e.Done, e.Total
 		}
@@ -269,7 +290,7 @@ func (st *rolloutStats) apply(e rollout.Event, plan *plan.Plan) {
 	case rollout.EventStepFailed:
 		line = e.Step + " failed: " + e.Message
 	case rollout.EventWavePhase:
-		st.wave, st.waves, st.phase, st.waiting = e.Wave, e.Waves, e.Phase, ""
+		st.wave, st.waves, st.phase, st.waiting, st.pdbWaits = e.Wave, e.Waves, e.Phase, "", nil
 		st.wavePhase[e.Wave] = e.Phase
 		st.cordoned, st.drained = st.nodeCounts(plan)
 		line = fmt.Sprintf("wave %d/%d: %s", e.Wave, e.Waves, e.Phase)
@@ -281,24 +302,29 @@ func (st *rolloutStats) apply(e rollout.Event, plan *plan.Plan) {
 		return
 	case rollout.EventEviction:
 		if e.Message == "evicted" {
-			st.evictedTotal++
+			if st.rollingBack {
+				st.rollbackEvicted++
+			} else {
+				st.evictedTotal++
+			}
 			w := st.podWorkload[e.Pod]
 			if w == "" {
 				w = e.Pod
 			}
 			st.evicted[w]++
+			st.pdbWaits = slices.DeleteFunc(st.pdbWaits, func(p pdbWait) bool { return p.pod == e.Pod })
 		}
 		if e.Message == "evicting" {
 			return
 		}
 		line = fmt.Sprintf("%s %s (node %s)", e.Message, e.Pod, e.Node)
 	case rollout.EventPDBWait:
-		w := fmt.Sprintf("%s waits on PDB %s", e.Pod, e.PDB)
-		st.pdbWaits = append(st.pdbWaits, w)
+		w := pdbWait{pod: e.Pod, text: fmt.Sprintf("%s waits on PDB %s", e.Pod, e.PDB)}
+		st.pdbWaits = append(slices.DeleteFunc(st.pdbWaits, func(p pdbWait) bool { return p.pod == e.Pod }), w)
 		if len(st.pdbWaits) > 3 {
 			st.pdbWaits = st.pdbWaits[len(st.pdbWaits)-3:]
 		}
-		line = w
+		line = w.text
 	case rollout.EventGate:
 		line = "gate: " + e.Message
 	case rollout.EventChange, rollout.EventRunFinished:
@@ -312,26 +338,39 @@ func (st *rolloutStats) apply(e rollout.Event, plan *plan.Plan) {
 	}
 }
 
+// pdbWait is an eviction a PDB refuses, until its pod is evicted.
+type pdbWait struct{ pod, text string }
+
 // nodeCounts are the legacy nodes cordoned (their wave is past cordon)
-// and drained (past drain), by the plan's waves.
+// and drained (past drain), by the plan's waves; the nodes kept for the
+// Karpenter controller are neither (drainedNodes).
 func (st *rolloutStats) nodeCounts(plan *plan.Plan) (cordoned, drained int) {
 	order := []string{rollout.PhasePreProvision, rollout.PhaseCordon, rollout.PhaseDrain, rollout.PhaseGate, rollout.PhaseCleanup, rollout.PhaseScaleIn, rollout.PhaseDone}
 	for _, w := range plan.Waves {
 		i := slices.Index(order, st.wavePhase[w.Index])
 		if i > 1 {
-			cordoned += len(w.Nodes)
+			cordoned += drainedNodes(w)
 		}
 		if i > 2 {
-			drained += len(w.Nodes)
+			drained += drainedNodes(w)
 		}
 	}
 	return cordoned, drained
 }
 
-func (st *rolloutStats) see(v *ClusterView) {
-	if st.first == nil {
-		st.first = v
+// drainedNodes are the wave's legacy nodes it cordons and drains: all but
+// the ones kept for the Karpenter controller, which are reserved instead.
+func drainedNodes(w plan.Wave) int {
+	n := 0
+	for _, wn := range w.Nodes {
+		if !wn.Keep {
+			n++
+		}
 	}
+	return n
+}
+
+func (st *rolloutStats) see(v *ClusterView) {
 	st.view = v
 	for k, w := range v.PodWorkload {
 		st.podWorkload[k] = w
@@ -367,7 +406,14 @@ func (r *rolloutScreen) view(width, height int) string {
 	st := &s.runStats
 	sty := s.st
 	var b strings.Builder
-	b.WriteString(progress.Counter(r.bar, nonEmpty(st.step, "starting"), st.stepsDone, st.stepsTotal) + "\n")
+	switch {
+	case r.mode == modeRolledBack:
+		fmt.Fprintf(&b, "Rolled back: %d step(s) undone, last first\n", st.undone)
+	case st.rollingBack:
+		fmt.Fprintf(&b, "Rollback %-24s %d step(s) undone\n", nonEmpty(st.step, "starting"), st.undone)
+	default:
+		b.WriteString(progress.Counter(r.bar, nonEmpty(st.step, "starting"), st.stepsDone, st.stepsTotal) + "\n")
+	}
 	if st.wave > 0 {
 		fmt.Fprintf(&b, "Wave %d/%d · %s", st.wave, st.waves, st.phase)
 	} else {
@@ -377,19 +423,21 @@ func (r *rolloutScreen) view(width, height int) string {
 		fmt.Fprintf(&b, " · waiting for %s", st.waiting)
 	}
 	b.WriteString("\n")
-	total := legacyCount(s.plan)
-	fmt.Fprintf(&b, "Nodes cordoned %d/%d · drained %d/%d · pods evicted %d\n", st.cordoned, total, st.drained, total, st.evictedTotal)
+	total, kept := waveNodes(s.plan)
+	keptNote := ""
+	if kept > 0 {
+		// reserved for the Karpenter controller, as the confirmation said
+		keptNote = fmt.Sprintf(" · kept %d", kept)
+	}
+	fmt.Fprintf(&b, "Nodes cordoned %d/%d · drained %d/%d%s · pods evicted %d\n", st.cordoned, total, st.drained, total, keptNote, st.evictedTotal)
 	if v := st.view; v != nil {
-		was := v.CostPerHour
-		if st.first != nil {
-			was = st.first.CostPerHour
-		}
-		fmt.Fprintf(&b, "Legacy nodes %d · Karpenter nodes %d · $/h now %.3f (was %.3f)\n", v.LegacyNodes, v.KarpenterNodes, v.CostPerHour, was)
+		// Before is the cost discover found, as on the Done screen.
+		fmt.Fprintf(&b, "Legacy nodes %d · Karpenter nodes %d · $/h now %s (before %s)\n", v.LegacyNodes, v.KarpenterNodes, perHour(v.CostPerHour), perHour(s.discoveredCost))
 	}
 	if n := len(st.pdbWaits); n > 0 {
-		b.WriteString(sty.warn.Render("PDB: "+st.pdbWaits[n-1]) + "\n")
+		b.WriteString(sty.warn.Render("PDB: "+st.pdbWaits[n-1].text) + "\n")
 	} else {
-		b.WriteString(sty.dim.Render("PDB: no eviction refused") + "\n")
+		b.WriteString(sty.dim.Render("PDB: no eviction waiting") + "\n")
 	}
 	b.WriteString(r.workloads.View() + "\n")
 	status := r.status(width)
@@ -413,7 +461,11 @@ func (r *rolloutScreen) status(width int) string {
 	case modeRollingBack:
 		return r.spin.View() + " rolling back: undoing the applied steps, last first…"
 	case modePaused:
-		return sty.warn.Width(width).Render("Paused: "+st.reason) + "\n" + "r resumes (as `apply` would), b rolls back, q quits; the journal is kept."
+		quits := "q quits; the journal is kept."
+		if r.s.opts.Sandbox {
+			quits = "q quits: the sandbox, journal included, ends with the wizard."
+		}
+		return sty.warn.Width(width).Render("Paused: "+st.reason) + "\n" + lipgloss.NewStyle().Width(width).Render("r resumes (as `apply` would), b rolls back, "+quits)
 	case modeFailed:
 		return sty.bad.Width(width).Render("Stopped: " + st.reason)
 	case modeConfirmRollback:

@@ -84,7 +84,13 @@ func (s *Sandbox) Dial(ctx context.Context, c Connection) (*Clients, error) {
 	s.mu.Lock()
 	s.cancels = append(s.cancels, cancel)
 	s.mu.Unlock()
-	settle := func(ctx context.Context) error {
+	settle := func(ctx context.Context, rollback bool) error {
+		if rollback {
+			if err := s.SB.Settle(ctx, 30*time.Minute); err != nil {
+				return fmt.Errorf("after the rollback: %w", err)
+			}
+			return nil
+		}
 		if err := s.SB.Settle(ctx, 30*time.Minute); err != nil {
 			return fmt.Errorf("after the waves: %w", err)
 		}

@@ -17,7 +17,13 @@ import (
 // walk drives a fresh wizard on be to the screen titled stop.
 func walk(t *testing.T, be *fakeBackend, stop string) *driver {
 	t.Helper()
-	d := newDriver(t, Options{Backend: be, Defaults: testDefaults()})
+	return walkWith(t, Options{Backend: be, Defaults: testDefaults()}, stop)
+}
+
+// walkWith drives a fresh wizard with opts to the screen titled stop.
+func walkWith(t *testing.T, opts Options, stop string) *driver {
+	t.Helper()
+	d := newDriver(t, opts)
 	steps := []struct {
 		screen string
 		keys   []string
@@ -218,6 +224,11 @@ func TestIAMScreen(t *testing.T) {
 	be := &fakeBackend{}
 	d := walk(t, be, "IAM")
 	d.golden("iam")
+	// The header says what the OIDC provider's row says, and the way out
+	// is this screen's keys, not the command's flags.
+	if v := d.m.View(); !strings.Contains(v, "irsa · OIDC provider missing ·") || !strings.Contains(v, "o creates it, i switches to Pod Identity") || strings.Contains(v, "--create-oidc-provider") {
+		t.Errorf("the IAM screen with a missing OIDC provider:\n%s", v)
+	}
 
 	d.press("a")
 	if !strings.Contains(d.m.View(), "blocked") && !strings.Contains(d.m.View(), "missing") {
@@ -361,7 +372,8 @@ func TestPlanScreen(t *testing.T) {
 	}
 	// A blocker stops the start until accepted.
 	d.press("enter")
-	if !strings.Contains(d.m.View(), "blocker(s): e accepts") {
+	// One check (readiness's definition of a blocker) on two pods.
+	if v := d.m.View(); !strings.Contains(v, "blocker 1/1: emptyDir data lost on eviction (2 pods) · e accepts the loss") || !strings.Contains(v, "1 blocker(s) open: e accepts") {
 		t.Fatalf("started with a blocker:\n%s", d.m.View())
 	}
 	d.press("e")
@@ -520,7 +532,7 @@ func TestQuitMidRolloutStopsTheRunFirst(t *testing.T) {
 		t.Errorf("result %+v", res)
 	}
 	joined := strings.Join(res.Commands, "\n")
-	if !strings.Contains(joined, "karpenter-migrate apply --plan /out/plan.yaml --dir /out/karpenter --yes --region us-east-1") {
+	if !strings.Contains(joined, "karpenter-migrate apply --plan /out/plan.yaml --dir /out/karpenter --yes --context sandbox --region us-east-1") {
 		t.Errorf("the commands do not resume:\n%s", joined)
 	}
 }
@@ -542,5 +554,157 @@ func TestResize(t *testing.T) {
 func TestCommandsBeforeAPlan(t *testing.T) {
 	if got := commands(&state{opts: Options{OutDir: "/o"}, outcome: OutcomeQuit}); got != nil {
 		t.Errorf("commands before a plan: %v", got)
+	}
+}
+
+// wavesDone are the events that finish the rollout rolloutEvents starts:
+// wave 1 past its drain, wave 2 (one node drained, two kept for the
+// controller) with a PDB refusing an eviction until the pod is evicted,
+// a final view, the run finished.
+func wavesDone() []Update {
+	at := func(s int) time.Time { return simStart.Add(time.Duration(s) * time.Second) }
+	ev := func(e rollout.Event) Update { return Update{Event: &e} }
+	out := rolloutEvents()
+	for _, e := range []rollout.Event{
+		{Time: at(10), Kind: rollout.EventWavePhase, Step: "10_drain_waves", Wave: 1, Waves: 2, Phase: rollout.PhaseDone},
+		{Time: at(11), Kind: rollout.EventWavePhase, Step: "10_drain_waves", Wave: 2, Waves: 2, Phase: rollout.PhaseCordon},
+		{Time: at(12), Kind: rollout.EventWavePhase, Step: "10_drain_waves", Wave: 2, Waves: 2, Phase: rollout.PhaseDrain},
+		{Time: at(13), Kind: rollout.EventPDBWait, Step: "10_drain_waves", Wave: 2, Pod: "kube-system/coredns-1", Node: "n4", PDB: "kube-system/coredns"},
+		{Time: at(14), Kind: rollout.EventWavePhase, Step: "10_drain_waves", Wave: 2, Waves: 2, Phase: rollout.PhaseDone},
+		{Time: at(15), Kind: rollout.EventStepFinished, Step: "12_cleanup", Done: 12, Total: 12},
+		{Time: at(16), Kind: rollout.EventRunFinished, Message: "prod migrated"},
+	} {
+		out = append(out, ev(e))
+	}
+	return append(out, Update{View: &ClusterView{Time: at(16), LegacyNodes: 2, KarpenterNodes: 3, CostPerHour: 0.3456}})
+}
+
+// TestRolloutCountsWhatItDrains: the counters' total is the nodes the
+// waves drain (the controller's kept nodes are not), $/h compares with
+// what discover found (the Done screen's before), and a PDB wait is shown
+// only while it lasts; the confirmation counts the same nodes.
+func TestRolloutCountsWhatItDrains(t *testing.T) {
+	t.Parallel()
+	be := &fakeBackend{applyEvents: wavesDone()}
+	d := walk(t, be, "Plan")
+	d.press("e")
+	d.waitFor("replanned", d.viewHas("emptyDir data loss on"))
+	d.press("enter")
+	if v := d.m.View(); !strings.Contains(strings.Join(strings.Fields(v), " "), "cordons and drains 4 legacy nodes in 2 waves and keeps 2 of group system for the Karpenter controller") {
+		t.Errorf("the confirmation does not count the nodes drained and kept:\n%s", v)
+	}
+	d.press("y")
+	d.waitFor("completed", d.viewHas("migration complete"))
+	v := d.m.View()
+	for _, want := range []string{
+		"Nodes cordoned 4/4 · drained 4/4 · kept 2 · pods evicted 2",
+		"$/h now 0.3456 (before " + perHour(d.m.s.discoveredCost) + ")",
+		"PDB: no eviction waiting",
+	} {
+		if !strings.Contains(v, want) {
+			t.Errorf("the rollout screen lacks %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(v, "PDB: kube-system/coredns-1") {
+		t.Errorf("a PDB wait is shown after the run ended:\n%s", v)
+	}
+}
+
+// TestRollbackAfterAPause: the header counts the steps the rollback
+// undid (it reports no step counts: no apply counter is left over), and
+// Done says the figures the rollback ended with, its evictions apart.
+func TestRollbackAfterAPause(t *testing.T) {
+	t.Parallel()
+	be := &fakeBackend{applyEvents: rolloutEvents(), block: true}
+	d := walk(t, be, "Rollout")
+	d.waitFor("running", d.viewHas("waits on PDB"))
+	d.press("p")
+	d.waitFor("paused", d.viewHas("Paused"))
+	d.press("b", "y")
+	d.waitFor("rolled back", d.viewHas("✓ rolled back"))
+	v := d.m.View()
+	if !strings.Contains(v, "Rolled back: 2 step(s) undone") || strings.Contains(v, "9/12") {
+		t.Errorf("the header after the rollback:\n%s", v)
+	}
+	d.press("enter")
+	d.waitFor("done", func() bool { return d.screen() == "Done" })
+	done := strings.Join(strings.Fields(d.m.View()), " ")
+	if !strings.Contains(done, "$/h "+perHour(d.m.s.discoveredCost)+" → 0.6000 · 2 pods evicted by the migration, 0 by the rollback") {
+		t.Errorf("Done after the rollback:\n%s", done)
+	}
+}
+
+// TestCtrlCMidRolloutIsAnInterruption: Ctrl-C stops the run first, like
+// q, and the result says it was an interruption (the command exits 130).
+func TestCtrlCMidRolloutIsAnInterruption(t *testing.T) {
+	t.Parallel()
+	be := &fakeBackend{applyEvents: rolloutEvents(), block: true}
+	d := walk(t, be, "Rollout")
+	d.waitFor("running", d.viewHas("waits on PDB"))
+	d.press("ctrl+c")
+	d.waitFor("quit", func() bool { return d.quit })
+	if be.applyCtx.Err() == nil {
+		t.Fatal("Ctrl-C quit without stopping the run")
+	}
+	if res := d.m.Result(); !res.Interrupted || res.Outcome != OutcomePaused || res.RunErr != nil {
+		t.Errorf("result %+v, want an interruption of a paused run", res)
+	}
+}
+
+// TestSandboxCommandsAreTrue: the sandbox ends with the wizard, so after
+// a rollout stopped in it no command reaches its cluster: the wizard is
+// started again; the Done screen says the commands are for a real cluster.
+func TestSandboxCommandsAreTrue(t *testing.T) {
+	t.Parallel()
+	again := "karpenter-migrate wizard --sandbox --seed 1"
+	be := &fakeBackend{applyEvents: rolloutEvents(), block: true}
+	d := walkWith(t, Options{Backend: be, Defaults: testDefaults(), Sandbox: true, Again: again}, "Rollout")
+	d.waitFor("running", d.viewHas("waits on PDB"))
+	d.press("p")
+	d.waitFor("paused", d.viewHas("Paused"))
+	if v := strings.Join(strings.Fields(d.m.View()), " "); !strings.Contains(v, "q quits: the sandbox, journal included, ends with the wizard") {
+		t.Errorf("the paused sandbox rollout says the journal is kept:\n%s", v)
+	}
+	d.press("q")
+	d.waitFor("quit", func() bool { return d.quit })
+	joined := strings.Join(d.m.Result().Commands, "\n")
+	if strings.Contains(joined, "status --env") || strings.Contains(joined, "apply --plan") || !strings.Contains(joined, again) {
+		t.Errorf("commands after the sandbox's rollout stopped:\n%s", joined)
+	}
+
+	s := d.m.s
+	s.outcome = OutcomeCompleted
+	if done := summary(s, 200); !strings.Contains(done, "The sandbox lived in this process only") || strings.Contains(done, "Repeat it from CI") {
+		t.Errorf("Done in the sandbox:\n%s", done)
+	}
+}
+
+// TestCommandsCarryEveryChoice: each choice made on a screen is a flag of
+// the commands the wizard prints (the config file carries the plan
+// screen's budget, exclusions and acknowledgements).
+func TestCommandsCarryEveryChoice(t *testing.T) {
+	s := &state{opts: Options{OutDir: "/o", KarpenterChart: "./chart"}, outcome: OutcomeCompleted, plan: &PlanResult{Plan: testPlan()},
+		conn:    Connection{Context: "prod-ctx", Cluster: "shop", Profile: "ops", Region: "eu-west-1", Environment: "prod"},
+		gen:     GenerateChoice{Strategy: generate.StrategySingle, Flexibility: generate.FlexibilitySimilar, Envs: []string{"prod"}},
+		iamOpts: IAMChoice{Identity: "irsa", CreateOIDCProvider: true}, iamDone: true, run: RunChoice{AckBlockers: true}}
+	got := commands(s)
+	want := map[string][]string{
+		"discover":  {"--cluster shop", "--context prod-ctx", "--region eu-west-1", "--profile ops"},
+		"generate":  {"--strategy single", "--flexibility similar", "--envs prod"},
+		"iam apply": {"--identity irsa", "--create-oidc-provider", "--context prod-ctx"},
+		"plan":      {"--env prod", "--config /o/prod.yaml", "--identity irsa", "--create-oidc-provider", "--karpenter-chart ./chart"},
+		"apply":     {"--ack-blockers", "--context prod-ctx"},
+	}
+	for verb, flags := range want {
+		i := slices.IndexFunc(got, func(c string) bool { return strings.HasPrefix(c, "karpenter-migrate "+verb+" ") })
+		if i < 0 {
+			t.Errorf("no %s command in:\n%s", verb, strings.Join(got, "\n"))
+			continue
+		}
+		for _, f := range flags {
+			if !strings.Contains(got[i]+" ", " "+f+" ") {
+				t.Errorf("%s lacks %s: %s", verb, f, got[i])
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -26,8 +27,13 @@ type Options struct {
 	OutDir string
 	// Namespace is the tool's namespace, for the commands shown.
 	Namespace string
-	// Sandbox says the backend is the embedded sandbox (shown in the header).
+	// Sandbox says the backend is the embedded sandbox (shown in the
+	// header): it ends with the wizard, so no command resumes a rollout
+	// stopped in it.
 	Sandbox bool
+	// Again is the command line that starts this wizard again, offered
+	// instead of resuming when the sandbox ended part-way.
+	Again string
 	// KarpenterChart is the chart step 07 installs (the backend's), for
 	// the commands shown; empty: the official chart.
 	KarpenterChart string
@@ -57,6 +63,13 @@ type Result struct {
 	Screen string
 	// Commands are the commands that continue or repeat the migration.
 	Commands []string
+	// Interrupted says Ctrl-C ended the wizard (a running rollout first
+	// stopped after the evictions in flight, as apply's does).
+	Interrupted bool
+	// RunErr is what stopped the rollout when it ended paused: a
+	// *rollout.PausedError (a gate or a wait), another failure, or nil
+	// when the user paused it.
+	RunErr error
 	// Err is a failure that ended the wizard.
 	Err error
 }
@@ -89,7 +102,10 @@ type state struct {
 	run           RunChoice
 	plan          *PlanResult
 	outcome       Outcome
-	runStats      rolloutStats
+	// runErr is what stopped the last run, nil when it completed or the
+	// user stopped it.
+	runErr   error
+	runStats rolloutStats
 }
 
 // screen is one stage of the wizard. Screens mutate themselves in update
@@ -195,6 +211,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tea.KeyMsg:
 		t, isTyping := m.cur.(typing)
 		if key.Matches(msg, keyQuit) || (key.Matches(msg, keyQ) && !(isTyping && t.typing())) {
+			m.result.Interrupted = m.result.Interrupted || key.Matches(msg, keyQuit)
 			if st, ok := m.cur.(stopper); ok {
 				quitNow, cmd := st.stop()
 				if !quitNow {
@@ -212,7 +229,7 @@ func (m *Model) quit() tea.Cmd {
 	if m.s.outcome != "" {
 		m.result.Outcome = m.s.outcome
 	}
-	m.result.Commands = commands(m.s)
+	m.result.Commands, m.result.RunErr = commands(m.s), m.s.runErr
 	return tea.Quit
 }
 
@@ -255,7 +272,10 @@ func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) (Result
 	m := New(ctx, opts)
 	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithContext(ctx), tea.WithAltScreen())
 	if _, err := p.Run(); err != nil {
-		return m.Result(), fmt.Errorf("wizard: %w", err)
+		res := m.Result()
+		// SIGINT from outside the terminal ends the program at once.
+		res.Interrupted = res.Interrupted || errors.Is(err, tea.ErrInterrupted)
+		return res, fmt.Errorf("wizard: %w", err)
 	}
 	return m.Result(), m.Result().Err
 }
