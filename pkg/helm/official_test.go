@@ -278,3 +278,67 @@ func jsonOf(v any) string {
 	}
 	return string(b)
 }
+
+// TestJobRBACCoversOfficialChart: the in-cluster Job's permissions for the
+// Karpenter release (generate.KarpenterRules over what the chart renders,
+// as action.KarpenterRelease derives them) let it create, patch and delete
+// every object the official chart of every offered version renders, in
+// the namespace the chart puts it in (the release's, or another one the
+// chart names: its Role karpenter-dns lives in kube-system).
+func TestJobRBACCoversOfficialChart(t *testing.T) {
+	const ns = "karpenter"
+	for _, version := range officialVersions {
+		t.Run(version, func(t *testing.T) {
+			k := plan.PlanKarpenter{Release: "karpenter", Namespace: ns, Chart: officialChart(t, version), Version: version, Values: generated(t)}
+			manifest, err := (&helm.Client{}).Render(t.Context(), k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel := generate.KarpenterRelease{Namespace: ns, Kinds: generate.ChartKinds(manifest, ns)}
+			rules := generate.KarpenterRules(rel)
+			grants := func(group, resource, namespace, verb string) bool {
+				for _, r := range rules {
+					where, ok := generate.KarpenterRuleNamespace(r, ns)
+					if ok && where == namespace && r.Group == group && r.Resource == resource && slices.Contains(r.Verbs, verb) {
+						return true
+					}
+				}
+				return false
+			}
+			for _, kind := range generate.ChartKinds(manifest, ns) {
+				if kind.Namespaced != (kind.Kind != "CustomResourceDefinition" && kind.Kind != "ClusterRole" && kind.Kind != "ClusterRoleBinding") {
+					t.Errorf("%s: namespaced %v", kind.Kind, kind.Namespaced)
+				}
+			}
+			for _, m := range generate.ManifestObjects(manifest) {
+				namespace := m.Namespace
+				clusterScoped := m.Kind == "CustomResourceDefinition" || m.Kind == "ClusterRole" || m.Kind == "ClusterRoleBinding"
+				switch {
+				case clusterScoped:
+					namespace = ""
+				case namespace == "":
+					namespace = ns // Helm puts it in the release's namespace
+				}
+				var resource string
+				for _, kind := range generate.ChartKinds(manifest, ns) {
+					if kind.Kind == m.Kind {
+						resource = kind.Resource
+					}
+				}
+				group, _, _ := strings.Cut(m.APIVersion, "/")
+				if !strings.Contains(m.APIVersion, "/") {
+					group = ""
+				}
+				verbs := []string{"create", "patch", "delete"}
+				if m.Kind == "CustomResourceDefinition" {
+					verbs = []string{"create", "patch"} // Helm never deletes a chart's CRDs
+				}
+				for _, verb := range verbs {
+					if !grants(group, resource, namespace, verb) {
+						t.Errorf("the chart renders %s %s in %q, but the Job may not %s %s there", m.Kind, m.Name, namespace, verb, resource)
+					}
+				}
+			}
+		})
+	}
+}
