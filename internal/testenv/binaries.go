@@ -44,20 +44,6 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// CRDDir returns the absolute path of testdata/crds/<name> at the repository
-// root: name is one of v1alpha5, v1beta1, v1 or kwok.
-func CRDDir(name string) (string, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(root, "testdata", "crds", name)
-	if _, err := os.Stat(dir); err != nil {
-		return "", fmt.Errorf("CRD directory %s: %w", name, err)
-	}
-	return dir, nil
-}
-
 // versions reads scripts/controlplane/versions.env, the KEY=VALUE file that
 // build.sh sources.
 func versions(root string) (map[string]string, error) {
@@ -103,13 +89,9 @@ func cacheBinDir(root string) (string, error) {
 		}
 		parts = append(parts, k.label+strings.TrimPrefix(value, "v"))
 	}
-	cache := os.Getenv("KM_CACHE")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("locate binary cache: %w", err)
-		}
-		cache = filepath.Join(home, ".cache", "karpenter-migrate")
+	cache, err := cacheDir()
+	if err != nil {
+		return "", err
 	}
 	return filepath.Join(cache, "bin-"+strings.Join(parts, "-")), nil
 }

@@ -83,5 +83,5 @@ func KarpenterRelease(ctx context.Context, p *plan.Plan) (*generate.KarpenterRel
 	if err != nil {
 		return nil, fmt.Errorf("the Job's permissions for the Karpenter release follow what its chart renders: %w", err)
 	}
-	return &generate.KarpenterRelease{Namespace: k.Namespace, Kinds: generate.ChartKinds(manifest)}, nil
+	return &generate.KarpenterRelease{Namespace: k.Namespace, Kinds: generate.ChartKinds(manifest, k.Namespace)}, nil
 }

@@ -357,7 +357,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	if opts.ControlPlane {
 		// The runbook's step 07 installs Karpenter in the sandbox; on the
-		// control plane the demo installs the controller itself (see
+		// control plane the demo installs the official chart itself (see
 		// stepKarpenter), after generate wrote its values.
 		steps = slices.Insert(steps, 4, struct {
 			id string

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/iam/desired"
@@ -38,19 +39,22 @@ type ControllerSummary struct {
 	After     []string `json:"after"`
 }
 
-// stepKarpenter, on the control plane, installs the Karpenter controller
-// itself, as the chart would from
-// the Helm values generate wrote (helm upgrade --install karpenter ... -f
-// karpenter/helm/karpenter-values.yaml): its Deployment, pinned as the
-// values say, and its PDB; and waits for its replicas to run. The real
-// Karpenter runs beside that control plane (testenv) and no chart can be
-// pulled offline, so the plan leaves step 07 out there.
+// stepKarpenter, on the control plane, installs Karpenter's official chart
+// (the provider module's, prepared as its release prepares it:
+// testenv.KarpenterChart) with Helm from the values generate wrote (helm
+// upgrade --install karpenter ... -f karpenter/helm/karpenter-values.yaml)
+// and waits for its replicas to run, after making their room as the
+// runbook's Karpenter step does. kwok runs the chart's Deployment; the real
+// Karpenter runs beside that control plane (testenv). No registry is
+// reachable offline, so the plan leaves step 07 out there.
 func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
 	values, err := generate.ReadHelmValues(filepath.Join(r.opts.OutDir, "karpenter"))
 	if err != nil {
 		return "", err
 	}
-	dep, pdb, err := generate.ControllerObjects(values, ControllerNamespace, "public.ecr.aws/karpenter/controller:"+desired.DefaultKarpenterVersion)
+	// The controller's pod as the chart renders it (pkg/helm's
+	// TestOfficialChartRendersGeneratedValues holds them equal).
+	dep, _, err := generate.ControllerObjects(values, ControllerNamespace, "")
 	if err != nil {
 		return "", err
 	}
@@ -60,11 +64,13 @@ func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
 	if err := r.roomForController(ctx, &corev1.Pod{Spec: dep.Spec.Template.Spec}, int(*dep.Spec.Replicas)); err != nil {
 		return "", err
 	}
-	if _, err := r.cfg.Kube.AppsV1().Deployments(ControllerNamespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("install the Karpenter controller: %w", err)
+	chart, err := testenv.KarpenterChart(ctx, desired.DefaultKarpenterVersion)
+	if err != nil {
+		return "", fmt.Errorf("the Karpenter chart: %w", err)
 	}
-	if _, err := r.cfg.Kube.PolicyV1().PodDisruptionBudgets(ControllerNamespace).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("install the Karpenter controller's PDB: %w", err)
+	k := plan.PlanKarpenter{Release: "karpenter", Namespace: ControllerNamespace, Chart: chart, Version: desired.DefaultKarpenterVersion, Values: values}
+	if _, err := r.cfg.KarpenterInstaller.Install(ctx, k); err != nil {
+		return "", fmt.Errorf("install the Karpenter controller: %w", err)
 	}
 	if err := r.env.Settle(ctx); err != nil {
 		return "", fmt.Errorf("the Karpenter controller: %w", err)

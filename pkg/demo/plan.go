@@ -31,8 +31,8 @@ func (r *runner) stepPlan(ctx context.Context) (string, error) {
 	p, err := r.cfg.Plan(ctx, action.Plan{
 		Environment: r.opts.Environment, Config: cfg, Inventory: action.Inventory(&inv), Dir: filepath.Join(r.opts.OutDir, "karpenter"), File: path,
 		// On the control plane the real Karpenter runs beside the cluster
-		// (testenv) and the demo installs its controller's Deployment
-		// itself (stepKarpenter): no chart to install offline.
+		// (testenv) and the demo installs the official chart itself
+		// (stepKarpenter): no registry to pull it from offline.
 		SkipKarpenter: r.opts.ControlPlane,
 		IAM:           &plan.IAMOptions{KarpenterVersion: desired.DefaultKarpenterVersion, CreateOIDCProvider: true},
 	})

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -225,6 +226,19 @@ func Job(o JobOptions) ([]byte, error) {
 			&rbacv1.Role{TypeMeta: rbacType("Role"), ObjectMeta: meta(sa+"-karpenter", k.Namespace), Rules: policy(ScopeKarpenterNamespace)},
 			&rbacv1.RoleBinding{TypeMeta: rbacType("RoleBinding"), ObjectMeta: meta(sa+"-karpenter", k.Namespace), Subjects: subject, RoleRef: roleRef("Role", sa+"-karpenter")},
 		)
+		// The chart's objects in other namespaces (kube-system).
+		var others []string
+		for _, r := range rules {
+			if ns, ok := KarpenterRuleNamespace(r, k.Namespace); ok && ns != "" && ns != k.Namespace && !slices.Contains(others, ns) {
+				others = append(others, ns)
+			}
+		}
+		for _, ns := range others {
+			objs = append(objs,
+				&rbacv1.Role{TypeMeta: rbacType("Role"), ObjectMeta: meta(sa+"-karpenter", ns), Rules: policy(ScopeKarpenterNamespace + "/" + ns)},
+				&rbacv1.RoleBinding{TypeMeta: rbacType("RoleBinding"), ObjectMeta: meta(sa+"-karpenter", ns), Subjects: subject, RoleRef: roleRef("Role", sa+"-karpenter")},
+			)
+		}
 		if cluster := policy(ScopeKarpenterCluster); len(cluster) > 0 {
 			objs = append(objs,
 				&rbacv1.ClusterRole{TypeMeta: rbacType("ClusterRole"), ObjectMeta: meta(sa+"-karpenter", ""), Rules: cluster},

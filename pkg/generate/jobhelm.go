@@ -25,6 +25,10 @@ type ChartKind struct {
 	Group, Kind, Resource string
 	// Namespaced is false for cluster-scoped kinds (ClusterRole, CRDs, ...).
 	Namespaced bool
+	// Namespace is set when the chart puts objects of the kind in a
+	// namespace other than the release's (the official chart's Role and
+	// RoleBinding karpenter-dns are in kube-system).
+	Namespace string
 }
 
 // clusterScoped are the cluster-scoped kinds a chart may render; any other
@@ -56,14 +60,18 @@ func ManifestObjects(manifest string) []metav1.PartialObjectMetadata {
 	return out
 }
 
-// ChartKinds are the distinct kinds of a rendered manifest, in the order
-// they first appear.
-func ChartKinds(manifest string) []ChartKind {
+// ChartKinds are the distinct kinds of a manifest rendered for a release
+// in namespace, and the other namespaces the chart puts them in, in the
+// order they first appear.
+func ChartKinds(manifest, namespace string) []ChartKind {
 	var out []ChartKind
 	for _, m := range ManifestObjects(manifest) {
 		gvk := schema.FromAPIVersionAndKind(m.APIVersion, m.Kind)
 		plural, _ := meta.UnsafeGuessKindToResource(gvk)
 		k := ChartKind{Group: gvk.Group, Kind: gvk.Kind, Resource: plural.Resource, Namespaced: !clusterScoped[gvk.GroupKind()]}
+		if k.Namespaced && m.Namespace != namespace {
+			k.Namespace = m.Namespace
+		}
 		if !slices.Contains(out, k) {
 			out = append(out, k)
 		}
@@ -79,6 +87,21 @@ const (
 	// cluster-scoped kinds.
 	ScopeKarpenterCluster = "karpenter-cluster"
 )
+
+// KarpenterRuleNamespace is where a rule of KarpenterRules applies for a
+// release in releaseNamespace: that namespace, another one the chart puts
+// objects in (scope "karpenter-namespace/<name>"), or "" for
+// cluster-wide; false for a rule of none of these scopes.
+func KarpenterRuleNamespace(r RunbookRule, releaseNamespace string) (string, bool) {
+	switch {
+	case r.Scope == ScopeKarpenterNamespace:
+		return releaseNamespace, true
+	case r.Scope == ScopeKarpenterCluster:
+		return "", true
+	}
+	ns, ok := strings.CutPrefix(r.Scope, ScopeKarpenterNamespace+"/")
+	return ns, ok
+}
 
 // KarpenterRules are the permissions Helm needs to install, upgrade, wait
 // for and uninstall the release, and nothing else: its release Secrets,
@@ -112,8 +135,11 @@ func KarpenterRules(r KarpenterRelease) []RunbookRule {
 }
 
 func scopeOf(k ChartKind) string {
-	if k.Namespaced {
-		return ScopeKarpenterNamespace
+	switch {
+	case !k.Namespaced:
+		return ScopeKarpenterCluster
+	case k.Namespace != "":
+		return ScopeKarpenterNamespace + "/" + k.Namespace
 	}
-	return ScopeKarpenterCluster
+	return ScopeKarpenterNamespace
 }

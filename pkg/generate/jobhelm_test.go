@@ -52,7 +52,7 @@ metadata: {name: karpenter, namespace: karpenter}
 
 func TestChartKinds(t *testing.T) {
 	var got []string
-	for _, k := range ChartKinds(officialKinds) {
+	for _, k := range ChartKinds(officialKinds, "karpenter") {
 		got = append(got, k.Group+"/"+k.Resource+map[bool]string{true: " (namespaced)", false: ""}[k.Namespaced])
 	}
 	want := []string{"apiextensions.k8s.io/customresourcedefinitions", "policy/poddisruptionbudgets (namespaced)", "/serviceaccounts (namespaced)",
@@ -69,7 +69,7 @@ func TestChartKinds(t *testing.T) {
 // kinds — exactly KarpenterRules — and nothing cluster-wide on Secrets.
 func TestJobRBACForKarpenter(t *testing.T) {
 	o := jobOptions(jobTree(t))
-	o.Karpenter = &KarpenterRelease{Namespace: "karpenter", Kinds: ChartKinds(officialKinds)}
+	o.Karpenter = &KarpenterRelease{Namespace: "karpenter", Kinds: ChartKinds(officialKinds, "karpenter")}
 	b, err := Job(o)
 	if err != nil {
 		t.Fatal(err)

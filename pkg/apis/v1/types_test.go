@@ -1,6 +1,7 @@
 package v1_test
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,11 +11,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/apis/internal/schematest"
 	v1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 )
 
 func TestTypesCoverCRD(t *testing.T) {
+	crds, err := testenv.CRDDir("v1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		file string
 		spec any
@@ -23,7 +29,7 @@ func TestTypesCoverCRD(t *testing.T) {
 		{"karpenter.k8s.aws_ec2nodeclasses.yaml", v1.EC2NodeClassSpec{}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			diff, err := schematest.Diff("../../../testdata/crds/v1/"+tc.file, "v1", tc.spec)
+			diff, err := schematest.Diff(filepath.Join(crds, tc.file), "v1", tc.spec)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,13 +1,19 @@
 package v1alpha5_test
 
 import (
+	"path/filepath"
 	"testing"
 
+	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/apis/internal/schematest"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1alpha5"
 )
 
 func TestTypesCoverCRD(t *testing.T) {
+	crds, err := testenv.CRDDir("v1alpha5")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		file, version string
 		spec          any
@@ -16,7 +22,7 @@ func TestTypesCoverCRD(t *testing.T) {
 		{"karpenter.k8s.aws_awsnodetemplates.yaml", "v1alpha1", v1alpha5.AWSNodeTemplateSpec{}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			diff, err := schematest.Diff("../../../testdata/crds/v1alpha5/"+tc.file, tc.version, tc.spec)
+			diff, err := schematest.Diff(filepath.Join(crds, tc.file), tc.version, tc.spec)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,13 +1,19 @@
 package v1beta1_test
 
 import (
+	"path/filepath"
 	"testing"
 
+	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/apis/internal/schematest"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1beta1"
 )
 
 func TestTypesCoverCRD(t *testing.T) {
+	crds, err := testenv.CRDDir("v1beta1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		file string
 		spec any
@@ -16,7 +22,7 @@ func TestTypesCoverCRD(t *testing.T) {
 		{"karpenter.k8s.aws_ec2nodeclasses.yaml", v1beta1.EC2NodeClassSpec{}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			diff, err := schematest.Diff("../../../testdata/crds/v1beta1/"+tc.file, "v1beta1", tc.spec)
+			diff, err := schematest.Diff(filepath.Join(crds, tc.file), "v1beta1", tc.spec)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -192,13 +191,20 @@ func checkControllerPlan(t *testing.T, p *plan.Plan, source string) {
 	}
 }
 
-// testChart is the local Karpenter test chart (the official chart's
-// values layout) that step 07 installs here: no registry is reachable.
+// testChart is the official Karpenter chart, at the version the control
+// plane's Karpenter runs, prepared from its Go module as the release
+// prepares it (testenv.KarpenterChart): step 07 installs it from there, as
+// plan --karpenter-chart, since no registry is reachable. kwok runs its
+// Deployment's pods; the real controller runs as a host process.
 func testChart(t testing.TB) string {
 	t.Helper()
-	root, err := testenv.RepoRoot()
+	version, err := testenv.KarpenterVersion()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(root, "testdata", "charts", "karpenter")
+	chart, err := testenv.KarpenterChart(t.Context(), version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chart
 }
