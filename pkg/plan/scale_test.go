@@ -33,8 +33,8 @@ import (
 // #32 keeps the cost's 1/100 cent (afterPerHour 2.3672 where it was rounded
 // to 2.37), as the steady state's figures are.
 var demoPlanHashes = map[int]string{
-	1: "RECOMPUTE",
-	3: "RECOMPUTE",
+	1: "sha256:22c0e5628fc7f3e43262ca5f260974eb9633f9559ab0bb63a1bdbfa78a2cdfb6",
+	3: "sha256:0855d8b17e45b1c2dc89a3cf9f0e32c787893de548d53102e2749e8ec0d2892e",
 }
 
 func TestPlanOfTheDemoKeepsItsHash(t *testing.T) {
