@@ -44,15 +44,19 @@ func TestFinalCheckWaitsForAReplacement(t *testing.T) {
 					t.Error(err)
 				}
 			}
+			var waiting []string
+			// The replacement is ready readyIn after the step started, and
+			// only once the check has said it waits: the loop below steps
+			// the clock for any waiter, so under load the clock can pass
+			// readyIn before the check first reads the Deployment.
 			sc.kube.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
 				mu.Lock()
 				defer mu.Unlock()
-				if !started.IsZero() && tc.readyIn > 0 && !clk.Now().Before(started.Add(tc.readyIn)) {
+				if !started.IsZero() && tc.readyIn > 0 && len(waiting) > 0 && !clk.Now().Before(started.Add(tc.readyIn)) {
 					setReady(4)
 				}
 				return false, nil, nil
 			})
-			var waiting []string
 			obs := func(e rollout.Event) {
 				mu.Lock()
 				defer mu.Unlock()
