@@ -422,17 +422,11 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 // replaces by a surge restart), as it starts, and reports it: the total
 // the drain's evicted and replaced pods are counted against.
 func (s run) drainStarted(ctx context.Context, wave int, nodes []string, kept int, d *kube.Drainer) error {
-	total := 0
-	for _, n := range nodes {
-		pods, _, err := d.Pods(ctx, n)
-		if apierrors.IsNotFound(errors.Unwrap(err)) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		total += len(pods)
+	pods, err := podsOn(ctx, nodes, d)
+	if err != nil {
+		return err
 	}
+	total := len(pods)
 	msg := fmt.Sprintf("%d pods to move off %d nodes", total, len(nodes))
 	if kept > 0 {
 		msg += fmt.Sprintf(" (%d of them kept for the Karpenter controller: only the pods that do not tolerate its reservation leave them)", kept)
@@ -472,12 +466,9 @@ type podOn struct {
 	node string
 }
 
-// restartBlocked moves pods whose PDB allows no disruption by restarting
-// their Deployment with a surge: the replacement is Ready before the old
-// pod terminates, so the budget is never broken.
-func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *kube.Drainer) error {
-	rsCache := map[string]string{}
-	restarted := map[owner]bool{}
+// podsOn lists the pods the drain would move off nodes (a node already gone
+// has none).
+func podsOn(ctx context.Context, nodes []string, d *kube.Drainer) ([]podOn, error) {
 	var all []podOn
 	for _, n := range nodes {
 		pods, _, err := d.Pods(ctx, n)
@@ -485,11 +476,24 @@ func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *ku
 			continue
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, p := range pods {
 			all = append(all, podOn{p, n})
 		}
+	}
+	return all, nil
+}
+
+// restartBlocked moves pods whose PDB allows no disruption by restarting
+// their Deployment with a surge: the replacement is Ready before the old
+// pod terminates, so the budget is never broken.
+func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *kube.Drainer) error {
+	rsCache := map[string]string{}
+	restarted := map[owner]bool{}
+	all, err := podsOn(ctx, nodes, d)
+	if err != nil {
+		return err
 	}
 	for i := range all {
 		p := &all[i].pod

@@ -270,15 +270,7 @@ func script(t *testing.T, dir, name string, env []string, args ...string) result
 		"AWS_CONFIG_FILE="+empty, "AWS_SHARED_CREDENTIALS_FILE="+empty, "AWS_EC2_METADATA_DISABLED=true", "AWS_REGION=", "AWS_PROFILE=")
 	// No registry can be reached: step 07 installs the official chart,
 	// prepared from Karpenter's Go module, with Helm.
-	version, err := testenv.KarpenterVersion()
-	if err != nil {
-		t.Fatal(err)
-	}
-	chart, err := testenv.KarpenterChart(t.Context(), version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Env = append(cmd.Env, "KARPENTER_CHART="+chart)
+	cmd.Env = append(cmd.Env, "KARPENTER_CHART="+testenv.ControlPlaneChart(t))
 	cmd.Env = append(cmd.Env, env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"testing"
 )
 
 // Karpenter's own artefacts, taken from its Go modules through the Go
@@ -250,4 +251,20 @@ func cacheDir() (string, error) {
 		return "", fmt.Errorf("locate the cache: %w", err)
 	}
 	return filepath.Join(home, ".cache", "karpenter-migrate"), nil
+}
+
+// ControlPlaneChart is the official chart at the Karpenter version the
+// control plane runs (KarpenterChart), for a test whose step 07 installs it
+// as plan --karpenter-chart, since no registry is reachable.
+func ControlPlaneChart(t testing.TB) string {
+	t.Helper()
+	version, err := KarpenterVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart, err := KarpenterChart(t.Context(), version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return chart
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	helmaction "helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	helmkube "helm.sh/helm/v4/pkg/kube"
@@ -39,7 +40,11 @@ func TestMain(m *testing.M) { os.Exit(cluster.Run(m)) }
 const group = "system"
 
 // testChart copies testdata/charts/karpenter to a temporary directory at
-// version (the test's "releases" of Karpenter).
+// version (the test's "releases" of Karpenter), with the CRDs of the control
+// plane's Karpenter module in its crds/, as the official chart has them.
+// These tests keep the imitation: they install a second, foreign release
+// named karpenter beside the step's on one control plane, which the official
+// chart's cluster-scoped objects (named after the release) do not allow.
 func testChart(t *testing.T, version string) string {
 	t.Helper()
 	root, err := testenv.RepoRoot()
@@ -49,6 +54,21 @@ func testChart(t *testing.T, version string) string {
 	ch, err := loader.Load(filepath.Join(root, "testdata", "charts", "karpenter"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	crds, err := testenv.CRDDir("v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := os.ReadDir(crds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(crds, f.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch.Files = append(ch.Files, &common.File{Name: "crds/" + f.Name(), Data: data})
 	}
 	ch.Metadata.Version, ch.Metadata.AppVersion = version, version
 	dir := t.TempDir()

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
-	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -189,22 +188,4 @@ func checkControllerPlan(t *testing.T, p *plan.Plan, source string) {
 		h.Reserve == nil || *h.Reserve != generate.ReservedTaint {
 		t.Errorf("controller home %+v; want ng-managed (%s), kept at 2 with %s", h, source, generate.ReservedTaint.ToString())
 	}
-}
-
-// testChart is the official Karpenter chart, at the version the control
-// plane's Karpenter runs, prepared from its Go module as the release
-// prepares it (testenv.KarpenterChart): step 07 installs it from there, as
-// plan --karpenter-chart, since no registry is reachable. kwok runs its
-// Deployment's pods; the real controller runs as a host process.
-func testChart(t testing.TB) string {
-	t.Helper()
-	version, err := testenv.KarpenterVersion()
-	if err != nil {
-		t.Fatal(err)
-	}
-	chart, err := testenv.KarpenterChart(t.Context(), version)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return chart
 }

@@ -226,14 +226,14 @@ func TestRolloutEndToEnd(t *testing.T) {
 	// Plan from a live discovery, with the IAM steps and step 07 from the
 	// local test chart.
 	out := w.mustRun(ctx, "plan", "--env", "e2e", "--cluster", clusterName, "--dir", tree, "--config", cfg, "--identity", "pod-identity",
-		"--karpenter-chart", testChart(t), "-f", "plan.yaml", "-o", "json")
+		"--karpenter-chart", testenv.ControlPlaneChart(t), "-f", "plan.yaml", "-o", "json")
 	var planned plan.Plan
 	if err := json.Unmarshal([]byte(out), &planned); err != nil {
 		t.Fatalf("plan -o json: %v\n%s", err, out)
 	}
 	checkPlan(t, &planned)
 	checkControllerPlan(t, &planned, plan.ControllerFromValues)
-	if k := planned.Karpenter; k == nil || k.Namespace != controllerNS || k.Release != "karpenter" || k.Chart != testChart(t) {
+	if k := planned.Karpenter; k == nil || k.Namespace != controllerNS || k.Release != "karpenter" || k.Chart != testenv.ControlPlaneChart(t) {
 		t.Fatalf("plan's Karpenter release %+v, want karpenter in %s from the test chart", k, controllerNS)
 	}
 	helmc := &helm.Client{REST: w.env.Config}

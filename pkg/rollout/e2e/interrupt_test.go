@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/helm"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
@@ -49,7 +50,7 @@ func TestApplyInterrupted(t *testing.T) {
 	// Karpenter installed by someone else, from plain manifests that agree
 	// with the plan: step 07 leaves it alone, and so does rollback.
 	installController(ctx, t, w, tree)
-	w.mustRun(ctx, "plan", "--env", "e2e", "--cluster", clusterName, "--dir", tree, "--config", cfg, "--skip-iam", "--karpenter-chart", testChart(t), "-f", "plan.yaml")
+	w.mustRun(ctx, "plan", "--env", "e2e", "--cluster", clusterName, "--dir", tree, "--config", cfg, "--skip-iam", "--karpenter-chart", testenv.ControlPlaneChart(t), "-f", "plan.yaml")
 
 	run := w.start(ctx, ": evicted ", "apply", "--plan", "plan.yaml", "--dir", tree, "--yes", "--poll-interval", "500ms", "--ack-blockers")
 	select {
