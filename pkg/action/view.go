@@ -148,28 +148,15 @@ func (c *Configuration) lifecycles(ctx context.Context, nodes []corev1.Node) map
 	if !unlabeled || c.AWS.Region == "" {
 		return out
 	}
-	p := ec2.NewDescribeInstancesPaginator(ec2.NewFromConfig(c.AWS), &ec2.DescribeInstancesInput{
-		MaxResults: awssdk.Int32(1000),
-		Filters: []ec2types.Filter{
-			{Name: awssdk.String("tag-key"), Values: []string{discover.TagASGName}},
-			{Name: awssdk.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
-		},
+	// What EC2 could not read leaves its nodes priced as discover prices
+	// one it cannot see.
+	_ = discover.ASGInstances(ctx, ec2.NewFromConfig(c.AWS), func(in ec2types.Instance) {
+		ct := inventory.CapacityOnDemand
+		if in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
+			ct = inventory.CapacitySpot
+		}
+		out[awssdk.ToString(in.InstanceId)] = ct
 	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return out
-		}
-		for _, r := range page.Reservations {
-			for _, in := range r.Instances {
-				ct := inventory.CapacityOnDemand
-				if in.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
-					ct = inventory.CapacitySpot
-				}
-				out[awssdk.ToString(in.InstanceId)] = ct
-			}
-		}
-	}
 	return out
 }
 

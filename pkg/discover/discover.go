@@ -314,28 +314,40 @@ func ltKey(id, name, version string) string {
 	return "name:" + name + "|" + version
 }
 
+// ASGInstances calls fn for every instance of an Auto Scaling group (tagged
+// with its name) that is not terminated, page by page.
+func ASGInstances(ctx context.Context, client ec2.DescribeInstancesAPIClient, fn func(ec2types.Instance)) error {
+	p := ec2.NewDescribeInstancesPaginator(client, &ec2.DescribeInstancesInput{
+		MaxResults: ptr(int32(1000)),
+		Filters: []ec2types.Filter{
+			{Name: ptr("tag-key"), Values: []string{TagASGName}},
+			{Name: ptr("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
+		},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, r := range page.Reservations {
+			for _, in := range r.Instances {
+				fn(in)
+			}
+		}
+	}
+	return nil
+}
+
 func (d *run) ec2(ctx context.Context) error {
 	d.instances = map[string]ec2types.Instance{}
 	if len(d.asgOfInst) > 0 {
-		p := ec2.NewDescribeInstancesPaginator(d.src.EC2, &ec2.DescribeInstancesInput{
-			MaxResults: ptr(int32(1000)),
-			Filters: []ec2types.Filter{
-				{Name: ptr("tag-key"), Values: []string{TagASGName}},
-				{Name: ptr("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}},
-			},
+		err := ASGInstances(ctx, d.src.EC2, func(in ec2types.Instance) {
+			if _, mine := d.asgOfInst[deref(in.InstanceId)]; mine {
+				d.instances[deref(in.InstanceId)] = in
+			}
 		})
-		for p.HasMorePages() {
-			page, err := p.NextPage(ctx)
-			if err != nil {
-				return err
-			}
-			for _, r := range page.Reservations {
-				for _, in := range r.Instances {
-					if _, mine := d.asgOfInst[deref(in.InstanceId)]; mine {
-						d.instances[deref(in.InstanceId)] = in
-					}
-				}
-			}
+		if err != nil {
+			return err
 		}
 	}
 	d.fillInstances()
