@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 
+	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
@@ -109,8 +110,14 @@ func planFile(t *testing.T) string {
 // planWithKarpenter is planFile's plan with step 07 installing chart.
 func planWithKarpenter(t *testing.T, chart string) string {
 	t.Helper()
+	return planWithValues(t, chart, map[string]any{})
+}
+
+// planWithValues is planWithKarpenter with the release's values.
+func planWithValues(t *testing.T, chart string, values map[string]any) string {
+	t.Helper()
 	return writePlan(t, plan.PlanOptions{Environment: "dev", Config: config.Default("dev"), Now: time.Unix(0, 0),
-		Karpenter: &plan.PlanKarpenter{Chart: chart, Version: "1.14.1"}, Controller: plan.ControllerOptions{Values: map[string]any{}}})
+		Karpenter: &plan.PlanKarpenter{Chart: chart, Version: "1.14.1"}, Controller: plan.ControllerOptions{Values: values}})
 }
 
 // writePlan writes the plan opts make for an empty inventory of cluster
@@ -290,12 +297,11 @@ func TestGenerateJobCommand(t *testing.T) {
 		t.Error("a plan without step 07 got permissions for a Karpenter release")
 	}
 
-	// With step 07, the Job may manage the release: what its chart renders.
-	chart, err := filepath.Abs(filepath.Join("..", "..", "testdata", "charts", "karpenter"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan = planWithKarpenter(t, chart)
+	// With step 07, the Job may manage the release: what its chart, the
+	// official one, renders.
+	// generate always writes settings.clusterName, which the official chart
+	// requires.
+	plan = planWithValues(t, testenv.ControlPlaneChart(t), map[string]any{"settings": map[string]any{"clusterName": "shop"}})
 	_, errOut, err := runCLI(t, "generate", "--job", "--plan", plan, "--out", tree)
 	if err != nil {
 		t.Fatal(err)
