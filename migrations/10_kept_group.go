@@ -345,11 +345,16 @@ func (s run) stays(ctx context.Context, kept map[string]bool) (func(*corev1.Pod)
 }
 
 // stoppedPod reports whether a pod is of a workload the runbook stops
-// (plan.Stops); the drain may ask from several goroutines at once.
+// (plan.Stops); the drain may ask from several goroutines at once. Only a
+// pod in a namespace where the runbook stops something has its owner looked
+// up (a ReplicaSet read, one at a time), not every pod the drain filters.
 func (s run) stoppedPod(ctx context.Context) func(*corev1.Pod) bool {
 	var mu sync.Mutex
 	rsCache := map[string]string{}
 	return func(p *corev1.Pod) bool {
+		if !s.Plan.StopsIn(p.Namespace) {
+			return false
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		o, ok := s.ownerOf(ctx, p, rsCache)

@@ -143,8 +143,14 @@ type CARef struct {
 // step 09 scales to zero. Its pods are neither moved nor pre-provisioned
 // for nor forecast, and the waves' drain leaves them to go.
 func (p *Plan) Stops(namespace, kind, name string) bool {
+	return p.StopsIn(namespace) && kind == inventory.OwnerDeployment && name == p.ClusterAutoscaler.Name
+}
+
+// StopsIn reports whether the runbook stops any workload in namespace, so
+// a caller can skip finding a pod's owner where it stops none.
+func (p *Plan) StopsIn(namespace string) bool {
 	ca := p.ClusterAutoscaler
-	return ca != nil && kind == inventory.OwnerDeployment && namespace == ca.Namespace && name == ca.Name
+	return ca != nil && namespace == ca.Namespace
 }
 
 // Wave is a set of legacy nodes moved together.
