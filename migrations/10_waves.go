@@ -195,6 +195,7 @@ func (s run) preProvision(ctx context.Context, w plan.Wave) error {
 		return nil
 	}
 	want := len(w.PreProvision)
+	beyondLimits := map[string]bool{} // placeholders given up: their NodePool is at its limits
 	err := s.Poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
 		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: placeholderSelector(s.Plan.Environment, w.Index)})
 		if err != nil {
@@ -202,23 +203,29 @@ func (s run) preProvision(ctx context.Context, w plan.Wave) error {
 		}
 		running := 0
 		have := map[string]bool{}
+		var pending []corev1.Pod
 		for _, p := range list.Items {
 			have[p.Name] = true
 			if p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
 				running++
+			} else if p.Spec.NodeName == "" && s.Clock.Since(p.CreationTimestamp.Time) >= limitsGrace {
+				pending = append(pending, p)
 			}
+		}
+		if err := s.giveUpBeyondLimits(ctx, pending, beyondLimits); err != nil {
+			return false, err
 		}
 		// A placeholder whose node went (a node it was bound to removed,
 		// its pod collected) is made again: nothing else would.
 		for i := range w.PreProvision {
-			if !have[name(i)] {
+			if !have[name(i)] && !beyondLimits[name(i)] {
 				if err := create(i, "re-create"); err != nil {
 					return false, err
 				}
 			}
 		}
-		s.Waiting(ctx, fmt.Sprintf("placeholder pods running on new Karpenter nodes of %s", strings.Join(w.NodePools, ",")), running, want)
-		return running >= want, nil
+		s.Waiting(ctx, fmt.Sprintf("placeholder pods running on new Karpenter nodes of %s", strings.Join(w.NodePools, ",")), running, want-len(beyondLimits))
+		return running >= want-len(beyondLimits), nil
 	})
 	if errors.Is(err, rollout.ErrTimeout) {
 		return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: fmt.Sprintf(
@@ -226,6 +233,57 @@ func (s run) preProvision(ctx context.Context, w plan.Wave) error {
 			want, strings.Join(w.NodePools, ","), s.Plan.Budget.Gates.NodeReadyTimeout.Duration)}
 	}
 	return err
+}
+
+// limitsGrace is how long a placeholder stays Pending before Karpenter's
+// word that its NodePool's limits leave no room counts: Karpenter charges
+// each NodeClaim it is launching at its largest instance type until it
+// launches, so a refusal in the first scheduling rounds can pass.
+const limitsGrace = 30 * time.Second
+
+// giveUpBeyondLimits deletes the pending placeholders Karpenter refuses
+// because their NodePool's limits leave no room (its FailedScheduling
+// event says so): no node can come up for them, and waiting would only
+// run out the node-ready gate. The wave then drains without that room;
+// the pods it evicts use what the NodePool has, under the pending gate.
+func (s run) giveUpBeyondLimits(ctx context.Context, pending []corev1.Pod, given map[string]bool) error {
+	if len(pending) == 0 {
+		return nil
+	}
+	events, err := s.Kube.CoreV1().Events(s.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
+	if err != nil {
+		return fmt.Errorf("list the events of placeholder pods: %w", err)
+	}
+	why := map[string]string{} // placeholder -> Karpenter's latest refusal
+	latest := map[string]time.Time{}
+	for _, e := range events.Items {
+		at := e.LastTimestamp.Time
+		if at.IsZero() {
+			at = e.EventTime.Time
+		}
+		name := e.InvolvedObject.Name
+		// Karpenter's refusals only (pkg/controllers/provisioning/scheduling/events.go);
+		// kube-scheduler's "0/n nodes are available" says nothing of limits.
+		if e.Reason != "FailedScheduling" || e.InvolvedObject.Kind != "Pod" || !strings.HasPrefix(e.Message, "Failed to schedule pod") || at.Before(latest[name]) {
+			continue
+		}
+		latest[name] = at
+		why[name] = ""
+		if strings.Contains(e.Message, "exceed limits for nodepool") || strings.Contains(e.Message, "limits have been exhausted for nodepool") {
+			why[name] = e.Message
+		}
+	}
+	for _, p := range pending {
+		if why[p.Name] == "" || given[p.Name] {
+			continue
+		}
+		given[p.Name] = true
+		s.Change("delete placeholder pod %s/%s: Karpenter cannot launch a node for it within its NodePool's limits (%s); the wave drains without that room, and its evicted pods wait for room under the pending gate (raise the NodePool's spec.limits to pre-provision it)", p.Namespace, p.Name, why[p.Name])
+		if err := s.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete placeholder pod %s: %w", p.Name, err)
+		}
+	}
+	return nil
 }
 
 func (s run) placeholderPod(name string, wave int, ph plan.Placeholder) *corev1.Pod {

@@ -2,11 +2,14 @@ package rollout_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -60,5 +63,66 @@ func TestPlaceholdersComeBack(t *testing.T) {
 		if a != "true" {
 			t.Errorf("a placeholder's %s annotation is %q, want true", apisv1.DoNotDisruptAnnotationKey, a)
 		}
+	}
+}
+
+// TestPlaceholderBeyondLimitsIsGivenUp: a placeholder Karpenter refuses
+// because its NodePool's limits leave no room (its FailedScheduling event
+// says so) is deleted and the wave drains on, instead of waiting out the
+// node-ready gate for a node that cannot come; kube-scheduler's own
+// FailedScheduling says nothing of limits, so with only that the wave
+// still pauses at the gate.
+func TestPlaceholderBeyondLimitsIsGivenUp(t *testing.T) {
+	for _, tc := range []struct {
+		name, message string
+		wantPause     bool
+	}{
+		{"karpenter at limits", "Failed to schedule pod, all available instance types exceed limits for nodepool (NodePool=default)", false},
+		{"kube-scheduler only", "0/3 nodes are available: 3 Insufficient cpu.", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := newScenario(t)
+			sc.plan.Budget.PreProvision = true
+			sc.plan.Budget.Gates.NodeReadyTimeout.Duration = 300 * time.Millisecond
+			sc.plan.Waves[0].PreProvision = []plan.Placeholder{{NodePool: "default", CPU: "1", Memory: "1Gi"}, {NodePool: "default", CPU: "1", Memory: "1Gi"}}
+			if _, err := sc.kube.CoreV1().Events("karpenter-migrate").Create(context.Background(), &corev1.Event{
+				ObjectMeta:     metav1.ObjectMeta{Name: "km-placeholder-dev-w1-1.1", Namespace: "karpenter-migrate"},
+				InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "karpenter-migrate", Name: "km-placeholder-dev-w1-1"},
+				Reason:         "FailedScheduling", Message: tc.message, Type: corev1.EventTypeWarning,
+				LastTimestamp: metav1.Now(),
+			}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			sc.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				p, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+				if ok && strings.HasSuffix(p.Name, "-w1-0") {
+					p.Spec.NodeName, p.Status.Phase = "karpenter-1", corev1.PodRunning
+				}
+				return false, nil, nil // -w1-1 stays Pending
+			})
+			var mu sync.Mutex
+			var given []string
+			obs := func(e rollout.Event) {
+				if e.Kind == rollout.EventChange && strings.HasPrefix(e.Message, "delete placeholder pod karpenter-migrate/km-placeholder-dev-w1-1") {
+					mu.Lock()
+					given = append(given, e.Message)
+					mu.Unlock()
+				}
+			}
+			err := sc.runner(obs).Apply(context.Background())
+			var paused *rollout.PausedError
+			if tc.wantPause {
+				if !errors.As(err, &paused) || !strings.Contains(paused.Reason, "placeholder") || len(given) != 0 {
+					t.Fatalf("Apply: %v, given up %q; want a pause at the node-ready gate and nothing given up", err, given)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			if len(given) != 1 || !strings.Contains(given[0], "exceed limits for nodepool") || !strings.Contains(given[0], "spec.limits") {
+				t.Errorf("placeholders given up: %q; want the one Karpenter refused, with its reason and what to do", given)
+			}
+		})
 	}
 }
