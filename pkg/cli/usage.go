@@ -48,6 +48,19 @@ func strictCommandLine(root *cobra.Command) {
 	root.InitDefaultHelpCmd()
 	root.InitDefaultCompletionCmd()
 	root.SetFlagErrorFunc(flagError)
+	for _, h := range root.Commands() {
+		if h.Name() == "help" {
+			// "help nosuch" is the same mistake as "nosuch": cobra's help
+			// printed the root's help for it and exited 0.
+			h.Args = func(_ *cobra.Command, args []string) error {
+				c, rest, err := root.Find(args)
+				if err != nil || len(rest) == 0 {
+					return err
+				}
+				return unknownSubcommand(c, rest)
+			}
+		}
+	}
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if c.HasSubCommands() && !c.Runnable() {

@@ -70,6 +70,8 @@ func TestMistypedCommandLinesAreUsageErrors(t *testing.T) {
 		{[]string{"iam", "plna", "--cluster", "shop"}, `did you mean "karpenter-migrate iam plan"?`},
 		{[]string{"config", "inti", "prod"}, `did you mean "karpenter-migrate config init"?`},
 		{[]string{"plna"}, `did you mean "karpenter-migrate plan"?`},
+		{[]string{"help", "plna"}, `did you mean "karpenter-migrate plan"?`},
+		{[]string{"help", "iam", "destroy"}, `unknown command "destroy" for "karpenter-migrate iam"`},
 		{[]string{"demo", "--sed", "7"}, `unknown flag --sed for "karpenter-migrate demo"; did you mean --seed?`},
 		{[]string{"iam", "plan", "--clustr", "shop"}, "did you mean --cluster?"},
 		{[]string{"version", "--log-levl", "debug"}, "did you mean --log-level?"},
