@@ -579,12 +579,12 @@ func TestCustomAMIWithoutUserDataSaysWhy(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, np := range res.NodePools {
-				if strings.Contains(np.Annotations[nodeGroupsAnnotaton], "db") {
+				if strings.Contains(np.Annotations[nodeGroupsAnnotation], "db") {
 					t.Fatalf("NodePool %s replaces db, want none", np.Name)
 				}
 			}
 			why := res.Unmapped["db"]
-			for _, want := range []string{NoPoolWritten, tc.want, "amiSelectorTerms id ami-0custom", nodeGroupsAnnotaton + ": db", "nodeGroups.exclude"} {
+			for _, want := range []string{NoPoolWritten, tc.want, "amiSelectorTerms id ami-0custom", nodeGroupsAnnotation + ": db", "nodeGroups.exclude"} {
 				if !strings.Contains(why, want) {
 					t.Errorf("why db has no pool = %q, want it to say %q", why, want)
 				}

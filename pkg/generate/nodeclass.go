@@ -180,7 +180,7 @@ func customAMI(g *inventory.NodeGroup, p *groupPlan, amiType, amiID string) (ami
 // mapByHand says what to do for a group generate cannot map: write its
 // NodePool and EC2NodeClass by hand, or leave it out of the rollout.
 func mapByHand(group, amiID string) string {
-	return fmt.Sprintf("write an EC2NodeClass for it by hand (amiSelectorTerms id %s, the amiFamily the AMI bootstraps as, AL2023 or Bottlerocket or Custom with user data that joins the node) and a NodePool using it annotated %s: %s, or leave the group out of the rollout (nodeGroups.exclude in migrations/<env>.yaml)", amiID, nodeGroupsAnnotaton, group)
+	return fmt.Sprintf("write an EC2NodeClass for it by hand (amiSelectorTerms id %s, the amiFamily the AMI bootstraps as, AL2023 or Bottlerocket or Custom with user data that joins the node) and a NodePool using it annotated %s: %s, or leave the group out of the rollout (nodeGroups.exclude in migrations/<env>.yaml)", amiID, nodeGroupsAnnotation, group)
 }
 
 func windowsFamily(amiType string) string {

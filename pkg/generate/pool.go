@@ -22,7 +22,7 @@ import (
 const (
 	managedByLabel      = "app.kubernetes.io/managed-by"
 	managedByValue      = "karpenter-migrate"
-	nodeGroupsAnnotaton = "karpenter-migrate.io/node-groups"
+	nodeGroupsAnnotation = "karpenter-migrate.io/node-groups"
 	// EnvironmentLabel marks the objects of an overlay with its environment.
 	EnvironmentLabel = "karpenter-migrate.io/environment"
 )
@@ -340,7 +340,7 @@ func buildNodePool(inv *inventory.Inventory, pp *poolPlan, opts *Options) (*karp
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        pp.name,
 			Labels:      map[string]string{managedByLabel: managedByValue},
-			Annotations: map[string]string{nodeGroupsAnnotaton: strings.Join(groups, ",")},
+			Annotations: map[string]string{nodeGroupsAnnotation: strings.Join(groups, ",")},
 		},
 	}
 	np.Spec.Template.ObjectMeta.Labels = labels
