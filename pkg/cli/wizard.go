@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -139,7 +140,7 @@ func wizardExit(res tui.Result, err error) error {
 	var paused *rollout.PausedError
 	switch {
 	case res.Interrupted:
-		msg := fmt.Sprintf("wizard interrupted (Ctrl-C) at %s", res.Screen)
+		msg := fmt.Sprintf("wizard interrupted (%s) at %s", cmp.Or(res.Signal, "Ctrl-C"), res.Screen)
 		if res.Outcome == tui.OutcomePaused {
 			msg += ": the rollout stopped after the evictions in flight"
 		}

@@ -708,3 +708,22 @@ func TestCommandsCarryEveryChoice(t *testing.T) {
 		}
 	}
 }
+
+// TestSIGTERMMidRolloutIsAnInterruption: SIGTERM (kill, a CI runner
+// timing out) stops a running rollout first, as Ctrl-C does, and the
+// result names it; Bubble Tea's own handler quit at once with exit 0 and
+// left the rollout running.
+func TestSIGTERMMidRolloutIsAnInterruption(t *testing.T) {
+	t.Parallel()
+	be := &fakeBackend{applyEvents: rolloutEvents(), block: true}
+	d := walk(t, be, "Rollout")
+	d.waitFor("running", d.viewHas("waits on PDB"))
+	d.handle(signalMsg{name: "SIGTERM"})
+	d.waitFor("quit", func() bool { return d.quit })
+	if be.applyCtx.Err() == nil {
+		t.Fatal("SIGTERM quit without stopping the run")
+	}
+	if res := d.m.Result(); !res.Interrupted || res.Signal != "SIGTERM" || res.Outcome != OutcomePaused {
+		t.Errorf("result %+v, want a SIGTERM interruption of a paused run", res)
+	}
+}

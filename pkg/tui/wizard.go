@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
 	"github.com/charmbracelet/bubbles/help"
 	"github.com/charmbracelet/bubbles/key"
@@ -63,9 +66,11 @@ type Result struct {
 	Screen string
 	// Commands are the commands that continue or repeat the migration.
 	Commands []string
-	// Interrupted says Ctrl-C ended the wizard (a running rollout first
-	// stopped after the evictions in flight, as apply's does).
+	// Interrupted says Ctrl-C, SIGINT or SIGTERM ended the wizard (a
+	// running rollout first stopped after the evictions in flight, as
+	// apply's does); Signal names it.
 	Interrupted bool
+	Signal      string
 	// RunErr is what stopped the rollout when it ended paused: a
 	// *rollout.PausedError (a gate or a wait), another failure, or nil
 	// when the user paused it.
@@ -208,20 +213,34 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case crashMsg:
 		m.result.Err = msg.err
 		return m, m.quit()
+	case signalMsg:
+		m.result.Interrupted, m.result.Signal = true, msg.name
+		return m, m.stop()
 	case tea.KeyMsg:
 		t, isTyping := m.cur.(typing)
 		if key.Matches(msg, keyQuit) || (key.Matches(msg, keyQ) && !(isTyping && t.typing())) {
-			m.result.Interrupted = m.result.Interrupted || key.Matches(msg, keyQuit)
-			if st, ok := m.cur.(stopper); ok {
-				quitNow, cmd := st.stop()
-				if !quitNow {
-					return m, cmd
-				}
+			if key.Matches(msg, keyQuit) && !m.result.Interrupted {
+				m.result.Interrupted, m.result.Signal = true, "Ctrl-C"
 			}
-			return m, m.quit()
+			return m, m.stop()
 		}
 	}
 	return m, m.cur.update(msg)
+}
+
+// signalMsg is SIGINT or SIGTERM from outside the terminal: the same as
+// Ctrl-C pressed in it.
+type signalMsg struct{ name string }
+
+// stop quits, after stopping a running rollout (the screen quits once it
+// has stopped).
+func (m *Model) stop() tea.Cmd {
+	if st, ok := m.cur.(stopper); ok {
+		if quitNow, cmd := st.stop(); !quitNow {
+			return cmd
+		}
+	}
+	return m.quit()
 }
 
 func (m *Model) quit() tea.Cmd {
@@ -270,11 +289,34 @@ func Run(ctx context.Context, opts Options, in io.Reader, out io.Writer) (Result
 		lipgloss.SetColorProfile(termenv.Ascii)
 	}
 	m := New(ctx, opts)
-	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithContext(ctx), tea.WithAltScreen())
+	// Bubble Tea's own handler quits at once on SIGTERM (exit 0, a
+	// rollout left running) and on SIGINT; ours stops the rollout first,
+	// as Ctrl-C in the terminal does, and a second signal quits at once.
+	p := tea.NewProgram(m, tea.WithInput(in), tea.WithOutput(out), tea.WithContext(ctx), tea.WithAltScreen(), tea.WithoutSignalHandler())
+	sigs, done := make(chan os.Signal, 2), make(chan struct{})
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer func() { signal.Stop(sigs); close(done) }()
+	go func() {
+		for n := 0; ; n++ {
+			select {
+			case s := <-sigs:
+				if n > 0 {
+					p.Kill()
+					return
+				}
+				name := "SIGTERM"
+				if s == os.Interrupt {
+					name = "SIGINT"
+				}
+				p.Send(signalMsg{name: name})
+			case <-done:
+				return
+			}
+		}
+	}()
 	if _, err := p.Run(); err != nil {
 		res := m.Result()
-		// SIGINT from outside the terminal ends the program at once.
-		res.Interrupted = res.Interrupted || errors.Is(err, tea.ErrInterrupted)
+		res.Interrupted = res.Interrupted || errors.Is(err, tea.ErrInterrupted) || errors.Is(err, tea.ErrProgramKilled)
 		return res, fmt.Errorf("wizard: %w", err)
 	}
 	return m.Result(), m.Result().Err
