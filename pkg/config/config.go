@@ -328,19 +328,32 @@ func syntaxError(b []byte, err error) error {
 		return err
 	}
 	n, _ := strconv.Atoi(m[1])
-	for i, line := range strings.Split(string(b), "\n") {
-		if i+1 < n {
+	if tab := TabIndent(b, n); tab > 0 {
+		return fmt.Errorf("line %d: %s", tab, TabIndentAdvice)
+	}
+	return fmt.Errorf("line %d: %s", n, m[2])
+}
+
+// TabIndentAdvice is what to do about a tab that indents a YAML line.
+const TabIndentAdvice = "a tab indents this line; YAML indents with spaces only: replace the tab with spaces"
+
+// TabIndent is the line (1-based) a tab indents, at or just after line,
+// where a YAML parser reported a syntax error; 0 if no tab does. Parsers
+// name the character, not the tab ("found character that cannot start
+// any token"), and report the line before the tab's when it follows a key.
+func TabIndent(b []byte, line int) int {
+	for i, l := range strings.Split(string(b), "\n") {
+		if i+1 < line {
 			continue
 		}
-		// yaml.v3 reports the line before the tab's when the tab follows a key.
-		if indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]; strings.Contains(indent, "\t") {
-			return fmt.Errorf("line %d: a tab indents this line; YAML indents with spaces only: replace the tab with spaces", i+1)
+		if indent := l[:len(l)-len(strings.TrimLeft(l, " \t"))]; strings.Contains(indent, "\t") {
+			return i + 1
 		}
-		if i+1 > n {
+		if i+1 > line {
 			break
 		}
 	}
-	return fmt.Errorf("line %d: %s", n, m[2])
+	return 0
 }
 
 // decodeError rewrites yaml.v3's errors for a value of the wrong type or an

@@ -20,6 +20,11 @@ func TestBadInput(t *testing.T) {
 			want: []string{"in.yaml:", "not valid YAML or JSON", "line "},
 		},
 		{
+			name: "tab indent in second document",
+			in:   "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: karpenter.sh/v1alpha5\nkind: Provisioner\nmetadata:\n\tname: b\n",
+			want: []string{"in.yaml:8:", "a tab indents this line; YAML indents with spaces only"},
+		},
+		{
 			name: "no kind",
 			in:   "apiVersion: karpenter.sh/v1alpha5\nmetadata: {name: a}\n",
 			want: []string{"in.yaml:1", "document has no kind"},

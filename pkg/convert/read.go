@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 )
 
 // Document is one Kubernetes object read from the input.
@@ -195,6 +197,9 @@ func Parse(source string, data []byte) ([]*Document, error) {
 				n, _ := strconv.Atoi(m[1])
 				line = chunk.line + n - 1
 				msg = strings.Replace(msg, m[0], "line "+strconv.Itoa(line), 1)
+				if tab := config.TabIndent(chunk.data, n); tab > 0 {
+					line, msg = chunk.line+tab-1, config.TabIndentAdvice
+				}
 			}
 			errs = append(errs, &Error{Source: source, Line: line, Err: fmt.Errorf("not valid YAML or JSON: %s", msg)})
 			continue

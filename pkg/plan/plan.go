@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -600,13 +601,22 @@ func ReadPlanFile(path string) (*Plan, error) {
 // goFieldType is encoding/json's wording for a value of the wrong type.
 var goFieldType = regexp.MustCompile(`json: cannot unmarshal (\w+) into Go struct field \w+\.(\S+) of type (\S+)`)
 
+// yamlSyntaxLine is the line of a YAML syntax error ("yaml: line N: ...").
+var yamlSyntaxLine = regexp.MustCompile(`^yaml: line (\d+): `)
+
 // planDecodeError drops the YAML-to-JSON layers from a decoding error,
 // names a mistyped field by its path in the file, and says what to do: a
 // plan is written by `plan`, not by hand.
-func planDecodeError(err error) error {
+func planDecodeError(b []byte, err error) error {
 	msg := err.Error()
 	for _, layer := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "error converting YAML to JSON: "} {
 		msg = strings.TrimPrefix(msg, layer)
+	}
+	if m := yamlSyntaxLine.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		if tab := config.TabIndent(b, n); tab > 0 {
+			msg = fmt.Sprintf("line %d: %s", tab, config.TabIndentAdvice)
+		}
 	}
 	msg = goFieldType.ReplaceAllString(msg, "$2: got a $1, want $3")
 	return fmt.Errorf("%s (a plan file is written by `karpenter-migrate plan`, not by hand: plan again)", msg)
@@ -620,7 +630,7 @@ func ParsePlan(b []byte) (*Plan, error) {
 	}
 	var p Plan
 	if err := yaml.UnmarshalStrict(b, &p); err != nil {
-		return nil, planDecodeError(err)
+		return nil, planDecodeError(b, err)
 	}
 	if p.APIVersion != PlanAPIVersion || p.Kind != PlanKind {
 		return nil, fmt.Errorf("apiVersion %q kind %q: want %s %s", p.APIVersion, p.Kind, PlanAPIVersion, PlanKind)

@@ -128,6 +128,7 @@ func TestParsePlan(t *testing.T) {
 		"unknown":    {string(b) + "surprise: 1\n", `unknown field "surprise" (a plan file is written by ` + "`karpenter-migrate plan`"},
 		"mistyped":   {strings.Replace(string(b), "concurrency: 2", "concurrency: two", 1), "budget.concurrency: got a string, want int"},
 		"syntax":     {"apiVersion: [\n", "line"},
+		"tab":        {"apiVersion: v1\nmetadata:\n\tname: x\n", "line 3: a tab indents this line; YAML indents with spaces only"},
 		"wrong kind": {"apiVersion: v1\nkind: Pod\n", `kind "Pod"`},
 	}
 	for name, tt := range tests {
