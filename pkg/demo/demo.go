@@ -137,6 +137,13 @@ type Summary struct {
 	// LegacyPodsLeft counts non-DaemonSet pods not on a Karpenter node
 	// (but those the rollout leaves on the controller's kept nodes).
 	LegacyPodsLeft int `json:"legacyPodsLeft"`
+	// PinnedPods counts the pods, once the migration ended, whose claims
+	// are bound to a volume that pins their node (a PersistentVolume's
+	// required node affinity: an EBS volume's zone); PinnedPodsMisplaced
+	// names those on a node it does not admit (none, if every pod came
+	// back where its volume is).
+	PinnedPods          int      `json:"pinnedPods"`
+	PinnedPodsMisplaced []string `json:"pinnedPodsMisplaced,omitempty"`
 	// GroupsScaled is true when every node group is at zero but the one
 	// kept for the Karpenter controller, at its size.
 	GroupsScaled bool `json:"groupsScaled"`
@@ -531,6 +538,9 @@ func (r *runner) stepFinal(ctx context.Context) (string, error) {
 		}
 	}
 	r.sum.LegacyPodsLeft = left
+	if r.sum.PinnedPods, r.sum.PinnedPodsMisplaced, err = volumePlacement(ctx, r.cfg.Kube, pods.Items, nodes.Items); err != nil {
+		return "", err
+	}
 	r.sum.GroupsScaled = true
 	groups, err := r.env.Groups(ctx)
 	if err != nil {
@@ -575,7 +585,7 @@ var measuredBy = map[string][]string{
 	"discover":    {"nodesBefore", "nodesBeforeByType", "costPerHourBefore"},
 	"plan":        {"plannedCostPerHour"},
 	"apply":       {"podsToMove", "movesPerPod"},
-	"final-state": {"nodesAfter", "nodesAfterByType", "costPerHourAfter", "legacyPodsLeft", "groupsScaled", "clusterAutoscalerReplicas"},
+	"final-state": {"nodesAfter", "nodesAfterByType", "costPerHourAfter", "legacyPodsLeft", "pinnedPods", "groupsScaled", "clusterAutoscalerReplicas"},
 }
 
 // Done reports whether the step with this id finished.

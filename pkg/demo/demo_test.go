@@ -37,6 +37,9 @@ func TestDemoMigratesAndRollsBack(t *testing.T) {
 	if sum.LegacyPodsLeft != 0 {
 		t.Errorf("%d pods left on legacy nodes", sum.LegacyPodsLeft)
 	}
+	if sum.PinnedPods != 3 || len(sum.PinnedPodsMisplaced) != 0 {
+		t.Errorf("%d pods pinned by volumes, misplaced %v; want redis's 3, each in its volume's zone", sum.PinnedPods, sum.PinnedPodsMisplaced)
+	}
 	if sum.PDBViolations != 0 {
 		t.Errorf("%d PDB violations", sum.PDBViolations)
 	}

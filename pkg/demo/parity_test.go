@@ -27,7 +27,9 @@ const (
 // TestParityWithControlPlane migrates the demo account and cluster (seed 1,
 // the dev overlay) twice with the same runbook and a rollback: in the
 // sandbox, then on the real control plane with the real Karpenter's kwok
-// provider given the same catalogue and prices and the AWS fake. Both
+// provider given the same catalogue and prices and the AWS fake. The seed
+// is stateful: redis's StatefulSet runs on zonal volumes (one per zone),
+// and both sides must end with every such pod in its volume's zone. Both
 // sides' figures are printed; they must agree within the tolerances above,
 // with no PDB violation on either side (each watched by the demo's own
 // watcher), every legacy group at zero but the controller's, and the
@@ -82,6 +84,8 @@ func TestParityWithControlPlane(t *testing.T) {
 		{"nodes after consolidation", float64(sb.NodesAfter), float64(cp.NodesAfter), parityNodes},
 		{"$/h after consolidation", sb.CostPerHourAfter, cp.CostPerHourAfter, parityCost},
 		{"legacy pods left", float64(sb.LegacyPodsLeft), float64(cp.LegacyPodsLeft), -1},
+		{"pods pinned by volumes", float64(sb.PinnedPods), float64(cp.PinnedPods), -1},
+		{"  not where their volume is", float64(len(sb.PinnedPodsMisplaced)), float64(len(cp.PinnedPodsMisplaced)), -1},
 		{"rollback: pods moved back", float64(sb.Rollback.PodsMoved), float64(cp.Rollback.PodsMoved), parityMoves},
 		{"rollback: nodes", float64(sb.Rollback.NodesAfter), float64(cp.Rollback.NodesAfter), -1},
 	}
@@ -107,6 +111,9 @@ func TestParityWithControlPlane(t *testing.T) {
 		}
 		if len(s.Sandbox.PreemptedPods) != 0 {
 			t.Logf("%s: %d pods preempted: %v", s.Engine, s.Sandbox.Preempted, s.Sandbox.PreemptedPods)
+		}
+		if s.PinnedPods == 0 || len(s.PinnedPodsMisplaced) != 0 {
+			t.Errorf("%s: %d pods pinned by their volumes' zones, misplaced: %v; want redis's, each in its volume's zone", s.Engine, s.PinnedPods, s.PinnedPodsMisplaced)
 		}
 		if len(s.Sandbox.LostPods) != 0 {
 			t.Errorf("%s: pods lost with a terminated node (never evicted): %v", s.Engine, s.Sandbox.LostPods)

@@ -179,13 +179,13 @@ func podsToMove(ctx context.Context, t testing.TB, w *world, ns string) int {
 }
 
 // checkControllerPlan asserts the plan's decision: the controller pinned to
-// the managed group (by the live Deployment's required scheduling, or by
-// the values step 07 installs), kept at 2.
-func checkControllerPlan(t *testing.T, p *plan.Plan, source string) {
+// group (by the live Deployment's required scheduling, or by the values
+// step 07 installs), kept at 2.
+func checkControllerPlan(t *testing.T, p *plan.Plan, source, group string) {
 	t.Helper()
 	h := p.Controller
-	if h == nil || h.Source != source || h.NodeGroup != "ng-managed" || !h.Kept || h.Size != 2 || h.Replicas != 2 ||
+	if h == nil || h.Source != source || h.NodeGroup != group || !h.Kept || h.Size != 2 || h.Replicas != 2 ||
 		h.Reserve == nil || *h.Reserve != generate.ReservedTaint {
-		t.Errorf("controller home %+v; want ng-managed (%s), kept at 2 with %s", h, source, generate.ReservedTaint.ToString())
+		t.Errorf("controller home %+v; want %s (%s), kept at 2 with %s", h, group, source, generate.ReservedTaint.ToString())
 	}
 }

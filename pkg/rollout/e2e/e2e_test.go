@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"os"
@@ -39,7 +40,8 @@ const existingMapRoles = `- rolearn: arn:aws:iam::111122223333:role/eks-node-gro
   - system:nodes
 `
 
-// kwokOverlay is the test-only overlay over the generated staging one;
+// kwokOverlay is the test-only overlay over the generated staging one (or
+// the world's base);
 // prepare points its NodePools at the kwok provider's node class
 // (testenv.PointNodePoolsAtKwok), so the real Karpenter (kwok provider)
 // provisions exactly what generate wrote.
@@ -96,17 +98,8 @@ func seedWorkloads(ctx context.Context, t testing.TB, w *world) {
 	if err := waitServiceAccount(ctx, w, appNS); err != nil {
 		t.Fatal(err)
 	}
-	// aws-auth as EKS keeps it: the node groups' role mapped. The node
-	// access step must keep this entry and back the ConfigMap up first.
-	awsAuth := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: awsauth.Namespace, Name: awsauth.Name}, Data: map[string]string{
-		"mapRoles": existingMapRoles,
-	}}
-	if _, err := c.CoreV1().ConfigMaps(awsauth.Namespace).Create(ctx, awsAuth, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ca := deployment("kube-system", "cluster-autoscaler", 1, "100m")
-	ca.Spec.Template.Spec.Containers[0].Image = "registry.k8s.io/autoscaling/cluster-autoscaler:v1.31.0"
-	for _, d := range []*appsv1.Deployment{ca, deployment(appNS, "web", 4, "500m"), deployment(appNS, "solo", 1, "250m")} {
+	createAWSAuth(ctx, t, w)
+	for _, d := range []*appsv1.Deployment{clusterAutoscaler(), deployment(appNS, "web", 4, "500m"), deployment(appNS, "solo", 1, "250m")} {
 		if _, err := c.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -166,6 +159,27 @@ func seedWorkloads(ctx context.Context, t testing.TB, w *world) {
 	}
 }
 
+// createAWSAuth writes aws-auth as EKS keeps it: the node groups' role
+// mapped. The node access step must keep this entry and back the ConfigMap
+// up first.
+func createAWSAuth(ctx context.Context, t testing.TB, w *world) {
+	t.Helper()
+	awsAuth := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: awsauth.Namespace, Name: awsauth.Name}, Data: map[string]string{
+		"mapRoles": existingMapRoles,
+	}}
+	if _, err := w.env.Client.CoreV1().ConfigMaps(awsauth.Namespace).Create(ctx, awsAuth, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clusterAutoscaler is Cluster Autoscaler's Deployment, run with args.
+func clusterAutoscaler(args ...string) *appsv1.Deployment {
+	ca := deployment("kube-system", "cluster-autoscaler", 1, "100m")
+	ca.Spec.Template.Spec.Containers[0].Image = "registry.k8s.io/autoscaling/cluster-autoscaler:v1.31.0"
+	ca.Spec.Template.Spec.Containers[0].Args = args
+	return ca
+}
+
 func waitServiceAccount(ctx context.Context, w *world, ns string) error {
 	return w.env.WaitFor(ctx, "default ServiceAccount in "+ns, func(ctx context.Context) (bool, error) {
 		_, err := w.env.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
@@ -177,20 +191,21 @@ func waitServiceAccount(ctx context.Context, w *world, ns string) error {
 func (w *world) prepare(ctx context.Context) (tree, cfg string) {
 	w.t.Helper()
 	tree = filepath.Join(w.dir, "karpenter")
-	out, errOut, code := w.run(ctx, "generate", "--cluster", clusterName, "--out", tree, "--envs", "staging")
+	base := cmp.Or(w.base, "staging")
+	out, errOut, code := w.run(ctx, append([]string{"generate", "--cluster", clusterName, "--out", tree, "--envs", base}, w.generate...)...)
 	w.t.Logf("generate (exit %d):\n%s%s", code, out, errOut)
 	overlay := filepath.Join(tree, "overlays", "e2e")
 	if err := os.MkdirAll(overlay, 0o755); err != nil {
 		w.t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kwokOverlay), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(strings.Replace(kwokOverlay, "../staging", "../"+base, 1)), 0o644); err != nil {
 		w.t.Fatal(err)
 	}
 	if err := testenv.PointNodePoolsAtKwok(overlay); err != nil {
 		w.t.Fatal(err)
 	}
 	cfg = filepath.Join(w.dir, "e2e.yaml")
-	if err := os.WriteFile(cfg, []byte(migrationConfig), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(cmp.Or(w.config, migrationConfig)), 0o644); err != nil {
 		w.t.Fatal(err)
 	}
 	return tree, cfg
@@ -232,7 +247,7 @@ func TestRolloutEndToEnd(t *testing.T) {
 		t.Fatalf("plan -o json: %v\n%s", err, out)
 	}
 	checkPlan(t, &planned)
-	checkControllerPlan(t, &planned, plan.ControllerFromValues)
+	checkControllerPlan(t, &planned, plan.ControllerFromValues, "ng-managed")
 	if k := planned.Karpenter; k == nil || k.Namespace != controllerNS || k.Release != "karpenter" || k.Chart != testenv.ControlPlaneChart(t) {
 		t.Fatalf("plan's Karpenter release %+v, want karpenter in %s from the test chart", k, controllerNS)
 	}

@@ -13,6 +13,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,6 +46,24 @@ type legacyGroup struct {
 	min, max  int32
 	// suspended are processes suspended before the rollout (restored as is).
 	suspended []string
+	// zone, when set, makes a single-zone group (one subnet, every
+	// instance there), as Cluster Autoscaler's balance-similar pattern
+	// has one group per zone; else instances alternate over zones.
+	zone string
+	// nodes, when set, is the group's instance count instead of newWorld's.
+	nodes int
+	// labels and taints are the group's (a managed group's config, Cluster
+	// Autoscaler's node-template tags) and its nodes'.
+	labels map[string]string
+	taints []corev1.Taint
+}
+
+// zones are the group's zones.
+func (g legacyGroup) zones() []string {
+	if g.zone != "" {
+		return []string{g.zone}
+	}
+	return zones
 }
 
 // world is one scenario: control plane, Karpenter, AWS fake, binary.
@@ -57,6 +76,12 @@ type world struct {
 	groups []legacyGroup
 	// hook keeps the legacy nodes in step with the ASGs' instances.
 	hook *testenv.NodeHook
+	// base is the generated environment the test overlay builds on
+	// (staging when empty); config is the MigrationConfig prepare writes
+	// (migrationConfig when empty).
+	base, config string
+	// generate are generate's extra flags.
+	generate []string
 }
 
 // TestMain removes the binary buildBinary built.
@@ -139,9 +164,11 @@ func newWorld(t testing.TB, groups []legacyGroup, nodesPerGroup int, opts ...fun
 
 	acct := &awsfake.Account{ID: accountID, Region: region}
 	var subnets []string
+	subnetOf := map[string]string{}
 	for i, z := range zones {
 		id := fmt.Sprintf("subnet-%d", i)
 		subnets = append(subnets, id)
+		subnetOf[z] = id
 		acct.EC2.Subnets = append(acct.EC2.Subnets, ec2types.Subnet{SubnetId: &id, AvailabilityZone: ptr.To(z), VpcId: ptr.To("vpc-1")})
 	}
 	acct.EC2.SecurityGroups = []ec2types.SecurityGroup{{GroupId: ptr.To("sg-nodes"), GroupName: ptr.To("nodes"), VpcId: ptr.To("vpc-1")}}
@@ -153,22 +180,36 @@ func newWorld(t testing.TB, groups []legacyGroup, nodesPerGroup int, opts ...fun
 	}}
 	seq := 0
 	for _, g := range groups {
+		n := cmp.Or(g.nodes, nodesPerGroup)
+		var groupSubnets []string
+		for _, z := range g.zones() {
+			groupSubnets = append(groupSubnets, subnetOf[z])
+		}
 		asg := astypes.AutoScalingGroup{
-			AutoScalingGroupName: ptr.To(g.asg), MinSize: ptr.To(g.min), MaxSize: ptr.To(g.max), DesiredCapacity: ptr.To(int32(nodesPerGroup)),
-			AvailabilityZones: zones, VPCZoneIdentifier: ptr.To(strings.Join(subnets, ",")),
+			AutoScalingGroupName: ptr.To(g.asg), MinSize: ptr.To(g.min), MaxSize: ptr.To(g.max), DesiredCapacity: ptr.To(int32(n)),
+			AvailabilityZones: g.zones(), VPCZoneIdentifier: ptr.To(strings.Join(groupSubnets, ",")),
 			MixedInstancesPolicy: nil,
 			Tags: []astypes.TagDescription{
 				{Key: ptr.To("k8s.io/cluster-autoscaler/enabled"), Value: ptr.To("true")},
 				{Key: ptr.To("k8s.io/cluster-autoscaler/" + clusterName), Value: ptr.To("owned")},
 			},
 		}
+		for _, k := range slices.Sorted(maps.Keys(g.labels)) {
+			asg.Tags = append(asg.Tags, astypes.TagDescription{Key: ptr.To("k8s.io/cluster-autoscaler/node-template/label/" + k), Value: ptr.To(g.labels[k])})
+		}
+		var eksTaints []ekstypes.Taint
+		for _, tt := range g.taints {
+			asg.Tags = append(asg.Tags, astypes.TagDescription{Key: ptr.To("k8s.io/cluster-autoscaler/node-template/taint/" + tt.Key), Value: ptr.To(tt.Value + ":" + string(tt.Effect))})
+			eksTaints = append(eksTaints, ekstypes.Taint{Key: ptr.To(tt.Key), Value: ptr.To(tt.Value), Effect: eksTaintEffect[tt.Effect]})
+		}
 		if g.managed {
 			asg.Tags = append(asg.Tags, astypes.TagDescription{Key: ptr.To("eks:cluster-name"), Value: ptr.To(clusterName)},
 				astypes.TagDescription{Key: ptr.To("eks:nodegroup-name"), Value: ptr.To(g.name)})
 			cl.Nodegroups = append(cl.Nodegroups, ekstypes.Nodegroup{
 				NodegroupName: ptr.To(g.name), ClusterName: ptr.To(clusterName), Status: ekstypes.NodegroupStatusActive,
-				ScalingConfig: &ekstypes.NodegroupScalingConfig{MinSize: ptr.To(g.min), MaxSize: ptr.To(g.max), DesiredSize: ptr.To(int32(nodesPerGroup))},
-				InstanceTypes: []string{"m5.xlarge"}, Subnets: subnets, CapacityType: ekstypes.CapacityTypesOnDemand, AmiType: ekstypes.AMITypesAl2023X8664Standard,
+				ScalingConfig: &ekstypes.NodegroupScalingConfig{MinSize: ptr.To(g.min), MaxSize: ptr.To(g.max), DesiredSize: ptr.To(int32(n))},
+				InstanceTypes: []string{"m5.xlarge"}, Subnets: groupSubnets, CapacityType: ekstypes.CapacityTypesOnDemand, AmiType: ekstypes.AMITypesAl2023X8664Standard,
+				Labels: g.labels, Taints: eksTaints,
 				Resources: &ekstypes.NodegroupResources{AutoScalingGroups: []ekstypes.AutoScalingGroup{{Name: ptr.To(g.asg)}}},
 			})
 		} else {
@@ -182,11 +223,11 @@ func newWorld(t testing.TB, groups []legacyGroup, nodesPerGroup int, opts ...fun
 		for _, p := range g.suspended {
 			asg.SuspendedProcesses = append(asg.SuspendedProcesses, astypes.SuspendedProcess{ProcessName: ptr.To(p)})
 		}
-		for i := range nodesPerGroup {
+		for i := range n {
 			seq++
 			asg.Instances = append(asg.Instances, astypes.Instance{
 				InstanceId: ptr.To(fmt.Sprintf("i-%017x", 0xe2e0000+seq)), InstanceType: ptr.To("m5.xlarge"),
-				AvailabilityZone: ptr.To(zones[i%len(zones)]), LifecycleState: astypes.LifecycleStateInService, HealthStatus: ptr.To("Healthy"),
+				AvailabilityZone: ptr.To(g.zones()[i%len(g.zones())]), LifecycleState: astypes.LifecycleStateInService, HealthStatus: ptr.To("Healthy"),
 			})
 		}
 		acct.AutoScaling.Groups = append(acct.AutoScaling.Groups, asg)
@@ -242,24 +283,37 @@ func (w *world) settleNodes(ctx context.Context) error {
 // nodeOf is the kwok node of an instance of the scenario's groups,
 // labelled as its group's.
 func (w *world) nodeOf(in testenv.ASGInstance) (*corev1.Node, error) {
-	group, zone := w.groupOfASG(in.ASG), cmp.Or(in.Zone, zones[0])
+	g, zone := w.groupOfASG(in.ASG), cmp.Or(in.Zone, zones[0])
+	group := g.name
 	spec := testenv.NodeSpec{Name: group + "-" + strings.TrimPrefix(in.ID, "i-"), Zone: zone, InstanceType: "m5.xlarge",
-		ProviderID: "aws:///" + zone + "/" + in.ID}
+		ProviderID: "aws:///" + zone + "/" + in.ID, Labels: maps.Clone(g.labels), Taints: g.taints}
 	if w.managed(group) {
 		spec.NodeGroup = group
 	} else {
-		spec.Labels = map[string]string{"alpha.eksctl.io/nodegroup-name": group}
+		if spec.Labels == nil {
+			spec.Labels = map[string]string{}
+		}
+		spec.Labels["alpha.eksctl.io/nodegroup-name"] = group
 	}
 	return testenv.KwokNode(spec)
 }
 
-func (w *world) groupOfASG(asg string) string {
+// eksTaintEffect is a taint effect as EKS writes it.
+var eksTaintEffect = map[corev1.TaintEffect]ekstypes.TaintEffect{
+	corev1.TaintEffectNoSchedule:       ekstypes.TaintEffectNoSchedule,
+	corev1.TaintEffectPreferNoSchedule: ekstypes.TaintEffectPreferNoSchedule,
+	corev1.TaintEffectNoExecute:        ekstypes.TaintEffectNoExecute,
+}
+
+// groupOfASG is the scenario's group of an ASG (one named after the ASG if
+// none).
+func (w *world) groupOfASG(asg string) legacyGroup {
 	for _, g := range w.groups {
 		if g.asg == asg {
-			return g.name
+			return g
 		}
 	}
-	return asg
+	return legacyGroup{name: asg, asg: asg}
 }
 
 func (w *world) managed(group string) bool {

@@ -68,11 +68,23 @@ type podWatch struct {
 	// relists says when the watch was listed again after the first
 	// list, and how long no event had come before it (the watcher was
 	// blind for at most that long).
-	relists   []string
+	relists []string
+	// placed lists, in order, every pod (by UID) the first time it was
+	// seen on a node.
+	placed    []placement
+	placedUID map[types.UID]bool
 	lastEvent time.Time
 	synced    chan struct{}
 	stopped   chan struct{}
 	cancel    context.CancelFunc
+}
+
+// placement is a pod seen on a node for the first time.
+type placement struct {
+	namespace, name, node string
+	uid                   types.UID
+	labels                map[string]string
+	at                    time.Time
 }
 
 type knownPod struct {
@@ -83,7 +95,7 @@ type knownPod struct {
 
 func newPodWatch(budgets []budget) *podWatch {
 	return &podWatch{budgets: budgets, healthy: map[string]bool{}, counts: map[string]int{}, lowest: map[string]int{}, since: map[string]time.Time{},
-		known: map[string]knownPod{}, deleted: map[string][]string{}, synced: make(chan struct{}), stopped: make(chan struct{})}
+		known: map[string]knownPod{}, deleted: map[string][]string{}, placedUID: map[types.UID]bool{}, synced: make(chan struct{}), stopped: make(chan struct{})}
 }
 
 func healthy(p *corev1.Pod) bool {
@@ -201,6 +213,7 @@ func (w *podWatch) relist(pods []*corev1.Pod) {
 	healthyNow, counts := map[string]bool{}, map[string]int{}
 	for key, p := range now {
 		w.known[key] = knownPod{uid: p.UID, node: p.Spec.NodeName, daemon: daemon(p)}
+		w.place(p)
 		if !healthy(p) {
 			continue
 		}
@@ -247,6 +260,7 @@ func (w *podWatch) observe(p *corev1.Pod, deleted bool) {
 		}
 	} else {
 		w.known[key] = knownPod{uid: p.UID, node: p.Spec.NodeName, daemon: daemon(p)}
+		w.place(p)
 	}
 	now := !deleted && healthy(p)
 	if now != w.healthy[key] {
@@ -288,6 +302,22 @@ func (w *podWatch) observe(p *corev1.Pod, deleted bool) {
 		w.pending = max(w.pending, time.Since(start))
 		delete(w.since, key)
 	}
+}
+
+// place records p's node the first time p (by UID) is seen on one.
+func (w *podWatch) place(p *corev1.Pod) {
+	if p.Spec.NodeName == "" || w.placedUID[p.UID] {
+		return
+	}
+	w.placedUID[p.UID] = true
+	w.placed = append(w.placed, placement{namespace: p.Namespace, name: p.Name, node: p.Spec.NodeName, uid: p.UID, labels: p.Labels, at: time.Now()})
+}
+
+// placements lists, in order, every pod the watch saw on a node, once.
+func (w *podWatch) placements() []placement {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.placed)
 }
 
 // stop ends the watch and returns the lowest healthy count per budget and
