@@ -232,8 +232,10 @@ func TestWriteTableGolden(t *testing.T) {
 			}},
 		Rollback: &RollbackSummary{Restored: false, Groups: []GroupSize{{Name: "system", Recorded: 3, Desired: 3, ReadyNodes: 2}},
 			NodesAfter: 3, CostPerHour: 0.27, CostPerHourBefore: 0.288, TypesChanged: []string{"m5.large 3 → 2", "m5a.large 0 → 1"}, PodsMoved: 12,
-			KarpenterNodesAtStart: 1, PodsToMove: 12, Evictions: 11, Replaced: 1, PDBRejections: 2,
-			Problems: []string{"node group system has 2 Ready nodes, want 3"}},
+			KarpenterNodesAtStart: 2, NodesDrained: 1, NodesRemovedBeforeDrain: 1, NodesRemovedWithNodePools: 1, NodeClaimsRemoved: 1,
+			PodsLeftBeforeDrain: 2, PodsArrivedBeforeDrain: 1, PodsToMove: 11, Evictions: 9, Replaced: 1, Gone: 1, PDBRejections: 2,
+			Consolidation: &RollbackConsolidation{Commands: 1, Nodes: 1, Evictions: 2},
+			Problems:      []string{"node group system has 2 Ready nodes, want 3"}},
 	}
 	var b bytes.Buffer
 	if err := WriteTable(&b, sum); err != nil {
