@@ -140,13 +140,15 @@ func (s run) RemoveOverlay(ctx context.Context) error {
 		}
 		if !s.Options.DryRun && len(names) > 0 {
 			d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: s.DrainOptions(), OnEvent: s.drainEvents(0, nil)}
-			if err := s.drainStarted(ctx, 0, names, 0, d); err != nil {
+			counted, err := s.drainStarted(ctx, 0, names, 0, d)
+			if err != nil {
 				return err
 			}
 			// A pod whose PDB allows no disruption moves back by a surge
 			// restart, as in the waves.
+			var replaced map[string]bool
 			if s.Plan.Budget.RestartBlocked {
-				if err := s.restartBlocked(ctx, 0, names, d); err != nil {
+				if replaced, err = s.restartBlocked(ctx, 0, names, d); err != nil {
 					return err
 				}
 			}
@@ -159,6 +161,7 @@ func (s run) RemoveOverlay(ctx context.Context) error {
 					return &rollout.PausedError{Step: s.Journal.Current.Step, Reason: fmt.Sprintf("node %s still has pods that may not be evicted: %v; NodePools are kept until their nodes are empty", r.Node, r.Skipped)}
 				}
 			}
+			s.drainEnded(0, counted, res, replaced)
 		}
 	}
 	a := s.applier()

@@ -440,11 +440,13 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 			keptHere++
 		}
 	}
-	if err := s.drainStarted(ctx, w.Index, names, keptHere, d); err != nil {
+	counted, err := s.drainStarted(ctx, w.Index, names, keptHere, d)
+	if err != nil {
 		return err
 	}
+	var replaced map[string]bool
 	if s.Plan.Budget.RestartBlocked {
-		if err := s.restartBlocked(ctx, w.Index, names, d); err != nil {
+		if replaced, err = s.restartBlocked(ctx, w.Index, names, d); err != nil {
 			return err
 		}
 	}
@@ -473,16 +475,18 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 		}
 		return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: "pods left on cordoned nodes, which are therefore not removed: " + strings.Join(list, "; ")}
 	}
+	s.drainEnded(w.Index, counted, results, replaced)
 	return nil
 }
 
 // drainStarted counts the pods a drain of nodes moves off them (evicts, or
 // replaces by a surge restart), as it starts, and reports it: the total
-// the drain's evicted and replaced pods are counted against.
-func (s run) drainStarted(ctx context.Context, wave int, nodes []string, kept int, d *kube.Drainer) error {
+// the drain's evicted, replaced and gone pods are counted against
+// (drainEnded). It returns the pods counted.
+func (s run) drainStarted(ctx context.Context, wave int, nodes []string, kept int, d *kube.Drainer) ([]podOn, error) {
 	pods, err := podsOn(ctx, nodes, d)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	total := len(pods)
 	msg := fmt.Sprintf("%d pods to move off %d nodes", total, len(nodes))
@@ -494,7 +498,34 @@ func (s run) drainStarted(ctx context.Context, wave int, nodes []string, kept in
 		ev.Waves = len(s.Plan.Waves)
 	}
 	s.Emit(ev)
-	return nil
+	return pods, nil
+}
+
+// drainEnded reports, once a drain has moved every pod off its nodes, each
+// pod it counted as it started (drainStarted) that it neither evicted nor
+// left in place and that no surge restart replaced: gone, not on its node
+// when the drain reached it, moved by someone else meanwhile (Karpenter
+// consolidating one of its own nodes during rollback's drain, a Job
+// ending). With them the drain's evicted, replaced and gone pods add up to
+// the total it started with.
+func (s run) drainEnded(wave int, counted []podOn, results []kube.DrainResult, replaced map[string]bool) {
+	handled := map[string]bool{}
+	for _, r := range results {
+		for _, p := range r.Evicted {
+			handled[p] = true
+		}
+		for _, sk := range r.Skipped {
+			handled[sk.Pod] = true
+		}
+	}
+	for _, p := range counted {
+		name := p.pod.Namespace + "/" + p.pod.Name
+		if handled[name] || replaced[name] {
+			continue
+		}
+		s.Emit(rollout.Event{Kind: rollout.EventEviction, Step: s.Journal.Current.Step, Wave: wave, Node: p.node, Pod: name,
+			Message: "gone: not on its node when the drain reached it (removed by someone else)"})
+	}
 }
 
 // firstLine is an error's first line and how many more it has (a wave's
@@ -545,13 +576,15 @@ func podsOn(ctx context.Context, nodes []string, d *kube.Drainer) ([]podOn, erro
 
 // restartBlocked moves pods whose PDB allows no disruption by restarting
 // their Deployment with a surge: the replacement is Ready before the old
-// pod terminates, so the budget is never broken.
-func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *kube.Drainer) error {
+// pod terminates, so the budget is never broken. It returns the pods the
+// restarts replaced (namespace/name) that left the nodes.
+func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *kube.Drainer) (map[string]bool, error) {
 	rsCache := map[string]string{}
 	restarted := map[owner]bool{}
+	replaced := map[string]bool{}
 	all, err := podsOn(ctx, nodes, d)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i := range all {
 		p := &all[i].pod
@@ -569,7 +602,7 @@ func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *ku
 		}
 		restarted[o] = true
 		if err := s.surgeRestart(ctx, wave, dep, pdb); err != nil {
-			return err
+			return nil, err
 		}
 		var mine []podOn
 		for j := range all {
@@ -577,19 +610,19 @@ func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *ku
 				mine = append(mine, all[j])
 			}
 		}
-		if err := s.waitReplaced(ctx, wave, o, mine); err != nil {
-			return err
+		if err := s.waitReplaced(ctx, wave, o, mine, replaced); err != nil {
+			return nil, err
 		}
 	}
-	return nil
+	return replaced, nil
 }
 
 // waitReplaced waits until the pods a surge restart replaced on the nodes
 // being drained are gone (terminated), and reports each as it left them:
 // replaced, as an eviction would have moved it. One still terminating when
 // the wait ends is left to the drain, which counts it as evicted: no pod
-// is counted twice.
-func (s run) waitReplaced(ctx context.Context, wave int, o owner, pods []podOn) error {
+// is counted twice. The pods replaced are added to replaced.
+func (s run) waitReplaced(ctx context.Context, wave int, o owner, pods []podOn, replaced map[string]bool) error {
 	gone := make([]bool, len(pods))
 	n := 0
 	err := s.Poll(ctx, s.Plan.Budget.Gates.PDBWaitTimeout.Duration, func() (bool, error) {
@@ -606,6 +639,7 @@ func (s run) waitReplaced(ctx context.Context, wave int, o owner, pods []podOn) 
 			}
 			gone[i] = true
 			n++
+			replaced[p.pod.Namespace+"/"+p.pod.Name] = true
 			s.Emit(rollout.Event{Kind: rollout.EventEviction, Step: s.Journal.Current.Step, Wave: wave, Node: p.node,
 				Pod: p.pod.Namespace + "/" + p.pod.Name, Message: "replaced: surge restart of " + o.String()})
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"slices"
@@ -120,41 +121,132 @@ func (r *runner) writeJournal(ctx context.Context) error {
 	return writeJSON(filepath.Join(r.opts.OutDir, JournalFile), j)
 }
 
-// podsOnKarpenterNodes counts the active pods, not DaemonSets', on nodes
-// a NodePool launched.
-func (r *runner) podsOnKarpenterNodes(ctx context.Context) (int, error) {
+// podsOnKarpenterNodes are the active pods, not DaemonSets', on nodes a
+// NodePool launched (namespace/name).
+func (r *runner) podsOnKarpenterNodes(ctx context.Context) (map[string]bool, error) {
 	legacy, err := r.podsOnLegacyNodes(ctx)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	pods, err := r.cfg.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("list pods: %w", err)
+		return nil, fmt.Errorf("list pods: %w", err)
 	}
-	n := 0
+	out := map[string]bool{}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if _, ok := legacy[p.Namespace+"/"+p.Name]; ok || p.Spec.NodeName == "" || kube.IsDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		name := p.Namespace + "/" + p.Name
+		if _, ok := legacy[name]; ok || p.Spec.NodeName == "" || kube.IsDaemonSetPod(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		n++
+		out[name] = true
 	}
-	return n, nil
+	return out, nil
 }
 
-// karpenterNodes counts the nodes a NodePool launched.
-func (r *runner) karpenterNodes(ctx context.Context) (int, error) {
+// karpenterNodes are the nodes a NodePool launched, by name.
+func (r *runner) karpenterNodes(ctx context.Context) (map[string]bool, error) {
 	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("list nodes: %w", err)
+		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	n := 0
+	out := map[string]bool{}
 	for _, nd := range nodes.Items {
 		if nd.Labels[apisv1.NodePoolLabelKey] != "" {
-			n++
+			out[nd.Name] = true
 		}
 	}
-	return n, nil
+	return out, nil
+}
+
+// nodeClaims counts the NodeClaims.
+func (r *runner) nodeClaims(ctx context.Context) (int, error) {
+	l, err := r.cfg.Dynamic.Resource(sandbox.NodeClaimGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("list NodeClaims: %w", err)
+	}
+	return len(l.Items), nil
+}
+
+// rollbackTally follows the Karpenter nodes and their pods through a
+// rollback, measured at its moments: as it starts, as its drain starts
+// (the nodes it cordoned, the pods it counted) and as it deletes the
+// NodePools.
+type rollbackTally struct {
+	nodesAtStart, podsAtStart map[string]bool
+	// drained are the nodes the drain cordoned.
+	drained map[string]bool
+	// podsLeft and podsArrived compare the pods on Karpenter nodes as the
+	// drain started with podsAtStart.
+	podsLeft, podsArrived int
+	// atDeletion are the Karpenter nodes, and nodeClaims the NodeClaims,
+	// as the first NodePool is deleted (nil: none was).
+	atDeletion map[string]bool
+	nodeClaims int
+}
+
+// drainStarted measures the pods on Karpenter nodes as the drain starts.
+func (t *rollbackTally) drainStarted(ctx context.Context, r *runner) error {
+	now, err := r.podsOnKarpenterNodes(ctx)
+	if err != nil {
+		return err
+	}
+	for p := range t.podsAtStart {
+		if !now[p] {
+			t.podsLeft++
+		}
+	}
+	for p := range now {
+		if !t.podsAtStart[p] {
+			t.podsArrived++
+		}
+	}
+	return nil
+}
+
+// deleting measures the Karpenter nodes and NodeClaims as the NodePools
+// are deleted.
+func (t *rollbackTally) deleting(ctx context.Context, r *runner) error {
+	var err error
+	if t.atDeletion, err = r.karpenterNodes(ctx); err != nil {
+		return err
+	}
+	t.nodeClaims, err = r.nodeClaims(ctx)
+	return err
+}
+
+// fill sets the rollback's node and pod figures: every Karpenter node seen
+// is removed either with the NodePools, or by Karpenter before them —
+// during the drain (one it had cordoned) or before it.
+func (t *rollbackTally) fill(rb *RollbackSummary) {
+	seen := maps.Clone(t.nodesAtStart)
+	maps.Copy(seen, t.drained)
+	maps.Copy(seen, t.atDeletion)
+	rb.KarpenterNodesAtStart, rb.KarpenterNodesLaunched = len(t.nodesAtStart), len(seen)-len(t.nodesAtStart)
+	rb.NodesDrained, rb.NodesRemovedWithNodePools, rb.NodeClaimsRemoved = len(t.drained), len(t.atDeletion), t.nodeClaims
+	for n := range seen {
+		switch {
+		case t.atDeletion[n]:
+		case t.drained[n]:
+			rb.NodesRemovedDuringDrain++
+		default:
+			rb.NodesRemovedBeforeDrain++
+		}
+	}
+	rb.PodsMoved, rb.PodsLeftBeforeDrain, rb.PodsArrivedBeforeDrain = len(t.podsAtStart), t.podsLeft, t.podsArrived
+}
+
+// nodesRemoved says how the Karpenter nodes went.
+func (rb *RollbackSummary) nodesRemoved() string {
+	s := fmt.Sprintf("%d Karpenter nodes", rb.KarpenterNodesAtStart)
+	if rb.KarpenterNodesLaunched > 0 {
+		s += fmt.Sprintf(" (and %d launched during the rollback)", rb.KarpenterNodesLaunched)
+	}
+	s += fmt.Sprintf(": %d drained by the rollback, %d removed with their NodePools (%d NodeClaims)", rb.NodesDrained, rb.NodesRemovedWithNodePools, rb.NodeClaimsRemoved)
+	if n := rb.NodesRemovedBeforeDrain + rb.NodesRemovedDuringDrain; n > 0 {
+		s += fmt.Sprintf(", %d removed by Karpenter itself (%d before the drain, %d during it)", n, rb.NodesRemovedBeforeDrain, rb.NodesRemovedDuringDrain)
+	}
+	return s
 }
 
 // podsOnLegacyNodes maps the pods on a node no NodePool launched, neither a
@@ -193,7 +285,7 @@ type waveProgress struct {
 }
 
 // moved are the pods that left the wave's nodes so far.
-func (w *waveProgress) moved() int { return w.Evicted + w.Replaced }
+func (w *waveProgress) moved() int { return w.Evicted + w.Replaced + w.Gone }
 
 func (w *waveProgress) progress() float64 {
 	return float64(w.moved()) / float64(max(w.PodsToMove, 1))
@@ -212,10 +304,13 @@ type observer struct {
 	// roomEvicted counts the evictions that made room for the Karpenter
 	// controller on the kept nodes (step 07, before any wave).
 	roomEvicted int
-	// toMove and replaced are a drain's outside the waves (rollback's
-	// drain of the Karpenter nodes): the pods it set out to move and
-	// those surge restarts replaced.
-	toMove, replaced int
+	// toMove, replaced and gone are a drain's outside the waves
+	// (rollback's drain of the Karpenter nodes): the pods it set out to
+	// move, those surge restarts replaced and those gone before it
+	// reached them.
+	toMove, replaced, gone int
+	// rb follows the Karpenter nodes through a rollback (nil in apply).
+	rb *rollbackTally
 	// err is a failure to read what a step did (the controller's placement).
 	err error
 }
@@ -244,11 +339,15 @@ func (o *observer) observe(e rollout.Event) {
 			return
 		}
 		o.toMove += e.Total
-		r.emit(o.prefix, StatusRunning, "drain: "+e.Message, -1)
+		if o.rb != nil && o.err == nil {
+			o.err = o.rb.drainStarted(r.runCtx, r)
+		}
+		r.emit(o.prefix, StatusRunning, "drain: "+e.Message, 0)
 	case rollout.EventEviction:
 		evicted := e.Message == "evicted"
 		replaced := strings.HasPrefix(e.Message, "replaced:")
-		if !evicted && !replaced {
+		gone := strings.HasPrefix(e.Message, "gone:")
+		if !evicted && !replaced && !gone {
 			return
 		}
 		w := o.inWave(e)
@@ -262,15 +361,33 @@ func (o *observer) observe(e rollout.Event) {
 				w.Evicted++
 				w.Moves++
 			}
-		case w != nil:
+		case replaced && w != nil:
 			w.Replaced++
-		default:
+		case replaced:
 			o.replaced++
+		case w != nil:
+			w.Gone++
+		default:
+			o.gone++
 		}
 		if w != nil {
 			r.emit(w.ID, StatusRunning, fmt.Sprintf("%d/%d pods moved off the wave's nodes", w.moved(), w.PodsToMove), w.progress())
+		} else if o.rb != nil {
+			moved := o.evicted + o.replaced + o.gone
+			r.emit(o.prefix, StatusRunning, fmt.Sprintf("%d/%d pods moved off the Karpenter nodes", moved, o.toMove), float64(moved)/float64(max(o.toMove, 1)))
 		}
 	case rollout.EventChange:
+		if o.rb != nil {
+			if node, ok := strings.CutPrefix(e.Message, "cordon and drain Karpenter node "); ok {
+				if o.rb.drained == nil {
+					o.rb.drained = map[string]bool{}
+				}
+				o.rb.drained[node] = true
+			}
+			if strings.HasPrefix(e.Message, "delete NodePool ") && o.rb.atDeletion == nil && o.err == nil {
+				o.err = o.rb.deleting(r.runCtx, r)
+			}
+		}
 		if dep, ok := strings.CutPrefix(e.Message, "restart Deployment "); ok {
 			n := o.replicas(dep)
 			o.restarted += n
@@ -325,9 +442,17 @@ func (o *observer) wavePhase(e rollout.Event) {
 		return
 	}
 	w.Done = true
-	detail := fmt.Sprintf("%d/%d pods moved off the wave's nodes (%d evicted, %d replaced by surge restart); %d moves", w.moved(), w.PodsToMove, w.Evicted, w.Replaced, w.Moves)
+	detail := fmt.Sprintf("%d/%d pods moved off the wave's nodes (%d evicted, %d replaced by surge restart%s); %d moves", w.moved(), w.PodsToMove, w.Evicted, w.Replaced, goneText(w.Gone), w.Moves)
 	r.emit(w.ID, StatusDone, detail, 1)
 	r.sum.Steps = append(r.sum.Steps, StepResult{ID: w.ID, Status: StatusDone, Detail: detail})
+}
+
+// goneText names the pods a drain found gone, if any.
+func goneText(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d gone before the drain reached their node", n)
 }
 
 // replicas is the replica count of "namespace/name (...)" as the runner
@@ -354,20 +479,20 @@ func (o *observer) replicas(dep string) int {
 func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	// The migration's counters end here: the rollback's are its own.
 	r.migrated = &migrationCounters{stats: r.env.Stats(), violations: r.pdbs.count, details: slices.Clone(r.pdbs.violations)}
-	obs := &observer{r: r, prefix: "rollback", waves: map[int]*waveProgress{}}
+	obs := &observer{r: r, prefix: "rollback", waves: map[int]*waveProgress{}, rb: &rollbackTally{}}
 	rr, err := r.newRunner(obs.observe)
 	if err != nil {
 		return "", err
 	}
-	onKarpenter, err := r.podsOnKarpenterNodes(ctx)
-	if err != nil {
+	if obs.rb.podsAtStart, err = r.podsOnKarpenterNodes(ctx); err != nil {
 		return "", err
 	}
-	karpenterNodes, err := r.karpenterNodes(ctx)
-	if err != nil {
+	if obs.rb.nodesAtStart, err = r.karpenterNodes(ctx); err != nil {
 		return "", err
 	}
-	err = rr.Rollback(ctx, "")
+	consolidated := len(r.env.Consolidations())
+	stats := r.env.Stats()
+	err = cmp.Or(rr.Rollback(ctx, ""), obs.err)
 	if werr := r.writeJournal(ctx); werr != nil && err == nil {
 		err = werr
 	}
@@ -385,8 +510,18 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	rb.PodsMoved, rb.KarpenterNodesAtStart = onKarpenter, karpenterNodes
-	rb.PodsToMove, rb.Evictions, rb.Replaced = obs.toMove, obs.evicted, obs.replaced
+	obs.rb.fill(rb)
+	rb.PodsToMove, rb.Evictions, rb.Replaced, rb.Gone = obs.toMove, obs.evicted, obs.replaced, obs.gone
+	if r.env.Engine() == EngineSandbox {
+		rc := &RollbackConsolidation{Evictions: r.env.Stats().ConsolidationEvictions - stats.ConsolidationEvictions}
+		for _, c := range r.env.Consolidations()[consolidated:] {
+			if c.Status == sandbox.CommandExecuted {
+				rc.Commands++
+				rc.Nodes += len(c.Nodes)
+			}
+		}
+		rb.Consolidation = rc
+	}
 	rb.PDBRejections = r.env.Stats().Rejected - r.migrated.stats.Rejected
 	rb.PDBViolations = r.pdbs.count - r.migrated.violations
 	r.sum.Rollback = rb
@@ -397,7 +532,8 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	if len(rb.TypesChanged) > 0 {
 		types = " (instance types not as before: " + strings.Join(rb.TypesChanged, ", ") + ")"
 	}
-	return fmt.Sprintf("%d pods moved back; %d groups at recorded sizes; %d IAM objects deleted; $%.4f/h, $%.4f/h before the migration%s", rb.PodsMoved, len(rb.Groups), deleted, rb.CostPerHour, rb.CostPerHourBefore, types), nil
+	return fmt.Sprintf("%d pods back on node-group nodes; %s; %d groups at recorded sizes; %d IAM objects deleted; $%.4f/h, $%.4f/h before the migration%s",
+		rb.PodsMoved, rb.nodesRemoved(), len(rb.Groups), deleted, rb.CostPerHour, rb.CostPerHourBefore, types), nil
 }
 
 // verifyRollback compares the sandbox with what the runner's journal

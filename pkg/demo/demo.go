@@ -182,10 +182,13 @@ type WaveSummary struct {
 	// included, those that stay on a node kept for the Karpenter
 	// controller not.
 	PodsToMove int `json:"podsToMove"`
-	// Evicted and Replaced (by a surge restart of their Deployment) are
-	// the pods that left its nodes, at most PodsToMove.
+	// Evicted, Replaced (by a surge restart of their Deployment) and Gone
+	// (not on their node when the drain reached it: moved by someone
+	// else) are the pods that left its nodes, at most PodsToMove, all of
+	// them once it is done.
 	Evicted  int `json:"evicted"`
 	Replaced int `json:"replaced"`
+	Gone     int `json:"gone"`
 	// Moves are its evictions and every pod of the Deployments it
 	// restarted with surge (wherever they ran).
 	Moves int  `json:"moves"`
@@ -231,24 +234,58 @@ type RollbackSummary struct {
 	// its recorded size, and so another cost.
 	CostPerHourBefore float64  `json:"costPerHourBefore"`
 	TypesChanged      []string `json:"typesChanged,omitempty"`
-	// PodsMoved counts the pods on Karpenter's nodes as rollback started:
-	// it verifies every one ends on a node-group node (whoever drained
-	// them: the runner, or Karpenter removing its nodes).
-	PodsMoved int `json:"podsMoved"`
+	// PodsMoved counts the pods on Karpenter's nodes as rollback started
+	// (not DaemonSets' nor finished): it verifies every one ends on a
+	// node-group node. Until its drain started, PodsLeftBeforeDrain of
+	// them left those nodes (Karpenter consolidating them while the
+	// groups came back) and PodsArrivedBeforeDrain came onto them:
+	// PodsMoved - PodsLeftBeforeDrain + PodsArrivedBeforeDrain = PodsToMove.
+	PodsMoved              int `json:"podsMoved"`
+	PodsLeftBeforeDrain    int `json:"podsLeftBeforeDrain"`
+	PodsArrivedBeforeDrain int `json:"podsArrivedBeforeDrain"`
+	// PodsToMove are the pods its drain set out to move off the Karpenter
+	// nodes; Evictions (the evictions it made), Replaced (by surge
+	// restarts) and Gone (not on their node when the drain reached it:
+	// Karpenter had moved them) add up to it.
+	PodsToMove int `json:"podsToMove"`
+	Evictions  int `json:"evictions"`
+	Replaced   int `json:"replaced"`
+	Gone       int `json:"gone"`
 	// KarpenterNodesAtStart are the Karpenter nodes as rollback started,
-	// PodsToMove the pods its drain set out to move off them, Evictions the
-	// evictions it made and Replaced the pods surge restarts replaced;
-	// KarpenterNodes are those left after.
-	KarpenterNodesAtStart int      `json:"karpenterNodesAtStart"`
-	PodsToMove            int      `json:"podsToMove"`
-	Evictions             int      `json:"evictions"`
-	Replaced              int      `json:"replaced"`
-	KarpenterNodes        int      `json:"karpenterNodes"`
-	Problems              []string `json:"problems,omitempty"`
+	// KarpenterNodesLaunched those launched while it ran; each is either
+	// drained by it (NodesDrained) or removed by Karpenter before its
+	// drain (NodesRemovedBeforeDrain). Of the drained, Karpenter removed
+	// NodesRemovedDuringDrain itself before the NodePools were deleted;
+	// the rest, NodesRemovedWithNodePools, went with their NodePools:
+	// their NodeClaims (NodeClaimsRemoved, counted apart: a NodeClaim
+	// still launching has no node) are waited for before Karpenter is
+	// uninstalled. KarpenterNodes are those left after.
+	KarpenterNodesAtStart     int `json:"karpenterNodesAtStart"`
+	KarpenterNodesLaunched    int `json:"karpenterNodesLaunched"`
+	NodesDrained              int `json:"nodesDrained"`
+	NodesRemovedBeforeDrain   int `json:"nodesRemovedBeforeDrain"`
+	NodesRemovedDuringDrain   int `json:"nodesRemovedDuringDrain"`
+	NodesRemovedWithNodePools int `json:"nodesRemovedWithNodePools"`
+	NodeClaimsRemoved         int `json:"nodeClaimsRemoved"`
+	KarpenterNodes            int `json:"karpenterNodes"`
+	// Consolidation is what the sandbox's Karpenter stand-in did while
+	// the rollback ran (nil on a control plane, whose Karpenter does not
+	// report it): the nodes it removed, why, are its.
+	Consolidation *RollbackConsolidation `json:"consolidation,omitempty"`
+	Problems      []string               `json:"problems,omitempty"`
 	// PDBRejections and PDBViolations are the rollback's own (429s, and
 	// budgets going short while it ran), apart from the migration's.
 	PDBRejections int `json:"pdbRejections"`
 	PDBViolations int `json:"pdbViolations"`
+}
+
+// RollbackConsolidation is the Karpenter stand-in's consolidation during
+// a rollback: the commands it executed, the nodes they removed and the
+// evictions their drains made.
+type RollbackConsolidation struct {
+	Commands  int `json:"commands"`
+	Nodes     int `json:"nodes"`
+	Evictions int `json:"evictions"`
 }
 
 // GroupSize is a node group's recorded and current size.

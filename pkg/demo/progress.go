@@ -105,7 +105,7 @@ func WriteTable(w io.Writer, s *Summary) error {
 	if len(s.Waves) > 0 {
 		fmt.Fprintln(tw, "\nWAVE\tNODES\tPODS PLANNED\tPODS TO MOVE\tMOVED OFF\tMOVES")
 		for _, wv := range s.Waves {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", wv.ID, wv.PlannedNodes, wv.PlannedPods, wv.PodsToMove, wv.Evicted+wv.Replaced, wv.Moves)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", wv.ID, wv.PlannedNodes, wv.PlannedPods, wv.PodsToMove, wv.Evicted+wv.Replaced+wv.Gone, wv.Moves)
 		}
 	}
 	if c := s.Consolidation; c != nil && len(c.Log) > 0 {
@@ -123,11 +123,27 @@ func WriteTable(w io.Writer, s *Summary) error {
 		}
 	}
 	if rb := s.Rollback; rb != nil {
-		fmt.Fprintf(tw, "\nROLLBACK\trestored: %t\t%d nodes, $%.4f/h (before the migration $%.4f/h), %d pods moved back\n", rb.Restored, rb.NodesAfter, rb.CostPerHour, rb.CostPerHourBefore, rb.PodsMoved)
+		fmt.Fprintf(tw, "\nROLLBACK\trestored: %t\t%d nodes, $%.4f/h (before the migration $%.4f/h)\n", rb.Restored, rb.NodesAfter, rb.CostPerHour, rb.CostPerHourBefore)
 		if len(rb.TypesChanged) > 0 {
 			fmt.Fprintf(tw, "instance types\tnot as before\t%s (the groups came back at their recorded sizes with other types: mixed instances)\n", strings.Join(rb.TypesChanged, ", "))
 		}
-		fmt.Fprintf(tw, "Karpenter nodes\t%d → %d\t%d pods to move off them: %d evicted, %d replaced by surge restart\n", rb.KarpenterNodesAtStart, rb.KarpenterNodes, rb.PodsToMove, rb.Evictions, rb.Replaced)
+		launched := ""
+		if rb.KarpenterNodesLaunched > 0 {
+			launched = fmt.Sprintf(" (+%d launched meanwhile)", rb.KarpenterNodesLaunched)
+		}
+		fmt.Fprintf(tw, "Karpenter nodes\t%d%s → %d\t%d drained by the rollback; removed: %d with their NodePools (%d NodeClaims), %d by Karpenter itself before the NodePools were deleted (%d before the drain, %d during it)\n",
+			rb.KarpenterNodesAtStart, launched, rb.KarpenterNodes, rb.NodesDrained, rb.NodesRemovedWithNodePools, rb.NodeClaimsRemoved,
+			rb.NodesRemovedBeforeDrain+rb.NodesRemovedDuringDrain, rb.NodesRemovedBeforeDrain, rb.NodesRemovedDuringDrain)
+		back := ""
+		if rb.Restored {
+			back = "; all back on node-group nodes"
+		}
+		fmt.Fprintf(tw, "pods on them\t%d → %d\tat the start → as the drain started (%d left them before it, %d came onto them)%s\n",
+			rb.PodsMoved, rb.PodsMoved-rb.PodsLeftBeforeDrain+rb.PodsArrivedBeforeDrain, rb.PodsLeftBeforeDrain, rb.PodsArrivedBeforeDrain, back)
+		fmt.Fprintf(tw, "pods to move\t%d\tby the rollback's drain: %d evicted, %d replaced by surge restart, %d gone before the drain reached their node\n", rb.PodsToMove, rb.Evictions, rb.Replaced, rb.Gone)
+		if c := rb.Consolidation; c != nil {
+			fmt.Fprintf(tw, "Karpenter consolidation\t%d nodes\tremoved during the rollback (commands: %d executed; %d pods evicted)\n", c.Nodes, c.Commands, c.Evictions)
+		}
 		fmt.Fprintf(tw, "PDB violations\t%d\t(%d evictions refused with 429 and retried, during the rollback)\n", rb.PDBViolations, rb.PDBRejections)
 		fmt.Fprintln(tw, "GROUP\tRECORDED\tDESIRED\tREADY NODES")
 		for _, g := range rb.Groups {

@@ -30,13 +30,16 @@ const (
 	EventWaiting EventKind = "Waiting"
 	// EventEviction: Pod on Node was evicted (Message "evicted"), is being
 	// evicted ("evicting"), was replaced by its Deployment's surge restart
-	// ("replaced: <why>") or was left in place ("skipped: <why>").
+	// ("replaced: <why>"), was left in place ("skipped: <why>") or, counted
+	// as the drain started, was gone from its node when the drain reached
+	// it, moved by someone else ("gone: <why>", once the drain is done).
 	EventEviction EventKind = "Eviction"
 	// EventDrainStarted: Wave's drain starts (or, with Wave 0, rollback's
 	// drain of the Karpenter nodes): Total is the pods it moves off its
-	// Done nodes, counted as it starts — the pods that came since the plan
+	// nodes, counted as it starts — the pods that came since the plan
 	// included, those that stay on a kept node not — so that the pods it
-	// reports evicted or replaced never exceed it.
+	// reports evicted, replaced or gone never exceed it, and add up to it
+	// once it is done.
 	EventDrainStarted EventKind = "DrainStarted"
 	// EventPDBWait: an eviction of Pod was refused (429); PDB names the
 	// budget(s) it waits on.
