@@ -140,13 +140,15 @@ func (s run) RemoveOverlay(ctx context.Context) error {
 		}
 		if !s.Options.DryRun && len(names) > 0 {
 			d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: s.DrainOptions(), OnEvent: s.drainEvents(0, nil)}
-			if err := s.drainStarted(ctx, 0, names, 0, d); err != nil {
+			pods, err := podsOn(ctx, names, d)
+			if err != nil {
 				return err
 			}
+			s.drainStarted(0, len(pods), len(names), 0)
 			// A pod whose PDB allows no disruption moves back by a surge
 			// restart, as in the waves.
 			if s.Plan.Budget.RestartBlocked {
-				if err := s.restartBlocked(ctx, 0, names, d); err != nil {
+				if err := s.restartBlocked(ctx, 0, names, d, nil); err != nil {
 					return err
 				}
 			}

@@ -120,11 +120,10 @@ func (s run) runWave(ctx context.Context, w plan.Wave, kept map[string]bool) err
 				}
 			}
 		case rollout.PhaseDrain:
-			// The placeholders' room goes to the evicted pods: they would
-			// not preempt placeholders while a steered legacy node fits.
-			if err = s.deletePlaceholders(ctx, w.Index); err == nil {
-				err = s.drainWave(ctx, w, rec, kept)
-			}
+			// The placeholders' room goes to the evicted pods as they are
+			// evicted (placeholderRelease): they would not preempt
+			// placeholders while a steered legacy node fits.
+			err = s.drainWave(ctx, w, rec, kept)
 		case rollout.PhaseGate:
 			err = s.gate(ctx, w.Index, "gate", "")
 		case rollout.PhaseCleanup:
@@ -361,6 +360,9 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 		names[i] = n.Name
 	}
 	if s.Options.DryRun {
+		if s.Plan.Budget.PreProvision && len(w.PreProvision) > 0 {
+			s.Change("release the placeholder pods of wave %d as the pods they hold room for are evicted", w.Index)
+		}
 		for _, n := range names {
 			pods, skipped, err := d.Pods(ctx, n)
 			if err != nil {
@@ -382,15 +384,31 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 			keptHere++
 		}
 	}
-	if err := s.drainStarted(ctx, w.Index, names, keptHere, d); err != nil {
+	pods, err := podsOn(ctx, names, d)
+	if err != nil {
 		return err
 	}
+	s.drainStarted(w.Index, len(pods), len(names), keptHere)
+	rel, err := s.newPlaceholderRelease(ctx, w.Index, pods)
+	if err != nil {
+		return err
+	}
+	events := d.OnEvent
+	d.OnEvent = func(e kube.DrainEvent) {
+		if e.Type == kube.DrainEvicting {
+			rel.moving(ctx, e.Pod)
+		}
+		events(e)
+	}
 	if s.Plan.Budget.RestartBlocked {
-		if err := s.restartBlocked(ctx, w.Index, names, d); err != nil {
+		if err := s.restartBlocked(ctx, w.Index, names, d, rel); err != nil {
 			return err
 		}
 	}
 	results, err := d.DrainNodes(ctx, names, s.Plan.Budget.Concurrency)
+	if err == nil {
+		err = rel.rest(ctx)
+	}
 	rec.Skipped = nil
 	for _, r := range results {
 		rec.Skipped = append(rec.Skipped, r.Skipped...)
@@ -418,16 +436,11 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 	return nil
 }
 
-// drainStarted counts the pods a drain of nodes moves off them (evicts, or
-// replaces by a surge restart), as it starts, and reports it: the total
-// the drain's evicted and replaced pods are counted against.
-func (s run) drainStarted(ctx context.Context, wave int, nodes []string, kept int, d *kube.Drainer) error {
-	pods, err := podsOn(ctx, nodes, d)
-	if err != nil {
-		return err
-	}
-	total := len(pods)
-	msg := fmt.Sprintf("%d pods to move off %d nodes", total, len(nodes))
+// drainStarted reports the pods a drain of nodes moves off them (evicts,
+// or replaces by a surge restart), counted as it starts: the total the
+// drain's evicted and replaced pods are counted against.
+func (s run) drainStarted(wave, total, nodes, kept int) {
+	msg := fmt.Sprintf("%d pods to move off %d nodes", total, nodes)
 	if kept > 0 {
 		msg += fmt.Sprintf(" (%d of them kept for the Karpenter controller: only the pods that do not tolerate its reservation leave them)", kept)
 	}
@@ -436,7 +449,6 @@ func (s run) drainStarted(ctx context.Context, wave int, nodes []string, kept in
 		ev.Waves = len(s.Plan.Waves)
 	}
 	s.Emit(ev)
-	return nil
 }
 
 // firstLine is an error's first line and how many more it has (a wave's
@@ -487,8 +499,9 @@ func podsOn(ctx context.Context, nodes []string, d *kube.Drainer) ([]podOn, erro
 
 // restartBlocked moves pods whose PDB allows no disruption by restarting
 // their Deployment with a surge: the replacement is Ready before the old
-// pod terminates, so the budget is never broken.
-func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *kube.Drainer) error {
+// pod terminates, so the budget is never broken. The room the wave's
+// placeholders hold for the pods it replaces is released first.
+func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *kube.Drainer, rel *placeholderRelease) error {
 	rsCache := map[string]string{}
 	restarted := map[owner]bool{}
 	all, err := podsOn(ctx, nodes, d)
@@ -510,14 +523,18 @@ func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *ku
 			continue
 		}
 		restarted[o] = true
-		if err := s.surgeRestart(ctx, wave, dep, pdb); err != nil {
-			return err
-		}
 		var mine []podOn
 		for j := range all {
 			if x, ok := s.ownerOf(ctx, &all[j].pod, rsCache); ok && x == o {
 				mine = append(mine, all[j])
+				rel.moving(ctx, all[j].pod.Namespace+"/"+all[j].pod.Name)
 			}
+		}
+		if err := rel.failed(); err != nil {
+			return err
+		}
+		if err := s.surgeRestart(ctx, wave, dep, pdb); err != nil {
+			return err
 		}
 		if err := s.waitReplaced(ctx, wave, o, mine); err != nil {
 			return err
