@@ -216,7 +216,7 @@ func TestWriteTableGolden(t *testing.T) {
 		NodesBeforeByType: map[string]int{"m5.large": 3}, NodesAfterByType: map[string]int{"m5.xlarge": 1},
 		CostPerHourBefore: 0.288, CostPerHourAfter: 0.0712, PlannedCostPerHour: 0.0712, Moves: 12, Evictions: 11, PDBRejections: 4,
 		PodsToMove: 10, MovesPerPod: 1.2,
-		Waves:             []WaveSummary{{ID: "wave-1-system", PlannedNodes: 3, PlannedPods: 9, PodsToMove: 10, Evicted: 9, Replaced: 1, Moves: 12, Done: true}},
+		Waves:              []WaveSummary{{ID: "wave-1-system", PlannedNodes: 3, PlannedPods: 9, PodsToMove: 10, Evicted: 9, Replaced: 1, Moves: 12, Done: true}},
 		LongestWaitSeconds: 3, LongestWaitPod: "app/web-1: created 09:04:10, bound to n1 at 09:04:13", GroupsScaled: true, SimulatedSeconds: 540, WallSeconds: 2.5,
 		Controller: &ControllerSummary{Home: "on node group system, kept at 2 nodes reserved with CriticalAddonsOnly=true:NoSchedule", KeptGroup: "system", Size: 2,
 			Before: []string{"ip-10-0-0-4 (system)", "ip-10-0-16-5 (system)"}, After: []string{"ip-10-0-0-4 (system)", "ip-10-0-16-5 (system)"}},
