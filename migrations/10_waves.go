@@ -120,11 +120,10 @@ func (s run) runWave(ctx context.Context, w plan.Wave, kept map[string]bool) err
 				}
 			}
 		case rollout.PhaseDrain:
-			// The placeholders' room goes to the evicted pods: they would
-			// not preempt placeholders while a steered legacy node fits.
-			if err = s.deletePlaceholders(ctx, w.Index); err == nil {
-				err = s.drainWave(ctx, w, rec, kept)
-			}
+			// The placeholders' room goes to the evicted pods as they are
+			// evicted (placeholderRelease): they would not preempt
+			// placeholders while a steered legacy node fits.
+			err = s.drainWave(ctx, w, rec, kept)
 		case rollout.PhaseGate:
 			err = s.gate(ctx, w.Index, "gate", "")
 		case rollout.PhaseCleanup:
@@ -419,6 +418,9 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 		names[i] = n.Name
 	}
 	if s.Options.DryRun {
+		if s.Plan.Budget.PreProvision && len(w.PreProvision) > 0 {
+			s.Change("release the placeholder pods of wave %d as the pods they hold room for are evicted", w.Index)
+		}
 		for _, n := range names {
 			pods, skipped, err := d.Pods(ctx, n)
 			if err != nil {
@@ -444,13 +446,27 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 	if err != nil {
 		return err
 	}
+	rel, err := s.newPlaceholderRelease(ctx, w.Index, counted)
+	if err != nil {
+		return err
+	}
+	events := d.OnEvent
+	d.OnEvent = func(e kube.DrainEvent) {
+		if e.Type == kube.DrainEvicting {
+			rel.moving(ctx, e.Pod)
+		}
+		events(e)
+	}
 	var replaced map[string]bool
 	if s.Plan.Budget.RestartBlocked {
-		if replaced, err = s.restartBlocked(ctx, w.Index, names, d); err != nil {
+		if replaced, err = s.restartBlocked(ctx, w.Index, names, d, rel); err != nil {
 			return err
 		}
 	}
 	results, err := d.DrainNodes(ctx, names, s.Plan.Budget.Concurrency)
+	if err == nil {
+		err = rel.rest(ctx)
+	}
 	rec.Skipped = nil
 	for _, r := range results {
 		rec.Skipped = append(rec.Skipped, r.Skipped...)
@@ -576,9 +592,10 @@ func podsOn(ctx context.Context, nodes []string, d *kube.Drainer) ([]podOn, erro
 
 // restartBlocked moves pods whose PDB allows no disruption by restarting
 // their Deployment with a surge: the replacement is Ready before the old
-// pod terminates, so the budget is never broken. It returns the pods the
-// restarts replaced (namespace/name) that left the nodes.
-func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *kube.Drainer) (map[string]bool, error) {
+// pod terminates, so the budget is never broken. The room the wave's
+// placeholders hold for the pods it replaces is released first. It returns
+// the pods the restarts replaced (namespace/name) that left the nodes.
+func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *kube.Drainer, rel *placeholderRelease) (map[string]bool, error) {
 	rsCache := map[string]string{}
 	restarted := map[owner]bool{}
 	replaced := map[string]bool{}
@@ -601,14 +618,18 @@ func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *ku
 			continue
 		}
 		restarted[o] = true
-		if err := s.surgeRestart(ctx, wave, dep, pdb); err != nil {
-			return nil, err
-		}
 		var mine []podOn
 		for j := range all {
 			if x, ok := s.ownerOf(ctx, &all[j].pod, rsCache); ok && x == o {
 				mine = append(mine, all[j])
+				rel.moving(ctx, all[j].pod.Namespace+"/"+all[j].pod.Name)
 			}
+		}
+		if err := rel.failed(); err != nil {
+			return nil, err
+		}
+		if err := s.surgeRestart(ctx, wave, dep, pdb); err != nil {
+			return nil, err
 		}
 		if err := s.waitReplaced(ctx, wave, o, mine, replaced); err != nil {
 			return nil, err

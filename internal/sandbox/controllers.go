@@ -531,11 +531,6 @@ func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
 			return fmt.Errorf("start pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 		delete(s.boundAt, p.UID)
-		if s.tracking && !p.CreationTimestamp.Time.Before(s.trackFrom) {
-			if d := s.Now().Sub(p.CreationTimestamp.Time); d > s.stats.MaxPending {
-				s.stats.MaxPending = d
-			}
-		}
 	}
 	return nil
 }

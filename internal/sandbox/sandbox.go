@@ -147,7 +147,6 @@ type Sandbox struct {
 	// the cluster the inventory describes grew under the default scheduler.
 	loading    bool
 	tracking   bool
-	trackFrom  time.Time
 	violations []string
 	// podsCache is the last pod list; podsDirty is set by any pod write.
 	podsCache []*corev1.Pod
@@ -164,9 +163,6 @@ type Stats struct {
 	// PDBViolations counts times a PDB went from satisfied to below its
 	// desired healthy count.
 	PDBViolations int `json:"pdbViolations"`
-	// MaxPending is the longest a pod created in the sandbox waited from
-	// creation to Ready.
-	MaxPending time.Duration `json:"-"`
 	// NodesLaunched and NodesTerminated count instances.
 	NodesLaunched   int `json:"nodesLaunched"`
 	NodesTerminated int `json:"nodesTerminated"`
@@ -244,13 +240,12 @@ func (s *Sandbox) Stats() Stats {
 	return st
 }
 
-// StartTracking resets Stats and starts counting PDB violations and
-// pending times from now; call it once the cluster is loaded.
+// StartTracking resets Stats and starts counting PDB violations from now;
+// call it once the cluster is loaded.
 func (s *Sandbox) StartTracking() {
 	s.stats = Stats{}
 	s.violations = nil
 	s.tracking = true
-	s.trackFrom = s.Now()
 }
 
 // Violations describes each PDB violation counted in Stats.

@@ -279,8 +279,18 @@ func TestKarpenterStandInProvisionsAndConsolidates(t *testing.T) {
 	if len(in) != 1 || in[0].NodePool != "default" || in[0].CapacityType != inventory.CapacitySpot {
 		t.Fatalf("instances = %+v, want one spot instance of NodePool default", in)
 	}
-	if got := s.Stats().MaxPending; got < s.opts.LaunchDelay {
-		t.Errorf("MaxPending = %s, want at least the launch delay %s", got, s.opts.LaunchDelay)
+	// The pods waited for the node launched for them: bound (PodScheduled)
+	// no sooner than the launch delay after they were created.
+	pods, err := s.Kube().CoreV1().Pods("app").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if got := c.LastTransitionTime.Sub(p.CreationTimestamp.Time); c.Type == corev1.PodScheduled && got < s.opts.LaunchDelay {
+				t.Errorf("pod %s bound %s after its creation, want at least the launch delay %s", p.Name, got, s.opts.LaunchDelay)
+			}
+		}
 	}
 	if err := scaleDeployment(ctx, s, "app", "web", 0); err != nil {
 		t.Fatal(err)

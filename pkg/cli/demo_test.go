@@ -18,7 +18,7 @@ func TestDemoJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &sum); err != nil {
 		t.Fatalf("demo -o json is not JSON: %v\n%s", err, out)
 	}
-	for _, k := range []string{"nodesBefore", "nodesAfter", "costPerHourBefore", "costPerHourAfter", "moves", "pdbViolations", "maxPendingSeconds", "steps"} {
+	for _, k := range []string{"nodesBefore", "nodesAfter", "costPerHourBefore", "costPerHourAfter", "moves", "pdbViolations", "longestWaitForNodeSeconds", "steps"} {
 		if _, ok := sum[k]; !ok {
 			t.Errorf("JSON lacks %q", k)
 		}

@@ -479,6 +479,7 @@ func (o *observer) replicas(dep string) int {
 func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	// The migration's counters end here: the rollback's are its own.
 	r.migrated = &migrationCounters{stats: r.env.Stats(), violations: r.pdbs.count, details: slices.Clone(r.pdbs.violations)}
+	r.migrated.longestWait, r.migrated.waitPod = r.waits.result(r.env.Now())
 	obs := &observer{r: r, prefix: "rollback", waves: map[int]*waveProgress{}, rb: &rollbackTally{}}
 	rr, err := r.newRunner(obs.observe)
 	if err != nil {

@@ -25,7 +25,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
@@ -77,6 +79,8 @@ type controlPlane struct {
 
 	mu       sync.Mutex
 	watchers []func(context.Context, kubernetes.Interface) error
+	// stopInformers ends the informers WatchWaits started.
+	stopInformers []context.CancelFunc
 }
 
 func newControlPlane(seed uint64) *controlPlane {
@@ -117,9 +121,47 @@ func (c *controlPlane) Watch(f func(context.Context, kubernetes.Interface) error
 	c.watchers = append(c.watchers, f)
 }
 
-// Close stops the hook, the control plane and the AWS fake and removes the
-// control plane's run directory.
+// WatchWaits feeds w a pod informer's events: every state of a pod the
+// API server sends (creation, binding, deletion), timed by the API
+// server's own timestamps (whole seconds), not by a poll.
+func (c *controlPlane) WatchWaits(ctx context.Context, w *waitWatcher) error {
+	infCtx, stop := context.WithCancel(context.Background())
+	c.mu.Lock()
+	c.stopInformers = append(c.stopInformers, stop)
+	c.mu.Unlock()
+	inf := coreinformers.NewPodInformer(c.env.Client, metav1.NamespaceAll, 0, cache.Indexers{})
+	seen := func(obj any) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			w.seen(p, time.Now())
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, obj any) { seen(obj) },
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				w.gone(p, time.Now())
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("wait watcher: %w", err)
+	}
+	go inf.Run(infCtx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		return fmt.Errorf("wait watcher: the pod informer did not sync: %w", context.Cause(ctx))
+	}
+	return nil
+}
+
+// Close stops the hook, the informers, the control plane and the AWS fake
+// and removes the control plane's run directory.
 func (c *controlPlane) Close() {
+	for _, stop := range c.stopInformers {
+		stop()
+	}
 	if c.cancel != nil {
 		c.cancel()
 		<-c.done

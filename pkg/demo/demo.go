@@ -131,8 +131,13 @@ type Summary struct {
 	PDBViolations       int      `json:"pdbViolations"`
 	PDBViolationDetails []string `json:"pdbViolationDetails,omitempty"`
 	PDBRejections       int      `json:"pdbRejections"`
-	MaxPendingSeconds   float64  `json:"maxPendingSeconds"`
-	Findings            []string `json:"findings"`
+	// LongestWaitSeconds is the longest a pod created during the migration
+	// waited for a node: from its creation to its binding (PodScheduled),
+	// placeholders not counted; LongestWaitPod says which pod and when.
+	// Measured the same way on both engines (waitWatcher).
+	LongestWaitSeconds float64  `json:"longestWaitForNodeSeconds"`
+	LongestWaitPod     string   `json:"longestWaitForNodePod,omitempty"`
+	Findings           []string `json:"findings"`
 
 	// LegacyPodsLeft counts non-DaemonSet pods not on a Karpenter node
 	// (but those the rollout leaves on the controller's kept nodes).
@@ -317,6 +322,8 @@ type runner struct {
 	// journal is the runner's journal after apply (then rollback).
 	journal *rollout.Journal
 	pdbs    *pdbWatcher
+	// waits measures every pod's wait for a node from the load on.
+	waits *waitWatcher
 
 	iam     *action.IAM
 	iamPlan *iam.Plan
@@ -331,6 +338,9 @@ type migrationCounters struct {
 	stats      sandbox.Stats
 	violations int
 	details    []string
+	// longestWait and waitPod are the waits for a node so far.
+	longestWait time.Duration
+	waitPod     string
 }
 
 // Complete fills in the default environment and checks the options, so a
@@ -445,13 +455,18 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	r.sum.Interrupted = ctx.Err() != nil
 	st := env.Stats()
 	violations, details := r.pdbs.count, r.pdbs.violations
+	var wait time.Duration
+	var waitPod string
+	if r.waits != nil {
+		wait, waitPod = r.waits.result(env.Now())
+	}
 	if m := r.migrated; m != nil {
-		st, violations, details = m.stats, m.violations, m.details
+		st, violations, details, wait, waitPod = m.stats, m.violations, m.details, m.longestWait, m.waitPod
 	}
 	r.sum.Sandbox = st
 	r.sum.PDBViolations, r.sum.PDBViolationDetails = violations, details
 	r.sum.PDBRejections = st.Rejected
-	r.sum.MaxPendingSeconds = st.MaxPending.Seconds()
+	r.sum.LongestWaitSeconds, r.sum.LongestWaitPod = wait.Seconds(), waitPod
 	r.sum.SimulatedSeconds = env.Now().Sub(simStart).Seconds()
 	r.sum.WallSeconds = opts.Now().Sub(wallStart).Seconds()
 	if err := writeJSON(filepath.Join(opts.OutDir, "summary.json"), r.sum); err != nil && runErr == nil {
@@ -482,6 +497,10 @@ func (r *runner) stepSandbox(ctx context.Context) (string, error) {
 	// PDB violations are measured here, on every tick (or poll) of the
 	// whole run, not taken from what the runner reports.
 	r.env.Watch(r.pdbs.observe)
+	r.waits = newWaitWatcher(r.env.Now())
+	if err := r.env.WatchWaits(ctx, r.waits); err != nil {
+		return "", err
+	}
 	nodes, pods, err := r.counts(ctx)
 	if err != nil {
 		return "", err

@@ -2,8 +2,10 @@ package demo
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
@@ -47,6 +49,9 @@ type environment interface {
 	// (every tick of the sandbox, a poll of the control plane), with the
 	// client it must read the cluster with there.
 	Watch(f func(context.Context, kubernetes.Interface) error)
+	// WatchWaits feeds w the pods as the environment sees them: every
+	// tick's in the sandbox, a pod informer's events on a control plane.
+	WatchWaits(ctx context.Context, w *waitWatcher) error
 	// PrepareTree adapts the tree generate wrote to the environment before
 	// it is planned and applied; it returns what it changed ("" for nothing).
 	PrepareTree(dir, env string) (string, error)
@@ -107,6 +112,21 @@ func (e *sandboxEnv) Consolidations() []sandbox.ConsolidationCommand { return e.
 // clients Load returned wait for that lock).
 func (e *sandboxEnv) Watch(f func(context.Context, kubernetes.Interface) error) {
 	e.sb.OnTick(func(ctx context.Context) error { return f(ctx, e.sb.Kube()) })
+}
+
+// WatchWaits lists the pods after every tick: the sandbox changes only
+// within one, so the list sees every state a pod passes through but a pod
+// created and deleted within a tick.
+func (e *sandboxEnv) WatchWaits(_ context.Context, w *waitWatcher) error {
+	e.sb.OnTick(func(ctx context.Context) error {
+		pods, err := e.sb.Kube().CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return fmt.Errorf("wait watcher: list pods: %w", err)
+		}
+		w.observe(pods.Items, e.sb.Now())
+		return nil
+	})
+	return nil
 }
 
 func (e *sandboxEnv) PrepareTree(string, string) (string, error) { return "", nil }

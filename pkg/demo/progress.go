@@ -71,7 +71,11 @@ func WriteTable(w io.Writer, s *Summary) error {
 	if lost := s.Sandbox.LostPods; len(lost) > 0 {
 		fmt.Fprintf(tw, "pods lost with a node\t\t%d\t(never evicted: %s)\n", len(lost), strings.Join(lost, ", "))
 	}
-	fmt.Fprintf(tw, "longest pending\t\t%s\n", fmtSeconds(s.MaxPendingSeconds))
+	wait := "no pod created"
+	if s.LongestWaitPod != "" {
+		wait = s.LongestWaitPod
+	}
+	fmt.Fprintf(tw, "longest wait for a node\t\t%s\t(pod creation → bound, placeholders not counted; %s)\n", fmtSeconds(s.LongestWaitSeconds), wait)
 	if final {
 		groups := "at zero"
 		if c := s.Controller; c != nil && c.Size > 0 {

@@ -20,8 +20,8 @@ import (
 
 // Metadata the generator puts on what it writes.
 const (
-	managedByLabel      = "app.kubernetes.io/managed-by"
-	managedByValue      = "karpenter-migrate"
+	managedByLabel       = "app.kubernetes.io/managed-by"
+	managedByValue       = "karpenter-migrate"
 	nodeGroupsAnnotation = "karpenter-migrate.io/node-groups"
 	// EnvironmentLabel marks the objects of an overlay with its environment.
 	EnvironmentLabel = "karpenter-migrate.io/environment"
