@@ -72,6 +72,7 @@ func WriteTable(w io.Writer, s *Summary) error {
 		fmt.Fprintf(tw, "pods lost with a node\t\t%d\t(never evicted: %s)\n", len(lost), strings.Join(lost, ", "))
 	}
 	fmt.Fprintf(tw, "longest pending\t\t%s\n", fmtSeconds(s.MaxPendingSeconds))
+	fmt.Fprintf(tw, "waves' makespan\t\t%s\t(plan predicted %s, lower bound %s)\n", measured("apply", "%s", fmtSeconds(s.MakespanSeconds)), measured("plan", "%s", fmtSeconds(s.PredictedSeconds)), measured("plan", "%s", fmtSeconds(s.BoundSeconds)))
 	if final {
 		groups := "at zero"
 		if c := s.Controller; c != nil && c.Size > 0 {
@@ -103,9 +104,9 @@ func WriteTable(w io.Writer, s *Summary) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\n", t, s.NodesBeforeByType[t], measured("final-state", "%d", s.NodesAfterByType[t]))
 	}
 	if len(s.Waves) > 0 {
-		fmt.Fprintln(tw, "\nWAVE\tNODES\tPODS PLANNED\tPODS TO MOVE\tMOVED OFF\tMOVES")
+		fmt.Fprintln(tw, "\nWAVE\tNODES\tPODS PLANNED\tPODS TO MOVE\tMOVED OFF\tMOVES\tTOOK\tPREDICTED")
 		for _, wv := range s.Waves {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", wv.ID, wv.PlannedNodes, wv.PlannedPods, wv.PodsToMove, wv.Evicted+wv.Replaced, wv.Moves)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", wv.ID, wv.PlannedNodes, wv.PlannedPods, wv.PodsToMove, wv.Evicted+wv.Replaced, wv.Moves, fmtSeconds(wv.Seconds), fmtSeconds(wv.PredictedSeconds))
 		}
 	}
 	if c := s.Consolidation; c != nil && len(c.Log) > 0 {
