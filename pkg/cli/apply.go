@@ -214,7 +214,11 @@ func eventPrinter(g *GlobalOptions) rollout.Observer {
 		}
 		switch e.Kind {
 		case rollout.EventWavePhase:
-			fmt.Fprintf(w, "%s %s: %s\n", prefix, where, e.Phase)
+			if e.Message != "" { // the wave's end: how long it took, against the plan
+				fmt.Fprintf(w, "%s %s: %s: %s\n", prefix, where, e.Phase, e.Message)
+			} else {
+				fmt.Fprintf(w, "%s %s: %s\n", prefix, where, e.Phase)
+			}
 		case rollout.EventEviction:
 			fmt.Fprintf(w, "%s %s: %s %s (node %s)\n", prefix, where, e.Message, e.Pod, e.Node)
 		case rollout.EventPDBWait:

@@ -205,17 +205,22 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	w := g.IO.Out
 	fmt.Fprintf(w, "Plan %s for %s (cluster %s) written to %s\n\n", p.Hash, p.Environment, p.Cluster, o.out)
 	t := newTable(w)
-	fmt.Fprintln(t, "WAVE\tNODES\tGROUPS\tPODS\tNODEPOOLS\tPREDICTED NODES\tPLACEHOLDERS")
+	fmt.Fprintln(t, "WAVE\tNODES\tGROUPS\tPODS\tNODEPOOLS\tPREDICTED NODES\tPLACEHOLDERS\tPREDICTED TIME\tBOUND BY")
 	for _, wv := range p.Waves {
 		groups := map[string]bool{}
 		for _, n := range wv.Nodes {
 			groups[n.NodeGroup] = true
 		}
-		fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%v\t%d\t%d\n", wv.Index, len(wv.Nodes), len(groups), wv.Pods, wv.NodePools, len(wv.PredictedNodes), len(wv.PreProvision))
+		by := "-"
+		if wv.Timing != nil && wv.Timing.BoundBy != "" {
+			by = wv.Timing.BoundBy
+		}
+		fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%v\t%d\t%d\t%s\t%s\n", wv.Index, len(wv.Nodes), len(groups), wv.Pods, wv.NodePools, len(wv.PredictedNodes), len(wv.PreProvision), plan.Seconds(wv.PredictedSeconds), by)
 	}
 	if err := t.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintf(w, "Duration: %s\n", p.Timing)
 	fmt.Fprintf(w, "\nKarpenter controller: %s (%s)\n", p.Controller, dash(p.Controller.Why))
 	if k := p.Karpenter; k != nil {
 		fmt.Fprintf(w, "Karpenter install (step 07): helm upgrade --install %s %s --version %s -n %s -f %s (atomic, waits for the controller; an installation made by someone else is left alone)\n",

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -63,6 +65,10 @@ func printJournal(g *GlobalOptions, j *rollout.Journal) {
 		}
 		fmt.Fprintln(w)
 	}
+	// As of the journal's last update: a paused run's clock stops there.
+	if t := j.WavesTiming(j.UpdatedAt); t != "" {
+		fmt.Fprintf(w, "Duration: %s\n", t)
+	}
 	fmt.Fprintln(w)
 	t := newTable(w)
 	fmt.Fprintln(t, "STEP\tSTATE\tFINISHED\tNOTE")
@@ -77,9 +83,16 @@ func printJournal(g *GlobalOptions, j *rollout.Journal) {
 	if len(j.Waves) > 0 {
 		fmt.Fprintln(w)
 		t = newTable(w)
-		fmt.Fprintln(t, "WAVE\tPHASE\tEVICTED\tREMOVED\tLEFT IN PLACE")
+		fmt.Fprintln(t, "WAVE\tPHASE\tEVICTED\tREMOVED\tLEFT IN PLACE\tELAPSED\tPREDICTED")
 		for _, wv := range j.Waves {
-			fmt.Fprintf(t, "%d\t%s\t%d\t%d\t%d\n", wv.Index, wv.Phase, wv.Evicted, len(wv.Removed), len(wv.Skipped))
+			elapsed, predicted := "-", "-"
+			if !wv.StartedAt.IsZero() {
+				elapsed = wv.Elapsed(j.UpdatedAt).Round(time.Second).String()
+			}
+			if wv.PredictedSeconds > 0 {
+				predicted = plan.Seconds(wv.PredictedSeconds)
+			}
+			fmt.Fprintf(t, "%d\t%s\t%d\t%d\t%d\t%s\t%s\n", wv.Index, wv.Phase, wv.Evicted, len(wv.Removed), len(wv.Skipped), elapsed, predicted)
 		}
 		_ = t.Flush()
 	}

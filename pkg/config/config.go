@@ -79,6 +79,12 @@ type Rollout struct {
 	PreProvision  bool   `yaml:"preProvision" json:"preProvision"`
 	AllowEmptyDir bool   `yaml:"allowEmptyDir" json:"allowEmptyDir"`
 	ForceEvict    bool   `yaml:"forceEvict" json:"forceEvict"`
+	// NodeLaunchTime is how long Karpenter takes from launching a node to
+	// its being Ready, and PodReadyTime how long an evicted pod's
+	// replacement takes to become Ready: the plan's duration model reads
+	// them (plan.Timing), nothing waits on them.
+	NodeLaunchTime Duration `yaml:"nodeLaunchTime" json:"nodeLaunchTime"`
+	PodReadyTime   Duration `yaml:"podReadyTime" json:"podReadyTime"`
 }
 
 // Gates bound how long a wave may wait before the rollout pauses.
@@ -129,7 +135,8 @@ func Default(env string) Config {
 		Environment: env,
 		Controller:  Controller{Size: 2, Namespace: "kube-system"},
 		Generate:    Generate{Strategy: "multiple", Flexibility: "exact", KeepNodegroupLabel: true, Out: "karpenter"},
-		Rollout:     Rollout{WaveSize: "20%", Concurrency: 2, PreProvision: true},
+		Rollout: Rollout{WaveSize: "20%", Concurrency: 2, PreProvision: true,
+			NodeLaunchTime: Duration{60 * time.Second}, PodReadyTime: Duration{5 * time.Second}},
 		Gates: Gates{
 			NodeReadyTimeout:  Duration{10 * time.Minute},
 			PodPendingTimeout: Duration{5 * time.Minute},
@@ -258,7 +265,8 @@ func (c *Config) validate(root *yaml.Node) error {
 	for _, g := range []struct {
 		path string
 		d    Duration
-	}{{"gates.nodeReadyTimeout", c.Gates.NodeReadyTimeout}, {"gates.podPendingTimeout", c.Gates.PodPendingTimeout}, {"gates.pdbWaitTimeout", c.Gates.PDBWaitTimeout}} {
+	}{{"gates.nodeReadyTimeout", c.Gates.NodeReadyTimeout}, {"gates.podPendingTimeout", c.Gates.PodPendingTimeout}, {"gates.pdbWaitTimeout", c.Gates.PDBWaitTimeout},
+		{"rollout.nodeLaunchTime", c.Rollout.NodeLaunchTime}, {"rollout.podReadyTime", c.Rollout.PodReadyTime}} {
 		if g.d.Duration <= 0 {
 			bad(g.path, "%s: want a positive duration", g.d)
 		}

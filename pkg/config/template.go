@@ -58,6 +58,11 @@ rollout:
   allowEmptyDir: false
   # Evict pods marked karpenter.sh/do-not-disrupt or safe-to-evict=false.
   forceEvict: false
+  # For the plan's predicted duration only: how long Karpenter takes from launching a node
+  # to its being Ready, and how long an evicted pod's replacement takes to become Ready
+  # (raise it to your workloads' start-up time: image pull, readiness probes).
+  nodeLaunchTime: 1m0s
+  podReadyTime: 5s
 
 gates:
   # How long a wave waits for pre-provisioned nodes to become Ready.

@@ -70,13 +70,27 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 	r.sum.Evictions = evicted
 	r.sum.Moves = evicted + obs.restarted
 	r.sum.ControllerRoomEvictions = obs.roomEvicted
-	for i := 1; i <= len(r.plan.Waves); i++ {
-		if w := obs.waves[i]; w != nil {
-			r.sum.Waves = append(r.sum.Waves, w.WaveSummary)
-		}
-	}
 	if werr := r.writeJournal(ctx); werr != nil && err == nil {
 		err = werr
+	}
+	// Each wave's time and the waves' makespan, as the journal has them.
+	var timed map[int]rollout.WaveRecord
+	if j := r.journal; j != nil {
+		timed = map[int]rollout.WaveRecord{}
+		for _, w := range j.Waves {
+			timed[w.Index] = w
+		}
+		elapsed, _ := j.WavesElapsed(j.UpdatedAt)
+		r.sum.MakespanSeconds = elapsed.Seconds()
+	}
+	for i := 1; i <= len(r.plan.Waves); i++ {
+		if w := obs.waves[i]; w != nil {
+			w.PredictedSeconds = r.plan.Waves[i-1].PredictedSeconds
+			if rec, ok := timed[i]; ok && r.journal != nil {
+				w.Seconds = rec.Elapsed(r.journal.UpdatedAt).Seconds()
+			}
+			r.sum.Waves = append(r.sum.Waves, w.WaveSummary)
+		}
 	}
 	if err != nil {
 		return "", r.runError(ctx, err)

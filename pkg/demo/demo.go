@@ -103,6 +103,13 @@ type Summary struct {
 	// steady state after consolidation, every node the cluster runs (the
 	// controller's kept nodes included), as plan and the wizard show it.
 	PlannedCostPerHour float64 `json:"plannedCostPerHour"`
+	// PredictedSeconds and BoundSeconds are the plan's duration of the
+	// waves and its lower bound (plan.Timing); MakespanSeconds is what the
+	// waves took, from the first one's start to the last one's end, as
+	// the runner's journal recorded them (simulated time in the sandbox).
+	PredictedSeconds float64 `json:"predictedSeconds"`
+	BoundSeconds     float64 `json:"boundSeconds"`
+	MakespanSeconds  float64 `json:"makespanSeconds"`
 
 	// Moves counts the moves apply made (evictions, and the pods of
 	// Deployments restarted with surge) for the PodsToMove pods that had
@@ -198,6 +205,10 @@ type WaveSummary struct {
 	// restarted with surge (wherever they ran).
 	Moves int  `json:"moves"`
 	Done  bool `json:"done"`
+	// PredictedSeconds is the plan's duration of the wave, Seconds what
+	// it took (the journal's start to end).
+	PredictedSeconds float64 `json:"predictedSeconds"`
+	Seconds          float64 `json:"seconds"`
 }
 
 // ConsolidationSummary reports Karpenter's consolidation in the sandbox.
@@ -639,8 +650,8 @@ func sortedKeys[V any](m map[string]V) []string {
 // JSON leaves them out rather than show their zero values.
 var measuredBy = map[string][]string{
 	"discover":    {"nodesBefore", "nodesBeforeByType", "costPerHourBefore"},
-	"plan":        {"plannedCostPerHour"},
-	"apply":       {"podsToMove", "movesPerPod"},
+	"plan":        {"plannedCostPerHour", "predictedSeconds", "boundSeconds"},
+	"apply":       {"podsToMove", "movesPerPod", "makespanSeconds"},
 	"final-state": {"nodesAfter", "nodesAfterByType", "costPerHourAfter", "legacyPodsLeft", "pinnedPods", "groupsScaled", "clusterAutoscalerReplicas"},
 }
 

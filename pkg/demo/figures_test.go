@@ -127,6 +127,13 @@ func checkFigures(t *testing.T, name string, sum *Summary, events []Event) {
 	}
 	row(`^nodes +(\S+) +(\S+)$`, num(j, "nodesBefore", "%d"), num(j, "nodesAfter", "%d"))
 	row(`^\$/hour +(\S+) +(\S+) +\(plan predicted (\S+)\)`, num(j, "costPerHourBefore", "%.4f"), num(j, "costPerHourAfter", "%.4f"), num(j, "plannedCostPerHour", "%.4f"))
+	secs := func(m map[string]any, key string) string {
+		if v, ok := m[key].(float64); ok {
+			return fmtSeconds(v)
+		}
+		return "-"
+	}
+	row(`^waves' makespan +(\S+) +\(plan predicted (\S+), lower bound (\S+)\)`, secs(j, "makespanSeconds"), secs(j, "predictedSeconds"), secs(j, "boundSeconds"))
 	row(`^moves +(\d+) +\((\d+) evictions`, num(j, "moves", "%d"), num(j, "evictions", "%d"))
 	row(`^PDB violations +(\d+) +\((\d+) evictions refused with 429 and retried\)`, num(j, "pdbViolations", "%d"), num(j, "pdbRejections", "%d"))
 	if _, ok := j["podsToMove"]; ok {
@@ -139,8 +146,8 @@ func checkFigures(t *testing.T, name string, sum *Summary, events []Event) {
 		w := x.(map[string]any)
 		g, _ := w["gone"].(float64)
 		moved := int(w["evicted"].(float64) + w["replaced"].(float64) + g)
-		row(`^(`+regexp.QuoteMeta(w["id"].(string))+`) +(\d+) +(\d+) +(\d+) +(\d+) +(\d+)$`, w["id"].(string), num(w, "plannedNodes", "%d"),
-			num(w, "plannedPods", "%d"), num(w, "podsToMove", "%d"), strconv.Itoa(moved), num(w, "moves", "%d"))
+		row(`^(`+regexp.QuoteMeta(w["id"].(string))+`) +(\d+) +(\d+) +(\d+) +(\d+) +(\d+) +(\S+) +(\S+)$`, w["id"].(string), num(w, "plannedNodes", "%d"),
+			num(w, "plannedPods", "%d"), num(w, "podsToMove", "%d"), strconv.Itoa(moved), num(w, "moves", "%d"), secs(w, "seconds"), secs(w, "predictedSeconds"))
 	}
 	if rb, ok := j["rollback"].(map[string]any); ok {
 		checkRollback(t, name, rb, table, rollbackDrain, lastClaims, sum.Engine)

@@ -40,6 +40,7 @@ func (r *runner) stepPlan(ctx context.Context) (string, error) {
 		return "", err
 	}
 	r.plan = p
+	r.sum.PredictedSeconds, r.sum.BoundSeconds = p.Timing.PredictedSeconds, p.Timing.BoundSeconds
 	r.sum.PlannedCostPerHour = round4(p.Cost.AfterPerHour)
 	if ss := p.SteadyState; ss != nil {
 		r.sum.PlannedCostPerHour = ss.AfterConsolidation.PricePerHour
@@ -48,8 +49,8 @@ func (r *runner) stepPlan(ctx context.Context) (string, error) {
 	for _, w := range p.Waves {
 		predicted += len(w.PredictedNodes)
 	}
-	return fmt.Sprintf("%d steps, %d waves of up to %d nodes, %d predicted Karpenter nodes; $%.4f/h → $%.4f/h (%s)",
-		len(p.Steps), len(p.Waves), p.Budget.WaveSize, predicted, p.Cost.BeforePerHour, p.Cost.AfterPerHour, path), nil
+	return fmt.Sprintf("%d steps, %d waves of up to %d nodes, %d predicted Karpenter nodes; $%.4f/h → $%.4f/h; waves predicted %s, bound %s (%s)",
+		len(p.Steps), len(p.Waves), p.Budget.WaveSize, predicted, p.Cost.BeforePerHour, p.Cost.AfterPerHour, plan.Seconds(p.Timing.PredictedSeconds), plan.Seconds(p.Timing.BoundSeconds), path), nil
 }
 
 // ConfigFile is the environment config the demo plans with by default.

@@ -76,6 +76,7 @@ func WriteTable(w io.Writer, s *Summary) error {
 		wait = s.LongestWaitPod
 	}
 	fmt.Fprintf(tw, "longest wait for a node\t\t%s\t(pod creation → bound, placeholders not counted; %s)\n", fmtSeconds(s.LongestWaitSeconds), wait)
+	fmt.Fprintf(tw, "waves' makespan\t\t%s\t(plan predicted %s, lower bound %s)\n", measured("apply", "%s", fmtSeconds(s.MakespanSeconds)), measured("plan", "%s", fmtSeconds(s.PredictedSeconds)), measured("plan", "%s", fmtSeconds(s.BoundSeconds)))
 	if final {
 		groups := "at zero"
 		if c := s.Controller; c != nil && c.Size > 0 {
@@ -107,9 +108,9 @@ func WriteTable(w io.Writer, s *Summary) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\n", t, s.NodesBeforeByType[t], measured("final-state", "%d", s.NodesAfterByType[t]))
 	}
 	if len(s.Waves) > 0 {
-		fmt.Fprintln(tw, "\nWAVE\tNODES\tPODS PLANNED\tPODS TO MOVE\tMOVED OFF\tMOVES")
+		fmt.Fprintln(tw, "\nWAVE\tNODES\tPODS PLANNED\tPODS TO MOVE\tMOVED OFF\tMOVES\tTOOK\tPREDICTED")
 		for _, wv := range s.Waves {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", wv.ID, wv.PlannedNodes, wv.PlannedPods, wv.PodsToMove, wv.Evicted+wv.Replaced+wv.Gone, wv.Moves)
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", wv.ID, wv.PlannedNodes, wv.PlannedPods, wv.PodsToMove, wv.Evicted+wv.Replaced+wv.Gone, wv.Moves, fmtSeconds(wv.Seconds), fmtSeconds(wv.PredictedSeconds))
 		}
 	}
 	if c := s.Consolidation; c != nil && len(c.Log) > 0 {

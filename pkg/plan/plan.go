@@ -54,9 +54,12 @@ type Plan struct {
 	NodeGroups        []GroupState  `json:"nodeGroups"`
 	ClusterAutoscaler *CARef        `json:"clusterAutoscaler,omitempty"`
 	Waves             []Wave        `json:"waves"`
-	Findings          []Finding     `json:"findings,omitempty"`
-	Cost              Cost          `json:"cost"`
-	NodePools         []string      `json:"nodePools,omitempty"`
+	// Timing is the waves' predicted duration and its lower bound, with
+	// the model's inputs (docs/ARCHITECTURE.md, "How long a migration takes").
+	Timing    Timing    `json:"timing"`
+	Findings  []Finding `json:"findings,omitempty"`
+	Cost      Cost      `json:"cost"`
+	NodePools []string  `json:"nodePools,omitempty"`
 	// PoolForGroup is the preferred NodePool replacing each group; a
 	// wave's NodePools lists all of them (weighted strategies have several).
 	PoolForGroup map[string]string `json:"poolForGroup,omitempty"`
@@ -163,6 +166,10 @@ type Wave struct {
 	Pods           int             `json:"pods"`
 	PredictedNodes []PredictedNode `json:"predictedNodes,omitempty"`
 	PreProvision   []Placeholder   `json:"preProvision,omitempty"`
+	// PredictedSeconds is how long the wave is predicted to take (the
+	// plan's duration model, Timing): Timing's launch, restarts and drain.
+	PredictedSeconds float64     `json:"predictedSeconds"`
+	Timing           *WaveTiming `json:"timing,omitempty"`
 }
 
 // WaveNode is a legacy node and the instance behind it.
@@ -320,6 +327,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	if err := pl.planWaves(); err != nil {
 		return nil, err
 	}
+	p.Timing.BoundSeconds, p.Timing.BoundBy = pl.timer.bound()
 	// To the 1/100 cent the prices are given in, as the steady state's
 	// figures are: the plan, the wizard and the demo show one figure.
 	pl.cost.BeforePerHour, pl.cost.AfterPerHour = round4(pl.cost.BeforePerHour), round4(pl.cost.AfterPerHour)
@@ -355,6 +363,10 @@ func newPlan(inv *inventory.Inventory, o PlanOptions) *Plan {
 				MaxPodPending:    Duration{orDefault(cfg.Gates.PodPendingTimeout.Duration, 5*time.Minute)},
 				PDBWaitTimeout:   Duration{orDefault(cfg.Gates.PDBWaitTimeout.Duration, 15*time.Minute)},
 			},
+		},
+		Timing: Timing{
+			NodeLaunchSeconds: orDefault(cfg.Rollout.NodeLaunchTime.Duration, time.Minute).Seconds(),
+			PodReadySeconds:   orDefault(cfg.Rollout.PodReadyTime.Duration, 5*time.Second).Seconds(),
 		},
 	}
 	if ca := inv.ClusterAutoscaler; ca != nil {

@@ -31,10 +31,13 @@ import (
 // wave of each replica's system node), and readiness warns that StatefulSet
 // cache/redis keeps its 3 volumes in one zone (statefulset-volumes-one-zone);
 // #32 keeps the cost's 1/100 cent (afterPerHour 2.3672 where it was rounded
-// to 2.37), as the steady state's figures are.
+// to 2.37), as the steady state's figures are; #33 adds the duration
+// model (timing: predictedSeconds, boundSeconds and the model's inputs;
+// each wave's predictedSeconds and timing) — fields added, no other
+// changed.
 var demoPlanHashes = map[int]string{
-	1: "sha256:22c0e5628fc7f3e43262ca5f260974eb9633f9559ab0bb63a1bdbfa78a2cdfb6",
-	3: "sha256:0855d8b17e45b1c2dc89a3cf9f0e32c787893de548d53102e2749e8ec0d2892e",
+	1: "sha256:147a49504f79320fef0c205df778f01c6b931dee275dd996299b61fddeb8ec5b",
+	3: "sha256:ed7a140905aa053390d64820beaf54f97576d5aae3503411de2cc9a5be67bd5e",
 }
 
 func TestPlanOfTheDemoKeepsItsHash(t *testing.T) {

@@ -27,7 +27,9 @@ type planner struct {
 	// consolidation leaves alone.
 	keptFleet []disruption.TypeCount
 	// pred predicts each wave's Karpenter nodes; nil without NodePools.
-	pred     *predictor
+	pred *predictor
+	// timer predicts each wave's duration and the bound over them all.
+	timer    *timer
 	findings []Finding
 	// stopped is the error Progress stopped the plan with.
 	stopped error
@@ -39,7 +41,7 @@ func newPlanner(p *Plan, inv *inventory.Inventory, o PlanOptions, cp *controller
 		cat = catalog.Default()
 	}
 	pl := &planner{p: p, inv: inv, o: o, cp: cp, podsByNode: podsByNode, nodesByGroup: nodesByGroup, poolsOf: poolsOf,
-		prices: o.Prices, cost: Cost{Complete: true, Prices: o.PriceSource}}
+		prices: o.Prices, cost: Cost{Complete: true, Prices: o.PriceSource}, timer: newTimer(inv, p.Budget, p.Timing)}
 	if pl.prices == nil {
 		pl.prices = cat.Price
 	}
@@ -96,6 +98,7 @@ func (pl *planner) planWaves() error {
 				return err
 			}
 			pl.priceWave(&w)
+			pl.timeWave(&w, pods)
 			pl.p.Waves = append(pl.p.Waves, w)
 		}
 		if kept != nil {
@@ -177,6 +180,17 @@ func (pl *planner) priceWave(w *Wave) {
 			w.PreProvision = append(w.PreProvision, ph)
 		}
 	}
+}
+
+// timeWave predicts the wave's duration (WaveTiming) and adds it to the
+// plan's. A wave launches capacity when it predicts new nodes, or when
+// nothing is predicted (no NodePools): its pods are assumed to need them.
+func (pl *planner) timeWave(w *Wave, pods []inventory.Pod) {
+	launches := len(w.PredictedNodes) > 0 || pl.pred == nil
+	wt := pl.timer.wave(w.Nodes, pods, launches, pl.p.Budget.PreProvision && len(w.PreProvision) > 0)
+	w.Timing = &wt
+	w.PredictedSeconds = wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds
+	pl.p.Timing.PredictedSeconds += w.PredictedSeconds
 }
 
 // growKeptGroup adds the nodes the controller's kept group grows by, from

@@ -42,6 +42,11 @@ type Journal struct {
 	Steps    []StepRecord `json:"steps,omitempty"`
 	Waves    []WaveRecord `json:"waves,omitempty"`
 	Recorded Recorded     `json:"recorded,omitzero"`
+	// PredictedSeconds and BoundSeconds are the plan's duration of the
+	// waves and its lower bound (plan.Timing), for status to compare
+	// with the waves' elapsed time.
+	PredictedSeconds float64 `json:"predictedSeconds,omitempty"`
+	BoundSeconds     float64 `json:"boundSeconds,omitempty"`
 	// Message is the last pause or failure reason.
 	Message string `json:"message,omitempty"`
 }
@@ -72,6 +77,70 @@ type WaveRecord struct {
 	// Removed are instances already terminated out of their groups.
 	Removed []string          `json:"removed,omitempty"`
 	Skipped []kube.SkippedPod `json:"skipped,omitempty"`
+	// StartedAt is when the wave entered its first phase, FinishedAt when
+	// it was done (a paused wave's elapsed time includes the pause);
+	// PredictedSeconds is the plan's figure for it.
+	StartedAt        time.Time `json:"startedAt,omitzero"`
+	FinishedAt       time.Time `json:"finishedAt,omitzero"`
+	PredictedSeconds float64   `json:"predictedSeconds,omitempty"`
+}
+
+// Elapsed is the wave's time from its start to its end, or to now while
+// it runs (zero before it starts).
+func (w WaveRecord) Elapsed(now time.Time) time.Duration {
+	switch {
+	case w.StartedAt.IsZero():
+		return 0
+	case w.FinishedAt.IsZero():
+		return now.Sub(w.StartedAt)
+	}
+	return w.FinishedAt.Sub(w.StartedAt)
+}
+
+// WavesElapsed is the waves' makespan: from the first wave's start to the
+// last one's end (or to now, while one runs); done says every recorded
+// wave finished.
+func (j *Journal) WavesElapsed(now time.Time) (elapsed time.Duration, done bool) {
+	var first, last time.Time
+	done = len(j.Waves) > 0
+	for _, w := range j.Waves {
+		if w.StartedAt.IsZero() {
+			done = false
+			continue
+		}
+		if first.IsZero() || w.StartedAt.Before(first) {
+			first = w.StartedAt
+		}
+		end := w.FinishedAt
+		if end.IsZero() {
+			done, end = false, now
+		}
+		if end.After(last) {
+			last = end
+		}
+	}
+	if first.IsZero() {
+		return 0, false
+	}
+	return last.Sub(first), done
+}
+
+// WavesTiming says in a line how long the waves took (or have taken so
+// far) against the plan's prediction and bound; "" before a wave started.
+func (j *Journal) WavesTiming(now time.Time) string {
+	elapsed, done := j.WavesElapsed(now)
+	if elapsed == 0 && !done {
+		return ""
+	}
+	verb := "so far"
+	if done {
+		verb = "in all"
+	}
+	s := fmt.Sprintf("waves %s: %s elapsed", verb, elapsed.Round(time.Second))
+	if j.PredictedSeconds > 0 {
+		s += fmt.Sprintf(", predicted %s (%.2f×), lower bound %s", plan.Seconds(j.PredictedSeconds), elapsed.Seconds()/j.PredictedSeconds, plan.Seconds(j.BoundSeconds))
+	}
+	return s
 }
 
 // Recorded holds every value the rollout changed, as it was before the

@@ -12,13 +12,43 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // The primitives the runbook's steps (migrations/) are written against:
 // report, record, wait, drain, read a node group.
 
-// Emit reports a progress event to the run's Observer.
-func (s *Session) Emit(e Event) { s.em.emit(e) }
+// Emit reports a progress event to the run's Observer. A wave's phase
+// events also time the wave in the journal (WaveRecord.StartedAt,
+// FinishedAt), which the step saves as it records the phase; the event of
+// its end says how long it took against the plan's prediction.
+func (s *Session) Emit(e Event) {
+	if e.Kind == EventWavePhase && e.Wave > 0 && !s.Options.DryRun {
+		s.timeWave(&e)
+	}
+	s.em.emit(e)
+}
+
+// timeWave stamps the wave's start (its first phase) and end (PhaseDone)
+// on its journal record; a resumed wave keeps its first start.
+func (s *Session) timeWave(e *Event) {
+	rec := s.Journal.Wave(e.Wave)
+	now := s.Clock.Now().UTC()
+	if rec.StartedAt.IsZero() {
+		rec.StartedAt = now
+		if e.Wave <= len(s.Plan.Waves) {
+			rec.PredictedSeconds = s.Plan.Waves[e.Wave-1].PredictedSeconds
+		}
+	}
+	if e.Phase != PhaseDone {
+		return
+	}
+	rec.FinishedAt = now
+	e.Message = fmt.Sprintf("done in %s", rec.Elapsed(now).Round(time.Second))
+	if rec.PredictedSeconds > 0 {
+		e.Message += fmt.Sprintf(", predicted %s", plan.Seconds(rec.PredictedSeconds))
+	}
+}
 
 // Change reports one change made (or, in a dry run, that would be made)
 // in the current step and wave.

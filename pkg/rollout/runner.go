@@ -188,6 +188,7 @@ func (r *Runner) Apply(ctx context.Context) (err error) {
 		j.StartedAt = now
 	}
 	j.PlanHash, j.Operator, j.ToolVersion, j.State, j.Message = s.Plan.Hash, s.Options.Operator, s.Options.ToolVersion, StateRunning, ""
+	j.PredictedSeconds, j.BoundSeconds = s.Plan.Timing.PredictedSeconds, s.Plan.Timing.BoundSeconds
 	if err := s.Save(ctx); err != nil {
 		return err
 	}
@@ -264,6 +265,9 @@ func (r *Runner) finish(ctx context.Context, err error, okState string) {
 	msg := s.Journal.State
 	if s.Journal.Message != "" {
 		msg += ": " + s.Journal.Message
+	}
+	if t := s.Journal.WavesTiming(s.Clock.Now()); t != "" && okState == StateCompleted {
+		msg += "; " + t
 	}
 	s.Emit(Event{Kind: EventRunFinished, Message: msg})
 }

@@ -352,12 +352,13 @@ func testPlan() *plan.Plan {
 		Budget: plan.Budget{WaveSize: 3, Concurrency: 1, PreProvision: true},
 		Waves: []plan.Wave{
 			{Index: 1, Nodes: []plan.WaveNode{{Name: "n1"}, {Name: "n2"}, {Name: "n3"}}, NodePools: []string{"apps"}, Pods: 12,
-				PredictedNodes: []plan.PredictedNode{{NodePool: "apps"}, {NodePool: "apps"}}, PreProvision: []plan.Placeholder{{}}},
+				PredictedNodes: []plan.PredictedNode{{NodePool: "apps"}, {NodePool: "apps"}}, PreProvision: []plan.Placeholder{{}}, PredictedSeconds: 80},
 			// n5 and n6 are kept for the Karpenter controller: reserved, not drained.
 			{Index: 2, Nodes: []plan.WaveNode{{Name: "n4"}, {Name: "n5", NodeGroup: "system", Keep: true}, {Name: "n6", NodeGroup: "system", Keep: true}}, NodePools: []string{"system"}, Pods: 7,
-				PredictedNodes: []plan.PredictedNode{{NodePool: "system"}}},
+				PredictedNodes: []plan.PredictedNode{{NodePool: "system"}}, PredictedSeconds: 65},
 		},
-		Cost: plan.Cost{BeforePerHour: 0.9, AfterPerHour: 0.4, Complete: true},
+		Timing: plan.Timing{PredictedSeconds: 145, BoundSeconds: 80, NodeLaunchSeconds: 60, PodReadySeconds: 5},
+		Cost:   plan.Cost{BeforePerHour: 0.9, AfterPerHour: 0.4, Complete: true},
 		Controller: &plan.ControllerHome{Source: plan.ControllerFromValues, NodeGroup: "system", Kept: true, Size: 2,
 			Reserve: &corev1.Taint{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 	}

@@ -294,6 +294,9 @@ func (st *rolloutStats) apply(e rollout.Event, plan *plan.Plan) {
 		st.wavePhase[e.Wave] = e.Phase
 		st.cordoned, st.drained = st.nodeCounts(plan)
 		line = fmt.Sprintf("wave %d/%d: %s", e.Wave, e.Waves, e.Phase)
+		if e.Message != "" { // its end: elapsed against predicted
+			line += ": " + e.Message
+		}
 	case rollout.EventWaiting:
 		st.waiting = e.Message
 		if e.Total > 0 {

@@ -1,0 +1,257 @@
+package plan
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// Timing is the plan's duration model (docs/ARCHITECTURE.md, "How long
+// a migration takes"): its inputs besides the budget (concurrency,
+// pre-provisioning) and what it predicts for the waves in all.
+type Timing struct {
+	// PredictedSeconds is the waves' predicted duration, one wave after
+	// another: the sum of the waves' PredictedSeconds.
+	PredictedSeconds float64 `json:"predictedSeconds"`
+	// BoundSeconds is a lower bound on the waves' duration however they
+	// overlap: every wave's capacity launched at once, and each budget
+	// moving as many pods at a time as it allows. BoundBy names what
+	// makes it (a budget, or the launch and one replacement).
+	BoundSeconds float64 `json:"boundSeconds"`
+	BoundBy      string  `json:"boundBy,omitempty"`
+	// NodeLaunchSeconds is Karpenter's launch-to-Ready time of a node and
+	// PodReadySeconds the time an evicted pod's replacement takes to be
+	// Ready (rollout.nodeLaunchTime, rollout.podReadyTime).
+	NodeLaunchSeconds float64 `json:"nodeLaunchSeconds"`
+	PodReadySeconds   float64 `json:"podReadySeconds"`
+}
+
+// WaveTiming is how a wave's predicted duration is made up: the launch of
+// its capacity, the surge restarts of Deployments whose budget allows no
+// eviction, and the drain.
+type WaveTiming struct {
+	LaunchSeconds  float64 `json:"launchSeconds,omitempty"`
+	RestartSeconds float64 `json:"restartSeconds,omitempty"`
+	DrainSeconds   float64 `json:"drainSeconds"`
+	// BoundBy says what makes the drain as long as it is: a budget ("PDB
+	// api/web: 6 pods, 1 at a time") or the nodes drained at a time.
+	BoundBy string `json:"boundBy,omitempty"`
+}
+
+// budget is a PodDisruptionBudget as the model reads it: its selector
+// parsed and the disruptions it allows with every pod it expects healthy.
+type budget struct {
+	key     string
+	ns      string
+	sel     labels.Selector
+	allowed int
+}
+
+// timer computes the waves' timing as BuildPlan cuts them, and the bound
+// over all of them.
+type timer struct {
+	launch, ready float64
+	concurrency   int
+	restart       bool
+	budgets       []budget
+	// moved are the pods of each budget the waves move so far, and
+	// firstLaunch the launch phase of the first wave that moves one.
+	moved       map[string]int
+	firstLaunch map[string]float64
+	// minLaunch is the shortest launch phase of a wave that moves pods:
+	// no pod without a budget moves before it and a replacement's start.
+	minLaunch float64
+	anyPods   bool
+}
+
+func newTimer(inv *inventory.Inventory, b Budget, t Timing) *timer {
+	tm := &timer{launch: t.NodeLaunchSeconds, ready: t.PodReadySeconds, concurrency: max(1, b.Concurrency), restart: b.RestartBlocked,
+		moved: map[string]int{}, firstLaunch: map[string]float64{}, minLaunch: math.Inf(1)}
+	for _, pdb := range inv.PDBs {
+		if pdb.Selector == nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Selector)
+		if err != nil || sel.Empty() {
+			continue // an invalid or empty selector selects nothing (the disruption controller's reading)
+		}
+		tm.budgets = append(tm.budgets, budget{key: pdb.Namespace + "/" + pdb.Name, ns: pdb.Namespace, sel: sel, allowed: allowedHealthy(pdb, inv.Pods, sel)})
+	}
+	return tm
+}
+
+// allowedHealthy is how many disruptions a budget allows with every pod it
+// expects healthy (the disruption controller's arithmetic: percentages
+// round up), whatever it allowed when discovered.
+func allowedHealthy(pdb inventory.PDB, pods []inventory.Pod, sel labels.Selector) int {
+	expected := int(pdb.ExpectedPods)
+	if expected == 0 {
+		for _, p := range pods {
+			if p.Namespace == pdb.Namespace && p.OwnerKind != inventory.OwnerDaemonSet && sel.Matches(labels.Set(p.Labels)) {
+				expected++
+			}
+		}
+	}
+	switch {
+	case pdb.MaxUnavailable != nil:
+		v, err := intstr.GetScaledValueFromIntOrPercent(pdb.MaxUnavailable, expected, true)
+		if err == nil {
+			return v
+		}
+	case pdb.MinAvailable != nil:
+		v, err := intstr.GetScaledValueFromIntOrPercent(pdb.MinAvailable, expected, true)
+		if err == nil {
+			return expected - v
+		}
+	}
+	return int(pdb.DisruptionsAllowed)
+}
+
+// of returns the budgets selecting a pod.
+func (tm *timer) of(p inventory.Pod) []*budget {
+	var out []*budget
+	for i := range tm.budgets {
+		b := &tm.budgets[i]
+		if b.ns == p.Namespace && b.sel.Matches(labels.Set(p.Labels)) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// wave times one wave: its nodes in drain order, the pods it moves, and
+// whether it launches capacity (hasNodes) and pre-provisions it.
+func (tm *timer) wave(nodes []WaveNode, pods []inventory.Pod, hasNodes, preProvision bool) WaveTiming {
+	var wt WaveTiming
+	if len(pods) == 0 {
+		return wt
+	}
+	tm.anyPods = true
+	switch {
+	case preProvision:
+		// The placeholders' nodes launch at once; the drain starts once
+		// the placeholder pods run on them.
+		wt.LaunchSeconds = tm.launch + tm.ready
+	case hasNodes:
+		// The first evicted pods wait for nodes launched for them.
+		wt.LaunchSeconds = tm.launch
+	}
+	tm.minLaunch = min(tm.minLaunch, wt.LaunchSeconds)
+
+	// Pods per budget, in the wave and on each node; Deployments whose
+	// budget allows no eviction are restarted with surge, one at a time.
+	inWave := map[string]int{}
+	onNode := map[string]map[string]int{}
+	restarted := map[string]bool{}
+	byKey := map[string]*budget{}
+	for _, p := range pods {
+		if onNode[p.NodeName] == nil {
+			onNode[p.NodeName] = map[string]int{}
+		}
+		for _, b := range tm.of(p) {
+			byKey[b.key] = b
+			if _, seen := tm.firstLaunch[b.key]; !seen {
+				tm.firstLaunch[b.key] = wt.LaunchSeconds
+			}
+			tm.moved[b.key]++
+			if b.allowed < 1 {
+				if tm.restart && p.OwnerKind == inventory.OwnerDeployment {
+					restarted[p.Namespace+"/"+p.OwnerName] = true
+				}
+				continue
+			}
+			inWave[b.key]++
+			onNode[p.NodeName][b.key]++
+		}
+	}
+	wt.RestartSeconds = float64(len(restarted)) * tm.ready
+
+	// Each node's drain: its pods are evicted at once, each budget letting
+	// `allowed` go per replacement started; the last round's pods are gone
+	// without waiting for their replacements, which the gate waits for
+	// once, at the end. Nodes go `concurrency` at a time, in order.
+	slots := make([]float64, tm.concurrency)
+	for _, n := range nodes {
+		rounds := 1
+		for key, c := range onNode[n.Name] {
+			rounds = max(rounds, ceilDiv(c, byKey[key].allowed))
+		}
+		if _, moves := onNode[n.Name]; !moves {
+			continue
+		}
+		i := slices.Index(slots, slices.Min(slots))
+		slots[i] += float64(rounds-1) * tm.ready
+	}
+	wt.DrainSeconds = slices.Max(slots) + tm.ready
+	wt.BoundBy = fmt.Sprintf("%d nodes drained %d at a time", len(onNode), tm.concurrency)
+	if wt.DrainSeconds == tm.ready {
+		wt.BoundBy = "one replacement start: every pod evicted at once"
+	}
+	// No budget moves more than it allows per replacement, whatever the
+	// nodes: the wave's pods of a budget over several nodes wait on it.
+	for _, key := range sortedKeys(inWave) {
+		b := byKey[key]
+		if d := float64(ceilDiv(inWave[key], b.allowed)) * tm.ready; d > wt.DrainSeconds || (d == wt.DrainSeconds && !strings.HasPrefix(wt.BoundBy, "PodDisruptionBudget")) {
+			wt.DrainSeconds = d
+			wt.BoundBy = fmt.Sprintf("PodDisruptionBudget %s: %d pods, %d at a time", key, inWave[key], b.allowed)
+		}
+	}
+	return wt
+}
+
+// bound is the lower bound over all the waves (Timing.BoundSeconds) and
+// what makes it.
+func (tm *timer) bound() (float64, string) {
+	if !tm.anyPods {
+		return 0, ""
+	}
+	best, by := tm.minLaunch+tm.ready, "the first capacity's launch and one replacement start"
+	for _, b := range tm.budgets {
+		n := tm.moved[b.key]
+		if n == 0 {
+			continue
+		}
+		rounds := 1 // a budget that allows none: one surge restart
+		if b.allowed > 0 {
+			rounds = ceilDiv(n, b.allowed)
+		}
+		if d := tm.firstLaunch[b.key] + float64(rounds)*tm.ready; d > best {
+			best, by = d, fmt.Sprintf("PodDisruptionBudget %s: %d pods, %d at a time", b.key, n, b.allowed)
+		}
+	}
+	return best, by
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// String is the timing in a line: predicted against the bound.
+func (t Timing) String() string {
+	s := fmt.Sprintf("predicted %s for the waves one after another; lower bound %s", Seconds(t.PredictedSeconds), Seconds(t.BoundSeconds))
+	if t.BoundBy != "" {
+		s += " (" + t.BoundBy + ")"
+	}
+	return s + fmt.Sprintf("; nodes Ready %s after launch, replacements Ready %s after eviction", Seconds(t.NodeLaunchSeconds), Seconds(t.PodReadySeconds))
+}
+
+// Seconds renders a duration in seconds as Go does (1h2m3s), to the second.
+func Seconds(s float64) string {
+	return time.Duration(math.Round(s) * float64(time.Second)).String()
+}

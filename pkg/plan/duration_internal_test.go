@@ -1,0 +1,162 @@
+package plan
+
+import (
+	"fmt"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// The duration model on small cases worked by hand. Every case uses a
+// node launch of L = 60s and a replacement start of P = 5s, so each
+// expected figure below is written as its arithmetic.
+func TestWaveTimingWorkedByHand(t *testing.T) {
+	const L, P = 60.0, 5.0
+	maxUnavailable := func(n int) *intstr.IntOrString { v := intstr.FromInt32(int32(n)); return &v }
+	minAvailable := func(s string) *intstr.IntOrString { v := intstr.Parse(s); return &v }
+	pdb := func(name string, mu, ma *intstr.IntOrString) inventory.PDB {
+		return inventory.PDB{Namespace: "app", Name: name, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, MaxUnavailable: mu, MinAvailable: ma}
+	}
+	// pods puts n pods of app on node (app "" has no budget).
+	type podsOn struct {
+		node, app string
+		n         int
+	}
+	tests := []struct {
+		name         string
+		nodes        int
+		pods         []podsOn
+		pdbs         []inventory.PDB
+		concurrency  int
+		preProvision bool
+		restart      bool
+		want         WaveTiming
+		wantBound    float64
+	}{{
+		// 3 pods, 1 at a time: evict, wait P for the replacement, evict,
+		// wait P, evict; the gate waits P for the last: 3 × P = 15s.
+		name: "1 node, 3 pods of one PDB maxUnavailable 1", nodes: 1, concurrency: 1,
+		pods: []podsOn{{"n1", "web", 3}}, pdbs: []inventory.PDB{pdb("web", maxUnavailable(1), nil)},
+		want: WaveTiming{DrainSeconds: 3 * P, BoundBy: "PodDisruptionBudget app/web: 3 pods, 1 at a time"},
+		// The bound: no launch, ceil(3/1) = 3 rounds of P = 15s.
+		wantBound: 3 * P,
+	}, {
+		// Pre-provisioned: the placeholders' node is Ready after L and
+		// their pods run P later (L + P = 65s), then the drain's 3 × P.
+		name: "pre-provisioned, 3 pods of one PDB", nodes: 1, concurrency: 1, preProvision: true,
+		pods: []podsOn{{"n1", "web", 3}}, pdbs: []inventory.PDB{pdb("web", maxUnavailable(1), nil)},
+		want:      WaveTiming{LaunchSeconds: L + P, DrainSeconds: 3 * P, BoundBy: "PodDisruptionBudget app/web: 3 pods, 1 at a time"},
+		wantBound: L + P + 3*P,
+	}, {
+		// Two budgets on one node drain side by side: web 4 pods 2 at a
+		// time = ceil(4/2) = 2 rounds, api 3 pods 1 at a time = 3 rounds;
+		// the node takes max(2, 3) = 3 rounds = 15s.
+		name: "two budgets on one node", nodes: 1, concurrency: 1,
+		pods: []podsOn{{"n1", "web", 4}, {"n1", "api", 3}},
+		// web: minAvailable 50% of 4 expected = 2, so 4 - 2 = 2 allowed.
+		pdbs:      []inventory.PDB{pdb("web", nil, minAvailable("50%")), pdb("api", maxUnavailable(1), nil)},
+		want:      WaveTiming{DrainSeconds: 3 * P, BoundBy: "PodDisruptionBudget app/api: 3 pods, 1 at a time"},
+		wantBound: 3 * P,
+	}, {
+		// Four nodes, each with 2 pods of its own budget (1 at a time):
+		// a node waits one replacement (P) between its two evictions.
+		// Concurrency 2: nodes 1, 2 from 0 to P, nodes 3, 4 from P to 2P;
+		// the gate waits P for the last replacements: 2P + P = 15s.
+		name: "concurrency 2", nodes: 4, concurrency: 2,
+		pods: []podsOn{{"n1", "a", 2}, {"n2", "b", 2}, {"n3", "c", 2}, {"n4", "d", 2}},
+		pdbs: []inventory.PDB{pdb("a", maxUnavailable(1), nil), pdb("b", maxUnavailable(1), nil), pdb("c", maxUnavailable(1), nil), pdb("d", maxUnavailable(1), nil)},
+		want: WaveTiming{DrainSeconds: 3 * P, BoundBy: "4 nodes drained 2 at a time"},
+		// Every budget could go at once: ceil(2/1) = 2 rounds = 10s.
+		wantBound: 2 * P,
+	}, {
+		// The same nodes one at a time: 4 × P between evictions, then the
+		// gate's P: 5 × P = 25s.
+		name: "concurrency 1", nodes: 4, concurrency: 1,
+		pods:      []podsOn{{"n1", "a", 2}, {"n2", "b", 2}, {"n3", "c", 2}, {"n4", "d", 2}},
+		pdbs:      []inventory.PDB{pdb("a", maxUnavailable(1), nil), pdb("b", maxUnavailable(1), nil), pdb("c", maxUnavailable(1), nil), pdb("d", maxUnavailable(1), nil)},
+		want:      WaveTiming{DrainSeconds: 5 * P, BoundBy: "4 nodes drained 1 at a time"},
+		wantBound: 2 * P,
+	}, {
+		// One budget over two nodes drained at once: each node alone would
+		// take 2 rounds, but the budget lets 1 of the 4 pods go per
+		// replacement: ceil(4/1) = 4 rounds = 20s.
+		name: "one budget over two nodes", nodes: 2, concurrency: 2,
+		pods: []podsOn{{"n1", "web", 2}, {"n2", "web", 2}}, pdbs: []inventory.PDB{pdb("web", maxUnavailable(1), nil)},
+		want:      WaveTiming{DrainSeconds: 4 * P, BoundBy: "PodDisruptionBudget app/web: 4 pods, 1 at a time"},
+		wantBound: 4 * P,
+	}, {
+		// No budget: every pod goes at once, whatever the concurrency;
+		// the gate waits one replacement: P = 5s.
+		name: "no PDB", nodes: 3, concurrency: 1,
+		pods: []podsOn{{"n1", "", 10}, {"n2", "", 10}, {"n3", "", 10}},
+		want: WaveTiming{DrainSeconds: P, BoundBy: "one replacement start: every pod evicted at once"}, wantBound: P,
+	}, {
+		// A budget that allows no eviction (1 replica, minAvailable 1):
+		// its Deployment is restarted with surge, P, before the drain; the
+		// drain of the other pods (no budget) is P: 2 × P = 10s in all.
+		name: "a budget allowing none, restarted", nodes: 1, concurrency: 1, restart: true,
+		pods: []podsOn{{"n1", "solo", 1}, {"n1", "", 2}}, pdbs: []inventory.PDB{pdb("solo", nil, minAvailable("1"))},
+		want: WaveTiming{RestartSeconds: P, DrainSeconds: P, BoundBy: "one replacement start: every pod evicted at once"},
+		// One surge restart: one round of P = 5s.
+		wantBound: P,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv := &inventory.Inventory{PDBs: tt.pdbs}
+			var nodes []WaveNode
+			for i := range tt.nodes {
+				nodes = append(nodes, WaveNode{Name: fmt.Sprintf("n%d", i+1)})
+			}
+			var pods []inventory.Pod
+			for _, po := range tt.pods {
+				for i := range po.n {
+					p := inventory.Pod{Namespace: "app", Name: fmt.Sprintf("%s-%s-%d", po.node, po.app, i), NodeName: po.node, OwnerKind: inventory.OwnerDeployment, OwnerName: po.app}
+					if po.app != "" {
+						p.Labels = map[string]string{"app": po.app}
+					}
+					pods = append(pods, p)
+				}
+			}
+			inv.Pods = pods
+			tm := newTimer(inv, Budget{Concurrency: tt.concurrency, RestartBlocked: tt.restart}, Timing{NodeLaunchSeconds: L, PodReadySeconds: P})
+			got := tm.wave(nodes, pods, tt.preProvision, tt.preProvision)
+			if got != tt.want {
+				t.Errorf("wave timing\n got %+v\nwant %+v", got, tt.want)
+			}
+			bound, _ := tm.bound()
+			if bound != tt.wantBound {
+				t.Errorf("bound %vs, want %vs", bound, tt.wantBound)
+			}
+			if predicted := got.LaunchSeconds + got.RestartSeconds + got.DrainSeconds; bound > predicted {
+				t.Errorf("bound %vs above the predicted %vs", bound, predicted)
+			}
+		})
+	}
+}
+
+// The bound lets waves overlap: two waves of the same budget, each
+// pre-provisioned, are predicted one after the other (2 × (L + P + 2P)),
+// but bounded by one launch and the budget's 4 pods: L + P + 4P.
+func TestBoundOverlapsWaves(t *testing.T) {
+	const L, P = 60.0, 5.0
+	v := intstr.FromInt32(1)
+	inv := &inventory.Inventory{PDBs: []inventory.PDB{{Namespace: "app", Name: "web", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, MaxUnavailable: &v}}}
+	tm := newTimer(inv, Budget{Concurrency: 1}, Timing{NodeLaunchSeconds: L, PodReadySeconds: P})
+	predicted := 0.0
+	for w := 1; w <= 2; w++ {
+		node := fmt.Sprintf("n%d", w)
+		pods := []inventory.Pod{{Namespace: "app", Name: node + "-a", NodeName: node, Labels: map[string]string{"app": "web"}}, {Namespace: "app", Name: node + "-b", NodeName: node, Labels: map[string]string{"app": "web"}}}
+		wt := tm.wave([]WaveNode{{Name: node}}, pods, true, true)
+		predicted += wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds
+	}
+	if want := 2 * (L + P + 2*P); predicted != want {
+		t.Errorf("predicted %vs, want %vs", predicted, want)
+	}
+	bound, by := tm.bound()
+	if want := L + P + 4*P; bound != want || by != "PodDisruptionBudget app/web: 4 pods, 1 at a time" {
+		t.Errorf("bound %vs (%s), want %vs by app/web", bound, by, want)
+	}
+}
