@@ -27,12 +27,7 @@ var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 // violation, groups and Cluster Autoscaler at zero, cost not up; then the
 // rollback restores every recorded size.
 func TestDemoMigratesAndRollsBack(t *testing.T) {
-	dir := t.TempDir()
-	var events []Event
-	sum, err := Run(context.Background(), Options{Seed: 1, OutDir: dir, Rollback: true, Events: func(e Event) { events = append(events, e) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sum, events, dir := sharedRun(t, 1, Env, true)
 	checkFigures(t, "seed 1 prod rollback", sum, events)
 	if sum.LegacyPodsLeft != 0 {
 		t.Errorf("%d pods left on legacy nodes", sum.LegacyPodsLeft)
@@ -181,23 +176,27 @@ func checkConsolidation(t *testing.T, sum *Summary) {
 	}
 }
 
-// TestDemoReplaysSnapshot replays the snapshot a demo wrote, as
-// `demo --snapshot` does, and migrates it too.
+// TestDemoReplaysSnapshot replays the snapshot a demo wrote (seed 1,
+// prod, shared with TestDemoIsReproducible), as `demo --snapshot` does,
+// with another seed in staging, and migrates it and rolls it back too.
 func TestDemoReplaysSnapshot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("replays a whole migration; the main demo test covers short mode")
 	}
-	first := t.TempDir()
-	if _, err := Run(context.Background(), Options{Seed: 5, OutDir: first}); err != nil {
-		t.Fatal(err)
-	}
+	_, _, first := sharedRun(t, 1, Env, false)
 	snap, err := inventory.ReadSnapshotFile(filepath.Join(first, "snapshot.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := Run(context.Background(), Options{Seed: 9, OutDir: t.TempDir(), Snapshot: snap})
+	var events []Event
+	sum, err := Run(context.Background(), Options{Seed: 9, OutDir: t.TempDir(), Snapshot: snap, Environment: "staging", Rollback: true,
+		Events: func(e Event) { events = append(events, e) }})
 	if err != nil {
 		t.Fatal(err)
+	}
+	checkFigures(t, "snapshot of seed 1, seed 9 staging rollback", sum, events)
+	if sum.Rollback == nil || !sum.Rollback.Restored {
+		t.Errorf("replay: rollback %+v, want restored", sum.Rollback)
 	}
 	if sum.LegacyPodsLeft != 0 || sum.PDBViolations != 0 || !sum.GroupsScaled || sum.NodesBefore != 23 {
 		t.Errorf("replay: %d legacy pods left, %d violations, groups scaled %t, %d nodes before", sum.LegacyPodsLeft, sum.PDBViolations, sum.GroupsScaled, sum.NodesBefore)
@@ -290,23 +289,19 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-// TestDemoIsReproducible runs the same seed twice, the second time with
-// --rollback: the migration's summary (but the wall time and directory),
-// the snapshot and the plan are byte-identical — the rollback's figures
-// are its own, none added to the migration's (#32) — and both runs' figures
-// agree on every surface (checkFigures).
+// TestDemoIsReproducible compares two runs of the same seed (1, prod),
+// the second with --rollback (TestDemoMigratesAndRollsBack's): the
+// migration's summary (but the wall time and directory), the snapshot and
+// the plan are byte-identical — the rollback's figures are its own, none
+// added to the migration's (#32) — and both runs' figures agree on every
+// surface (checkFigures).
 func TestDemoIsReproducible(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two whole migrations")
 	}
 	run := func(rollback bool) (string, string) {
-		dir := t.TempDir()
-		var events []Event
-		sum, err := Run(context.Background(), Options{Seed: 4, OutDir: dir, Rollback: rollback, Events: func(e Event) { events = append(events, e) }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		checkFigures(t, fmt.Sprintf("seed 4 prod rollback %t", rollback), sum, events)
+		sum, events, dir := sharedRun(t, 1, Env, rollback)
+		checkFigures(t, fmt.Sprintf("seed 1 prod rollback %t", rollback), sum, events)
 		if rollback && sum.Rollback == nil {
 			t.Fatal("no rollback in the summary of a run with --rollback")
 		}

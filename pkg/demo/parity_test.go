@@ -43,9 +43,17 @@ func TestParityWithControlPlane(t *testing.T) {
 	defer cancel()
 	run := func(controlPlane bool) *Summary {
 		t.Helper()
+		if !controlPlane {
+			// The sandbox's run is TestDemoFiguresAgree's too.
+			sum, events, _ := sharedRun(t, 1, DevEnv, true)
+			checkFigures(t, "parity: sandbox", sum, events)
+			return sum
+		}
 		began := time.Now()
 		out := t.TempDir()
-		sum, err := Run(ctx, Options{Seed: 1, OutDir: out, Rollback: true, ControlPlane: controlPlane, Environment: DevEnv})
+		var events []Event
+		sum, err := Run(ctx, Options{Seed: 1, OutDir: out, Rollback: true, ControlPlane: controlPlane, Environment: DevEnv,
+			Events: func(e Event) { events = append(events, e) }})
 		if err != nil {
 			if sum != nil {
 				for _, s := range sum.Steps {
@@ -58,6 +66,7 @@ func TestParityWithControlPlane(t *testing.T) {
 			t.Fatalf("demo (control plane %t): %v", controlPlane, err)
 		}
 		t.Logf("%s: %s wall", sum.Engine, time.Since(began).Round(time.Second))
+		checkFigures(t, "parity: control plane", sum, events)
 		return sum
 	}
 	sb := run(false)

@@ -3,10 +3,13 @@ package tui
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +127,50 @@ func (e *e2e) toRollout() {
 	e.see("Rollout", 30*time.Second)
 }
 
+// checkWizardFigures holds the wizard's figures, as its Done and rollout
+// screens show them at the end, to the demo's JSON summary of the same
+// seed, as pkg/demo's checkFigures holds the demo's table to it (#32):
+// the nodes and $/h before and after, the evictions, and the rollout's
+// node counters at their totals, those totals being the waves' nodes less
+// the controller's kept ones.
+func checkWizardFigures(t *testing.T, s *state, sum *demo.Summary) {
+	t.Helper()
+	b, err := json.Marshal(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j map[string]any
+	if err := json.Unmarshal(b, &j); err != nil {
+		t.Fatal(err)
+	}
+	num := func(m map[string]any, key string) int { v, _ := m[key].(float64); return int(v) }
+	done := regexp.MustCompile(`Nodes (\d+) → (\d+) \((\d+) legacy left\) · \$/h (\S+) → (\S+) · (\d+) pods evicted`).FindStringSubmatch(summary(s, 200))
+	if done == nil {
+		t.Fatalf("the Done screen has no figures line:\n%s", summary(s, 200))
+	}
+	kept := 0
+	if c, ok := j["controller"].(map[string]any); ok {
+		kept = num(c, "size")
+	}
+	for i, want := range []string{strconv.Itoa(num(j, "nodesBefore")), strconv.Itoa(num(j, "nodesAfter")), strconv.Itoa(kept),
+		fmt.Sprintf("%.4f", j["costPerHourBefore"]), fmt.Sprintf("%.4f", j["costPerHourAfter"]), strconv.Itoa(num(j, "evictions"))} {
+		if done[i+1] != want {
+			t.Errorf("Done screen %q: figure %d is %s, the demo's JSON %s", done[0], i+1, done[i+1], want)
+		}
+	}
+	planned := 0
+	waves, _ := j["waves"].([]any)
+	for _, w := range waves {
+		planned += num(w.(map[string]any), "plannedNodes")
+	}
+	rs := s.runStats
+	total, keptNodes := waveNodes(s.plan)
+	if rs.cordoned != total || rs.drained != total || total+keptNodes != planned || keptNodes != kept {
+		t.Errorf("rollout screen: cordoned %d/%d, drained %d/%d, kept %d; the demo's waves plan %d nodes, %d kept for the controller",
+			rs.cordoned, total, rs.drained, total, keptNodes, planned, kept)
+	}
+}
+
 // blockers says, for each finding of the readiness screen in order,
 // whether it is a blocker, as the wizard evaluates the snapshot it wrote.
 func (e *e2e) blockers() []bool {
@@ -168,6 +215,7 @@ func TestWizardMigratesTheSandbox(t *testing.T) {
 	if done := summary(final.s, 200); !strings.Contains(done, want) {
 		t.Errorf("Done screen differs from the demo's summary for seed 1:\n want %s\n got  %s", want, strings.SplitN(done, "\n", 3)[1])
 	}
+	checkWizardFigures(t, final.s, sum)
 
 	// The same files the commands write.
 	for _, f := range []string{SnapshotFile, PlanFile, ConfigFile("prod"), action.IAMJournalFile("demo"), filepath.Join(TreeDir, "overlays", "prod", "kustomization.yaml")} {
