@@ -100,17 +100,30 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 		return "", err
 	}
 	// The pods that had to move: those no longer where they were (a
-	// replaced pod has a new name; a StatefulSet's keeps it).
+	// replaced pod has a new name; a StatefulSet's keeps it), but those
+	// of Cluster Autoscaler, which step 09 stops (scales to zero).
+	stopped := map[string]bool{}
+	if ca := r.inv.ClusterAutoscaler; ca != nil {
+		for _, p := range r.inv.Pods {
+			if p.Namespace == ca.Namespace && p.OwnerName == ca.Name {
+				stopped[p.Namespace+"/"+p.Name] = true
+			}
+		}
+	}
 	for pod, node := range legacy {
-		if after[pod] != node {
+		switch {
+		case after[pod] == node:
+		case stopped[pod]:
+			r.sum.PodsStopped++
+		default:
 			r.sum.PodsToMove++
 		}
 	}
 	if r.sum.PodsToMove > 0 {
 		r.sum.MovesPerPod = math.Round(float64(r.sum.Moves)/float64(r.sum.PodsToMove)*1000) / 1000
 	}
-	return fmt.Sprintf("%d pods to move, %d moves (%.3f per pod: %d evictions, %d of them to make room for the Karpenter controller, %d by surge restart) in %d waves; %d pods on the Karpenter controller's kept nodes; Cluster Autoscaler at 0, node groups scaled",
-		r.sum.PodsToMove, r.sum.Moves, r.sum.MovesPerPod, evicted, obs.roomEvicted, obs.restarted, len(r.plan.Waves), len(after)), nil
+	return fmt.Sprintf("%d pods to move (and %d stopped: Cluster Autoscaler), %d moves (%.3f per pod: %d evictions, %d of them to make room for the Karpenter controller, %d by surge restart) in %d waves; %d pods on the Karpenter controller's kept nodes; Cluster Autoscaler at 0, node groups scaled",
+		r.sum.PodsToMove, r.sum.PodsStopped, r.sum.Moves, r.sum.MovesPerPod, evicted, obs.roomEvicted, obs.restarted, len(r.plan.Waves), len(after)), nil
 }
 
 // runError names the simulation's failure when that is what stopped the

@@ -118,6 +118,9 @@ type Summary struct {
 	Moves       int     `json:"moves"`
 	PodsToMove  int     `json:"podsToMove"`
 	MovesPerPod float64 `json:"movesPerPod"`
+	// PodsStopped are the pods that left a legacy node without moving:
+	// Cluster Autoscaler's, which the runbook scales to zero.
+	PodsStopped int `json:"podsStopped"`
 	// Waves are the waves apply ran, as it measured them; their Moves
 	// and ControllerRoomEvictions add up to Moves.
 	Waves []WaveSummary `json:"waves,omitempty"`
@@ -651,7 +654,7 @@ func sortedKeys[V any](m map[string]V) []string {
 var measuredBy = map[string][]string{
 	"discover":    {"nodesBefore", "nodesBeforeByType", "costPerHourBefore"},
 	"plan":        {"plannedCostPerHour", "predictedSeconds", "boundSeconds"},
-	"apply":       {"podsToMove", "movesPerPod", "makespanSeconds"},
+	"apply":       {"podsToMove", "movesPerPod", "podsStopped", "makespanSeconds"},
 	"final-state": {"nodesAfter", "nodesAfterByType", "costPerHourAfter", "legacyPodsLeft", "pinnedPods", "groupsScaled", "clusterAutoscalerReplicas"},
 }
 

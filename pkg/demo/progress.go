@@ -54,7 +54,7 @@ func WriteTable(w io.Writer, s *Summary) error {
 	fmt.Fprintf(tw, "nodes\t%s\t%s\n", measured("discover", "%d", s.NodesBefore), measured("final-state", "%d", s.NodesAfter))
 	fmt.Fprintf(tw, "$/hour\t%s\t%s\t(plan predicted %s)\n", measured("discover", "%.4f", s.CostPerHourBefore), measured("final-state", "%.4f", s.CostPerHourAfter), measured("plan", "%.4f", s.PlannedCostPerHour))
 	if s.Done("apply") {
-		fmt.Fprintf(tw, "pods to move\t\t%d\t(the pods on node groups that left them)\n", s.PodsToMove)
+		fmt.Fprintf(tw, "pods to move\t\t%d\t(the pods on node groups that left them; besides, %d stopped: Cluster Autoscaler, scaled to zero)\n", s.PodsToMove, s.PodsStopped)
 	}
 	moves := fmt.Sprintf("%d evictions", s.Evictions)
 	if s.ControllerRoomEvictions > 0 {
