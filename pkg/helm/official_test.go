@@ -1,17 +1,21 @@
 package helm_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/testenv"
@@ -44,9 +48,15 @@ func officialChart(t testing.TB, version string) string {
 // the tree's values file.
 func generated(t testing.TB) map[string]any {
 	t.Helper()
+	return generatedFor(t, "system")
+}
+
+// generatedFor are generate's values pinning the controller to group.
+func generatedFor(t testing.TB, group string) map[string]any {
+	t.Helper()
 	inv := &inventory.Inventory{Cluster: inventory.Cluster{Name: "prod", Region: "us-east-1", AccountID: "111122223333",
 		ARN: "arn:aws:eks:us-east-1:111122223333:cluster/prod", Endpoint: "https://0123456789ABCDEF.gr7.us-east-1.eks.amazonaws.com"}}
-	inv.NodeGroups = []inventory.NodeGroup{{Name: "system", Kind: inventory.Managed, ASGName: "eks-system", MinSize: 3, MaxSize: 3, DesiredSize: 3,
+	inv.NodeGroups = []inventory.NodeGroup{{Name: group, Kind: inventory.Managed, ASGName: "eks-" + group, MinSize: 3, MaxSize: 3, DesiredSize: 3,
 		InstanceTypes: []string{"m5.large"}, CapacityType: inventory.CapacityOnDemand, Zones: []string{"us-east-1a", "us-east-1b"}, Arch: "amd64", OS: "linux", AMIType: "AL2023_x86_64_STANDARD"}}
 	res, err := generate.Generate(inv, generate.DefaultOptions())
 	if err != nil {
@@ -338,6 +348,100 @@ func TestJobRBACCoversOfficialChart(t *testing.T) {
 						t.Errorf("the chart renders %s %s in %q, but the Job may not %s %s there", m.Kind, m.Name, namespace, verb, resource)
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestOfficialChartStaysOnKeptNodes installs the control plane's official
+// chart with the values the plan records for a kept group (generate's,
+// through generate.OnKeptNodes) on a group of three nodes of which
+// controller.size = 2 are kept — reserved and labelled as step 07 does —,
+// and a third the waves would drain: every replica runs, Ready, on a kept
+// node, with the chart's own one-per-host anti-affinity and zone spread
+// (DoNotSchedule). The layouts: both kept nodes in one zone and the other
+// node in another (without the label term the spread sends the second
+// replica there, #31), and kept nodes over two zones with an emptier node
+// in a third.
+func TestOfficialChartStaysOnKeptNodes(t *testing.T) {
+	env := cluster.Env(t)
+	chart := testenv.ControlPlaneChart(t)
+	version, err := testenv.KarpenterVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, layout := range []struct {
+		name string
+		// zones of the kept nodes and of the one left to drain.
+		kept  []string
+		other string
+	}{
+		{"kept in one zone", []string{"us-east-1a", "us-east-1a"}, "us-east-1b"},
+		{"kept over two zones", []string{"us-east-1a", "us-east-1b"}, "us-east-1c"},
+	} {
+		t.Run(layout.name, func(t *testing.T) {
+			ctx := t.Context()
+			ns := env.Namespace(t)
+			group := fmt.Sprintf("ctrl-%d", i)
+			values, err := generate.OnKeptNodes(generatedFor(t, group))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kept := map[string]bool{}
+			var names []string
+			for j, zone := range append(slices.Clone(layout.kept), layout.other) {
+				spec := testenv.NodeSpec{Name: fmt.Sprintf("%s-%d", group, j), Zone: zone, NodeGroup: group}
+				if j < len(layout.kept) {
+					spec.Taints = []corev1.Taint{generate.ReservedTaint}
+					spec.Labels = map[string]string{generate.KeptLabel: generate.KeptLabelValue}
+					kept[spec.Name] = true
+				}
+				if _, err := env.CreateKwokNode(ctx, spec); err != nil {
+					t.Fatal(err)
+				}
+				names = append(names, spec.Name)
+				t.Cleanup(func() {
+					if err := env.Client.CoreV1().Nodes().Delete(context.Background(), spec.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+						t.Errorf("delete node %s: %v", spec.Name, err)
+					}
+				})
+			}
+			if err := env.WaitForNodesReady(ctx, names...); err != nil {
+				t.Fatal(err)
+			}
+			k := plan.PlanKarpenter{Release: "karpenter-" + group, Namespace: ns, Chart: chart, Version: strings.TrimPrefix(version, "v"), Values: values}
+			c := &helm.Client{REST: env.Config, Timeout: 2 * time.Minute}
+			if _, err := c.Install(ctx, k); err != nil {
+				t.Fatalf("install the official chart: %v", err)
+			}
+			t.Cleanup(func() {
+				if err := c.Uninstall(context.Background(), ns, k.Release); err != nil {
+					t.Errorf("uninstall: %v", err)
+				}
+			})
+			dep, err := env.Client.AppsV1().Deployments(ns).Get(ctx, k.Release, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pods, err := env.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			healthy := 0
+			for _, p := range pods.Items {
+				if !kept[p.Spec.NodeName] {
+					t.Errorf("replica %s runs on %q, not a kept node %v", p.Name, p.Spec.NodeName, slices.Sorted(maps.Keys(kept)))
+				}
+				if testenv.PodHealthy(&p) {
+					healthy++
+				}
+			}
+			if want := int(*dep.Spec.Replicas); healthy != want || len(pods.Items) != want {
+				t.Errorf("%d replicas, %d Running and Ready; want %d of %d", len(pods.Items), healthy, want, want)
 			}
 		})
 	}
