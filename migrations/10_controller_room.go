@@ -21,7 +21,9 @@ import (
 )
 
 // roomForController makes room for the Karpenter controller on the kept
-// nodes before the chart installs it. The controller runs at
+// nodes before the chart installs it, and labels them with
+// generate.KeptLabel, which the plan's values require of its nodes (so it
+// runs there, not on another node of the group a wave drains). It runs at
 // system-cluster-critical: on a full node kube-scheduler would preempt
 // workload pods to place it, and preemption honours a PodDisruptionBudget
 // only when it has another choice. So the kept nodes are reserved first
@@ -44,7 +46,7 @@ func (s run) roomForController(ctx context.Context) error {
 	}
 	names := slices.Sorted(maps.Keys(kept))
 	for _, n := range names {
-		if err := s.taintNode(ctx, n, *s.Plan.Controller.Reserve); err != nil {
+		if err := s.reserveKept(ctx, n); err != nil {
 			return err
 		}
 	}
@@ -190,10 +192,36 @@ func fits(want, used, alloc corev1.ResourceList) bool {
 
 // releaseReservation takes the reservation off the nodes the rollout
 // reserved (as its journal records them), for a rollback that does not
-// reach the waves' Down.
+// reach the waves' Down, and generate.KeptLabel off them, off the kept
+// group's config and off the nodes that config labelled (those the group
+// launched since the scale step), unless the group had it: the label
+// stays while the release that requires it of the controller's nodes may
+// run (a rollback --to a later step keeps it), so only this step's Down,
+// after the uninstall, removes it.
 func (s run) releaseReservation(ctx context.Context) error {
+	for _, rec := range s.Journal.Recorded.Labelled {
+		if err := s.unlabel(ctx, rec.Node, rec.Key); err != nil {
+			return err
+		}
+	}
 	if s.Plan.Controller == nil || s.Plan.Controller.Reserve == nil {
 		return nil
+	}
+	if err := s.restoreConfigLabel(ctx); err != nil {
+		return err
+	}
+	if rec := s.Journal.Recorded.Group(s.keptGroup()); rec != nil && !hasKey(rec.Labels, generate.KeptLabel) {
+		nodes, groupOf, err := s.listNodes(ctx)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			if hasKey(n.Labels, generate.KeptLabel) && groupOf[n.Name] == rec.Name {
+				if err := s.unlabel(ctx, n.Name, generate.KeptLabel); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	reserve := *s.Plan.Controller.Reserve
 	for _, rec := range s.Journal.Recorded.Tainted {
@@ -205,4 +233,9 @@ func (s run) releaseReservation(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+func hasKey(m map[string]string, key string) bool {
+	_, ok := m[key]
+	return ok
 }

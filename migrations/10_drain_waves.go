@@ -15,7 +15,7 @@ import (
 func init() {
 	register(rollout.Step{
 		ID:          "10_drain_waves",
-		Purpose:     "reserve the Karpenter controller's kept nodes (CriticalAddonsOnly) and steer evicted pods off the other legacy nodes (PreferNoSchedule), taints recorded; per wave: pre-provision Karpenter capacity, cordon, drain PDB-safe, gate, remove the instances from their groups",
+		Purpose:     "reserve the Karpenter controller's kept nodes (CriticalAddonsOnly, label karpenter-migrate.io/karpenter-controller) and steer evicted pods off the other legacy nodes (PreferNoSchedule), taints and labels recorded; per wave: pre-provision Karpenter capacity, cordon, drain PDB-safe, gate, remove the instances from their groups",
 		Destructive: true,
 		Check: func(_ context.Context, s *rollout.Session) (bool, string, error) {
 			done, why := run{s}.WavesDone()

@@ -24,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kmaws "github.com/karpenter-migrate/karpenter-migrate/pkg/aws"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
@@ -67,6 +68,7 @@ func (s run) recordKeptGroup(ctx context.Context, asg *astypes.AutoScalingGroup,
 		for _, t := range ng.Taints {
 			rec.Taints = append(rec.Taints, kmaws.KubeTaint(t))
 		}
+		rec.Labels = maps.Clone(ng.Labels)
 	}
 	return nil
 }
@@ -121,6 +123,11 @@ func (s run) restoreKeptGroup(ctx context.Context, rec *rollout.GroupRecord) err
 			}
 		}
 	}
+	if !s.releaseRequiresLabel() {
+		if err := s.restoreConfigLabel(ctx); err != nil {
+			return err
+		}
+	}
 	reserve := *s.Plan.Controller.Reserve
 	i := slices.IndexFunc(rec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&reserve) })
 	switch {
@@ -132,24 +139,80 @@ func (s run) restoreKeptGroup(ctx context.Context, rec *rollout.GroupRecord) err
 	return s.setConfigTaint(ctx, rec, reserve, false)
 }
 
+// releaseRequiresLabel reports whether the Karpenter step installed the
+// plan's release (its Up ran), whose values require generate.KeptLabel of
+// the controller's nodes: then the label stays until that step's Down.
+func (s run) releaseRequiresLabel() bool {
+	rec := s.Journal.Step("07_karpenter")
+	return rec != nil && rec.State == rollout.StateDone
+}
+
+// restoreConfigLabel puts a managed kept group's config back as it was
+// for generate.KeptLabel, which the scale step adds (setConfigLabel);
+// nothing when the group was not recorded (the rollout did not reach it)
+// or its config is as recorded.
+func (s run) restoreConfigLabel(ctx context.Context) error {
+	rec := s.Journal.Recorded.Group(s.keptGroup())
+	if rec == nil || rec.Kind != inventory.Managed || s.EKS == nil {
+		return nil
+	}
+	out, err := s.EKS.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: &s.Plan.Cluster, NodegroupName: &rec.Name})
+	if err != nil {
+		return fmt.Errorf("describe managed node group %s: %w", rec.Name, err)
+	}
+	var now map[string]string
+	if out.Nodegroup != nil {
+		now = out.Nodegroup.Labels
+	}
+	v, had := rec.Labels[generate.KeptLabel]
+	cur, has := now[generate.KeptLabel]
+	switch {
+	case had == has && v == cur:
+		return nil // as recorded
+	case had:
+		return s.setConfigLabel(ctx, rec, v, true)
+	}
+	return s.setConfigLabel(ctx, rec, "", false)
+}
+
 // setConfigTaint adds (or removes) a taint on a managed group's config,
 // which EKS applies to its nodes, present and future. A self-managed
 // group's taints live in its launch template: left alone (plan warns).
 func (s run) setConfigTaint(ctx context.Context, rec *rollout.GroupRecord, t corev1.Taint, present bool) error {
-	if rec.Kind != inventory.Managed || s.EKS == nil {
-		return nil
-	}
 	verb, tc := "remove", &ekstypes.UpdateTaintsPayload{RemoveTaints: []ekstypes.Taint{kmaws.EKSTaint(t)}}
 	if present {
 		verb, tc = "add", &ekstypes.UpdateTaintsPayload{AddOrUpdateTaints: []ekstypes.Taint{kmaws.EKSTaint(t)}}
 	}
-	s.Change("%s taint %s on managed node group %s", verb, t.ToString(), rec.Name)
+	return s.updateNodegroupConfig(ctx, rec, fmt.Sprintf("%s taint %s", verb, t.ToString()), eks.UpdateNodegroupConfigInput{Taints: tc})
+}
+
+// setConfigLabel sets generate.KeptLabel to value on a managed group's
+// config (or removes it), which EKS gives its nodes, so that a node the
+// kept group launches later (a replacement) may run the controller. A
+// self-managed group's labels live in its launch template: left alone
+// (plan warns).
+func (s run) setConfigLabel(ctx context.Context, rec *rollout.GroupRecord, value string, present bool) error {
+	what, lc := "remove label "+generate.KeptLabel, &ekstypes.UpdateLabelsPayload{RemoveLabels: []string{generate.KeptLabel}}
+	if present {
+		what, lc = "add label "+generate.KeptLabel+"="+value, &ekstypes.UpdateLabelsPayload{AddOrUpdateLabels: map[string]string{generate.KeptLabel: value}}
+	}
+	return s.updateNodegroupConfig(ctx, rec, what, eks.UpdateNodegroupConfigInput{Labels: lc})
+}
+
+// updateNodegroupConfig makes one change (what, in words) to a managed
+// group's config; nothing for a self-managed group.
+func (s run) updateNodegroupConfig(ctx context.Context, rec *rollout.GroupRecord, what string, in eks.UpdateNodegroupConfigInput) error {
+	if rec.Kind != inventory.Managed || s.EKS == nil {
+		return nil
+	}
+	s.Change("%s on managed node group %s", what, rec.Name)
 	if s.Options.DryRun {
 		return nil
 	}
+	in.ClusterName, in.NodegroupName = &s.Plan.Cluster, &rec.Name
 	// EKS runs one update of a node group at a time: wait for the last.
 	err := s.Poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
-		_, err := s.EKS.UpdateNodegroupConfig(ctx, &eks.UpdateNodegroupConfigInput{ClusterName: &s.Plan.Cluster, NodegroupName: &rec.Name, Taints: tc})
+		_, err := s.EKS.UpdateNodegroupConfig(ctx, &in)
 		var ae smithy.APIError
 		if errors.As(err, &ae) && ae.ErrorCode() == "ResourceInUseException" {
 			return false, nil
@@ -157,7 +220,7 @@ func (s run) setConfigTaint(ctx context.Context, rec *rollout.GroupRecord, t cor
 		return err == nil, err
 	})
 	if err != nil {
-		return fmt.Errorf("%s taint %s on managed node group %s: %w", verb, t.ToString(), rec.Name, err)
+		return fmt.Errorf("%s on managed node group %s: %w", what, rec.Name, err)
 	}
 	return nil
 }
@@ -291,6 +354,59 @@ func (s run) taintNode(ctx context.Context, node string, t corev1.Taint) error {
 	return err
 }
 
+// reserveKept reserves a node kept for the controller: the reservation
+// taint, and generate.KeptLabel, which the plan's Helm values require of
+// the controller's nodes.
+func (s run) reserveKept(ctx context.Context, node string) error {
+	if err := s.taintNode(ctx, node, *s.Plan.Controller.Reserve); err != nil {
+		return err
+	}
+	return s.labelNode(ctx, node, generate.KeptLabel, generate.KeptLabelValue)
+}
+
+// labelNode adds a label to a node, recording it first (rollback removes
+// what is recorded); a node that already has it is left as it is, and one
+// that lost it since it was recorded gets it again.
+func (s run) labelNode(ctx context.Context, node, key, value string) error {
+	n, err := s.Kube.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get node %s: %w", node, err)
+	}
+	if v, ok := n.Labels[key]; ok && v == value {
+		return nil
+	}
+	s.Change("label node %s with %s=%s", node, key, value)
+	if s.Options.DryRun {
+		return nil
+	}
+	if rec := (rollout.NodeLabel{Node: node, Key: key, Value: value}); !slices.Contains(s.Journal.Recorded.Labelled, rec) {
+		s.Journal.Recorded.Labelled = append(s.Journal.Recorded.Labelled, rec)
+		if err := s.Save(ctx); err != nil {
+			return err
+		}
+	}
+	err = kube.SetLabel(ctx, s.Kube, node, key, value, true)
+	if apierrors.IsNotFound(errors.Unwrap(err)) {
+		return nil
+	}
+	return err
+}
+
+// unlabel removes a label from a node (gone already is fine).
+func (s run) unlabel(ctx context.Context, node, key string) error {
+	s.Change("remove label %s from node %s", key, node)
+	if s.Options.DryRun {
+		return nil
+	}
+	if err := kube.SetLabel(ctx, s.Kube, node, key, "", false); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+		return err
+	}
+	return nil
+}
+
 // prepareNodes reserves the kept group (its config and the nodes that
 // stay get Controller.Reserve) and steers evicted pods away from every
 // other legacy node the waves drain (SteerTaint). It returns the kept nodes.
@@ -308,7 +424,7 @@ func (s run) prepareNodes(ctx context.Context) (map[string]bool, error) {
 			}
 		}
 		for _, n := range slices.Sorted(maps.Keys(kept)) {
-			if err := s.taintNode(ctx, n, *s.Plan.Controller.Reserve); err != nil {
+			if err := s.reserveKept(ctx, n); err != nil {
 				return nil, err
 			}
 		}
@@ -364,13 +480,22 @@ func (s run) stoppedPod(ctx context.Context) func(*corev1.Pod) bool {
 
 // untaintForRollback removes from a node the taints the rollout adds:
 // SteerTaint always, and the reservation from the kept group's nodes
-// unless the group had it before (its recorded config).
+// unless the group had it before (its recorded config). Their
+// generate.KeptLabel goes too, unless the Karpenter step installed the
+// release that requires it (then that step's Down removes it, after the
+// uninstall: releaseReservation).
 func (s run) untaintForRollback(ctx context.Context, n *corev1.Node, group string) error {
 	drop := []corev1.Taint{SteerTaint}
 	if g := s.keptGroup(); g != "" && group == g {
 		reserve := *s.Plan.Controller.Reserve
-		if rec := s.Journal.Recorded.Group(g); rec == nil || !slices.ContainsFunc(rec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&reserve) }) {
+		rec := s.Journal.Recorded.Group(g)
+		if rec == nil || !slices.ContainsFunc(rec.Taints, func(t corev1.Taint) bool { return t.MatchTaint(&reserve) }) {
 			drop = append(drop, reserve)
+		}
+		if hasKey(n.Labels, generate.KeptLabel) && (rec == nil || !hasKey(rec.Labels, generate.KeptLabel)) && !s.releaseRequiresLabel() {
+			if err := s.unlabel(ctx, n.Name, generate.KeptLabel); err != nil {
+				return err
+			}
 		}
 	}
 	for _, t := range drop {
@@ -397,8 +522,8 @@ func (s run) untaint(ctx context.Context, node string, t corev1.Taint) error {
 }
 
 // waitKeptGroup waits until the kept group has its size of Ready nodes and
-// reserves any that joined without the reservation (a self-managed
-// group's, whose launch template the rollout cannot taint).
+// reserves any that joined without the reservation or the label (a
+// self-managed group's, whose launch template the rollout cannot change).
 func (s run) waitKeptGroup(ctx context.Context) error {
 	g := s.keptGroup()
 	if g == "" || s.Options.DryRun {
@@ -418,7 +543,7 @@ func (s run) waitKeptGroup(ctx context.Context) error {
 				continue
 			}
 			ready++
-			if err := s.taintNode(ctx, n.Name, *s.Plan.Controller.Reserve); err != nil {
+			if err := s.reserveKept(ctx, n.Name); err != nil {
 				return false, err
 			}
 		}

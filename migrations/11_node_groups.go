@@ -13,6 +13,7 @@ import (
 	"github.com/aws/smithy-go"
 	"k8s.io/utils/ptr"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
@@ -171,6 +172,14 @@ func (s run) ScaleGroups(ctx context.Context) error {
 			if err := s.removeCATags(ctx, rec); err != nil {
 				return err
 			}
+			// Now that the waves removed its other nodes, every node of the
+			// group is kept: a managed group's config labels those it
+			// launches from now on (a replacement) for the controller.
+			if rec.Labels[generate.KeptLabel] != generate.KeptLabelValue {
+				if err := s.setConfigLabel(ctx, rec, generate.KeptLabelValue, true); err != nil {
+					return err
+				}
+			}
 		} else {
 			maxSize := zero
 			if rec.Kind == inventory.Managed && s.EKS != nil {
@@ -206,6 +215,15 @@ func (s run) GroupsScaled(ctx context.Context) (bool, string, error) {
 			for _, t := range asg.Tags {
 				if slices.Contains(inventory.CAAutoDiscoveryTags(s.Plan.Cluster), ptr.Deref(t.Key, "")) {
 					return false, fmt.Sprintf("ASG %s still has the Cluster Autoscaler tag %s", g.ASGName, ptr.Deref(t.Key, "")), nil
+				}
+			}
+			if g.Kind == inventory.Managed && s.EKS != nil {
+				out, err := s.EKS.DescribeNodegroup(ctx, &eks.DescribeNodegroupInput{ClusterName: &s.Plan.Cluster, NodegroupName: &g.Name})
+				if err != nil {
+					return false, "", fmt.Errorf("describe managed node group %s: %w", g.Name, err)
+				}
+				if out.Nodegroup == nil || out.Nodegroup.Labels[generate.KeptLabel] != generate.KeptLabelValue {
+					return false, fmt.Sprintf("managed node group %s has not the label %s=%s for the Karpenter controller", g.Name, generate.KeptLabel, generate.KeptLabelValue), nil
 				}
 			}
 		} else if d != 0 || mn != 0 || (mx != 0 && !(g.Kind == inventory.Managed && s.EKS != nil)) {

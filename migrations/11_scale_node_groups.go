@@ -9,7 +9,7 @@ import (
 func init() {
 	register(rollout.Step{
 		ID:          "11_scale_node_groups",
-		Purpose:     "scale the legacy node groups to zero and the Karpenter controller's kept group to its fixed size without Cluster Autoscaler tags (sizes, processes and tags recorded), resume the processes suspended for the drain",
+		Purpose:     "scale the legacy node groups to zero and the Karpenter controller's kept group to its fixed size without Cluster Autoscaler tags, a managed one's config labelled karpenter-migrate.io/karpenter-controller for the nodes it launches later (sizes, processes, tags and config recorded), resume the processes suspended for the drain",
 		Destructive: true,
 		Check: func(ctx context.Context, s *rollout.Session) (bool, string, error) {
 			if s.Journal.Step("10_drain_waves") == nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -206,10 +207,11 @@ func sortedStringKeys[V any](m map[string]V) []string {
 type asgView struct {
 	min, max, desired int32
 	instances         []astypes.Instance
-	// managed is set for a managed node group's ASG; taints are then its
-	// config's, which EKS gives the nodes it launches.
+	// managed is set for a managed node group's ASG; taints and labels
+	// are then its config's, which EKS gives the nodes it launches.
 	managed bool
 	taints  []corev1.Taint
+	labels  map[string]string
 }
 
 // readASGs snapshots the fake's ASGs (sizes and instances) and managed
@@ -232,7 +234,7 @@ func (s *Sandbox) readASGs() map[string]asgView {
 				}
 				for _, asg := range ng.Resources.AutoScalingGroups {
 					v := out[awssdk.ToString(asg.Name)]
-					v.managed, v.taints = true, nil
+					v.managed, v.taints, v.labels = true, nil, maps.Clone(ng.Labels)
 					for _, t := range ng.Taints {
 						v.taints = append(v.taints, kmaws.KubeTaint(t))
 					}

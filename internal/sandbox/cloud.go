@@ -184,7 +184,7 @@ func (s *Sandbox) reconcileCloud(ctx context.Context) error {
 		}
 		g.MinSize, g.MaxSize, g.DesiredSize = v.min, v.max, v.desired
 		if v.managed {
-			g.Taints = v.taints // EKS taints the nodes it launches as its config says
+			g.Taints, g.Labels = v.taints, v.labels // EKS taints and labels the nodes it launches as its config says
 		}
 		live := s.cloud.groupInstances(name)
 		known := map[string]bool{}

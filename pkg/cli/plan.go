@@ -86,7 +86,9 @@ in the config, or the one group the installed controller's required scheduling a
 or the one generate's Helm values (DIR/helm/karpenter-values.yaml) pin it to. That group
 is kept at controller.size nodes (default 2, never below the controller's replicas),
 without its Cluster Autoscaler tags, its nodes reserved with CriticalAddonsOnly=true:
-NoSchedule so workload pods move to Karpenter. A controller that could run on no node
+NoSchedule so workload pods move to Karpenter, and labelled
+karpenter-migrate.io/karpenter-controller=true, which the release's values require of the
+controller's nodes so that it runs on no other node of the group. A controller that could run on no node
 once the plan's groups are removed is a blocker, named with its fix.
 
 It also forecasts what Karpenter's consolidation does once the last wave is done: the

@@ -27,7 +27,8 @@ nodeGroups:
 
 controller:
   # Legacy node group kept for the Karpenter controller: not zeroed, Cluster Autoscaler
-  # tags removed, nodes reserved with CriticalAddonsOnly=true:NoSchedule. Empty: plan takes
+  # tags removed, nodes reserved with CriticalAddonsOnly=true:NoSchedule and labelled
+  # karpenter-migrate.io/karpenter-controller=true (the controller runs there only). Empty: plan takes
   # the live controller's required scheduling, else generate's Helm values; a Fargate
   # profile selecting the namespace means no group is kept.
   nodeGroup: ""

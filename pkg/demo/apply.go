@@ -20,6 +20,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
@@ -425,6 +426,11 @@ func (r *runner) verifyRollback(ctx context.Context) (*RollbackSummary, error) {
 			if t.MatchTaint(&migrations.SteerTaint) || (t.Key == "CriticalAddonsOnly" && r.plan.Controller != nil && r.plan.Controller.Kept) {
 				fail("node %s keeps the taint %s the rollout added", n.Name, t.ToString())
 			}
+		}
+		// On the control plane the demo labelled the controller's nodes
+		// itself and its release stays: the label with it.
+		if _, ok := n.Labels[generate.KeptLabel]; ok && !r.opts.ControlPlane {
+			fail("node %s keeps the label %s the rollout added", n.Name, generate.KeptLabel)
 		}
 	}
 	readyIn := map[string]int{}

@@ -64,6 +64,11 @@ func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
 	if err := r.roomForController(ctx, &corev1.Pod{Spec: dep.Spec.Template.Spec}, int(*dep.Spec.Replicas)); err != nil {
 		return "", err
 	}
+	// As the plan's release requires of the controller's nodes: the label
+	// the room's nodes now carry.
+	if values, err = generate.OnKeptNodes(values); err != nil {
+		return "", err
+	}
 	chart, err := testenv.KarpenterChart(ctx, desired.DefaultKarpenterVersion)
 	if err != nil {
 		return "", fmt.Errorf("the Karpenter chart: %w", err)
@@ -85,8 +90,10 @@ func (r *runner) stepKarpenter(ctx context.Context) (string, error) {
 // roomForController does on the control plane what the runbook's Karpenter
 // step does before it installs the chart (migrations.MakeRoom), so that
 // the controller preempts nothing: it reserves as many of the nodes the
-// controller may run on as it has replicas, spread over zones, and evicts
-// (budgets honoured) the pods that leave a replica no room there.
+// controller may run on as it has replicas, spread over zones (the
+// reservation taint and generate.KeptLabel, which the values installed then
+// require), and evicts (budgets honoured) the pods that leave a replica no
+// room there.
 func (r *runner) roomForController(ctx context.Context, pod *corev1.Pod, replicas int) error {
 	nodes, err := r.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -110,6 +117,9 @@ func (r *runner) roomForController(ctx context.Context, pod *corev1.Pod, replica
 	}
 	for _, n := range chosen {
 		if _, err := kube.SetTaint(ctx, r.cfg.Kube, n, generate.ReservedTaint, true); err != nil {
+			return err
+		}
+		if err := kube.SetLabel(ctx, r.cfg.Kube, n, generate.KeptLabel, generate.KeptLabelValue, true); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -24,6 +26,15 @@ import (
 // for it and critical add-ons (EKS's convention, which the chart's
 // controller tolerates), so that workload pods move to Karpenter.
 var ReservedTaint = corev1.Taint{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoSchedule}
+
+// KeptLabel (value KeptLabelValue) marks the nodes of the kept group that
+// stay for the Karpenter controller, beside ReservedTaint; the plan's Helm
+// values require it (OnKeptNodes), so the chart's pods run only there and
+// never on a node of that group a later wave drains.
+const (
+	KeptLabel      = "karpenter-migrate.io/karpenter-controller"
+	KeptLabelValue = "true"
+)
 
 // ControllerLabels are the controller pod's selector labels when the chart
 // is installed as release "karpenter" (a Fargate profile may select them).
@@ -92,6 +103,80 @@ func ControllerPodSpec(values map[string]any) (corev1.PodSpec, int32, error) {
 	spec.NodeSelector, spec.Affinity, spec.TopologySpreadConstraints, spec.Tolerations, spec.PriorityClassName =
 		v.NodeSelector, v.Affinity, v.TopologySpreadConstraints, v.Tolerations, v.PriorityClassName
 	return spec, v.Replicas, nil
+}
+
+// OnKeptNodes returns a copy of values whose controller may run only on a
+// node labelled KeptLabel: the requirement "KeptLabel Exists" is added to
+// every nodeSelectorTerm of the required node affinity (terms are ORed,
+// a term's expressions ANDed). Parts of the affinity the values leave out
+// are the chart's defaults (Helm merges the values' maps into the chart's),
+// made explicit so that the chart and ControllerPodSpec read the same.
+func OnKeptNodes(values map[string]any) (map[string]any, error) {
+	var out, defaults map[string]any
+	b, err := json.Marshal(values)
+	if err == nil {
+		err = json.Unmarshal(b, &out)
+	}
+	if err == nil {
+		b, err = json.Marshal(chartDefaults)
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &defaults)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the Helm values: %w", err)
+	}
+	if out == nil {
+		out = map[string]any{}
+	}
+	path := ""
+	m, def := out, defaults
+	for _, key := range []string{"affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"} {
+		path += key
+		d, _ := def[key].(map[string]any)
+		v, given := m[key]
+		if !given && d != nil {
+			v = d
+		}
+		if v == nil { // left out with no default, or null: Helm drops the default
+			v, d = map[string]any{}, nil
+		}
+		next, isMap := v.(map[string]any)
+		if !isMap {
+			return nil, fmt.Errorf("%s in the Helm values is not a map but %v", path, v)
+		}
+		m[key] = next
+		m, def = next, d
+		path += "."
+	}
+	v, given := m["nodeSelectorTerms"]
+	if !given && def != nil {
+		v = def["nodeSelectorTerms"]
+	}
+	terms, ok := v.([]any)
+	if v != nil && !ok {
+		return nil, fmt.Errorf("%snodeSelectorTerms in the Helm values is not a list but %v", path, v)
+	}
+	if len(terms) == 0 {
+		terms = []any{map[string]any{}}
+	}
+	want := map[string]any{"key": KeptLabel, "operator": string(corev1.NodeSelectorOpExists)}
+	for i, t := range terms {
+		term, isMap := t.(map[string]any)
+		if !isMap {
+			return nil, fmt.Errorf("%snodeSelectorTerms[%d] in the Helm values is not a map but %v", path, i, t)
+		}
+		exprs, isList := term["matchExpressions"].([]any)
+		if term["matchExpressions"] != nil && !isList {
+			return nil, fmt.Errorf("%snodeSelectorTerms[%d].matchExpressions in the Helm values is not a list but %v", path, i, term["matchExpressions"])
+		}
+		if !slices.ContainsFunc(exprs, func(e any) bool { return reflect.DeepEqual(e, want) }) {
+			exprs = append(exprs, maps.Clone(want))
+		}
+		term["matchExpressions"] = exprs
+	}
+	m["nodeSelectorTerms"] = terms
+	return out, nil
 }
 
 // ControllerEnv are the controller's environment variables the Karpenter

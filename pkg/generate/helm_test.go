@@ -2,10 +2,14 @@ package generate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -81,5 +85,107 @@ func TestControllerPodSpec(t *testing.T) {
 	}
 	if _, err := ReadHelmValues(dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing values file: %v, want a not-exist error", err)
+	}
+}
+
+// TestOnKeptNodes: the values OnKeptNodes returns admit a node only when it
+// carries KeptLabel and the node was admitted before, in every
+// nodeSelectorTerm (a term without it would admit any node of its own), with
+// the chart's defaults for what the values leave out; the input is left as
+// it was, a second pass changes nothing, and a part that is not what the
+// chart reads is an error naming it.
+func TestOnKeptNodes(t *testing.T) {
+	res, err := Generate(loadFixture(t, "all"), DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := Write(context.Background(), res, TreeOptions{Dir: dir, Envs: []string{"dev"}}); err != nil {
+		t.Fatal(err)
+	}
+	written, err := ReadHelmValues(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	system := map[string]string{"eks.amazonaws.com/nodegroup": "system", corev1.LabelOSStable: "linux"}
+	kept := map[string]string{"eks.amazonaws.com/nodegroup": "system", corev1.LabelOSStable: "linux", KeptLabel: KeptLabelValue}
+	for _, c := range []struct {
+		name   string
+		values map[string]any
+		terms  int
+		// admits and refuses are node labels the result must admit and refuse.
+		admits, refuses []map[string]string
+	}{
+		{"generate's values", written, 1, []map[string]string{kept},
+			[]map[string]string{system, {"eks.amazonaws.com/nodegroup": "apps", corev1.LabelOSStable: "linux", KeptLabel: KeptLabelValue},
+				{"eks.amazonaws.com/nodegroup": "system", corev1.LabelOSStable: "linux", KeptLabel: KeptLabelValue, "karpenter.sh/nodepool": "default"}}},
+		{"two terms, ORed", map[string]any{"affinity": map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+			"nodeSelectorTerms": []any{
+				map[string]any{"matchExpressions": []any{map[string]any{"key": "eks.amazonaws.com/nodegroup", "operator": "In", "values": []any{"system"}}}},
+				map[string]any{"matchExpressions": []any{map[string]any{"key": "role", "operator": "In", "values": []any{"infra"}}}},
+			}}}}}, 2,
+			[]map[string]string{kept, {"role": "infra", corev1.LabelOSStable: "linux", KeptLabel: KeptLabelValue}},
+			[]map[string]string{system, {"role": "infra", corev1.LabelOSStable: "linux"}}},
+		{"nothing: the chart's defaults", nil, 1, []map[string]string{{corev1.LabelOSStable: "linux", KeptLabel: KeptLabelValue}},
+			[]map[string]string{{corev1.LabelOSStable: "linux"}, {corev1.LabelOSStable: "linux", KeptLabel: KeptLabelValue, "karpenter.sh/nodepool": "default"}}},
+		{"anti-affinity only: the chart's node affinity", map[string]any{"affinity": map[string]any{"podAntiAffinity": map[string]any{}}}, 1,
+			[]map[string]string{{corev1.LabelOSStable: "linux", KeptLabel: KeptLabelValue}},
+			[]map[string]string{{corev1.LabelOSStable: "linux", KeptLabel: KeptLabelValue, "karpenter.sh/nodepool": "default"}, {corev1.LabelOSStable: "linux"}}},
+		{"no affinity (null): the label alone", map[string]any{"affinity": nil}, 1,
+			[]map[string]string{{corev1.LabelOSStable: "linux", KeptLabel: KeptLabelValue, "karpenter.sh/nodepool": "default"}},
+			[]map[string]string{{corev1.LabelOSStable: "linux"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before, err := json.Marshal(c.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := OnKeptNodes(c.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after, _ := json.Marshal(c.values); string(after) != string(before) {
+				t.Errorf("the input changed:\n%s\nwas\n%s", after, before)
+			}
+			spec, _, err := ControllerPodSpec(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			terms := spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+			if len(terms) != c.terms {
+				t.Errorf("%d nodeSelectorTerms, want %d: %+v", len(terms), c.terms, terms)
+			}
+			for i, term := range terms {
+				if !slices.ContainsFunc(term.MatchExpressions, func(r corev1.NodeSelectorRequirement) bool {
+					return r.Key == KeptLabel && r.Operator == corev1.NodeSelectorOpExists && len(r.Values) == 0
+				}) {
+					t.Errorf("nodeSelectorTerms[%d] %+v does not require %s", i, term, KeptLabel)
+				}
+			}
+			req := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: spec})
+			for _, l := range c.admits {
+				if ok, _ := req.Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: l}}); !ok {
+					t.Errorf("node %v refused, want it admitted", l)
+				}
+			}
+			for _, l := range c.refuses {
+				if ok, _ := req.Match(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: l}}); ok {
+					t.Errorf("node %v admitted, want it refused", l)
+				}
+			}
+			again, err := OnKeptNodes(out)
+			if err != nil || !reflect.DeepEqual(again, out) {
+				t.Errorf("a second pass changed the values (%v):\n%v\nwas\n%v", err, again, out)
+			}
+		})
+	}
+	for values, field := range map[*map[string]any]string{
+		{"affinity": "anywhere"}: "affinity",
+		{"affinity": map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": "x"}}}}:        "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+		{"affinity": map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{"x"}}}}}: "nodeSelectorTerms[0]",
+	} {
+		if _, err := OnKeptNodes(*values); err == nil || !strings.Contains(err.Error(), field+" in the Helm values") {
+			t.Errorf("OnKeptNodes(%v): %v, want an error naming %s", *values, err, field)
+		}
 	}
 }

@@ -82,3 +82,26 @@ func SetTaint(ctx context.Context, client kubernetes.Interface, nodeName string,
 	}
 	return changed, nil
 }
+
+// SetLabel sets a label on a node (present) or removes it (!present): a
+// merge patch of that one label, which leaves the node's others alone
+// (RBAC: nodes patch, as for cordoning). Errors wrap the API's, so a node
+// that is gone reads as not found.
+func SetLabel(ctx context.Context, client kubernetes.Interface, nodeName, key, value string, present bool) error {
+	var v any
+	verb := "remove label " + key + " from"
+	if present {
+		v, verb = value, "label"
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: v}}})
+	if err == nil {
+		_, err = client.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	}
+	if err != nil {
+		if present {
+			return fmt.Errorf("%s node %s with %s=%s: %w", verb, nodeName, key, value, err)
+		}
+		return fmt.Errorf("%s node %s: %w", verb, nodeName, err)
+	}
+	return nil
+}

@@ -218,11 +218,12 @@ func (cp *controllerPlan) findings(inv *inventory.Inventory) []Finding {
 		out = append(out, Finding{Severity: "info", Object: obj, Message: "runs on Fargate (" + h.Why + "): no node group is kept; every group in scope is scaled to zero"})
 	case h.NodeGroup != "" && h.Kept:
 		out = append(out, Finding{Severity: "info", Object: obj, Message: fmt.Sprintf(
-			"stays on node group %s (%s): the group is kept at %d nodes (min = max = desired, over its zones; nodes not running the controller go first), its Cluster Autoscaler tags are removed and its config and nodes get %s, so workload pods move to Karpenter; the controller's pods and DaemonSets stay",
-			h.NodeGroup, h.Why, h.Size, h.Reserve.ToString())})
+			"stays on node group %s (%s): the group is kept at %d nodes (min = max = desired, over its zones; nodes not running the controller go first), its Cluster Autoscaler tags are removed and its config and nodes get %s, so workload pods move to Karpenter; the controller's pods and DaemonSets stay. The kept nodes are labelled %s=%s, which the release's values require of the controller's nodes, so it runs on no node of the group a wave drains",
+			h.NodeGroup, h.Why, h.Size, h.Reserve.ToString(), generate.KeptLabel, generate.KeptLabelValue)})
 		if g, _ := inv.NodeGroup(h.NodeGroup); g != nil && g.Kind != inventory.Managed {
-			out = append(out, Finding{Severity: "warning", Object: "node group " + h.NodeGroup, Message: "is self-managed: its launch template cannot be given " + h.Reserve.ToString() +
-				", so nodes it launches after the rollout join without it until tainted by hand; add --register-with-taints=" + h.Reserve.ToString() + " to its kubelet arguments"})
+			label := generate.KeptLabel + "=" + generate.KeptLabelValue
+			out = append(out, Finding{Severity: "warning", Object: "node group " + h.NodeGroup, Message: "is self-managed: its launch template cannot be given " + h.Reserve.ToString() + " nor the label " + label +
+				", so nodes it launches after the rollout join without them (the controller cannot run there) until tainted and labelled by hand; add --register-with-taints=" + h.Reserve.ToString() + " --node-labels=" + label + " to its kubelet arguments"})
 		}
 	case h.NodeGroup != "":
 		out = append(out, Finding{Severity: "info", Object: obj, Message: "stays on node group " + h.NodeGroup + " (" + h.Why + "), which nodeGroups leaves out of the rollout: it is left as it is"})

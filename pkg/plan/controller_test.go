@@ -2,6 +2,8 @@ package plan_test
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -149,13 +151,32 @@ func TestControllerHome(t *testing.T) {
 			cfg.Rollout.WaveSize = "3"
 			var o plan.ControllerOptions
 			tc.prepare(t, inv, &cfg, &o)
-			p, err := plan.BuildPlan(inv, plan.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Controller: o, Now: time.Unix(0, 0)})
+			p, err := plan.BuildPlan(inv, plan.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Controller: o, Now: time.Unix(0, 0),
+				Karpenter: &plan.PlanKarpenter{Version: "1.14.1"}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			h := p.Controller
 			if h.Source != tc.source || h.NodeGroup != tc.group || h.Size != tc.size || h.Fargate != tc.fargate || h.Kept != (tc.group != "") {
 				t.Errorf("controller home %+v; want source %q group %q size %d fargate %q", h, tc.source, tc.group, tc.size, tc.fargate)
+			}
+			// The release's values keep the chart's pods on the kept nodes:
+			// every nodeSelectorTerm requires their label (#31); with no
+			// kept group they are generate's as written.
+			spec, _, err := generate.ControllerPodSpec(p.Karpenter.Values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, term := range spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+				pinned := slices.ContainsFunc(term.MatchExpressions, func(r corev1.NodeSelectorRequirement) bool {
+					return r.Key == generate.KeptLabel && r.Operator == corev1.NodeSelectorOpExists
+				})
+				if pinned != h.Kept {
+					t.Errorf("the release's nodeSelectorTerms[%d] %+v requires %s: %t, want %t (the group is kept: %t)", i, term, generate.KeptLabel, pinned, h.Kept, h.Kept)
+				}
+			}
+			if !h.Kept && !reflect.DeepEqual(p.Karpenter.Values, o.Values) {
+				t.Errorf("no group kept, the release's values %v; want generate's %v", p.Karpenter.Values, o.Values)
 			}
 			var kept []string
 			for _, w := range p.Waves {

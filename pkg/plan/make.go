@@ -201,13 +201,23 @@ func KarpenterRelease(inv *inventory.Inventory, req PlanRequest) (*PlanKarpenter
 	if err != nil {
 		return nil, fmt.Errorf("plan where the Karpenter controller lives: %w", err)
 	}
-	return k.at(cp.home, ctrl), nil
+	return k.at(cp.home, ctrl)
 }
 
-// at is k installed in the controller's namespace with ctrl's values.
-func (k *PlanKarpenter) at(home *ControllerHome, ctrl ControllerOptions) *PlanKarpenter {
+// at is k installed in the controller's namespace with ctrl's values; when
+// a group is kept for the controller, the values require the label the
+// rollout puts on the nodes it keeps (generate.OnKeptNodes): the chart's
+// pods run there and on no other node of the group, which a wave drains.
+func (k *PlanKarpenter) at(home *ControllerHome, ctrl ControllerOptions) (*PlanKarpenter, error) {
+	values := ctrl.Values
+	if home.Kept {
+		var err error
+		if values, err = generate.OnKeptNodes(values); err != nil {
+			return nil, fmt.Errorf("%s: %w", cmp.Or(ctrl.ValuesFrom, "Helm values"), err)
+		}
+	}
 	return &PlanKarpenter{Release: cmp.Or(k.Release, "karpenter"), Namespace: home.Namespace, Chart: cmp.Or(k.Chart, KarpenterChartOCI),
-		Version: k.Version, Values: ctrl.Values, ValuesFrom: ctrl.ValuesFrom}
+		Version: k.Version, Values: values, ValuesFrom: ctrl.ValuesFrom}, nil
 }
 
 func objects(objs []string) string {

@@ -308,7 +308,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	}
 	p.Controller = cp.home
 	if k := o.Karpenter; k != nil {
-		p.Karpenter = k.at(cp.home, o.Controller)
+		if p.Karpenter, err = k.at(cp.home, o.Controller); err != nil {
+			return nil, err
+		}
 	}
 	podsByNode, nodesByGroup, total := index(inv, inScope, p.Stops)
 	p.Budget.WaveSize = o.Config.Rollout.WaveNodes(total)

@@ -92,6 +92,17 @@ type Recorded struct {
 	// Tainted are the taints the rollout added to nodes, each recorded
 	// before the node was changed; rollback removes them.
 	Tainted []NodeTaint `json:"tainted,omitempty"`
+	// Labelled are the labels the rollout added to nodes (the kept nodes'
+	// generate.KeptLabel), each recorded before the node was changed;
+	// rollback removes them.
+	Labelled []NodeLabel `json:"labelled,omitempty"`
+}
+
+// NodeLabel is a label the rollout put on a node.
+type NodeLabel struct {
+	Node  string `json:"node"`
+	Key   string `json:"key"`
+	Value string `json:"value"`
 }
 
 // NodeTaint is a taint the rollout put on a node.
@@ -108,9 +119,10 @@ type GroupRecord struct {
 	WeSuspended []string `json:"weSuspended,omitempty"`
 	// Tags are the kept group's Cluster Autoscaler tags as found (the
 	// rollout removes them, rollback puts them back); Taints its managed
-	// node group's config taints as found.
-	Tags   []GroupTag     `json:"tags,omitempty"`
-	Taints []corev1.Taint `json:"taints,omitempty"`
+	// node group's config taints and labels as found.
+	Tags   []GroupTag        `json:"tags,omitempty"`
+	Taints []corev1.Taint    `json:"taints,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // GroupTag is an ASG tag.

@@ -2,6 +2,7 @@ package rollout_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/migrations"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
@@ -549,6 +551,39 @@ func TestKeptControllerGroup(t *testing.T) {
 	if steered != 2 || !slices.Equal(j.Recorded.KeptNodes, []string{"a-1", "a-3"}) {
 		t.Errorf("recorded taints %v kept %v; want a-2 and b-1 steered, a-1 and a-3 kept", j.Recorded.Tainted, j.Recorded.KeptNodes)
 	}
+	// The kept nodes carry the label the plan's release requires of the
+	// controller's nodes (#31), each recorded in the journal before the
+	// node was patched.
+	for _, n := range nodes.Items {
+		if n.Labels[generate.KeptLabel] != generate.KeptLabelValue {
+			t.Errorf("kept node %s: labels %v; want %s=%s", n.Name, n.Labels, generate.KeptLabel, generate.KeptLabelValue)
+		}
+	}
+	want := []rollout.NodeLabel{{Node: "a-1", Key: generate.KeptLabel, Value: "true"}, {Node: "a-3", Key: generate.KeptLabel, Value: "true"}}
+	if !slices.Equal(j.Recorded.Labelled, want) {
+		t.Errorf("recorded labels %v; want %v", j.Recorded.Labelled, want)
+	}
+	recorded := map[string]bool{}
+	for _, a := range sc.kube.Actions() {
+		switch a := a.(type) {
+		case k8stesting.UpdateAction:
+			if cm, ok := a.GetObject().(*corev1.ConfigMap); ok && cm.Name == rollout.JournalName("dev") {
+				for _, doc := range cm.Data {
+					var jr rollout.Journal
+					if err := json.Unmarshal([]byte(doc), &jr); err != nil {
+						t.Fatal(err)
+					}
+					for _, l := range jr.Recorded.Labelled {
+						recorded[l.Node] = true
+					}
+				}
+			}
+		case k8stesting.PatchAction:
+			if a.GetResource().Resource == "nodes" && strings.Contains(string(a.GetPatch()), generate.KeptLabel) && !recorded[a.GetName()] {
+				t.Errorf("node %s labelled before the journal recorded it: %s", a.GetName(), a.GetPatch())
+			}
+		}
+	}
 
 	if err := sc.runner(nil).Rollback(ctx, ""); err != nil {
 		t.Fatalf("Rollback: %v", err)
@@ -563,6 +598,9 @@ func TestKeptControllerGroup(t *testing.T) {
 	for _, n := range nodes.Items {
 		if len(n.Spec.Taints) != 0 {
 			t.Errorf("node %s keeps taints %v after rollback", n.Name, n.Spec.Taints)
+		}
+		if v, ok := n.Labels[generate.KeptLabel]; ok {
+			t.Errorf("node %s keeps the label %s=%s after rollback", n.Name, generate.KeptLabel, v)
 		}
 	}
 }
