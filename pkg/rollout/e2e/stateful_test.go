@@ -205,11 +205,11 @@ func TestRolloutStateful(t *testing.T) {
 		}
 	}
 	checkPlaceholders(t, &planned, needs, placed, zoneOf)
-	// Pending #31 item 5 (branch i31-controller: the kept nodes labelled
-	// and the chart's values requiring the label): until then a replica
-	// may land on the system group's third node, which wave 3 drains.
+	// The kept nodes are labelled and the chart's values require the
+	// label (#31 item 5): no replica on the system group's third node,
+	// which a wave drains.
 	for _, v := range controllerOffKept(ctx, t, w, placed) {
-		t.Logf("PENDING (#31 item 5): %s", v)
+		t.Error(v)
 	}
 
 	// The forecast against the fleet Karpenter settled into.
