@@ -76,8 +76,8 @@ type Options struct {
 
 // Replicate returns inv with n copies of everything that runs in it: copy 0
 // is inv itself, copy k (k ≥ 1) suffixes "-r<k+1>" to the name of every
-// node, pod, workload, PDB and PersistentVolume, and to every namespace but
-// kube-system. Node providerIDs and ASG instances get new instance IDs;
+// node, workload, PDB and PersistentVolume, to every namespace but
+// kube-system, and to a pod's name after its owner's (copier.podName). Node providerIDs and ASG instances get new instance IDs;
 // node groups keep their names and have their min, max and desired sizes
 // raised n times (or are copied, with SplitGroups, or GroupSets sets). DaemonSets, subnets,
 // prices and the cluster are shared. The result is sorted as discover
@@ -232,7 +232,7 @@ func (c copier) node(nd inventory.Node) inventory.Node {
 
 func (c copier) pod(p inventory.Pod) inventory.Pod {
 	ns := p.Namespace
-	p.Name = c.name(p.Name)
+	p.Name = c.podName(p)
 	if p.NodeName != "" {
 		p.NodeName = c.name(p.NodeName)
 	}
@@ -270,6 +270,20 @@ func (c copier) pod(p inventory.Pod) inventory.Pod {
 		p.TopologySpreadConstraints = tsc
 	}
 	return p
+}
+
+// podName is a copy's name for p: a controller's pod is named as the
+// copy's controller names its pods, the suffix after the owner's name
+// ("web-r2-7d9c5-x2x4q" for "web-7d9c5-x2x4q"), so the ReplicaSet or
+// StatefulSet ordinal a loader reads from it is the copy's own; any other
+// pod gets the suffix at the end.
+func (c copier) podName(p inventory.Pod) string {
+	if p.OwnerKind != inventory.OwnerDaemonSet && p.OwnerName != "" {
+		if rest, ok := strings.CutPrefix(p.Name, p.OwnerName+"-"); ok {
+			return c.name(p.OwnerName) + "-" + rest
+		}
+	}
+	return c.name(p.Name)
 }
 
 // terms points a copy's pod (anti-)affinity terms, in place, at the

@@ -155,7 +155,7 @@ func (s *Sandbox) terminate(ctx context.Context, id string) error {
 	if in.NodeName == "" {
 		return nil
 	}
-	pods, err := s.listPods(ctx)
+	pods, err := s.listPods()
 	if err != nil {
 		return err
 	}

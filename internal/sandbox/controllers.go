@@ -31,20 +31,23 @@ var (
 // listPods returns every pod, oldest first (then by namespace/name). The
 // list is cached until a pod is written, so controllers that only read
 // share one copy per tick; callers may modify the pods they then write.
-func (s *Sandbox) listPods(ctx context.Context) ([]*corev1.Pod, error) {
+// It reads the tracker, never the clientset: reactors call it while the
+// fake holds its lock.
+func (s *Sandbox) listPods() ([]*corev1.Pod, error) {
 	if !s.podsDirty && s.podsCache != nil {
 		return s.podsCache, nil
 	}
-	l, err := s.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	obj, err := s.tracker.List(podsGVR, podGVK, "")
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
+	l := obj.(*corev1.PodList)
 	out := make([]*corev1.Pod, len(l.Items))
 	for i := range l.Items {
 		out[i] = &l.Items[i]
 	}
 	sortPods(out)
-	s.podsCache, s.podsDirty = out, false
+	s.podsCache, s.podsRV, s.podsDirty = out, l.ResourceVersion, false
 	return out, nil
 }
 
@@ -122,7 +125,7 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pods, err := s.listPods(ctx)
+	pods, err := s.listPods()
 	if err != nil {
 		return err
 	}
@@ -177,20 +180,19 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 // reconcileWorkloads runs the Deployment, ReplicaSet, StatefulSet and Job
 // controllers: missing pods are recreated, surplus pods removed.
 func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
-	pods, err := s.listPods(ctx)
+	pods, err := s.listPods()
 	if err != nil {
 		return err
 	}
-	live := func(uid types.UID) []*corev1.Pod {
-		var out []*corev1.Pod
-		for i := range pods {
-			p := pods[i]
-			if ownedBy(p, uid) && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
-				out = append(out, p)
-			}
+	// The live pods by their controller's UID, in the list's order: one
+	// pass over the pods, not one per workload.
+	byOwner := map[types.UID][]*corev1.Pod{}
+	for _, p := range pods {
+		if ref := metav1.GetControllerOf(p); ref != nil && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
+			byOwner[ref.UID] = append(byOwner[ref.UID], p)
 		}
-		return out
 	}
+	live := func(uid types.UID) []*corev1.Pod { return byOwner[uid] }
 	readyOf := func(ps []*corev1.Pod) int32 {
 		var n int32
 		for _, p := range ps {
@@ -208,15 +210,26 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list ReplicaSets: %w", err)
 	}
+	// The ReplicaSets by their Deployment's UID; those created are added
+	// after the loop, which keeps these pointers into rss.Items valid.
+	ownedRSs := map[types.UID][]*appsv1.ReplicaSet{}
+	for i := range rss.Items {
+		if ref := metav1.GetControllerOf(&rss.Items[i]); ref != nil {
+			ownedRSs[ref.UID] = append(ownedRSs[ref.UID], &rss.Items[i])
+		}
+	}
+	var created []appsv1.ReplicaSet
 	for i := range deploys.Items {
-		created, err := s.reconcileDeployment(ctx, &deploys.Items[i], rss.Items, live, readyOf)
+		d := &deploys.Items[i]
+		rs, err := s.reconcileDeployment(ctx, d, ownedRSs[d.UID], live, readyOf)
 		if err != nil {
 			return err
 		}
-		if created != nil {
-			rss.Items = append(rss.Items, *created)
+		if rs != nil {
+			created = append(created, *rs)
 		}
 	}
+	rss.Items = append(rss.Items, created...)
 	for i := range rss.Items {
 		rs := &rss.Items[i]
 		ps := live(rs.UID)
@@ -318,17 +331,13 @@ func withLabel(m map[string]string, k, v string) map[string]string {
 // ReplicaSet whose template is the Deployment's, and, after a template
 // change (a rollout restart), a rolling update within maxSurge and
 // maxUnavailable — the new ReplicaSet grows as far as the surge allows and
-// the old ones shrink as far as availability allows. It returns the
-// ReplicaSet it created, if any.
-func (s *Sandbox) reconcileDeployment(ctx context.Context, d *appsv1.Deployment, rss []appsv1.ReplicaSet,
+// the old ones shrink as far as availability allows; rss are the
+// ReplicaSets d controls. It returns the ReplicaSet it created, if any.
+func (s *Sandbox) reconcileDeployment(ctx context.Context, d *appsv1.Deployment, rss []*appsv1.ReplicaSet,
 	live func(types.UID) []*corev1.Pod, readyOf func([]*corev1.Pod) int32) (*appsv1.ReplicaSet, error) {
 	var cur *appsv1.ReplicaSet
 	var old []*appsv1.ReplicaSet
-	for j := range rss {
-		rs := &rss[j]
-		if ref := metav1.GetControllerOf(rs); ref == nil || ref.UID != d.UID {
-			continue
-		}
+	for _, rs := range rss {
 		if sameTemplate(rs, d) {
 			cur = rs
 		} else if replicasOrOne(rs.Spec.Replicas) > 0 || len(live(rs.UID)) > 0 {
@@ -490,7 +499,7 @@ func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pods, err := s.listPods(ctx)
+	pods, err := s.listPods()
 	if err != nil {
 		return err
 	}
@@ -545,7 +554,7 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pods, err := s.listPods(ctx)
+	pods, err := s.listPods()
 	if err != nil {
 		return err
 	}

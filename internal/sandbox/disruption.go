@@ -184,7 +184,7 @@ func (s *Sandbox) consolidate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pods, err := s.listPods(ctx)
+	pods, err := s.listPods()
 	if err != nil {
 		return err
 	}
@@ -620,7 +620,7 @@ func (s *Sandbox) disruptionInput(ctx context.Context) (disruption.Input, error)
 	if err != nil {
 		return in, err
 	}
-	pods, err := s.listPods(ctx)
+	pods, err := s.listPods()
 	if err != nil {
 		return in, err
 	}

@@ -355,7 +355,7 @@ func (s *Sandbox) provision(ctx context.Context) error {
 	if err != nil || len(pools) == 0 {
 		return err
 	}
-	pods, err := s.listPods(ctx)
+	pods, err := s.listPods()
 	if err != nil {
 		return err
 	}

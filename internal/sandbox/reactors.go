@@ -1,8 +1,11 @@
 package sandbox
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -99,39 +102,55 @@ func (s *Sandbox) stampReactor(action k8stesting.Action) (bool, runtime.Object, 
 	return false, nil, nil
 }
 
-// listPodsReactor honours field selectors (spec.nodeName, status.phase,
-// metadata.name/namespace), which the fake tracker ignores and kubectl drain
-// relies on to list a node's pods.
+// listPodsReactor serves every pod list from the sandbox's pod cache
+// (listPods; podsIn for one namespace), copying only the pods that match: label and field
+// selectors (spec.nodeName, status.phase, metadata.name,
+// metadata.namespace) are honoured, as the API server does, and the items
+// come in the tracker's order (namespace, name). Copying every pod of the
+// cluster for each list was what made a thousand-node apply slow.
 func (s *Sandbox) listPodsReactor(action k8stesting.Action) (bool, runtime.Object, error) {
 	la, ok := action.(k8stesting.ListAction)
 	if !ok {
 		return false, nil, nil
 	}
-	restr := la.GetListRestrictions()
-	if restr.Fields == nil || restr.Fields.Empty() {
-		return false, nil, nil
+	restr, ns := la.GetListRestrictions(), la.GetNamespace()
+	var pods []*corev1.Pod
+	var err error
+	if ns == "" {
+		pods, err = s.listPods()
+	} else {
+		pods, err = s.podsIn(ns)
 	}
-	obj, err := s.tracker.List(podsGVR, podGVK, la.GetNamespace())
 	if err != nil {
 		return true, nil, err
 	}
-	list := obj.(*corev1.PodList)
-	out := &corev1.PodList{ListMeta: list.ListMeta}
-	for _, p := range list.Items {
-		if restr.Labels != nil && !restr.Labels.Matches(labels.Set(p.Labels)) {
-			continue
+	var match []*corev1.Pod
+	for _, p := range pods {
+		if podMatches(p, ns, restr) {
+			match = append(match, p)
 		}
-		if !restr.Fields.Matches(fields.Set{
-			"spec.nodeName":      p.Spec.NodeName,
-			"status.phase":       string(p.Status.Phase),
-			"metadata.name":      p.Name,
-			"metadata.namespace": p.Namespace,
-		}) {
-			continue
-		}
-		out.Items = append(out.Items, p)
+	}
+	slices.SortFunc(match, func(a, b *corev1.Pod) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	out := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: s.podsRV}, Items: make([]corev1.Pod, len(match))}
+	for i, p := range match {
+		p.DeepCopyInto(&out.Items[i])
 	}
 	return true, out, nil
+}
+
+// podMatches reports whether a list or delete-collection of namespace ns
+// (all when empty) with these restrictions selects p.
+func podMatches(p *corev1.Pod, ns string, r k8stesting.ListRestrictions) bool {
+	if ns != "" && p.Namespace != ns {
+		return false
+	}
+	if r.Labels != nil && !r.Labels.Matches(labels.Set(p.Labels)) {
+		return false
+	}
+	return r.Fields == nil || r.Fields.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName, "status.phase": string(p.Status.Phase),
+		"metadata.name": p.Name, "metadata.namespace": p.Namespace})
 }
 
 // evictionReactor implements the Eviction API (pods/eviction): it deletes
@@ -281,7 +300,7 @@ func (s *Sandbox) pdbStatus(pdb *policyv1.PodDisruptionBudget) (policyv1.PodDisr
 
 // podsIn returns a namespace's pods from the cache when it is current,
 // else from the tracker (never through the clientset: reactors call this
-// while the fake holds its lock).
+// while the fake holds its lock), copying only the namespace's pods.
 func (s *Sandbox) podsIn(ns string) ([]*corev1.Pod, error) {
 	var out []*corev1.Pod
 	if !s.podsDirty && s.podsCache != nil {
@@ -379,11 +398,7 @@ func (s *Sandbox) deleteCollectionReactor(action k8stesting.Action) (bool, runti
 		return true, nil, err
 	}
 	for _, p := range obj.(*corev1.PodList).Items {
-		if r.Labels != nil && !r.Labels.Matches(labels.Set(p.Labels)) {
-			continue
-		}
-		if r.Fields != nil && !r.Fields.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName, "status.phase": string(p.Status.Phase),
-			"metadata.name": p.Name, "metadata.namespace": p.Namespace}) {
+		if !podMatches(&p, "", r) {
 			continue
 		}
 		if err := s.deletePodNow(p.Namespace, p.Name); err != nil && !apierrors.IsNotFound(err) {

@@ -148,8 +148,10 @@ type Sandbox struct {
 	loading    bool
 	tracking   bool
 	violations []string
-	// podsCache is the last pod list; podsDirty is set by any pod write.
+	// podsCache is the last pod list (listPods) and podsRV its resource
+	// version; podsDirty is set by any pod write.
 	podsCache []*corev1.Pod
+	podsRV    string
 	podsDirty bool
 	// tickHooks run after every tick's controllers.
 	tickHooks []func(context.Context) error
@@ -321,7 +323,7 @@ func (s *Sandbox) settle(ctx context.Context, max time.Duration) error {
 }
 
 func (s *Sandbox) busy(ctx context.Context) (bool, string, error) {
-	pods, err := s.listPods(ctx)
+	pods, err := s.listPods()
 	if err != nil {
 		return false, "", err
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
-	"runtime/metrics"
 	"testing"
 	"time"
 
@@ -102,7 +101,7 @@ func benchPlanDemo(b *testing.B, n int, o bigcluster.Options) {
 	predicted, hash := 0, ""
 	b.ResetTimer()
 	for range b.N {
-		stop := samplePeakHeap()
+		stop := bigcluster.SamplePeakHeap()
 		p, err := plan.MakePlan(ctx, req)
 		if err == nil {
 			err = p.WriteFile(filepath.Join(dir, "plan.yaml"))
@@ -144,27 +143,4 @@ func cliPlanRequest(f bigcluster.Files) (plan.PlanRequest, error) {
 		},
 		IAM: &plan.IAMOptions{KarpenterVersion: desired.DefaultKarpenterVersion}, Now: time.Now(),
 	}, nil
-}
-
-// samplePeakHeap samples the heap in use every few milliseconds until the
-// returned function is called, which returns the highest sample.
-func samplePeakHeap() func() uint64 {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
-	done, peak := make(chan struct{}), make(chan uint64)
-	go func() {
-		most := read()
-		t := time.NewTicker(5 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				peak <- max(most, read())
-				return
-			case <-t.C:
-				most = max(most, read())
-			}
-		}
-	}()
-	return func() uint64 { close(done); return <-peak }
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/kubectl/pkg/drain"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -137,19 +138,12 @@ func BenchmarkDrain100Nodes(b *testing.B) {
 	var wave time.Duration
 	b.Run("waves", func(b *testing.B) {
 		for range b.N {
-			d, pending, violations := benchRun(b, drainWaves)
-			wave = d
-			b.ReportMetric(d.Seconds(), "drain-s")
-			b.ReportMetric(pending.Seconds(), "max-pending-s")
-			b.ReportMetric(float64(violations), "pdb-violations")
+			wave, _, _ = benchRun(b, drainWaves)
 		}
 	})
 	b.Run("sequential", func(b *testing.B) {
 		for range b.N {
-			d, pending, violations := benchRun(b, drainSequential)
-			b.ReportMetric(d.Seconds(), "drain-s")
-			b.ReportMetric(pending.Seconds(), "max-pending-s")
-			b.ReportMetric(float64(violations), "pdb-violations")
+			d, _, _ := benchRun(b, drainSequential)
 			if wave > 0 {
 				b.ReportMetric(d.Seconds()/wave.Seconds(), "waves-speedup-x")
 			}
@@ -159,8 +153,10 @@ func BenchmarkDrain100Nodes(b *testing.B) {
 
 // benchRun drains the legacy nodes of a fresh cluster with drainFn while a
 // watch counts healthy pods per PDB; it returns the drain's wall time, the
-// longest pod wait for a node and how many PDBs dropped below minimum.
-func benchRun(b *testing.B, drainFn func(context.Context, testing.TB, *testenv.Env, []string) error) (time.Duration, time.Duration, int) {
+// longest pod wait for a node and how many PDBs dropped below minimum, and
+// reports them with the API requests the drain's client sent per pod
+// moved, by verb (evictions, gets, lists, watches).
+func benchRun(b *testing.B, drainFn func(context.Context, testing.TB, kubernetes.Interface, []string) error) (time.Duration, time.Duration, int) {
 	b.StopTimer()
 	env, legacy, budgets := benchCluster(b)
 	ctx := b.Context()
@@ -168,9 +164,14 @@ func benchRun(b *testing.B, drainFn func(context.Context, testing.TB, *testenv.E
 	if err != nil {
 		b.Fatal(err)
 	}
+	reqs := newRequestCounter()
+	client, err := reqs.client(env.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.StartTimer()
 	began := time.Now()
-	if err := drainFn(ctx, b, env, legacy); err != nil {
+	if err := drainFn(ctx, b, client, legacy); err != nil {
 		b.Fatal(err)
 	}
 	elapsed := time.Since(began)
@@ -192,26 +193,35 @@ func benchRun(b *testing.B, drainFn func(context.Context, testing.TB, *testenv.E
 			violations++
 		}
 	}
-	b.Logf("drained in %s (all pods Running again after %s); longest wait for a node %s; %d PDBs below minimum",
-		elapsed.Round(time.Millisecond), settled.Round(time.Millisecond), pending.Round(time.Millisecond), violations)
+	b.Logf("drained in %s (all pods Running again after %s); longest wait for a node %s; %d PDBs below minimum; requests: %s",
+		elapsed.Round(time.Millisecond), settled.Round(time.Millisecond), pending.Round(time.Millisecond), violations, reqs)
+	b.ReportMetric(elapsed.Seconds(), "drain-s")
+	b.ReportMetric(settled.Seconds(), "makespan-s")
+	b.ReportMetric(pending.Seconds(), "maxwait-s")
+	b.ReportMetric(float64(violations), "pdb-violations")
+	moved := float64(benchDeployments * benchReplicas)
+	b.ReportMetric(float64(reqs.total())/moved, "req/pod")
+	for _, m := range []struct{ verb, unit string }{{"evict", "evictions/pod"}, {"get", "gets/pod"}, {"list", "lists/pod"}, {"watch", "watches/pod"}} {
+		b.ReportMetric(float64(reqs.verb(m.verb))/moved, m.unit)
+	}
 	return elapsed, pending, violations
 }
 
 // drainWaves is the rollout's drain: waves of benchWaveSize nodes, each
 // cordoned, then drained concurrently with kube.Drainer (the code path of
 // a wave's drain phase). It logs where the time went (drainProfile).
-func drainWaves(ctx context.Context, tb testing.TB, env *testenv.Env, nodes []string) error {
+func drainWaves(ctx context.Context, tb testing.TB, client kubernetes.Interface, nodes []string) error {
 	opts := kube.DefaultDrainOptions()
 	opts.Timeout = 10 * time.Minute
 	opts.Watch = true // as the rollout drains on the wall clock
 	prof := newDrainProfile()
-	d := &kube.Drainer{Client: env.Client, Clock: clock.RealClock{}, Options: opts, OnEvent: prof.observe}
+	d := &kube.Drainer{Client: client, Clock: clock.RealClock{}, Options: opts, OnEvent: prof.observe}
 	for i := 0; i < len(nodes); i += benchWaveSize {
 		wave := nodes[i:min(i+benchWaveSize, len(nodes))]
 		began := time.Now()
 		prof.start(began)
 		for _, n := range wave {
-			if err := kube.Cordon(ctx, env.Client, n, true); err != nil {
+			if err := kube.Cordon(ctx, client, n, true); err != nil {
 				return err
 			}
 		}
@@ -312,11 +322,11 @@ func summary(ds []time.Duration) string {
 }
 
 // drainSequential is `kubectl drain` run node after node.
-func drainSequential(ctx context.Context, _ testing.TB, env *testenv.Env, nodes []string) error {
-	h := &drain.Helper{Ctx: ctx, Client: env.Client, Force: false, GracePeriodSeconds: -1, IgnoreAllDaemonSets: true,
+func drainSequential(ctx context.Context, _ testing.TB, client kubernetes.Interface, nodes []string) error {
+	h := &drain.Helper{Ctx: ctx, Client: client, Force: false, GracePeriodSeconds: -1, IgnoreAllDaemonSets: true,
 		DeleteEmptyDirData: true, Timeout: 10 * time.Minute, EvictErrorRetryDelay: 5 * time.Second, Out: io.Discard, ErrOut: io.Discard}
 	for _, n := range nodes {
-		node, err := env.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		node, err := client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}

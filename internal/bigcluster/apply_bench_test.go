@@ -1,0 +1,77 @@
+package bigcluster_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/karpenter-migrate/karpenter-migrate/internal/bigcluster"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/demo"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+)
+
+// BenchmarkApplyBigCluster runs the demo's whole migration in the sandbox
+// (simulated clock) on the demo's snapshot replicated N times — N44 is
+// 1,012 legacy nodes and 12,936 pods — from loading the cluster through
+// plan, apply's waves and Karpenter's consolidation. It reports the wall
+// time, the peak heap, apply's simulated makespan, the longest pod wait
+// for a node, evictions per pod moved and PDB violations.
+//
+//	slot go test ./internal/bigcluster -run '^$' -bench ApplyBigCluster/N44 -benchtime 1x -timeout 60m
+func BenchmarkApplyBigCluster(b *testing.B) {
+	for _, n := range []int{1, 4, 11, 44} {
+		b.Run(fmt.Sprintf("N%d", n), func(b *testing.B) { benchApply(b, n) })
+	}
+}
+
+// replaySeed seeds the sandbox the snapshot is replayed in: another seed
+// than the snapshot's (DemoSeed), whose generated names would be drawn
+// again for the replacement pods.
+const replaySeed = bigcluster.DemoSeed + 1
+
+func benchApply(b *testing.B, n int) {
+	ctx := context.Background()
+	demoInv, err := bigcluster.DemoSnapshot(ctx, bigcluster.DemoSeed)
+	if err != nil {
+		b.Fatal(err)
+	}
+	inv, err := bigcluster.Replicate(*demoInv, n, bigcluster.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap := inventory.NewSnapshot(inv, time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC))
+	b.ResetTimer()
+	for range b.N {
+		var applyStart, applyEnd time.Time
+		events := func(e demo.Event) {
+			if e.Step != "apply" {
+				return
+			}
+			if applyStart.IsZero() {
+				applyStart = e.SimTime
+			}
+			if e.Status == demo.StatusDone {
+				applyEnd = e.SimTime
+			}
+		}
+		stop := bigcluster.SamplePeakHeap()
+		sum, err := demo.Run(ctx, demo.Options{Seed: replaySeed, OutDir: b.TempDir(), Snapshot: &snap, Events: events})
+		peak := stop()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("%d nodes, %d pods: %d waves, %d pods to move, %d moves, %d evictions; apply %s simulated, whole run %.0f s simulated in %.1f s wall",
+			len(inv.Nodes), len(inv.Pods), len(sum.Waves), sum.PodsToMove, sum.Moves, sum.Evictions, applyEnd.Sub(applyStart), sum.SimulatedSeconds, sum.WallSeconds)
+		b.ReportMetric(sum.WallSeconds, "wall-s")
+		b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+		b.ReportMetric(applyEnd.Sub(applyStart).Seconds(), "makespan-s")
+		b.ReportMetric(sum.SimulatedSeconds, "sim-s")
+		b.ReportMetric(sum.MaxPendingSeconds, "maxwait-s")
+		b.ReportMetric(float64(sum.Evictions)/float64(max(sum.PodsToMove, 1)), "evictions/pod")
+		b.ReportMetric(sum.MovesPerPod, "moves/pod")
+		b.ReportMetric(float64(sum.PDBViolations), "pdb-violations")
+		b.ReportMetric(float64(len(inv.Nodes)), "nodes")
+		b.ReportMetric(float64(len(inv.Pods)), "pods")
+	}
+}
