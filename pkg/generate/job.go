@@ -125,7 +125,8 @@ func RunbookRules() []RunbookRule {
 		{ScopeCluster, "karpenter.k8s.aws", "ec2nodeclasses", []string{"get", "create", "patch", "delete"}, "step 07 server-side applies node classes; rollback deletes them"},
 		{ScopeNamespace, "", "configmaps", []string{"get", "list", "create", "update"}, "the journal ConfigMap (kube.StateStore) and the aws-auth backups"},
 		{ScopeNamespace, "coordination.k8s.io", "leases", []string{"get", "create", "update"}, "the Lease that keeps two runs (or a retried Job) from interleaving"},
-		{ScopeNamespace, "", "pods", []string{"create", "deletecollection"}, "placeholder pods that pre-provision Karpenter capacity"},
+		{ScopeNamespace, "", "pods", []string{"create", "delete", "deletecollection"}, "placeholder pods that pre-provision Karpenter capacity, each released (delete) as the pods it holds room for are evicted"},
+		{ScopeNamespace, "", "events", []string{"list"}, "a placeholder Karpenter refuses at its NodePool's limits is given up on its FailedScheduling event"},
 		{ScopeAWSAuth, "", "configmaps", []string{"get", "update"}, "step 06 merges the node role into aws-auth (CONFIG_MAP authentication)"},
 		{ScopeClusterAutoscaler, "apps", "deployments/scale", []string{"get", "update"}, "step 08 scales Cluster Autoscaler to zero; rollback restores its replicas"},
 	}
