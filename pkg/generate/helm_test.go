@@ -23,18 +23,7 @@ import (
 // values written to a tree, as plan and the e2e install read it, and from
 // values that leave everything to the chart.
 func TestControllerPodSpec(t *testing.T) {
-	res, err := Generate(loadFixture(t, "all"), DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if _, err := Write(context.Background(), res, TreeOptions{Dir: dir, Envs: []string{"dev"}}); err != nil {
-		t.Fatal(err)
-	}
-	values, err := ReadHelmValues(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	values, dir := writtenValues(t)
 	spec, replicas, err := ControllerPodSpec(values)
 	if err != nil {
 		t.Fatal(err)
@@ -95,18 +84,7 @@ func TestControllerPodSpec(t *testing.T) {
 // it was, a second pass changes nothing, and a part that is not what the
 // chart reads is an error naming it.
 func TestOnKeptNodes(t *testing.T) {
-	res, err := Generate(loadFixture(t, "all"), DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if _, err := Write(context.Background(), res, TreeOptions{Dir: dir, Envs: []string{"dev"}}); err != nil {
-		t.Fatal(err)
-	}
-	written, err := ReadHelmValues(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	written, _ := writtenValues(t)
 	system := map[string]string{"eks.amazonaws.com/nodegroup": "system", corev1.LabelOSStable: "linux"}
 	kept := map[string]string{"eks.amazonaws.com/nodegroup": "system", corev1.LabelOSStable: "linux", KeptLabel: KeptLabelValue}
 	for _, c := range []struct {
@@ -188,4 +166,22 @@ func TestOnKeptNodes(t *testing.T) {
 			t.Errorf("OnKeptNodes(%v): %v, want an error naming %s", *values, err, field)
 		}
 	}
+}
+
+// writtenValues are generate's Helm values for the "all" fixture, written
+// to a tree (dir) and read back as plan and the e2e install read them.
+func writtenValues(t *testing.T) (values map[string]any, dir string) {
+	t.Helper()
+	res, err := Generate(loadFixture(t, "all"), DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	if _, err := Write(context.Background(), res, TreeOptions{Dir: dir, Envs: []string{"dev"}}); err != nil {
+		t.Fatal(err)
+	}
+	if values, err = ReadHelmValues(dir); err != nil {
+		t.Fatal(err)
+	}
+	return values, dir
 }

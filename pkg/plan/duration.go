@@ -2,9 +2,9 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -198,7 +198,7 @@ func (tm *timer) wave(nodes []WaveNode, pods []inventory.Pod, hasNodes, preProvi
 	}
 	// No budget moves more than it allows per replacement, whatever the
 	// nodes: the wave's pods of a budget over several nodes wait on it.
-	for _, key := range sortedKeys(inWave) {
+	for _, key := range slices.Sorted(maps.Keys(inWave)) {
 		b := byKey[key]
 		if d := float64(ceilDiv(inWave[key], b.allowed)) * tm.ready; d > wt.DrainSeconds || (d == wt.DrainSeconds && !strings.HasPrefix(wt.BoundBy, "PodDisruptionBudget")) {
 			wt.DrainSeconds = d
@@ -232,15 +232,6 @@ func (tm *timer) bound() (float64, string) {
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
 
 // String is the timing in a line: predicted against the bound.
 func (t Timing) String() string {

@@ -138,17 +138,23 @@ func seedWorkloads(ctx context.Context, t testing.TB, w *world) {
 			t.Fatal(err)
 		}
 	}
+	waitCAAndBudgets(ctx, t, w, appNS, false)
+}
+
+// waitCAAndBudgets waits for Cluster Autoscaler's pod and for ns's PDBs to
+// be observed (and, with healthy, satisfied): discovery reads them.
+func waitCAAndBudgets(ctx context.Context, t testing.TB, w *world, ns string, healthy bool) {
+	t.Helper()
 	if _, err := w.env.WaitForPodsRunning(ctx, "kube-system", "app=cluster-autoscaler", 1); err != nil {
 		t.Fatal(err)
 	}
-	// The PDBs must be observed before discovery reads them.
 	err := w.env.WaitFor(ctx, "PDB status", func(ctx context.Context) (bool, error) {
-		list, err := c.PolicyV1().PodDisruptionBudgets(appNS).List(ctx, metav1.ListOptions{})
+		list, err := w.env.Client.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
 		for _, p := range list.Items {
-			if p.Status.ObservedGeneration < p.Generation || p.Status.ExpectedPods == 0 {
+			if p.Status.ObservedGeneration < p.Generation || p.Status.ExpectedPods == 0 || healthy && p.Status.CurrentHealthy < p.Status.DesiredHealthy {
 				return false, nil
 			}
 		}

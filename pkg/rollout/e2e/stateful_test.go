@@ -319,24 +319,7 @@ func seedStateful(ctx context.Context, t testing.TB, w *world) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := w.env.WaitForPodsRunning(ctx, "kube-system", "app=cluster-autoscaler", 1); err != nil {
-		t.Fatal(err)
-	}
-	err := w.env.WaitFor(ctx, "PDB status", func(ctx context.Context) (bool, error) {
-		list, err := c.PolicyV1().PodDisruptionBudgets(dataNS).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, p := range list.Items {
-			if p.Status.ObservedGeneration < p.Generation || p.Status.ExpectedPods == 0 || p.Status.CurrentHealthy < p.Status.DesiredHealthy {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitCAAndBudgets(ctx, t, w, dataNS, true)
 }
 
 // claims is every claim of dataNS with its volume, the volume's UID and zone.
