@@ -9,6 +9,7 @@ package demo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -450,6 +451,12 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 			stepCtx = r.runCtx
 		}
 		detail, err := st.fn(stepCtx)
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			// Interrupted mid-call: the AWS SDK may report the connection
+			// it lost (retries exhausted on a closed connection) instead of
+			// the cancellation that closed it.
+			err = fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
 		if err != nil {
 			runErr = fmt.Errorf("demo step %s: %w", st.id, err)
 			r.emit(st.id, StatusFailed, err.Error(), -1)
