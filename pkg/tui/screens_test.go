@@ -635,19 +635,33 @@ func TestRollbackAfterAPause(t *testing.T) {
 }
 
 // TestCtrlCMidRolloutIsAnInterruption: Ctrl-C stops the run first, like
-// q, and the result says it was an interruption (the command exits 130).
+// q, and the result says it was an interruption (the command exits 130);
+// so does SIGTERM from outside the terminal (kill, a CI runner timing
+// out), which Bubble Tea's own handler answered by quitting at once with
+// exit 0, the rollout left running.
 func TestCtrlCMidRolloutIsAnInterruption(t *testing.T) {
 	t.Parallel()
-	be := &fakeBackend{applyEvents: rolloutEvents(), block: true}
-	d := walk(t, be, "Rollout")
-	d.waitFor("running", d.viewHas("waits on PDB"))
-	d.press("ctrl+c")
-	d.waitFor("quit", func() bool { return d.quit })
-	if be.applyCtx.Err() == nil {
-		t.Fatal("Ctrl-C quit without stopping the run")
-	}
-	if res := d.m.Result(); !res.Interrupted || res.Outcome != OutcomePaused || res.RunErr != nil {
-		t.Errorf("result %+v, want an interruption of a paused run", res)
+	for _, tc := range []struct {
+		signal    string
+		interrupt func(d *driver)
+	}{
+		{"Ctrl-C", func(d *driver) { d.press("ctrl+c") }},
+		{"SIGTERM", func(d *driver) { d.handle(signalMsg{name: "SIGTERM"}) }},
+	} {
+		t.Run(tc.signal, func(t *testing.T) {
+			t.Parallel()
+			be := &fakeBackend{applyEvents: rolloutEvents(), block: true}
+			d := walk(t, be, "Rollout")
+			d.waitFor("running", d.viewHas("waits on PDB"))
+			tc.interrupt(d)
+			d.waitFor("quit", func() bool { return d.quit })
+			if be.applyCtx.Err() == nil {
+				t.Fatalf("%s quit without stopping the run", tc.signal)
+			}
+			if res := d.m.Result(); !res.Interrupted || res.Signal != tc.signal || res.Outcome != OutcomePaused || res.RunErr != nil {
+				t.Errorf("result %+v, want a %s interruption of a paused run", res, tc.signal)
+			}
+		})
 	}
 }
 
@@ -706,24 +720,5 @@ func TestCommandsCarryEveryChoice(t *testing.T) {
 				t.Errorf("%s lacks %s: %s", verb, f, got[i])
 			}
 		}
-	}
-}
-
-// TestSIGTERMMidRolloutIsAnInterruption: SIGTERM (kill, a CI runner
-// timing out) stops a running rollout first, as Ctrl-C does, and the
-// result names it; Bubble Tea's own handler quit at once with exit 0 and
-// left the rollout running.
-func TestSIGTERMMidRolloutIsAnInterruption(t *testing.T) {
-	t.Parallel()
-	be := &fakeBackend{applyEvents: rolloutEvents(), block: true}
-	d := walk(t, be, "Rollout")
-	d.waitFor("running", d.viewHas("waits on PDB"))
-	d.handle(signalMsg{name: "SIGTERM"})
-	d.waitFor("quit", func() bool { return d.quit })
-	if be.applyCtx.Err() == nil {
-		t.Fatal("SIGTERM quit without stopping the run")
-	}
-	if res := d.m.Result(); !res.Interrupted || res.Signal != "SIGTERM" || res.Outcome != OutcomePaused {
-		t.Errorf("result %+v, want a SIGTERM interruption of a paused run", res)
 	}
 }
