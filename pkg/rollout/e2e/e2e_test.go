@@ -113,16 +113,7 @@ func seedWorkloads(ctx context.Context, t testing.TB, w *world) {
 	if _, err := c.AppsV1().StatefulSets(appNS).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dsSpec := podSpec("50m")
-	dsSpec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: "agent", Labels: labelsOf("agent")},
-		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labelsOf("agent")},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labelsOf("agent")}, Spec: dsSpec}},
-	}
-	if _, err := c.AppsV1().DaemonSets(appNS).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createAgent(ctx, t, w, appNS)
 	for _, pdb := range []*policyv1.PodDisruptionBudget{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: appNS, Name: "web"}, Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: labelsOf("web")}}},
@@ -534,4 +525,20 @@ func checkMigrated(ctx context.Context, t *testing.T, w *world) {
 // many pods again and still fails.
 func movedOnce(moves, toMove int) bool {
 	return moves >= toMove && moves <= toMove+max(1, toMove/20)
+}
+
+// createAgent creates the "agent" DaemonSet in ns: a pod on every node,
+// tolerating every taint, as a node agent does.
+func createAgent(ctx context.Context, t testing.TB, w *world, ns string) {
+	t.Helper()
+	spec := podSpec("50m")
+	spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent", Labels: labelsOf("agent")},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labelsOf("agent")},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labelsOf("agent")}, Spec: spec}},
+	}
+	if _, err := w.env.Client.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

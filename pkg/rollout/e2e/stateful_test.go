@@ -247,16 +247,7 @@ func seedStateful(ctx context.Context, t testing.TB, w *world) {
 	if _, err := c.AppsV1().Deployments(ca.Namespace).Create(ctx, ca, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dsSpec := podSpec("50m")
-	dsSpec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: dataNS, Name: "agent", Labels: labelsOf("agent")},
-		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labelsOf("agent")},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labelsOf("agent")}, Spec: dsSpec}},
-	}
-	if _, err := c.AppsV1().DaemonSets(dataNS).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createAgent(ctx, t, w, dataNS)
 	if _, err := c.StorageV1().CSIDrivers().Create(ctx, &storagev1.CSIDriver{ObjectMeta: metav1.ObjectMeta{Name: ebsDriver},
 		Spec: storagev1.CSIDriverSpec{AttachRequired: ptr.To(true), PodInfoOnMount: ptr.To(false)}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
