@@ -173,7 +173,9 @@ func (req PlanRequest) karpenter(ctrl ControllerOptions) (k *PlanKarpenter, why 
 	if version == "" && req.IAM != nil {
 		version = req.IAM.KarpenterVersion
 	}
-	return &PlanKarpenter{Chart: req.KarpenterChart, Version: cmp.Or(version, desired.DefaultKarpenterVersion)}, ""
+	// The chart's version has no "v": Karpenter's OCI tags and Chart.yaml
+	// say 1.14.1, while its releases (and --karpenter-version) may say v1.14.1.
+	return &PlanKarpenter{Chart: req.KarpenterChart, Version: strings.TrimPrefix(cmp.Or(version, desired.DefaultKarpenterVersion), "v")}, ""
 }
 
 // KarpenterRelease is the Helm release MakePlan would record for req on
