@@ -83,7 +83,7 @@ func TestDemoMigratesAndRollsBack(t *testing.T) {
 	for _, f := range rep.Findings {
 		kinds[f.ID] = true
 	}
-	for _, k := range []string{"pdb-zero-disruptions", "safe-to-evict-false", "local-data", "single-replica", "cluster-autoscaler-running"} {
+	for _, k := range []string{"pdb-zero-disruptions-moved", "safe-to-evict-false", "local-data", "single-replica", "cluster-autoscaler-running"} {
 		if !kinds[k] {
 			t.Errorf("the demo account has no %s finding; got %v", k, kinds)
 		}

@@ -279,7 +279,7 @@ func TestKubernetesSide(t *testing.T) {
 		got[f.ID] = f.Objects
 	}
 	wantFindings := map[string][]string{
-		readiness.IDPDBZeroDisruptions:    {"PodDisruptionBudget shop/web"},
+		readiness.IDPDBZeroMoved:          {"PodDisruptionBudget shop/web"},
 		readiness.IDSingleReplica:         {"Deployment kube-system/cluster-autoscaler", "Deployment shop/huge", "StatefulSet shop/db"},
 		readiness.IDNoController:          {"Pod shop/debug"},
 		readiness.IDLocalData:             {"Deployment shop/web (emptyDir cache)"},

@@ -63,7 +63,7 @@ type PlanRequest struct {
 // allows no disruption; the runbook scales Cluster Autoscaler down; the
 // engine reports pods that fit no NodePool).
 var readinessJudgedByPlan = []string{
-	readiness.IDPDBZeroDisruptions, readiness.IDNoController, readiness.IDLocalData, readiness.IDSafeToEvictFalse,
+	readiness.IDPDBZeroDisruptions, readiness.IDPDBZeroMoved, readiness.IDNoController, readiness.IDLocalData, readiness.IDSafeToEvictFalse,
 	readiness.IDCARunning, readiness.IDPodTooLarge,
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/config"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/readiness"
 )
 
 // PlanAPIVersion and PlanKind identify a plan document.
@@ -513,14 +514,20 @@ func planFindings(inv *inventory.Inventory, podsByNode map[string][]inventory.Po
 	for _, pdb := range inv.PDBs {
 		if pdb.DisruptionsAllowed == 0 && pdb.ExpectedPods > 0 {
 			msg := fmt.Sprintf("allows no disruption (healthy %d, needs %d): eviction is refused for its pods", pdb.CurrentHealthy, pdb.DesiredHealthy)
+			sev := "warning"
 			switch {
 			case pdb.ExpectedPods > pdb.DesiredHealthy:
 				// It is short now, not forever: the drain waits for it (#19).
 				msg += "; the drain waits until it allows one"
-			case b.RestartBlocked:
+			case b.RestartBlocked && !readiness.ZeroBudgetStuck(pdb, inv.Pods):
 				msg += "; a Deployment's pod is moved by a surge rollout restart instead (new pod Ready first)"
+			default:
+				// Nothing moves them: the drain would wait out the PDB gate
+				// mid-rollout; say so before it starts.
+				sev = "blocker"
+				msg += "; no surge restart replaces its pods (not a Deployment's), so the drain would wait on it until the PDB gate pauses the rollout: scale the workload up or relax minAvailable/maxUnavailable"
 			}
-			out = append(out, Finding{Severity: "warning", Object: "PodDisruptionBudget " + pdb.Namespace + "/" + pdb.Name, Message: msg})
+			out = append(out, Finding{Severity: sev, Object: "PodDisruptionBudget " + pdb.Namespace + "/" + pdb.Name, Message: msg})
 		}
 	}
 	names := make([]string, 0, len(podsByNode))

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
@@ -42,6 +44,7 @@ func (s Severity) AtLeast(t Severity) bool { return s.rank() >= t.rank() }
 // Finding IDs, stable for scripts and suppressions.
 const (
 	IDPDBZeroDisruptions    = "pdb-zero-disruptions"
+	IDPDBZeroMoved          = "pdb-zero-disruptions-moved"
 	IDSingleReplica         = "single-replica"
 	IDNoController          = "no-controller"
 	IDLocalData             = "local-data"
@@ -180,13 +183,47 @@ func (e *eval) add(id string, sev Severity, title, why, fix string, objects ...s
 
 func (e *eval) pdbs() {
 	for _, p := range e.inv.PDBs {
-		if p.ExpectedPods > 0 && p.DisruptionsAllowed == 0 {
-			e.add(IDPDBZeroDisruptions, Blocker, "PodDisruptionBudgets allow no disruption",
-				"a drain waits forever on pods whose PDB allows 0 disruptions, so their nodes can never be retired",
-				"scale the workload up (or relax minAvailable/maxUnavailable) so the PDB allows at least 1 disruption during the move",
-				"PodDisruptionBudget "+p.Namespace+"/"+p.Name)
+		if p.ExpectedPods == 0 || p.DisruptionsAllowed > 0 {
+			continue
 		}
+		obj := "PodDisruptionBudget " + p.Namespace + "/" + p.Name
+		if ZeroBudgetStuck(p, e.inv.Pods) {
+			e.add(IDPDBZeroDisruptions, Blocker, "PodDisruptionBudgets allow no disruption, and nothing moves their pods",
+				"a drain waits forever on pods whose PDB allows 0 disruptions and that no surge restart can replace (not a Deployment's), so their nodes can never be retired",
+				"scale the workload up (or relax minAvailable/maxUnavailable) so the PDB allows at least 1 disruption during the move", obj)
+			continue
+		}
+		e.add(IDPDBZeroMoved, Warning, "PodDisruptionBudgets allow no disruption now",
+			"a Deployment's pods are moved by a surge restart (its new pod Ready first), and a budget short of healthy pods now lets the drain go once they are; either takes longer than an eviction",
+			"nothing needed; to move them by eviction, scale the workload up or relax minAvailable/maxUnavailable", obj)
 	}
+}
+
+// ZeroBudgetStuck reports whether a PodDisruptionBudget that allows no
+// disruption stops a drain for good. It does not when it is only short of
+// healthy pods now (with every expected pod healthy it would allow one:
+// the drain waits for that), nor when every pod it selects is a
+// Deployment's (the rollout replaces those by a surge restart). A budget
+// whose pods the inventory does not hold is taken as stuck.
+func ZeroBudgetStuck(pdb inventory.PDB, pods []inventory.Pod) bool {
+	if pdb.ExpectedPods > pdb.DesiredHealthy {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Selector)
+	if pdb.Selector == nil || err != nil {
+		return true
+	}
+	selected := 0
+	for _, p := range pods {
+		if p.Namespace != pdb.Namespace || p.OwnerKind == inventory.OwnerDaemonSet || !sel.Matches(labels.Set(p.Labels)) {
+			continue
+		}
+		if p.OwnerKind != inventory.OwnerDeployment {
+			return true
+		}
+		selected++
+	}
+	return selected == 0
 }
 
 func (e *eval) singleReplicas() {

@@ -5,11 +5,20 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
 func i32(v int32) *int32 { return &v }
+
+// zeroBudgetOver makes the clean cluster's budget select its pod, owned by
+// kind, and allow no disruption with all three expected pods healthy.
+func zeroBudgetOver(inv *inventory.Inventory, kind string) {
+	inv.Pods[0].OwnerKind, inv.Pods[0].Labels = kind, map[string]string{"app": "web"}
+	inv.PDBs[0] = inventory.PDB{Namespace: "app", Name: "web", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+		ExpectedPods: 3, CurrentHealthy: 3, DesiredHealthy: 3}
+}
 
 // clean is a cluster ready to move: nothing must be reported.
 func clean() *inventory.Inventory {
@@ -49,7 +58,17 @@ func TestEachFinding(t *testing.T) {
 		sev        Severity
 		mutate     func(*inventory.Inventory)
 	}{
-		{IDPDBZeroDisruptions, "PodDisruptionBudget app/web", Blocker, func(inv *inventory.Inventory) { inv.PDBs[0].DisruptionsAllowed = 0 }},
+		{IDPDBZeroDisruptions, "PodDisruptionBudget app/web", Blocker, func(inv *inventory.Inventory) {
+			inv.PDBs[0].DisruptionsAllowed, inv.PDBs[0].CurrentHealthy, inv.PDBs[0].DesiredHealthy = 0, 3, 3
+		}},
+		// A surge restart moves a Deployment's pods; a StatefulSet's stay.
+		{IDPDBZeroMoved, "PodDisruptionBudget app/web", Warning, func(inv *inventory.Inventory) { zeroBudgetOver(inv, inventory.OwnerDeployment) }},
+		{IDPDBZeroDisruptions, "PodDisruptionBudget app/web", Blocker, func(inv *inventory.Inventory) { zeroBudgetOver(inv, inventory.OwnerStatefulSet) }},
+		// Short of healthy pods now: the drain waits until they are.
+		{IDPDBZeroMoved, "PodDisruptionBudget app/web", Warning, func(inv *inventory.Inventory) {
+			zeroBudgetOver(inv, inventory.OwnerStatefulSet)
+			inv.PDBs[0].CurrentHealthy, inv.PDBs[0].DesiredHealthy = 1, 2
+		}},
 		{IDSingleReplica, "Deployment app/web", Warning, func(inv *inventory.Inventory) { inv.Workloads[0].Replicas = 1 }},
 		{IDNoController, "Pod app/web-1", Blocker, func(inv *inventory.Inventory) { inv.Pods[0].OwnerKind, inv.Pods[0].OwnerName = "", "" }},
 		{IDLocalData, "Deployment app/web (emptyDir scratch)", Warning, func(inv *inventory.Inventory) {
