@@ -104,7 +104,7 @@ func (s run) OverlayApplied(ctx context.Context) (bool, string, error) {
 }
 
 // RemoveOverlay undoes ApplyOverlay: it stops our NodePools from
-// launching (limits cpu 0), drains their nodes (PDB-safe, pods go back to
+// launching (limits cpu 0) and disrupting (budget nodes 0), drains their nodes (PDB-safe, pods go back to
 // the legacy nodes), then deletes the objects that carry our label.
 func (s run) RemoveOverlay(ctx context.Context) error {
 	var pools []string
@@ -115,9 +115,12 @@ func (s run) RemoveOverlay(ctx context.Context) error {
 	}
 	np := s.Dynamic.Resource(kube.NodePoolGVK.GroupVersion().WithResource("nodepools"))
 	for _, p := range pools {
-		s.Change("set NodePool %s limits.cpu=0 (no new nodes)", p)
+		// Budget nodes 0 as well: otherwise Karpenter keeps consolidating
+		// its nodes while the rollback drains them, moving their pods onto
+		// other Karpenter nodes the drain then moves again.
+		s.Change("set NodePool %s limits.cpu=0 and disruption budget nodes=0 (no new nodes, and Karpenter disrupts none while the rollback drains them)", p)
 		if !s.Options.DryRun {
-			_, err := np.Patch(ctx, p, types.MergePatchType, []byte(`{"spec":{"limits":{"cpu":"0"}}}`), metav1.PatchOptions{FieldManager: kube.FieldManager})
+			_, err := np.Patch(ctx, p, types.MergePatchType, []byte(`{"spec":{"limits":{"cpu":"0"},"disruption":{"budgets":[{"nodes":"0"}]}}}`), metav1.PatchOptions{FieldManager: kube.FieldManager})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("limit NodePool %s: %w", p, err)
 			}
