@@ -11,30 +11,24 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/kubectl/pkg/drain"
 )
 
 // Cordon marks a node unschedulable (or schedulable again when cordon is
-// false) with kubectl's CordonHelper, which patches only spec.unschedulable.
-// It is a no-op when the node is already in the wanted state.
+// false): a merge patch of spec.unschedulable alone, as kubectl's
+// CordonHelper sends, without reading the node first (a node already in
+// the wanted state is left as it is). Errors wrap the API's, so a node that
+// is gone reads as not found.
 func Cordon(ctx context.Context, client kubernetes.Interface, nodeName string, cordon bool) error {
-	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("get node %s: %w", nodeName, err)
+	var v any // false is spec.unschedulable's default: the field goes
+	verb := "uncordon"
+	if cordon {
+		v, verb = true, "cordon"
 	}
-	h := drain.NewCordonHelper(node)
-	if !h.UpdateIfRequired(cordon) {
-		return nil
-	}
-	err, patchErr := h.PatchOrReplaceWithContext(ctx, client, false)
-	if patchErr != nil {
-		err = patchErr
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"unschedulable": v}})
+	if err == nil {
+		_, err = client.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	}
 	if err != nil {
-		verb := "cordon"
-		if !cordon {
-			verb = "uncordon"
-		}
 		return fmt.Errorf("%s node %s: %w", verb, nodeName, err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/kubectl/pkg/drain"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -143,9 +144,10 @@ func (d *Drainer) emit(e DrainEvent) {
 func (d *Drainer) Pods(ctx context.Context, nodeName string) ([]corev1.Pod, []SkippedPod, error) {
 	var mu sync.Mutex
 	var skipped []SkippedPod
+	listed := &podListRecorder{Interface: d.Client}
 	h := &drain.Helper{
 		Ctx:                 ctx,
-		Client:              d.Client,
+		Client:              listed,
 		IgnoreAllDaemonSets: true,
 		DeleteEmptyDirData:  d.Options.DeleteEmptyDirData,
 		Force:               d.Options.EvictUnreplicated,
@@ -167,14 +169,12 @@ func (d *Drainer) Pods(ctx context.Context, nodeName string) ([]corev1.Pod, []Sk
 		return nil, nil, fmt.Errorf("list pods on node %s: %w", nodeName, errors.Join(errs...))
 	}
 	// Not every client honours the spec.nodeName field selector kubectl
-	// lists with (client-go's fake does not), so check the node again.
-	onNode, err := d.podsOnNode(ctx, nodeName)
-	if err != nil {
-		return nil, nil, err
-	}
-	for name, p := range onNode {
-		if d.Options.Stay != nil && d.Options.Stay(p) {
-			delete(onNode, name)
+	// lists with (client-go's fake does not), so check the node of each
+	// pod kubectl listed.
+	onNode := make(map[string]*corev1.Pod, len(listed.pods))
+	for i := range listed.pods {
+		if p := &listed.pods[i]; p.Spec.NodeName == nodeName && (d.Options.Stay == nil || !d.Options.Stay(p)) {
+			onNode[p.Namespace+"/"+p.Name] = p
 		}
 	}
 	for _, err := range errs {
@@ -207,19 +207,40 @@ func (d *Drainer) Pods(ctx context.Context, nodeName string) ([]corev1.Pod, []Sk
 	return evict, skipped, nil
 }
 
-// podsOnNode returns the pods bound to a node by namespace/name.
-func (d *Drainer) podsOnNode(ctx context.Context, nodeName string) (map[string]*corev1.Pod, error) {
-	list, err := d.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
-	if err != nil {
-		return nil, fmt.Errorf("list pods on node %s: %w", nodeName, err)
+// podListRecorder is the Drainer's client as drain.Helper sees it: the
+// pods it lists are kept, so that Pods reads them again without a second
+// list (kubectl's PodDeleteList names the pods it refuses, not their node).
+type podListRecorder struct {
+	kubernetes.Interface
+	pods []corev1.Pod
+}
+
+func (r *podListRecorder) CoreV1() corev1client.CoreV1Interface {
+	return recordingCoreV1{CoreV1Interface: r.Interface.CoreV1(), r: r}
+}
+
+type recordingCoreV1 struct {
+	corev1client.CoreV1Interface
+	r *podListRecorder
+}
+
+func (c recordingCoreV1) Pods(namespace string) corev1client.PodInterface {
+	return recordingPods{PodInterface: c.CoreV1Interface.Pods(namespace), r: c.r}
+}
+
+type recordingPods struct {
+	corev1client.PodInterface
+	r *podListRecorder
+}
+
+// List lists as the client does and keeps the pods (every page of a
+// chunked list).
+func (p recordingPods) List(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
+	list, err := p.PodInterface.List(ctx, opts)
+	if err == nil {
+		p.r.pods = append(p.r.pods, list.Items...)
 	}
-	on := make(map[string]*corev1.Pod, len(list.Items))
-	for i := range list.Items {
-		if p := &list.Items[i]; p.Spec.NodeName == nodeName {
-			on[p.Namespace+"/"+p.Name] = p
-		}
-	}
-	return on, nil
+	return list, err
 }
 
 // DrainNodes drains nodes, up to concurrency at a time, starting them in

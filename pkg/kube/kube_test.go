@@ -222,20 +222,72 @@ func TestDrainCancelledStartsNoEviction(t *testing.T) {
 	}
 }
 
+// Cordon sends one request, a patch of spec.unschedulable, and leaves the
+// node's other fields alone; before #33 it read the node first (one GET
+// per node a wave cordons).
 func TestCordon(t *testing.T) {
-	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	taint := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"pool": "a"}}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{taint}}})
 	ctx := context.Background()
 	for _, want := range []bool{true, true, false} {
+		cs.ClearActions()
 		if err := Cordon(ctx, cs, "n1", want); err != nil {
 			t.Fatalf("Cordon(%v): %v", want, err)
+		}
+		var verbs []string
+		for _, a := range cs.Actions() {
+			verbs = append(verbs, a.GetVerb()+" "+a.GetResource().Resource)
+		}
+		if got := strings.Join(verbs, ", "); got != "patch nodes" {
+			t.Errorf("Cordon(%v) sent %q, want one patch", want, got)
 		}
 		n, _ := cs.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 		if n.Spec.Unschedulable != want {
 			t.Errorf("unschedulable = %v, want %v", n.Spec.Unschedulable, want)
 		}
+		if len(n.Spec.Taints) != 1 || n.Spec.Taints[0] != taint || n.Labels["pool"] != "a" {
+			t.Errorf("Cordon(%v) changed the node's taints %v or labels %v", want, n.Spec.Taints, n.Labels)
+		}
 	}
-	if err := Cordon(ctx, cs, "missing", true); err == nil || !strings.Contains(err.Error(), "missing") {
+	err := Cordon(ctx, cs, "missing", true)
+	if err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("Cordon(missing) = %v, want an error naming the node", err)
+	}
+	// The waves step skips a node that is gone by this test.
+	if !apierrors.IsNotFound(errors.Unwrap(err)) {
+		t.Errorf("Cordon(missing) = %v, want it to wrap not found once", err)
+	}
+}
+
+// Pods lists the node's pods once (before #33 it listed them twice:
+// kubectl's list, then its own to check their node), still filters what
+// a client ignoring the field selector returns (client-go's fake: a pod
+// without a controller on another node is not reported), and the pods
+// it returns carry their UID for the eviction's precondition.
+func TestPodsListsOnce(t *testing.T) {
+	bare := func(p *corev1.Pod) { p.OwnerReferences = nil }
+	stays := func(p *corev1.Pod) { p.Labels = map[string]string{"app": "controller"} }
+	cs := fake.NewClientset(testPod("a", "n1"), testPod("b", "n1", bare), testPod("c", "n1", stays), testPod("x", "n2"), testPod("y", "n2", bare))
+	d := &Drainer{Client: cs, Clock: clock.RealClock{}, Options: fastDrain()}
+	d.Options.Stay = func(p *corev1.Pod) bool { return p.Labels["app"] == "controller" }
+	pods, skipped, err := d.Pods(context.Background(), "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 1 || pods[0].Name != "a" || pods[0].UID != "uid-a" {
+		t.Errorf("pods to evict %v, want app/a with its UID", pods)
+	}
+	if len(skipped) != 1 || skipped[0].Pod != "app/b" {
+		t.Errorf("skipped %+v, want app/b alone (app/y is on n2, app/c stays)", skipped)
+	}
+	lists := 0
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "list" && a.GetResource().Resource == "pods" {
+			lists++
+		}
+	}
+	if lists != 1 {
+		t.Errorf("%d pod lists, want 1", lists)
 	}
 }
 

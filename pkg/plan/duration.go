@@ -33,6 +33,10 @@ type Timing struct {
 	// Ready (rollout.nodeLaunchTime, rollout.podReadyTime).
 	NodeLaunchSeconds float64 `json:"nodeLaunchSeconds"`
 	PodReadySeconds   float64 `json:"podReadySeconds"`
+	// PodsPerSecond is how many replacements the cluster brings to Ready
+	// a second with many in flight (its control plane, scheduler and
+	// nodes); 0 leaves it unbounded (throughput.go).
+	PodsPerSecond float64 `json:"podsPerSecond,omitempty"`
 }
 
 // WaveTiming is how a wave's predicted duration is made up: the launch of
@@ -71,10 +75,13 @@ type timer struct {
 	// no pod without a budget moves before it and a replacement's start.
 	minLaunch float64
 	anyPods   bool
+	// rate is Timing.PodsPerSecond and pods the pods the waves move.
+	rate float64
+	pods int
 }
 
 func newTimer(inv *inventory.Inventory, b Budget, t Timing) *timer {
-	tm := &timer{launch: t.NodeLaunchSeconds, ready: t.PodReadySeconds, concurrency: max(1, b.Concurrency), restart: b.RestartBlocked,
+	tm := &timer{launch: t.NodeLaunchSeconds, ready: t.PodReadySeconds, rate: t.PodsPerSecond, concurrency: max(1, b.Concurrency), restart: b.RestartBlocked,
 		moved: map[string]int{}, firstLaunch: map[string]float64{}, minLaunch: math.Inf(1)}
 	for _, pdb := range inv.PDBs {
 		if pdb.Selector == nil {
@@ -205,6 +212,7 @@ func (tm *timer) wave(nodes []WaveNode, pods []inventory.Pod, hasNodes, preProvi
 			wt.BoundBy = fmt.Sprintf("PodDisruptionBudget %s: %d pods, %d at a time", key, inWave[key], b.allowed)
 		}
 	}
+	tm.throughput(&wt, len(pods))
 	return wt
 }
 
@@ -228,7 +236,7 @@ func (tm *timer) bound() (float64, string) {
 			best, by = d, fmt.Sprintf("PodDisruptionBudget %s: %d pods, %d at a time", b.key, n, b.allowed)
 		}
 	}
-	return best, by
+	return tm.throughputBound(best, by)
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -72,9 +72,10 @@ options:
 
 // benchCluster starts a control plane with benchNodes legacy nodes running
 // benchDeployments × benchReplicas pods, each Deployment behind a PDB
-// maxUnavailable 10%, then adds the target capacity. It returns the env,
-// the legacy node names and the budgets.
-func benchCluster(b *testing.B) (*testenv.Env, []string, []budget) {
+// maxUnavailable 10%, measures P and R there (benchPodReady), then adds
+// the target capacity. It returns the env, the legacy node names, the
+// budgets, P and R.
+func benchCluster(b *testing.B) (*testenv.Env, []string, []budget, time.Duration, float64) {
 	b.Helper()
 	env := testenv.Start(b, benchControlPlane(b))
 	ctx := b.Context()
@@ -109,6 +110,12 @@ func benchCluster(b *testing.B) (*testenv.Env, []string, []budget) {
 			b.Fatal(err)
 		}
 	}
+	// Before the target capacity exists, so that the replacements land
+	// on legacy nodes and the drain moves every pod.
+	ready, rate, err := benchPodReady(ctx, b, env.Client, ns, budgets)
+	if err != nil {
+		b.Fatal(err)
+	}
 	var targets []string
 	for i := range benchTargets {
 		name := fmt.Sprintf("karpenter-%02d", i)
@@ -121,7 +128,7 @@ func benchCluster(b *testing.B) (*testenv.Env, []string, []budget) {
 	if err := env.WaitForNodesReady(ctx, targets...); err != nil {
 		b.Fatal(err)
 	}
-	return env, legacy, budgets
+	return env, legacy, budgets, ready, rate
 }
 
 // BenchmarkDrain100Nodes compares, on the real control plane (etcd,
@@ -134,16 +141,26 @@ func benchCluster(b *testing.B) (*testenv.Env, []string, []budget) {
 //	go test ./pkg/rollout/e2e/ -run '^$' -bench Drain100Nodes -benchtime 1x -timeout 60m
 //
 // The sequential sub-benchmark reports waves-speedup-x when both ran.
+//
+// Each reports, besides the drain's figures, the plan's duration model
+// (plan.PredictWaves) for the same pods, budgets and waves: predicted-s and
+// bound-s against makespan-s (the drain's start to every pod Running
+// again), with the model's inputs measured on this control plane:
+// nodelaunch-s L (benchNodeLaunch), podready-s P and podrate/s R, the
+// replacements Ready a second under a wave's load (benchPodReady). The
+// capacity is Ready before the drain starts, so no wave launches any: L
+// only enters the model through a launch.
 func BenchmarkDrain100Nodes(b *testing.B) {
+	launch := benchNodeLaunch(b)
 	var wave time.Duration
 	b.Run("waves", func(b *testing.B) {
 		for range b.N {
-			wave, _, _ = benchRun(b, drainWaves)
+			wave, _, _ = benchRun(b, drainWaves, benchWaveSize, launch)
 		}
 	})
 	b.Run("sequential", func(b *testing.B) {
 		for range b.N {
-			d, _, _ := benchRun(b, drainSequential)
+			d, _, _ := benchRun(b, drainSequential, 1, launch)
 			if wave > 0 {
 				b.ReportMetric(d.Seconds()/wave.Seconds(), "waves-speedup-x")
 			}
@@ -155,11 +172,17 @@ func BenchmarkDrain100Nodes(b *testing.B) {
 // watch counts healthy pods per PDB; it returns the drain's wall time, the
 // longest pod wait for a node and how many PDBs dropped below minimum, and
 // reports them with the API requests the drain's client sent per pod
-// moved, by verb (evictions, gets, lists, watches).
-func benchRun(b *testing.B, drainFn func(context.Context, testing.TB, kubernetes.Interface, []string) error) (time.Duration, time.Duration, int) {
+// moved, by verb (evictions, gets, lists, watches), and with what the
+// plan's duration model predicts for drainFn's waves of waveSize nodes
+// drained all at once, given L (launch) and P measured on the cluster.
+func benchRun(b *testing.B, drainFn func(context.Context, testing.TB, kubernetes.Interface, []string) error, waveSize int, launch time.Duration) (time.Duration, time.Duration, int) {
 	b.StopTimer()
-	env, legacy, budgets := benchCluster(b)
+	env, legacy, budgets, ready, rate := benchCluster(b)
 	ctx := b.Context()
+	predicted, waveTimes, err := benchPredict(ctx, env.Client, legacy, waveSize, launch, ready, rate)
+	if err != nil {
+		b.Fatal(err)
+	}
 	w, err := watchPods(ctx, env.Client, "", budgets)
 	if err != nil {
 		b.Fatal(err)
@@ -195,6 +218,13 @@ func benchRun(b *testing.B, drainFn func(context.Context, testing.TB, kubernetes
 	}
 	b.Logf("drained in %s (all pods Running again after %s); longest wait for a node %s; %d PDBs below minimum; requests: %s",
 		elapsed.Round(time.Millisecond), settled.Round(time.Millisecond), pending.Round(time.Millisecond), violations, reqs)
+	b.Logf("model: %s; makespan %.2f× the prediction, %.2f× the bound; waves predicted %s",
+		predicted, settled.Seconds()/predicted.PredictedSeconds, settled.Seconds()/predicted.BoundSeconds, waveTimes)
+	b.ReportMetric(predicted.PredictedSeconds, "predicted-s")
+	b.ReportMetric(predicted.BoundSeconds, "bound-s")
+	b.ReportMetric(predicted.NodeLaunchSeconds, "nodelaunch-s")
+	b.ReportMetric(predicted.PodReadySeconds, "podready-s")
+	b.ReportMetric(predicted.PodsPerSecond, "podrate/s")
 	b.ReportMetric(elapsed.Seconds(), "drain-s")
 	b.ReportMetric(settled.Seconds(), "makespan-s")
 	b.ReportMetric(pending.Seconds(), "maxwait-s")
