@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -82,11 +83,13 @@ func controllerRef(kind string, m metav1.ObjectMeta, gv string) metav1.OwnerRefe
 	return metav1.OwnerReference{APIVersion: gv, Kind: kind, Name: m.Name, UID: m.UID, Controller: &t, BlockOwnerDeletion: &t}
 }
 
-// createPod creates a pod from a template, owned by ref.
-func (s *Sandbox) createPod(ctx context.Context, ns, name string, tmpl corev1.PodTemplateSpec, ref metav1.OwnerReference, mutate func(*corev1.Pod)) error {
+// createPod creates a pod from a template, owned by ref, named name or,
+// when name is empty, by the API server from generateName (as the
+// DaemonSet, ReplicaSet and Job controllers name their pods).
+func (s *Sandbox) createPod(ctx context.Context, ns, name, generateName string, tmpl corev1.PodTemplateSpec, ref metav1.OwnerReference, mutate func(*corev1.Pod)) error {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name,
+			Namespace: ns, Name: name, GenerateName: generateName,
 			Labels:          copyMap(tmpl.Labels),
 			Annotations:     copyMap(tmpl.Annotations),
 			OwnerReferences: []metav1.OwnerReference{ref},
@@ -98,7 +101,7 @@ func (s *Sandbox) createPod(ctx context.Context, ns, name string, tmpl corev1.Po
 		mutate(p)
 	}
 	if _, err := s.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create pod %s/%s for %s %s: %w", ns, p.Name, ref.Kind, ref.Name, err)
+		return fmt.Errorf("create pod %s/%s for %s %s: %w", ns, cmp.Or(p.Name, p.GenerateName), ref.Kind, ref.Name, err)
 	}
 	return nil
 }
@@ -160,7 +163,7 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 				continue
 			}
 			node := n.Name
-			err := s.createPod(ctx, ds.Namespace, s.newName(ds.Name+"-"), ds.Spec.Template, controllerRef("DaemonSet", ds.ObjectMeta, "apps/v1"), func(p *corev1.Pod) {
+			err := s.createPod(ctx, ds.Namespace, "", ds.Name+"-", ds.Spec.Template, controllerRef("DaemonSet", ds.ObjectMeta, "apps/v1"), func(p *corev1.Pod) {
 				p.Spec.NodeName = node
 			})
 			if err != nil {
@@ -235,7 +238,7 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 		ps := live(rs.UID)
 		want := int(replicasOrOne(rs.Spec.Replicas))
 		for n := len(ps); n < want; n++ {
-			if err := s.createPod(ctx, rs.Namespace, s.newName(rs.Name+"-"), rs.Spec.Template, controllerRef("ReplicaSet", rs.ObjectMeta, "apps/v1"), nil); err != nil {
+			if err := s.createPod(ctx, rs.Namespace, "", rs.Name+"-", rs.Spec.Template, controllerRef("ReplicaSet", rs.ObjectMeta, "apps/v1"), nil); err != nil {
 				return err
 			}
 		}
@@ -267,7 +270,7 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 				continue
 			}
 			ordinal := ord
-			err := s.createPod(ctx, ss.Namespace, name, ss.Spec.Template, controllerRef("StatefulSet", ss.ObjectMeta, "apps/v1"), func(p *corev1.Pod) {
+			err := s.createPod(ctx, ss.Namespace, name, "", ss.Spec.Template, controllerRef("StatefulSet", ss.ObjectMeta, "apps/v1"), func(p *corev1.Pod) {
 				p.Labels = withLabel(p.Labels, appsv1.StatefulSetPodNameLabel, p.Name)
 				p.Spec.Hostname = p.Name
 				for _, vct := range ss.Spec.VolumeClaimTemplates {
@@ -303,7 +306,7 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 		ps := live(j.UID)
 		want := int(replicasOrOne(j.Spec.Parallelism))
 		for n := len(ps); n < want; n++ {
-			if err := s.createPod(ctx, j.Namespace, s.newName(j.Name+"-"), j.Spec.Template, controllerRef("Job", j.ObjectMeta, batchv1.SchemeGroupVersion.String()), func(p *corev1.Pod) {
+			if err := s.createPod(ctx, j.Namespace, "", j.Name+"-", j.Spec.Template, controllerRef("Job", j.ObjectMeta, batchv1.SchemeGroupVersion.String()), func(p *corev1.Pod) {
 				p.Labels = withLabel(p.Labels, batchv1.JobNameLabel, j.Name)
 			}); err != nil {
 				return err

@@ -73,7 +73,7 @@ func (s *Sandbox) installDiscovery() {
 }
 
 func (s *Sandbox) installReactors() {
-	s.kube.PrependReactor("create", "*", s.stampReactor)
+	s.kube.PrependReactor("create", "*", s.stampReactor(s.tracker))
 	s.kube.PrependReactor("list", "pods", s.listPodsReactor)
 	s.kube.PrependReactor("create", "pods", s.evictionReactor)
 	s.kube.PrependReactor("create", "pods", s.priorityReactor)
@@ -88,18 +88,30 @@ func (s *Sandbox) installReactors() {
 	})
 }
 
-// stampReactor fills in what the API server would on create: a name from
-// generateName, a UID and the creation time (from the simulated clock).
-// kubectl drain tells a recreated StatefulSet pod from the evicted one by UID.
-func (s *Sandbox) stampReactor(action k8stesting.Action) (bool, runtime.Object, error) {
-	ca, ok := action.(k8stesting.CreateAction)
-	if !ok || ca.GetSubresource() != "" {
+// stampReactor fills in what the API server would on create (stampMeta):
+// a name from generateName that tr does not hold yet, a UID and the
+// creation time (from the simulated clock). kubectl drain tells a
+// recreated StatefulSet pod from the evicted one by UID.
+func (s *Sandbox) stampReactor(tr k8stesting.ObjectTracker) k8stesting.ReactionFunc {
+	return func(action k8stesting.Action) (bool, runtime.Object, error) {
+		ca, ok := action.(k8stesting.CreateAction)
+		if !ok || ca.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		m, err := meta.Accessor(ca.GetObject())
+		if err != nil {
+			return false, nil, nil
+		}
+		ns := m.GetNamespace()
+		if ns == "" {
+			ns = ca.GetNamespace()
+		}
+		s.stampMeta(m, func(name string) bool {
+			_, err := tr.Get(ca.GetResource(), ns, name)
+			return err == nil
+		})
 		return false, nil, nil
 	}
-	if m, err := meta.Accessor(ca.GetObject()); err == nil {
-		s.stampMeta(m)
-	}
-	return false, nil, nil
 }
 
 // listPodsReactor serves every pod list from the sandbox's pod cache

@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
@@ -211,7 +212,7 @@ func New(opts Options) (*Sandbox, error) {
 	s.installDiscovery()
 	s.installReactors()
 	s.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
-	s.dyn.PrependReactor("create", "*", s.stampReactor)
+	s.dyn.PrependReactor("create", "*", s.stampReactor(s.dyn.Tracker()))
 	return s, nil
 }
 
@@ -374,24 +375,41 @@ func (s *Sandbox) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// newName returns prefix plus a 5-character suffix, as generateName does.
+// newName returns prefix plus a 5-character suffix, as the API server's
+// names.SimpleNameGenerator does (prefix cut to names.MaxGeneratedNameLength,
+// the suffix from the same alphabet), drawn from the seeded source so that a
+// seed names the same objects in every run.
 func (s *Sandbox) newName(prefix string) string {
 	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
 	b := make([]byte, 5)
 	for i := range b {
 		b[i] = alphabet[s.rng.IntN(len(alphabet))]
 	}
-	return prefix + string(b)
+	return prefix[:min(len(prefix), names.MaxGeneratedNameLength)] + string(b)
 }
+
+// maxNameGenerationCreateAttempts is how many names the API server's store
+// tries for an object created with generateName before it answers
+// AlreadyExists (k8s.io/apiserver's registry, RetryGenerateName).
+const maxNameGenerationCreateAttempts = 8
 
 func (s *Sandbox) newUID() types.UID {
 	s.uidSeq++
 	return types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", s.uidSeq))
 }
 
-func (s *Sandbox) stampMeta(m metav1.Object) {
+// stampMeta fills in what the API server would on create: a name from
+// generateName (another while taken reports the name exists, as the
+// API server retries a generated name that is taken), a UID and the
+// creation time.
+func (s *Sandbox) stampMeta(m metav1.Object, taken func(name string) bool) {
 	if m.GetName() == "" && m.GetGenerateName() != "" {
-		m.SetName(s.newName(m.GetGenerateName()))
+		for range maxNameGenerationCreateAttempts {
+			m.SetName(s.newName(m.GetGenerateName()))
+			if !taken(m.GetName()) {
+				break
+			}
+		}
 	}
 	if m.GetUID() == "" {
 		m.SetUID(s.newUID())

@@ -422,6 +422,42 @@ func TestSeedMakesRunsReproducible(t *testing.T) {
 	}
 }
 
+// TestGeneratedNamesRetryWhenTaken: a pod created with generateName gets
+// the API server's 5-character suffix, and a suffix already taken is drawn
+// again, as the API server retries a generated name (RetryGenerateName).
+// Seed 870's 253rd name repeats its 210th: the sandbox answered
+// AlreadyExists there, which stopped a thousand-node DaemonSet from
+// loading (BenchmarkApplyBigCluster/N44). The names stay the seed's.
+func TestGeneratedNamesRetryWhenTaken(t *testing.T) {
+	create := func() []string {
+		s, err := New(Options{Seed: 870})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var names []string
+		for i := range 300 {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", GenerateName: "node-agent-"}}
+			got, err := s.Kube().CoreV1().Pods("kube-system").Create(context.Background(), p, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatalf("pod %d of 300 with generateName node-agent-: %v", i+1, err)
+			}
+			if !strings.HasPrefix(got.Name, "node-agent-") || len(got.Name) != len("node-agent-")+5 {
+				t.Fatalf("generated name %q, want node-agent- and 5 characters", got.Name)
+			}
+			names = append(names, got.Name)
+		}
+		return names
+	}
+	first := create()
+	if distinct := len(slices.Compact(slices.Sorted(slices.Values(first)))); distinct != len(first) {
+		t.Errorf("%d distinct names of %d", distinct, len(first))
+	}
+	if again := create(); !slices.Equal(first, again) {
+		t.Error("seed 870 generated other names in a second run")
+	}
+}
+
 // TestDaemonSetPodsStayOnNoScheduleTaints: as Kubernetes' DaemonSet
 // controller does, a DaemonSet pod that does not tolerate a NoSchedule
 // taint added to its node (karpenter.sh/disrupted, the rollout's
