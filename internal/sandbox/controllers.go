@@ -29,27 +29,12 @@ var (
 	stsGVR = appsv1.SchemeGroupVersion.WithResource("statefulsets")
 )
 
-// listPods returns every pod, oldest first (then by namespace/name). The
-// list is cached until a pod is written, so controllers that only read
-// share one copy per tick; callers may modify the pods they then write.
-// It reads the tracker, never the clientset: reactors call it while the
-// fake holds its lock.
+// listPods returns every pod, oldest first (then by namespace/name), from
+// the pod cache: controllers that only read share one list; callers may
+// modify the pods they then write (a write caches the tracker's copy), and
+// the list they hold does not change while they write.
 func (s *Sandbox) listPods() ([]*corev1.Pod, error) {
-	if !s.podsDirty && s.podsCache != nil {
-		return s.podsCache, nil
-	}
-	obj, err := s.tracker.List(podsGVR, podGVK, "")
-	if err != nil {
-		return nil, fmt.Errorf("list pods: %w", err)
-	}
-	l := obj.(*corev1.PodList)
-	out := make([]*corev1.Pod, len(l.Items))
-	for i := range l.Items {
-		out[i] = &l.Items[i]
-	}
-	sortPods(out)
-	s.podsCache, s.podsRV, s.podsDirty = out, l.ResourceVersion, false
-	return out, nil
+	return s.pods.all(), nil
 }
 
 func (s *Sandbox) nodesByName(ctx context.Context) (map[string]*corev1.Node, error) {

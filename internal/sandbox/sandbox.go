@@ -149,11 +149,8 @@ type Sandbox struct {
 	loading    bool
 	tracking   bool
 	violations []string
-	// podsCache is the last pod list (listPods) and podsRV its resource
-	// version; podsDirty is set by any pod write.
-	podsCache []*corev1.Pod
-	podsRV    string
-	podsDirty bool
+	// pods is every pod of the tracker, kept current by its writes.
+	pods *podCache
 	// tickHooks run after every tick's controllers.
 	tickHooks []func(context.Context) error
 }
@@ -208,7 +205,8 @@ func New(opts Options) (*Sandbox, error) {
 		karpenterOff: opts.DeferKarpenter,
 	}
 	s.cloud = newCloud()
-	s.kube, s.tracker = newFastClientset()
+	s.pods = newPodCache()
+	s.kube, s.tracker = newFastClientset(s.pods)
 	s.installDiscovery()
 	s.installReactors()
 	s.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
@@ -435,9 +433,10 @@ func sortPods(pods []*corev1.Pod) {
 // NewSimpleClientset: the field-managed tracker rebuilds a REST mapper on
 // every write, which makes a 300-pod simulation twenty times slower.
 // Server-side apply is therefore not supported; create and update are.
-func newFastClientset() (*fake.Clientset, k8stesting.ObjectTracker) {
+// The tracker keeps pods current in the cache it is given.
+func newFastClientset(pods *podCache) (*fake.Clientset, k8stesting.ObjectTracker) {
 	cs := fake.NewClientset()
-	o := k8stesting.NewObjectTracker(clientgoscheme.Scheme, clientgoscheme.Codecs.UniversalDecoder())
+	o := &podTracker{ObjectTracker: k8stesting.NewObjectTracker(clientgoscheme.Scheme, clientgoscheme.Codecs.UniversalDecoder()), pods: pods}
 	cs.ReactionChain = nil
 	cs.WatchReactionChain = nil
 	cs.AddReactor("*", "*", k8stesting.ObjectReaction(o))
