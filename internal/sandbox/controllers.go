@@ -37,6 +37,12 @@ func (s *Sandbox) listPods() ([]*corev1.Pod, error) {
 	return s.pods.all(), nil
 }
 
+// Pods returns every pod, oldest first, as the simulation holds it (not a
+// copy): for an OnTick hook, which runs under the simulation's lock, to
+// read without copying a thousand-node cluster every tick. The hook must
+// not modify them or keep them past its return.
+func (s *Sandbox) Pods() []*corev1.Pod { return s.pods.all() }
+
 func (s *Sandbox) nodesByName(ctx context.Context) (map[string]*corev1.Node, error) {
 	l, err := s.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
