@@ -33,9 +33,7 @@ var (
 // the pod cache: controllers that only read share one list; callers may
 // modify the pods they then write (a write caches the tracker's copy), and
 // the list they hold does not change while they write.
-func (s *Sandbox) listPods() ([]*corev1.Pod, error) {
-	return s.pods.all(), nil
-}
+func (s *Sandbox) listPods() []*corev1.Pod { return s.pods.all() }
 
 // Pods returns every pod, oldest first, as the simulation holds it (not a
 // copy): for an OnTick hook, which runs under the simulation's lock, to
@@ -119,10 +117,7 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pods, err := s.listPods()
-	if err != nil {
-		return err
-	}
+	pods := s.listPods()
 	sort.Slice(dss.Items, func(i, j int) bool {
 		return dss.Items[i].Namespace+"/"+dss.Items[i].Name < dss.Items[j].Namespace+"/"+dss.Items[j].Name
 	})
@@ -174,10 +169,7 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 // reconcileWorkloads runs the Deployment, ReplicaSet, StatefulSet and Job
 // controllers: missing pods are recreated, surplus pods removed.
 func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
-	pods, err := s.listPods()
-	if err != nil {
-		return err
-	}
+	pods := s.listPods()
 	// The live pods by their controller's UID, in the list's order: one
 	// pass over the pods, not one per workload.
 	byOwner := map[types.UID][]*corev1.Pod{}
@@ -493,10 +485,7 @@ func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pods, err := s.listPods()
-	if err != nil {
-		return err
-	}
+	pods := s.listPods()
 	for i := range pods {
 		p := pods[i]
 		if p.Spec.NodeName == "" {
@@ -548,10 +537,7 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pods, err := s.listPods()
-	if err != nil {
-		return err
-	}
+	pods := s.listPods()
 	used := map[string]corev1.ResourceList{}
 	on := map[string][]*corev1.Pod{}
 	var pending []*corev1.Pod

@@ -322,10 +322,7 @@ func (s *Sandbox) settle(ctx context.Context, max time.Duration) error {
 }
 
 func (s *Sandbox) busy(ctx context.Context) (bool, string, error) {
-	pods, err := s.listPods()
-	if err != nil {
-		return false, "", err
-	}
+	pods := s.listPods()
 	for i := range pods {
 		p := pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {

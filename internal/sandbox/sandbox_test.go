@@ -482,7 +482,7 @@ func TestPodCacheFollowsTheTracker(t *testing.T) {
 			want[i] = &l.Items[i]
 		}
 		sortPods(want)
-		got, _ := s.listPods()
+		got := s.listPods()
 		if len(got) != len(want) {
 			t.Fatalf("tick %d: the cache has %d pods, the tracker %d", ticks, len(got), len(want))
 		}
