@@ -62,11 +62,6 @@ func sortedNodes(m map[string]*corev1.Node) []*corev1.Node {
 	return out
 }
 
-func ownedBy(p *corev1.Pod, uid types.UID) bool {
-	ref := metav1.GetControllerOf(p)
-	return ref != nil && ref.UID == uid
-}
-
 func controllerRef(kind string, m metav1.ObjectMeta, gv string) metav1.OwnerReference {
 	t := true
 	return metav1.OwnerReference{APIVersion: gv, Kind: kind, Name: m.Name, UID: m.UID, Controller: &t, BlockOwnerDeletion: &t}
@@ -121,14 +116,19 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 	sort.Slice(dss.Items, func(i, j int) bool {
 		return dss.Items[i].Namespace+"/"+dss.Items[i].Name < dss.Items[j].Namespace+"/"+dss.Items[j].Name
 	})
+	// The pods by their controller's UID, in the list's order, and the
+	// nodes in order: once, not once per DaemonSet.
+	byOwner := map[types.UID][]*corev1.Pod{}
+	for _, p := range pods {
+		if ref := metav1.GetControllerOf(p); ref != nil {
+			byOwner[ref.UID] = append(byOwner[ref.UID], p)
+		}
+	}
+	ordered := sortedNodes(nodes)
 	for i := range dss.Items {
 		ds := &dss.Items[i]
 		have := map[string]bool{}
-		for j := range pods {
-			p := pods[j]
-			if !ownedBy(p, ds.UID) {
-				continue
-			}
+		for _, p := range byOwner[ds.UID] {
 			if n := nodes[p.Spec.NodeName]; n == nil || !daemonPodMayStay(p, n) || have[p.Spec.NodeName] {
 				if err := s.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 					return fmt.Errorf("delete DaemonSet pod %s/%s: %w", p.Namespace, p.Name, err)
@@ -138,8 +138,8 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 			have[p.Spec.NodeName] = true
 		}
 		var want, ready int32
-		for _, n := range sortedNodes(nodes) {
-			probe := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+		probe := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+		for _, n := range ordered {
 			if labelsAndTaintsFit(probe, n, nil) != nil {
 				continue
 			}
