@@ -155,16 +155,13 @@ func (s *Sandbox) terminate(ctx context.Context, id string) error {
 	if in.NodeName == "" {
 		return nil
 	}
-	pods, err := s.listPods()
-	if err != nil {
-		return err
-	}
+	pods := s.listPods()
 	for _, p := range pods {
 		if p.Spec.NodeName == in.NodeName && kube.LostWithNode(p) {
 			s.stats.LostPods = append(s.stats.LostPods, fmt.Sprintf("%s/%s on %s", p.Namespace, p.Name, in.NodeName))
 		}
 	}
-	err = s.kube.CoreV1().Nodes().Delete(ctx, in.NodeName, metav1.DeleteOptions{})
+	err := s.kube.CoreV1().Nodes().Delete(ctx, in.NodeName, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete node %s of terminated instance %s: %w", in.NodeName, id, err)
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -28,28 +29,17 @@ var (
 	stsGVR = appsv1.SchemeGroupVersion.WithResource("statefulsets")
 )
 
-// listPods returns every pod, oldest first (then by namespace/name). The
-// list is cached until a pod is written, so controllers that only read
-// share one copy per tick; callers may modify the pods they then write.
-// It reads the tracker, never the clientset: reactors call it while the
-// fake holds its lock.
-func (s *Sandbox) listPods() ([]*corev1.Pod, error) {
-	if !s.podsDirty && s.podsCache != nil {
-		return s.podsCache, nil
-	}
-	obj, err := s.tracker.List(podsGVR, podGVK, "")
-	if err != nil {
-		return nil, fmt.Errorf("list pods: %w", err)
-	}
-	l := obj.(*corev1.PodList)
-	out := make([]*corev1.Pod, len(l.Items))
-	for i := range l.Items {
-		out[i] = &l.Items[i]
-	}
-	sortPods(out)
-	s.podsCache, s.podsRV, s.podsDirty = out, l.ResourceVersion, false
-	return out, nil
-}
+// listPods returns every pod, oldest first (then by namespace/name), from
+// the pod cache: controllers that only read share one list; callers may
+// modify the pods they then write (a write caches the tracker's copy), and
+// the list they hold does not change while they write.
+func (s *Sandbox) listPods() []*corev1.Pod { return s.pods.all() }
+
+// Pods returns every pod, oldest first, as the simulation holds it (not a
+// copy): for an OnTick hook, which runs under the simulation's lock, to
+// read without copying a thousand-node cluster every tick. The hook must
+// not modify them or keep them past its return.
+func (s *Sandbox) Pods() []*corev1.Pod { return s.pods.all() }
 
 func (s *Sandbox) nodesByName(ctx context.Context) (map[string]*corev1.Node, error) {
 	l, err := s.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -72,21 +62,18 @@ func sortedNodes(m map[string]*corev1.Node) []*corev1.Node {
 	return out
 }
 
-func ownedBy(p *corev1.Pod, uid types.UID) bool {
-	ref := metav1.GetControllerOf(p)
-	return ref != nil && ref.UID == uid
-}
-
 func controllerRef(kind string, m metav1.ObjectMeta, gv string) metav1.OwnerReference {
 	t := true
 	return metav1.OwnerReference{APIVersion: gv, Kind: kind, Name: m.Name, UID: m.UID, Controller: &t, BlockOwnerDeletion: &t}
 }
 
-// createPod creates a pod from a template, owned by ref.
-func (s *Sandbox) createPod(ctx context.Context, ns, name string, tmpl corev1.PodTemplateSpec, ref metav1.OwnerReference, mutate func(*corev1.Pod)) error {
+// createPod creates a pod from a template, owned by ref, named name or,
+// when name is empty, by the API server from generateName (as the
+// DaemonSet, ReplicaSet and Job controllers name their pods).
+func (s *Sandbox) createPod(ctx context.Context, ns, name, generateName string, tmpl corev1.PodTemplateSpec, ref metav1.OwnerReference, mutate func(*corev1.Pod)) error {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name,
+			Namespace: ns, Name: name, GenerateName: generateName,
 			Labels:          copyMap(tmpl.Labels),
 			Annotations:     copyMap(tmpl.Annotations),
 			OwnerReferences: []metav1.OwnerReference{ref},
@@ -98,7 +85,7 @@ func (s *Sandbox) createPod(ctx context.Context, ns, name string, tmpl corev1.Po
 		mutate(p)
 	}
 	if _, err := s.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create pod %s/%s for %s %s: %w", ns, p.Name, ref.Kind, ref.Name, err)
+		return fmt.Errorf("create pod %s/%s for %s %s: %w", ns, cmp.Or(p.Name, p.GenerateName), ref.Kind, ref.Name, err)
 	}
 	return nil
 }
@@ -125,21 +112,23 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pods, err := s.listPods()
-	if err != nil {
-		return err
-	}
+	pods := s.listPods()
 	sort.Slice(dss.Items, func(i, j int) bool {
 		return dss.Items[i].Namespace+"/"+dss.Items[i].Name < dss.Items[j].Namespace+"/"+dss.Items[j].Name
 	})
+	// The pods by their controller's UID, in the list's order, and the
+	// nodes in order: once, not once per DaemonSet.
+	byOwner := map[types.UID][]*corev1.Pod{}
+	for _, p := range pods {
+		if ref := metav1.GetControllerOf(p); ref != nil {
+			byOwner[ref.UID] = append(byOwner[ref.UID], p)
+		}
+	}
+	ordered := sortedNodes(nodes)
 	for i := range dss.Items {
 		ds := &dss.Items[i]
 		have := map[string]bool{}
-		for j := range pods {
-			p := pods[j]
-			if !ownedBy(p, ds.UID) {
-				continue
-			}
+		for _, p := range byOwner[ds.UID] {
 			if n := nodes[p.Spec.NodeName]; n == nil || !daemonPodMayStay(p, n) || have[p.Spec.NodeName] {
 				if err := s.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 					return fmt.Errorf("delete DaemonSet pod %s/%s: %w", p.Namespace, p.Name, err)
@@ -149,8 +138,8 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 			have[p.Spec.NodeName] = true
 		}
 		var want, ready int32
-		for _, n := range sortedNodes(nodes) {
-			probe := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+		probe := &corev1.Pod{Spec: ds.Spec.Template.Spec}
+		for _, n := range ordered {
 			if labelsAndTaintsFit(probe, n, nil) != nil {
 				continue
 			}
@@ -160,7 +149,7 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 				continue
 			}
 			node := n.Name
-			err := s.createPod(ctx, ds.Namespace, s.newName(ds.Name+"-"), ds.Spec.Template, controllerRef("DaemonSet", ds.ObjectMeta, "apps/v1"), func(p *corev1.Pod) {
+			err := s.createPod(ctx, ds.Namespace, "", ds.Name+"-", ds.Spec.Template, controllerRef("DaemonSet", ds.ObjectMeta, "apps/v1"), func(p *corev1.Pod) {
 				p.Spec.NodeName = node
 			})
 			if err != nil {
@@ -180,10 +169,7 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 // reconcileWorkloads runs the Deployment, ReplicaSet, StatefulSet and Job
 // controllers: missing pods are recreated, surplus pods removed.
 func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
-	pods, err := s.listPods()
-	if err != nil {
-		return err
-	}
+	pods := s.listPods()
 	// The live pods by their controller's UID, in the list's order: one
 	// pass over the pods, not one per workload.
 	byOwner := map[types.UID][]*corev1.Pod{}
@@ -235,7 +221,7 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 		ps := live(rs.UID)
 		want := int(replicasOrOne(rs.Spec.Replicas))
 		for n := len(ps); n < want; n++ {
-			if err := s.createPod(ctx, rs.Namespace, s.newName(rs.Name+"-"), rs.Spec.Template, controllerRef("ReplicaSet", rs.ObjectMeta, "apps/v1"), nil); err != nil {
+			if err := s.createPod(ctx, rs.Namespace, "", rs.Name+"-", rs.Spec.Template, controllerRef("ReplicaSet", rs.ObjectMeta, "apps/v1"), nil); err != nil {
 				return err
 			}
 		}
@@ -267,7 +253,7 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 				continue
 			}
 			ordinal := ord
-			err := s.createPod(ctx, ss.Namespace, name, ss.Spec.Template, controllerRef("StatefulSet", ss.ObjectMeta, "apps/v1"), func(p *corev1.Pod) {
+			err := s.createPod(ctx, ss.Namespace, name, "", ss.Spec.Template, controllerRef("StatefulSet", ss.ObjectMeta, "apps/v1"), func(p *corev1.Pod) {
 				p.Labels = withLabel(p.Labels, appsv1.StatefulSetPodNameLabel, p.Name)
 				p.Spec.Hostname = p.Name
 				for _, vct := range ss.Spec.VolumeClaimTemplates {
@@ -303,7 +289,7 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 		ps := live(j.UID)
 		want := int(replicasOrOne(j.Spec.Parallelism))
 		for n := len(ps); n < want; n++ {
-			if err := s.createPod(ctx, j.Namespace, s.newName(j.Name+"-"), j.Spec.Template, controllerRef("Job", j.ObjectMeta, batchv1.SchemeGroupVersion.String()), func(p *corev1.Pod) {
+			if err := s.createPod(ctx, j.Namespace, "", j.Name+"-", j.Spec.Template, controllerRef("Job", j.ObjectMeta, batchv1.SchemeGroupVersion.String()), func(p *corev1.Pod) {
 				p.Labels = withLabel(p.Labels, batchv1.JobNameLabel, j.Name)
 			}); err != nil {
 				return err
@@ -499,10 +485,7 @@ func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pods, err := s.listPods()
-	if err != nil {
-		return err
-	}
+	pods := s.listPods()
 	for i := range pods {
 		p := pods[i]
 		if p.Spec.NodeName == "" {
@@ -554,10 +537,7 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pods, err := s.listPods()
-	if err != nil {
-		return err
-	}
+	pods := s.listPods()
 	used := map[string]corev1.ResourceList{}
 	on := map[string][]*corev1.Pod{}
 	var pending []*corev1.Pod

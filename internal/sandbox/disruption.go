@@ -184,10 +184,7 @@ func (s *Sandbox) consolidate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pods, err := s.listPods()
-	if err != nil {
-		return err
-	}
+	pods := s.listPods()
 	s.trackPodEvents(nodes, pods)
 	if err := s.progressCommands(ctx, nodes); err != nil {
 		return err
@@ -620,10 +617,7 @@ func (s *Sandbox) disruptionInput(ctx context.Context) (disruption.Input, error)
 	if err != nil {
 		return in, err
 	}
-	pods, err := s.listPods()
-	if err != nil {
-		return in, err
-	}
+	pods := s.listPods()
 	dss, err := s.kube.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return in, fmt.Errorf("list DaemonSets: %w", err)

@@ -355,10 +355,7 @@ func (s *Sandbox) provision(ctx context.Context) error {
 	if err != nil || len(pools) == 0 {
 		return err
 	}
-	pods, err := s.listPods()
-	if err != nil {
-		return err
-	}
+	pods := s.listPods()
 	claims, err := s.dyn.Resource(NodeClaimGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list NodeClaims: %w", err)

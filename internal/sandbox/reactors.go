@@ -1,11 +1,8 @@
 package sandbox
 
 import (
-	"cmp"
 	"fmt"
 	"net/http"
-	"slices"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -73,67 +70,59 @@ func (s *Sandbox) installDiscovery() {
 }
 
 func (s *Sandbox) installReactors() {
-	s.kube.PrependReactor("create", "*", s.stampReactor)
+	s.kube.PrependReactor("create", "*", s.stampReactor(s.tracker))
 	s.kube.PrependReactor("list", "pods", s.listPodsReactor)
 	s.kube.PrependReactor("create", "pods", s.evictionReactor)
 	s.kube.PrependReactor("create", "pods", s.priorityReactor)
 	s.kube.PrependReactor("*", "deployments", s.scaleReactor)
 	s.kube.PrependReactor("delete-collection", "pods", s.deleteCollectionReactor)
-	s.kube.PrependReactor("*", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
-		switch action.GetVerb() {
-		case "create", "update", "patch", "delete", "delete-collection", "apply":
-			s.podsDirty = true
-		}
-		return false, nil, nil
-	})
 }
 
-// stampReactor fills in what the API server would on create: a name from
-// generateName, a UID and the creation time (from the simulated clock).
-// kubectl drain tells a recreated StatefulSet pod from the evicted one by UID.
-func (s *Sandbox) stampReactor(action k8stesting.Action) (bool, runtime.Object, error) {
-	ca, ok := action.(k8stesting.CreateAction)
-	if !ok || ca.GetSubresource() != "" {
+// stampReactor fills in what the API server would on create (stampMeta):
+// a name from generateName that tr does not hold yet, a UID and the
+// creation time (from the simulated clock). kubectl drain tells a
+// recreated StatefulSet pod from the evicted one by UID.
+func (s *Sandbox) stampReactor(tr k8stesting.ObjectTracker) k8stesting.ReactionFunc {
+	return func(action k8stesting.Action) (bool, runtime.Object, error) {
+		ca, ok := action.(k8stesting.CreateAction)
+		if !ok || ca.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		m, err := meta.Accessor(ca.GetObject())
+		if err != nil {
+			return false, nil, nil
+		}
+		ns := m.GetNamespace()
+		if ns == "" {
+			ns = ca.GetNamespace()
+		}
+		s.stampMeta(m, func(name string) bool {
+			_, err := tr.Get(ca.GetResource(), ns, name)
+			return err == nil
+		})
 		return false, nil, nil
 	}
-	if m, err := meta.Accessor(ca.GetObject()); err == nil {
-		s.stampMeta(m)
-	}
-	return false, nil, nil
 }
 
 // listPodsReactor serves every pod list from the sandbox's pod cache
-// (listPods; podsIn for one namespace), copying only the pods that match: label and field
-// selectors (spec.nodeName, status.phase, metadata.name,
-// metadata.namespace) are honoured, as the API server does, and the items
-// come in the tracker's order (namespace, name). Copying every pod of the
-// cluster for each list was what made a thousand-node apply slow.
+// (podsIn), copying only the pods that match: label and field selectors
+// (spec.nodeName, status.phase, metadata.name, metadata.namespace) are
+// honoured, as the API server does, and the items come in the tracker's
+// order (namespace, name). Copying every pod of the cluster for each list
+// was what made a thousand-node apply slow.
 func (s *Sandbox) listPodsReactor(action k8stesting.Action) (bool, runtime.Object, error) {
 	la, ok := action.(k8stesting.ListAction)
 	if !ok {
 		return false, nil, nil
 	}
 	restr, ns := la.GetListRestrictions(), la.GetNamespace()
-	var pods []*corev1.Pod
-	var err error
-	if ns == "" {
-		pods, err = s.listPods()
-	} else {
-		pods, err = s.podsIn(ns)
-	}
-	if err != nil {
-		return true, nil, err
-	}
 	var match []*corev1.Pod
-	for _, p := range pods {
+	for _, p := range s.podsIn(ns) {
 		if podMatches(p, ns, restr) {
 			match = append(match, p)
 		}
 	}
-	slices.SortFunc(match, func(a, b *corev1.Pod) int {
-		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-	})
-	out := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: s.podsRV}, Items: make([]corev1.Pod, len(match))}
+	out := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: s.pods.resourceVersion()}, Items: make([]corev1.Pod, len(match))}
 	for i, p := range match {
 		p.DeepCopyInto(&out.Items[i])
 	}
@@ -236,10 +225,7 @@ func (s *Sandbox) pdbsFor(pod *corev1.Pod) ([]policyv1.PodDisruptionBudget, erro
 // pdbStatus computes a PDB's status as the disruption controller does:
 // expected pods from the owning controllers' scale, healthy pods are Ready.
 func (s *Sandbox) pdbStatus(pdb *policyv1.PodDisruptionBudget) (policyv1.PodDisruptionBudgetStatus, error) {
-	nsPods, err := s.podsIn(pdb.Namespace)
-	if err != nil {
-		return policyv1.PodDisruptionBudgetStatus{}, err
-	}
+	nsPods := s.podsIn(pdb.Namespace)
 	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 	if err != nil {
 		return policyv1.PodDisruptionBudgetStatus{}, fmt.Errorf("pdb %s/%s selector: %w", pdb.Namespace, pdb.Name, err)
@@ -298,29 +284,11 @@ func (s *Sandbox) pdbStatus(pdb *policyv1.PodDisruptionBudget) (policyv1.PodDisr
 	}, nil
 }
 
-// podsIn returns a namespace's pods from the cache when it is current,
-// else from the tracker (never through the clientset: reactors call this
-// while the fake holds its lock), copying only the namespace's pods.
-func (s *Sandbox) podsIn(ns string) ([]*corev1.Pod, error) {
-	var out []*corev1.Pod
-	if !s.podsDirty && s.podsCache != nil {
-		for _, p := range s.podsCache {
-			if p.Namespace == ns {
-				out = append(out, p)
-			}
-		}
-		return out, nil
-	}
-	obj, err := s.tracker.List(podsGVR, podGVK, ns)
-	if err != nil {
-		return nil, err
-	}
-	items := obj.(*corev1.PodList).Items
-	for i := range items {
-		out = append(out, &items[i])
-	}
-	return out, nil
-}
+// podsIn returns a namespace's pods by name (every pod by namespace and
+// name when ns is empty) from the pod cache, never through the clientset:
+// reactors call this while the fake holds its lock. Callers read them and
+// must not modify them.
+func (s *Sandbox) podsIn(ns string) []*corev1.Pod { return s.pods.in(ns) }
 
 // scaleOf returns the replicas a controller wants, or -1 when the kind has
 // no scale (then the PDB counts pods, as the disruption controller does
@@ -393,12 +361,8 @@ func (s *Sandbox) deleteCollectionReactor(action k8stesting.Action) (bool, runti
 		return false, nil, nil
 	}
 	r := da.GetListRestrictions()
-	obj, err := s.tracker.List(podsGVR, podGVK, action.GetNamespace())
-	if err != nil {
-		return true, nil, err
-	}
-	for _, p := range obj.(*corev1.PodList).Items {
-		if !podMatches(&p, "", r) {
+	for _, p := range s.podsIn(action.GetNamespace()) {
+		if !podMatches(p, "", r) {
 			continue
 		}
 		if err := s.deletePodNow(p.Namespace, p.Name); err != nil && !apierrors.IsNotFound(err) {

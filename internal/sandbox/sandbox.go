@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/storage/names"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
@@ -148,11 +149,8 @@ type Sandbox struct {
 	loading    bool
 	tracking   bool
 	violations []string
-	// podsCache is the last pod list (listPods) and podsRV its resource
-	// version; podsDirty is set by any pod write.
-	podsCache []*corev1.Pod
-	podsRV    string
-	podsDirty bool
+	// pods is every pod of the tracker, kept current by its writes.
+	pods *podCache
 	// tickHooks run after every tick's controllers.
 	tickHooks []func(context.Context) error
 }
@@ -207,11 +205,12 @@ func New(opts Options) (*Sandbox, error) {
 		karpenterOff: opts.DeferKarpenter,
 	}
 	s.cloud = newCloud()
-	s.kube, s.tracker = newFastClientset()
+	s.pods = newPodCache()
+	s.kube, s.tracker = newFastClientset(s.pods)
 	s.installDiscovery()
 	s.installReactors()
 	s.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
-	s.dyn.PrependReactor("create", "*", s.stampReactor)
+	s.dyn.PrependReactor("create", "*", s.stampReactor(s.dyn.Tracker()))
 	return s, nil
 }
 
@@ -323,10 +322,7 @@ func (s *Sandbox) settle(ctx context.Context, max time.Duration) error {
 }
 
 func (s *Sandbox) busy(ctx context.Context) (bool, string, error) {
-	pods, err := s.listPods()
-	if err != nil {
-		return false, "", err
-	}
+	pods := s.listPods()
 	for i := range pods {
 		p := pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
@@ -374,24 +370,41 @@ func (s *Sandbox) reconcile(ctx context.Context) error {
 	return nil
 }
 
-// newName returns prefix plus a 5-character suffix, as generateName does.
+// newName returns prefix plus a 5-character suffix, as the API server's
+// names.SimpleNameGenerator does (prefix cut to names.MaxGeneratedNameLength,
+// the suffix from the same alphabet), drawn from the seeded source so that a
+// seed names the same objects in every run.
 func (s *Sandbox) newName(prefix string) string {
 	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
 	b := make([]byte, 5)
 	for i := range b {
 		b[i] = alphabet[s.rng.IntN(len(alphabet))]
 	}
-	return prefix + string(b)
+	return prefix[:min(len(prefix), names.MaxGeneratedNameLength)] + string(b)
 }
+
+// maxNameGenerationCreateAttempts is how many names the API server's store
+// tries for an object created with generateName before it answers
+// AlreadyExists (k8s.io/apiserver's registry, RetryGenerateName).
+const maxNameGenerationCreateAttempts = 8
 
 func (s *Sandbox) newUID() types.UID {
 	s.uidSeq++
 	return types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", s.uidSeq))
 }
 
-func (s *Sandbox) stampMeta(m metav1.Object) {
+// stampMeta fills in what the API server would on create: a name from
+// generateName (another while taken reports the name exists, as the
+// API server retries a generated name that is taken), a UID and the
+// creation time.
+func (s *Sandbox) stampMeta(m metav1.Object, taken func(name string) bool) {
 	if m.GetName() == "" && m.GetGenerateName() != "" {
-		m.SetName(s.newName(m.GetGenerateName()))
+		for range maxNameGenerationCreateAttempts {
+			m.SetName(s.newName(m.GetGenerateName()))
+			if !taken(m.GetName()) {
+				break
+			}
+		}
 	}
 	if m.GetUID() == "" {
 		m.SetUID(s.newUID())
@@ -417,9 +430,10 @@ func sortPods(pods []*corev1.Pod) {
 // NewSimpleClientset: the field-managed tracker rebuilds a REST mapper on
 // every write, which makes a 300-pod simulation twenty times slower.
 // Server-side apply is therefore not supported; create and update are.
-func newFastClientset() (*fake.Clientset, k8stesting.ObjectTracker) {
+// The tracker keeps pods current in the cache it is given.
+func newFastClientset(pods *podCache) (*fake.Clientset, k8stesting.ObjectTracker) {
 	cs := fake.NewClientset()
-	o := k8stesting.NewObjectTracker(clientgoscheme.Scheme, clientgoscheme.Codecs.UniversalDecoder())
+	o := &podTracker{ObjectTracker: k8stesting.NewObjectTracker(clientgoscheme.Scheme, clientgoscheme.Codecs.UniversalDecoder()), pods: pods}
 	cs.ReactionChain = nil
 	cs.WatchReactionChain = nil
 	cs.AddReactor("*", "*", k8stesting.ObjectReaction(o))

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -419,6 +420,111 @@ func TestSeedMakesRunsReproducible(t *testing.T) {
 	}
 	if got := strings.Count(p1, ",") + 1; got < 280 || got > 320 {
 		t.Errorf("demo account has %d pods, want about 300", got)
+	}
+}
+
+// TestGeneratedNamesRetryWhenTaken: a pod created with generateName gets
+// the API server's 5-character suffix, and a suffix already taken is drawn
+// again, as the API server retries a generated name (RetryGenerateName).
+// Seed 870's 253rd name repeats its 210th: the sandbox answered
+// AlreadyExists there, which stopped a thousand-node DaemonSet from
+// loading (BenchmarkApplyBigCluster/N44). The names stay the seed's.
+func TestGeneratedNamesRetryWhenTaken(t *testing.T) {
+	create := func() []string {
+		s, err := New(Options{Seed: 870})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var names []string
+		for i := range 300 {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", GenerateName: "node-agent-"}}
+			got, err := s.Kube().CoreV1().Pods("kube-system").Create(context.Background(), p, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatalf("pod %d of 300 with generateName node-agent-: %v", i+1, err)
+			}
+			if !strings.HasPrefix(got.Name, "node-agent-") || len(got.Name) != len("node-agent-")+5 {
+				t.Fatalf("generated name %q, want node-agent- and 5 characters", got.Name)
+			}
+			names = append(names, got.Name)
+		}
+		return names
+	}
+	first := create()
+	if distinct := len(slices.Compact(slices.Sorted(slices.Values(first)))); distinct != len(first) {
+		t.Errorf("%d distinct names of %d", distinct, len(first))
+	}
+	if again := create(); !slices.Equal(first, again) {
+		t.Error("seed 870 generated other names in a second run")
+	}
+}
+
+// TestPodCacheFollowsTheTracker: the pod cache the controllers and the
+// clientset's pod lists read is kept current write by write; at every tick
+// of a run with evictions, drains, a delete-collection and Karpenter's
+// provisioning, it holds what the tracker holds — the same pods, equal,
+// oldest first and by namespace and name — at the tracker's resource
+// version.
+func TestPodCacheFollowsTheTracker(t *testing.T) {
+	ctx := context.Background()
+	s := load(t, DemoInventory())
+	ticks := 0
+	check := func(context.Context) error {
+		ticks++
+		tr := s.tracker.(*podTracker).ObjectTracker
+		obj, err := tr.List(podsGVR, podGVK, "")
+		if err != nil {
+			return err
+		}
+		l := obj.(*corev1.PodList)
+		want := make([]*corev1.Pod, len(l.Items))
+		for i := range l.Items {
+			want[i] = &l.Items[i]
+		}
+		sortPods(want)
+		got := s.listPods()
+		if len(got) != len(want) {
+			t.Fatalf("tick %d: the cache has %d pods, the tracker %d", ticks, len(got), len(want))
+		}
+		for i := range want {
+			if !apiequality.Semantic.DeepEqual(got[i], want[i]) {
+				t.Fatalf("tick %d: pod %d of the cache is %s, the tracker's %s (or they differ)", ticks, i, podKey(got[i]), podKey(want[i]))
+			}
+		}
+		byName := s.podsIn("")
+		for i := 1; i < len(byName); i++ {
+			if a, b := byName[i-1], byName[i]; a.Namespace > b.Namespace || (a.Namespace == b.Namespace && a.Name >= b.Name) {
+				t.Fatalf("tick %d: podsIn lists %s before %s", ticks, podKey(a), podKey(b))
+			}
+		}
+		if s.pods.resourceVersion() != l.ResourceVersion {
+			t.Fatalf("tick %d: the cache is at resource version %s, the tracker at %s", ticks, s.pods.resourceVersion(), l.ResourceVersion)
+		}
+		return nil
+	}
+	s.OnTick(check)
+	nodes := map[string]bool{}
+	for _, p := range pods(t, s, "") {
+		if p.Spec.NodeName != "" && len(nodes) < 3 {
+			nodes[p.Spec.NodeName] = true
+		}
+	}
+	for _, p := range pods(t, s, "") {
+		if nodes[p.Spec.NodeName] {
+			_ = evict(s, p) // a budget may refuse: the next tick's state is checked all the same
+		}
+	}
+	if err := s.Step(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Kube().CoreV1().Pods("kube-system").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(ctx, 30*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ticks < 12 {
+		t.Errorf("checked %d ticks, want at least 12", ticks)
 	}
 }
 

@@ -2,10 +2,8 @@ package demo
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
@@ -114,16 +112,12 @@ func (e *sandboxEnv) Watch(f func(context.Context, kubernetes.Interface) error) 
 	e.sb.OnTick(func(ctx context.Context) error { return f(ctx, e.sb.Kube()) })
 }
 
-// WatchWaits lists the pods after every tick: the sandbox changes only
-// within one, so the list sees every state a pod passes through but a pod
-// created and deleted within a tick.
+// WatchWaits reads the pods after every tick (the sandbox's own, not a
+// copy of each): the sandbox changes only within one, so it sees every
+// state a pod passes through but a pod created and deleted within a tick.
 func (e *sandboxEnv) WatchWaits(_ context.Context, w *waitWatcher) error {
-	e.sb.OnTick(func(ctx context.Context) error {
-		pods, err := e.sb.Kube().CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return fmt.Errorf("wait watcher: list pods: %w", err)
-		}
-		w.observe(pods.Items, e.sb.Now())
+	e.sb.OnTick(func(context.Context) error {
+		w.observe(e.sb.Pods(), e.sb.Now())
 		return nil
 	})
 	return nil

@@ -70,7 +70,7 @@ func (w *waitWatcher) seenLocked(p *corev1.Pod, _ time.Time) {
 	}
 	at, ok := boundAt(p)
 	if !ok {
-		w.waiting[p.UID] = p
+		w.waiting[p.UID] = p.DeepCopy()
 		return
 	}
 	delete(w.waiting, p.UID)
@@ -95,15 +95,17 @@ func (w *waitWatcher) goneLocked(uid types.UID, now time.Time) {
 	w.record(p, now.Sub(p.CreationTimestamp.Time), "deleted unbound by "+now.Format("15:04:05"))
 }
 
-// observe takes a list of every pod as of now: each is seen, and a pod
-// waiting at the last list that is not in this one is gone.
-func (w *waitWatcher) observe(pods []corev1.Pod, now time.Time) {
+// observe takes every pod as of now (read, not kept): each is seen, and a
+// pod waiting at the last list that is not in this one is gone.
+func (w *waitWatcher) observe(pods []*corev1.Pod, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	present := make(map[types.UID]bool, len(pods))
-	for i := range pods {
-		present[pods[i].UID] = true
-		w.seenLocked(&pods[i], now)
+	present := map[types.UID]bool{}
+	for _, p := range pods {
+		w.seenLocked(p, now)
+		if w.waiting[p.UID] != nil {
+			present[p.UID] = true
+		}
 	}
 	for uid := range w.waiting {
 		if !present[uid] {

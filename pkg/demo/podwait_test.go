@@ -48,7 +48,7 @@ func TestWaitWatcherMeasuresCreationToBinding(t *testing.T) {
 	if d, who := w.result(at(50)); d != 4*time.Second || who != "app/evicted-unbound: created 09:00:40, deleted unbound by 09:00:44" {
 		t.Errorf("a pod deleted unbound 4s after its creation: %s %q", d, who)
 	}
-	w.observe([]corev1.Pod{*pod("stuck", 50, -1, nil)}, at(50))
+	w.observe([]*corev1.Pod{pod("stuck", 50, -1, nil)}, at(50))
 	if d, who := w.result(at(60)); d != 10*time.Second || who != "app/stuck: created 09:00:50, still unbound at 09:01:00" {
 		t.Errorf("a pod unbound for 10s: %s %q", d, who)
 	}
