@@ -38,10 +38,11 @@ import (
 // values require their label karpenter-migrate.io/karpenter-controller,
 // the controller's finding and steps 07, 10 and 11's purposes say so
 // (checked: the plan's YAML differs from the old one only there — waves,
-// fleet and forecast unchanged).
+// fleet and forecast unchanged); #33 prepares capacity ahead: the
+// budget's prepareAhead (the demo's 6) is added, nothing else changed.
 var demoPlanHashes = map[int]string{
-	1: "sha256:4a2b4cc7e54f67215fcd50201a4ca28702aa0a1c7ba3b79410a2dae23032cd6d",
-	3: "sha256:8cf1f8ef63218d9802acf3fb9664c8c10953475c1b0ecfea37b9df56123b6099",
+	1: "sha256:895141196cbde1521cb46d3027934168e3395205d6092fe7267662069b61e6e5",
+	3: "sha256:51394b9264e765a506b99060eeaa1e35167f6b9927800403a5dfafc12ca708b8",
 }
 
 func TestPlanOfTheDemoKeepsItsHash(t *testing.T) {
