@@ -39,10 +39,12 @@ import (
 // the controller's finding and steps 07, 10 and 11's purposes say so
 // (checked: the plan's YAML differs from the old one only there — waves,
 // fleet and forecast unchanged); #33 prepares capacity ahead: the
-// budget's prepareAhead (the demo's 6) is added, nothing else changed.
+// budget's prepareAhead (the demo's 6) is added, and the waves prepared
+// ahead are predicted to wait only for what is left of their launch
+// (waves' launchSeconds and predictedSeconds, timing.predictedSeconds).
 var demoPlanHashes = map[int]string{
-	1: "sha256:895141196cbde1521cb46d3027934168e3395205d6092fe7267662069b61e6e5",
-	3: "sha256:51394b9264e765a506b99060eeaa1e35167f6b9927800403a5dfafc12ca708b8",
+	1: "sha256:eba12ab4f68176c1a8ff9fc372efe802055061c22230bdf7511fee59271f7892",
+	3: "sha256:6f78da274f467a81c2ba45ec4cb2921003d4067b3f092d599439f3cd11905eea",
 }
 
 func TestPlanOfTheDemoKeepsItsHash(t *testing.T) {
