@@ -52,8 +52,8 @@ func (s run) RunWaves(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, w := range s.Plan.Waves {
-		if err := s.runWave(ctx, w, kept); err != nil {
+	for i := range s.Plan.Waves {
+		if err := s.runWave(ctx, i, kept); err != nil {
 			return err
 		}
 	}
@@ -81,7 +81,8 @@ func (s run) setPhase(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord,
 	return s.Save(ctx)
 }
 
-func (s run) runWave(ctx context.Context, w plan.Wave, kept map[string]bool) error {
+func (s run) runWave(ctx context.Context, i int, kept map[string]bool) error {
+	w := s.Plan.Waves[i]
 	rec := s.Journal.Wave(w.Index)
 	if s.Options.DryRun {
 		rec = &rollout.WaveRecord{Index: w.Index}
@@ -93,6 +94,13 @@ func (s run) runWave(ctx context.Context, w plan.Wave, kept map[string]bool) err
 	if start < 0 {
 		return fmt.Errorf("wave %d: journal has unknown phase %q", w.Index, rec.Phase)
 	}
+	if start > 0 && phases[start] != rollout.PhaseDone {
+		// Resumed past its pre-provisioning: the later waves' capacity
+		// is prepared all the same.
+		if err := s.prepareAhead(ctx, i); err != nil {
+			return err
+		}
+	}
 	for _, phase := range phases[start:] {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -103,7 +111,7 @@ func (s run) runWave(ctx context.Context, w plan.Wave, kept map[string]bool) err
 		var err error
 		switch phase {
 		case rollout.PhasePreProvision:
-			err = s.preProvision(ctx, w)
+			err = s.preProvision(ctx, i)
 		case rollout.PhaseCordon:
 			for _, n := range w.Nodes {
 				if kept[n.Name] {
@@ -165,34 +173,27 @@ func placeholderSelector(env string, wave int) string {
 	return sel
 }
 
-// preProvision creates the wave's placeholder pods and waits until they
-// all run on Ready nodes; a timeout pauses the rollout.
-func (s run) preProvision(ctx context.Context, w plan.Wave) error {
-	if !s.Plan.Budget.PreProvision || len(w.PreProvision) == 0 {
+// preProvision creates the wave's placeholder pods (those an earlier
+// wave did not create ahead) and waits until they all run on Ready nodes
+// (a timeout pauses the rollout), then creates those of the next waves
+// the budget prepares ahead (prepareAhead), whose nodes launch while this
+// wave drains.
+func (s run) preProvision(ctx context.Context, i int) error {
+	w := s.Plan.Waves[i]
+	if !s.Plan.Budget.PreProvision {
 		return nil
 	}
-	pods := s.Kube.CoreV1().Pods(s.Namespace)
-	name := func(i int) string { return fmt.Sprintf("km-placeholder-%s-w%d-%d", s.Plan.Environment, w.Index, i) }
-	create := func(i int, verb string) error {
-		ph := w.PreProvision[i]
-		s.Change("%s placeholder pod %s/%s (%s CPU, %s memory) on NodePool %s", verb, s.Namespace, name(i), ph.CPU, ph.Memory, ph.NodePool)
-		if s.Options.DryRun {
-			return nil
-		}
-		_, err := pods.Create(ctx, s.placeholderPod(name(i), w.Index, ph), metav1.CreateOptions{FieldManager: kube.FieldManager})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create placeholder pod %s: %w", name(i), err)
-		}
-		return nil
-	}
-	for i := range w.PreProvision {
-		if err := create(i, "create"); err != nil {
+	if len(w.PreProvision) > 0 {
+		// In a dry run, the previous wave said it would create them ahead.
+		if err := s.createPlaceholders(ctx, w, "", s.Options.DryRun && i > 0 && s.Plan.Budget.PrepareAhead > 0); err != nil {
 			return err
 		}
 	}
-	if s.Options.DryRun {
-		return nil
+	if s.Options.DryRun || len(w.PreProvision) == 0 {
+		return s.prepareAhead(ctx, i)
 	}
+	pods := s.Kube.CoreV1().Pods(s.Namespace)
+	name := func(j int) string { return placeholderName(s.Plan.Environment, w.Index, j) }
 	want := len(w.PreProvision)
 	beyondLimits := map[string]bool{} // placeholders given up: their NodePool is at its limits
 	err := s.Poll(ctx, s.Plan.Budget.Gates.NodeReadyTimeout.Duration, func() (bool, error) {
@@ -216,9 +217,9 @@ func (s run) preProvision(ctx context.Context, w plan.Wave) error {
 		}
 		// A placeholder whose node went (a node it was bound to removed,
 		// its pod collected) is made again: nothing else would.
-		for i := range w.PreProvision {
-			if !have[name(i)] && !beyondLimits[name(i)] {
-				if err := create(i, "re-create"); err != nil {
+		for j := range w.PreProvision {
+			if !have[name(j)] && !beyondLimits[name(j)] {
+				if err := s.createPlaceholder(ctx, w, j, "re-create", ""); err != nil {
 					return false, err
 				}
 			}
@@ -231,7 +232,112 @@ func (s run) preProvision(ctx context.Context, w plan.Wave) error {
 			"Karpenter did not bring up capacity for %d placeholder pods on NodePools %s within %s; check the NodePools' limits and requirements and Karpenter's logs",
 			want, strings.Join(w.NodePools, ","), s.Plan.Budget.Gates.NodeReadyTimeout.Duration)}
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return s.prepareAhead(ctx, i)
+}
+
+// prepareAhead creates the placeholder pods of the Budget.PrepareAhead
+// waves after the i-th once its own capacity is Ready, so that their
+// nodes launch while it (and the waves between) drain instead of after:
+// each such wave then waits only for what is left of its launch. Not
+// earlier, with the wave's own: on the demo (dev) an evicted pod then
+// waited 65s for a node; none does this way with every wave prepared. A wave whose capacity was
+// already asked for (its journal record's PreparedAt) is left alone; one
+// of its placeholders gone meanwhile (preempted by a pod an earlier wave
+// evicted, its node removed) is made again by the wave's own
+// pre-provisioning.
+func (s run) prepareAhead(ctx context.Context, i int) error {
+	if !s.Plan.Budget.PreProvision {
+		return nil
+	}
+	for j := i + 1; j < len(s.Plan.Waves) && j <= i+s.Plan.Budget.PrepareAhead; j++ {
+		w := s.Plan.Waves[j]
+		if len(w.PreProvision) == 0 {
+			continue
+		}
+		// In a dry run, the wave before this one said it for those in
+		// its reach too.
+		said := s.Options.DryRun && i > 0 && j-i < s.Plan.Budget.PrepareAhead
+		if !s.Options.DryRun {
+			said = !s.Journal.Wave(w.Index).PreparedAt.IsZero()
+		}
+		if said {
+			continue
+		}
+		if err := s.createPlaceholders(ctx, w, fmt.Sprintf(", ahead of its wave %d", w.Index), false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createPlaceholders creates the wave's placeholder pods that do not
+// exist yet, note ending each change's line (in a dry run, says it
+// would, unless said is true): the time
+// its capacity was first asked for is recorded in the journal before
+// anything is created (WaveRecord.PreparedAt), which the waves' Down
+// reads as placeholders to delete with the others (by the environment's
+// label).
+func (s run) createPlaceholders(ctx context.Context, w plan.Wave, note string, said bool) error {
+	if s.Options.DryRun {
+		for i := range w.PreProvision {
+			if !said {
+				s.placeholderChange(w, i, "create", note)
+			}
+		}
+		return nil
+	}
+	rec, verb := s.Journal.Wave(w.Index), "create"
+	if !rec.PreparedAt.IsZero() {
+		verb = "re-create" // created before, gone since
+	} else {
+		rec.PreparedAt = s.Clock.Now().UTC()
+		if err := s.Save(ctx); err != nil {
+			return err
+		}
+	}
+	list, err := s.Kube.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: placeholderSelector(s.Plan.Environment, w.Index)})
+	if err != nil {
+		return fmt.Errorf("list placeholder pods of wave %d: %w", w.Index, err)
+	}
+	have := map[string]bool{}
+	for _, p := range list.Items {
+		have[p.Name] = true
+	}
+	for i := range w.PreProvision {
+		if have[placeholderName(s.Plan.Environment, w.Index, i)] {
+			continue
+		}
+		if err := s.createPlaceholder(ctx, w, i, verb, note); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// placeholderName is the name of a wave's i-th placeholder pod.
+func placeholderName(env string, wave, i int) string {
+	return fmt.Sprintf("km-placeholder-%s-w%d-%d", env, wave, i)
+}
+
+// placeholderChange reports the creation of the wave's i-th placeholder.
+func (s run) placeholderChange(w plan.Wave, i int, verb, note string) {
+	ph := w.PreProvision[i]
+	s.Change("%s placeholder pod %s/%s (%s CPU, %s memory) on NodePool %s%s", verb, s.Namespace, placeholderName(s.Plan.Environment, w.Index, i), ph.CPU, ph.Memory, ph.NodePool, note)
+}
+
+// createPlaceholder creates the wave's i-th placeholder pod (one that
+// exists already is left as it is).
+func (s run) createPlaceholder(ctx context.Context, w plan.Wave, i int, verb, note string) error {
+	ph, name := w.PreProvision[i], placeholderName(s.Plan.Environment, w.Index, i)
+	s.placeholderChange(w, i, verb, note)
+	_, err := s.Kube.CoreV1().Pods(s.Namespace).Create(ctx, s.placeholderPod(name, w.Index, ph), metav1.CreateOptions{FieldManager: kube.FieldManager})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create placeholder pod %s: %w", name, err)
+	}
+	return nil
 }
 
 // limitsGrace is how long a placeholder stays Pending before Karpenter's
@@ -308,7 +414,19 @@ func (s run) placeholderPod(name string, wave int, ph plan.Placeholder) *corev1.
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: placeholderTerm(ph)}},
-			}}},
+			}},
+				// Never on a node with another wave's placeholders: waves
+				// prepared ahead (Budget.PrepareAhead) get nodes of their
+				// own, as when each launches as it starts, instead of
+				// taking the room left on an earlier wave's nodes for the
+				// pods that wave moves beyond its plan.
+				PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+					TopologyKey: corev1.LabelHostname,
+					LabelSelector: &metav1.LabelSelector{
+						MatchLabels:      map[string]string{kube.LabelComponent: "placeholder", kube.LabelEnvironment: s.Plan.Environment},
+						MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "karpenter-migrate.io/wave", Operator: metav1.LabelSelectorOpNotIn, Values: []string{strconv.Itoa(wave)}}},
+					},
+				}}}},
 			Containers: []corev1.Container{{Name: "pause", Image: PlaceholderImage, Resources: corev1.ResourceRequirements{Requests: req}}},
 		},
 	}

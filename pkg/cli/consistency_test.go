@@ -189,7 +189,7 @@ func TestPlanIsOneAnswer(t *testing.T) {
 			}
 			pc := demo.PlanConfig(inv.Cluster)
 			res, err := ops.Plan(ctx, inv, tui.PlanChoice{
-				Environment: demo.Env, WaveSize: pc.Rollout.WaveSize, Concurrency: pc.Rollout.Concurrency,
+				Environment: demo.Env, WaveSize: pc.Rollout.WaveSize, Concurrency: pc.Rollout.Concurrency, PrepareAhead: pc.Rollout.PrepareAhead,
 				AllowEmptyDir: pc.Rollout.AllowEmptyDir, ForceEvict: pc.Rollout.ForceEvict,
 				Generate: tui.GenerateChoice{Strategy: generate.Strategy(pc.Generate.Strategy), Flexibility: generate.Flexibility(pc.Generate.Flexibility)},
 				IAM:      tui.IAMChoice{CreateOIDCProvider: true},

@@ -233,8 +233,8 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	if p.IAM != nil && p.IAM.Error == "" {
 		fmt.Fprintf(w, "\nIAM: node role %s, controller role %s (%s), queue %s, nodes join by %s\n", p.IAM.NodeRole, p.IAM.ControllerRole, p.IAM.Identity, p.IAM.Queue, p.IAM.NodeAccess)
 	}
-	fmt.Fprintf(w, "\nBudget: %d nodes per wave, %d drained at once; gates: node ready %s, pod pending %s, PDB wait %s\n",
-		p.Budget.WaveSize, p.Budget.Concurrency, p.Budget.Gates.NodeReadyTimeout, p.Budget.Gates.MaxPodPending, p.Budget.Gates.PDBWaitTimeout)
+	fmt.Fprintf(w, "\nBudget: %d nodes per wave, %d drained at once, capacity prepared %d waves ahead; gates: node ready %s, pod pending %s, PDB wait %s\n",
+		p.Budget.WaveSize, p.Budget.Concurrency, p.Budget.PrepareAhead, p.Budget.Gates.NodeReadyTimeout, p.Budget.Gates.MaxPodPending, p.Budget.Gates.PDBWaitTimeout)
 	if p.Cost.Complete {
 		fmt.Fprintf(w, "Cost: $%.4f/h before, $%.4f/h after%s\n", p.Cost.BeforePerHour, p.Cost.AfterPerHour, describePrices(p.Cost.Prices))
 	} else {

@@ -79,6 +79,12 @@ type Rollout struct {
 	PreProvision  bool   `yaml:"preProvision" json:"preProvision"`
 	AllowEmptyDir bool   `yaml:"allowEmptyDir" json:"allowEmptyDir"`
 	ForceEvict    bool   `yaml:"forceEvict" json:"forceEvict"`
+	// PrepareAhead is how many waves beyond the one running have their
+	// placeholders created ahead (with preProvision), once its own
+	// capacity is Ready, so that their nodes launch while it drains: more
+	// transient capacity for a shorter migration. 0 (the default): each
+	// wave launches its own as it starts (docs/ARCHITECTURE.md says why).
+	PrepareAhead int `yaml:"prepareAhead" json:"prepareAhead"`
 	// NodeLaunchTime is how long Karpenter takes from launching a node to
 	// its being Ready, and PodReadyTime how long an evicted pod's
 	// replacement takes to become Ready: the plan's duration model reads
@@ -261,6 +267,9 @@ func (c *Config) validate(root *yaml.Node) error {
 	}
 	if c.Rollout.Concurrency < 1 {
 		bad("rollout.concurrency", "%d: want at least 1", c.Rollout.Concurrency)
+	}
+	if c.Rollout.PrepareAhead < 0 {
+		bad("rollout.prepareAhead", "%d: want 0 (each wave launches its capacity as it starts) or the number of later waves whose placeholders are created ahead (1, 2, ...)", c.Rollout.PrepareAhead)
 	}
 	for _, g := range []struct {
 		path string

@@ -58,6 +58,7 @@ func TestErrorsNameTheLine(t *testing.T) {
 		"window no length": {"maintenanceWindow:\n  schedule: \"0 22 * * *\"\n", "line 4: maintenanceWindow.duration is required"},
 		"both in and out":  {"nodeGroups:\n  include: [a]\n  exclude: [a]\n", "line 4: nodeGroups \"a\" is both"},
 		"controller size":  {"controller:\n  size: 0\n", "line 5: controller.size 0: want at least 1"},
+		"prepare ahead":    {"rollout:\n  prepareAhead: -1\n", "line 5: rollout.prepareAhead -1: want 0 (each wave launches its capacity as it starts)"},
 		"syntax":           {"rollout: [\n", "line"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -55,6 +55,12 @@ rollout:
   concurrency: 2
   # Launch Karpenter capacity with placeholder pods before evicting anything.
   preProvision: true
+  # Waves beyond the running one whose placeholders are created once its capacity is Ready,
+  # so their nodes launch while it drains: each one more holds up to a wave's new capacity
+  # longer (transient cost) and hides up to one more node launch (0: each wave launches as
+  # it starts). Prepare every later wave (their count - 1) or none: 1 or 2 let evicted pods
+  # wait for a node on the demo.
+  prepareAhead: 0
   # Evict pods with emptyDir volumes (their data is lost).
   allowEmptyDir: false
   # Evict pods marked karpenter.sh/do-not-disrupt or safe-to-evict=false.

@@ -53,6 +53,10 @@ func (r *runner) stepPlan(ctx context.Context) (string, error) {
 		len(p.Steps), len(p.Waves), p.Budget.WaveSize, predicted, p.Cost.BeforePerHour, p.Cost.AfterPerHour, plan.Seconds(p.Timing.PredictedSeconds), plan.Seconds(p.Timing.BoundSeconds), path), nil
 }
 
+// demoPrepareAhead is the demo's rollout.prepareAhead: every wave after
+// the first of its seeded cluster (7 waves in each environment).
+const demoPrepareAhead = 6
+
 // ConfigFile is the environment config the demo plans with by default.
 const ConfigFile = Env + ".yaml"
 
@@ -60,7 +64,11 @@ const ConfigFile = Env + ".yaml"
 // (written as prod.yaml, what `plan --config prod.yaml` reads): the
 // defaults, draining one node at a time so the run is reproducible, and
 // moving the demo's pods that ask not to be evicted or keep emptyDir data,
-// as `apply --force-evict` and rollout.allowEmptyDir would.
+// as `apply --force-evict` and rollout.allowEmptyDir would, and preparing
+// every later wave's capacity as the first starts (rollout.prepareAhead):
+// the demo's waves drain in seconds against a minute's launch, so each
+// wave prepared ahead hides a launch, and the transient capacity of a
+// simulated cluster costs nothing.
 func PlanConfig(c inventory.Cluster) config.Config { return planConfig(c, Env) }
 
 func planConfig(c inventory.Cluster, env string) config.Config {
@@ -68,6 +76,7 @@ func planConfig(c inventory.Cluster, env string) config.Config {
 	cfg.Cluster, cfg.Region = c.Name, c.Region
 	cfg.Rollout.Concurrency = 1
 	cfg.Rollout.ForceEvict, cfg.Rollout.AllowEmptyDir = true, true
+	cfg.Rollout.PrepareAhead = demoPrepareAhead
 	return cfg
 }
 

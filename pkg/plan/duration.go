@@ -78,11 +78,18 @@ type timer struct {
 	// rate is Timing.PodsPerSecond and pods the pods the waves move.
 	rate float64
 	pods int
+	// prepareAhead is Budget.PrepareAhead; now is the predicted time at
+	// which the next wave starts (the waves so far, one after another),
+	// and prepared each wave's time (from the first wave's start) at
+	// which it creates the later waves' placeholders: once its own run.
+	prepareAhead int
+	now          float64
+	prepared     []float64
 }
 
 func newTimer(inv *inventory.Inventory, b Budget, t Timing) *timer {
 	tm := &timer{launch: t.NodeLaunchSeconds, ready: t.PodReadySeconds, rate: t.PodsPerSecond, concurrency: max(1, b.Concurrency), restart: b.RestartBlocked,
-		moved: map[string]int{}, firstLaunch: map[string]float64{}, minLaunch: math.Inf(1)}
+		moved: map[string]int{}, firstLaunch: map[string]float64{}, minLaunch: math.Inf(1), prepareAhead: b.PrepareAhead}
 	for _, pdb := range inv.PDBs {
 		if pdb.Selector == nil {
 			continue
@@ -135,24 +142,50 @@ func (tm *timer) of(p inventory.Pod) []*budget {
 	return out
 }
 
-// wave times one wave: its nodes in drain order, the pods it moves, and
-// whether it launches capacity (hasNodes) and pre-provisions it.
+// wave times one wave, the next after those timed so far: its nodes in
+// drain order, the pods it moves, and whether it launches capacity
+// (hasNodes) and pre-provisions it.
 func (tm *timer) wave(nodes []WaveNode, pods []inventory.Pod, hasNodes, preProvision bool) WaveTiming {
+	wt := tm.timeWave(nodes, pods, hasNodes, preProvision)
+	start := tm.now
+	// The wave creates the later waves' placeholders once its own run:
+	// as it starts when it has none.
+	prepared := start
+	if preProvision {
+		prepared += wt.LaunchSeconds
+	}
+	tm.prepared = append(tm.prepared, prepared)
+	tm.now += wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds
+	return wt
+}
+
+func (tm *timer) timeWave(nodes []WaveNode, pods []inventory.Pod, hasNodes, preProvision bool) WaveTiming {
 	var wt WaveTiming
 	if len(pods) == 0 {
 		return wt
 	}
 	tm.anyPods = true
+	// full is the launch phase of a wave whose capacity launches as it
+	// starts: what the bound counts, every wave's capacity launched at once.
+	var full float64
 	switch {
 	case preProvision:
 		// The placeholders' nodes launch at once; the drain starts once
 		// the placeholder pods run on them.
-		wt.LaunchSeconds = tm.launch + tm.ready
+		full = tm.launch + tm.ready
+		wt.LaunchSeconds = full
+		// Prepared ahead (Budget.PrepareAhead) by the first wave within
+		// reach, once that wave's own placeholders ran: only what is left
+		// of the launch is waited for.
+		if w := len(tm.prepared); tm.prepareAhead > 0 && w > 0 {
+			wt.LaunchSeconds = max(0, tm.prepared[max(0, w-tm.prepareAhead)]+full-tm.now)
+		}
 	case hasNodes:
 		// The first evicted pods wait for nodes launched for them.
-		wt.LaunchSeconds = tm.launch
+		full = tm.launch
+		wt.LaunchSeconds = full
 	}
-	tm.minLaunch = min(tm.minLaunch, wt.LaunchSeconds)
+	tm.minLaunch = min(tm.minLaunch, full)
 
 	// Pods per budget, in the wave and on each node; Deployments whose
 	// budget allows no eviction are restarted with surge, one at a time.
@@ -167,7 +200,7 @@ func (tm *timer) wave(nodes []WaveNode, pods []inventory.Pod, hasNodes, preProvi
 		for _, b := range tm.of(p) {
 			byKey[b.key] = b
 			if _, seen := tm.firstLaunch[b.key]; !seen {
-				tm.firstLaunch[b.key] = wt.LaunchSeconds
+				tm.firstLaunch[b.key] = full
 			}
 			tm.moved[b.key]++
 			if b.allowed < 1 {

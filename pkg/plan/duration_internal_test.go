@@ -160,3 +160,49 @@ func TestBoundOverlapsWaves(t *testing.T) {
 		t.Errorf("bound %vs (%s), want %vs by app/web", bound, by, want)
 	}
 }
+
+// A wave whose capacity was prepared ahead (Budget.PrepareAhead) waits only
+// for what is left of its launch: its placeholders were created once the
+// first wave within reach had its own running, and it waits
+// max(0, that time + L + P − its start). Three pre-provisioned waves of
+// one node and two pods without a budget, each draining in P (both
+// evicted at once, the gate waits P): a wave alone takes L + P + P = 70s.
+func TestPreparedAheadWaitsForWhatIsLeft(t *testing.T) {
+	const L, P = 60.0, 5.0
+	for _, tc := range []struct {
+		ahead       int
+		wantLaunch  [3]float64
+		wantPredict float64
+	}{
+		// One after another: 3 × 70.
+		{0, [3]float64{L + P, L + P, L + P}, 3 * (L + P + P)},
+		// Wave 2 prepared at 65 (wave 1's placeholders run), starts at 70:
+		// 65 + 65 − 70 = 60 left. Wave 3 prepared by wave 2 at 70 + 60 =
+		// 130, starts at 135: 130 + 65 − 135 = 60 left.
+		{1, [3]float64{L + P, 60, 60}, (L + P + P) + (60 + P) + (60 + P)},
+		// Wave 3 prepared by wave 1 too, at 65: ready at 130, before
+		// its start at 135.
+		{2, [3]float64{L + P, 60, 0}, (L + P + P) + (60 + P) + P},
+	} {
+		t.Run(fmt.Sprintf("%d ahead", tc.ahead), func(t *testing.T) {
+			tm := newTimer(&inventory.Inventory{}, Budget{Concurrency: 1, PrepareAhead: tc.ahead}, Timing{NodeLaunchSeconds: L, PodReadySeconds: P})
+			predicted := 0.0
+			for w := range 3 {
+				node := fmt.Sprintf("n%d", w+1)
+				pods := []inventory.Pod{{Namespace: "app", Name: node + "-a", NodeName: node}, {Namespace: "app", Name: node + "-b", NodeName: node}}
+				wt := tm.wave([]WaveNode{{Name: node}}, pods, true, true)
+				if wt.LaunchSeconds != tc.wantLaunch[w] || wt.DrainSeconds != P {
+					t.Errorf("wave %d: %+v; want launch %vs, drain %vs", w+1, wt, tc.wantLaunch[w], P)
+				}
+				predicted += wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds
+			}
+			if predicted != tc.wantPredict {
+				t.Errorf("predicted %vs, want %vs", predicted, tc.wantPredict)
+			}
+			// The bound is the same however far ahead: one launch, one start.
+			if bound, _ := tm.bound(); bound != L+P+P || bound > predicted {
+				t.Errorf("bound %vs, want %vs (at most the predicted %vs)", bound, L+P+P, predicted)
+			}
+		})
+	}
+}

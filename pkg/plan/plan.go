@@ -86,9 +86,13 @@ type PlannedStep struct {
 
 // Budget is how fast the rollout may go, from the environment's config.
 type Budget struct {
-	WaveSize      int  `json:"waveSize"`
-	Concurrency   int  `json:"concurrency"`
-	PreProvision  bool `json:"preProvision"`
+	WaveSize     int  `json:"waveSize"`
+	Concurrency  int  `json:"concurrency"`
+	PreProvision bool `json:"preProvision"`
+	// PrepareAhead is how many waves beyond the running one have their
+	// placeholders created ahead, as it starts (with PreProvision): their
+	// nodes launch while it drains (rollout.prepareAhead).
+	PrepareAhead  int  `json:"prepareAhead,omitempty"`
 	AllowEmptyDir bool `json:"allowEmptyDir,omitempty"`
 	ForceEvict    bool `json:"forceEvict,omitempty"`
 	// RestartBlocked lets the drain move a pod whose PDB allows no
@@ -359,7 +363,7 @@ func newPlan(inv *inventory.Inventory, o PlanOptions) *Plan {
 		Environment: o.Environment, Cluster: inv.Cluster.Name, Region: inv.Cluster.Region,
 		Steps: o.Steps, PoolForGroup: map[string]string{},
 		Budget: Budget{
-			Concurrency: max(1, cfg.Rollout.Concurrency), PreProvision: cfg.Rollout.PreProvision,
+			Concurrency: max(1, cfg.Rollout.Concurrency), PreProvision: cfg.Rollout.PreProvision, PrepareAhead: max(0, cfg.Rollout.PrepareAhead),
 			AllowEmptyDir: cfg.Rollout.AllowEmptyDir, ForceEvict: cfg.Rollout.ForceEvict, RestartBlocked: true,
 			Gates: Gates{
 				NodeReadyTimeout: Duration{orDefault(cfg.Gates.NodeReadyTimeout.Duration, 10*time.Minute)},
@@ -371,6 +375,9 @@ func newPlan(inv *inventory.Inventory, o PlanOptions) *Plan {
 			NodeLaunchSeconds: orDefault(cfg.Rollout.NodeLaunchTime.Duration, time.Minute).Seconds(),
 			PodReadySeconds:   orDefault(cfg.Rollout.PodReadyTime.Duration, 5*time.Second).Seconds(),
 		},
+	}
+	if !p.Budget.PreProvision {
+		p.Budget.PrepareAhead = 0 // nothing to create ahead
 	}
 	if ca := inv.ClusterAutoscaler; ca != nil {
 		p.ClusterAutoscaler = &CARef{Namespace: ca.Namespace, Name: ca.Name, Replicas: ca.Replicas}

@@ -38,10 +38,13 @@ import (
 // values require their label karpenter-migrate.io/karpenter-controller,
 // the controller's finding and steps 07, 10 and 11's purposes say so
 // (checked: the plan's YAML differs from the old one only there — waves,
-// fleet and forecast unchanged).
+// fleet and forecast unchanged); #33 prepares capacity ahead: the
+// budget's prepareAhead (the demo's 6) is added, and the waves prepared
+// ahead are predicted to wait only for what is left of their launch
+// (waves' launchSeconds and predictedSeconds, timing.predictedSeconds).
 var demoPlanHashes = map[int]string{
-	1: "sha256:4a2b4cc7e54f67215fcd50201a4ca28702aa0a1c7ba3b79410a2dae23032cd6d",
-	3: "sha256:8cf1f8ef63218d9802acf3fb9664c8c10953475c1b0ecfea37b9df56123b6099",
+	1: "sha256:eba12ab4f68176c1a8ff9fc372efe802055061c22230bdf7511fee59271f7892",
+	3: "sha256:6f78da274f467a81c2ba45ec4cb2921003d4067b3f092d599439f3cd11905eea",
 }
 
 func TestPlanOfTheDemoKeepsItsHash(t *testing.T) {

@@ -83,6 +83,10 @@ type WaveRecord struct {
 	StartedAt        time.Time `json:"startedAt,omitzero"`
 	FinishedAt       time.Time `json:"finishedAt,omitzero"`
 	PredictedSeconds float64   `json:"predictedSeconds,omitempty"`
+	// PreparedAt is when the wave's placeholder pods were first created
+	// (by its own pre-provisioning, or ahead of it by an earlier wave:
+	// Budget.PrepareAhead), recorded before they were.
+	PreparedAt time.Time `json:"preparedAt,omitzero"`
 }
 
 // Elapsed is the wave's time from its start to its end, or to now while

@@ -3,6 +3,7 @@ package rollout_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -193,5 +194,98 @@ func TestPlaceholdersReleasedAsTheirPodsAreEvicted(t *testing.T) {
 	want := []string{"delete km-placeholder-dev-w1-0", "evict web-0", "delete km-placeholder-dev-w1-1", "evict web-2"}
 	if len(seq) < len(want) || !slices.Equal(seq[:len(want)], want) {
 		t.Errorf("wave 1's placeholder deletions and evictions: %q; want each placeholder released just before the pod it holds room for is evicted: %q", seq, want)
+	}
+}
+
+// TestNextWavePreparedWhileThisOneDrains: with prepareAhead 1, wave 2's
+// placeholders are created as wave 1 starts, recorded in the journal
+// first, so their nodes launch while wave 1 drains: they exist at wave
+// 1's first eviction. One preempted meanwhile (by a pod wave 1 evicted) is
+// made again by wave 2's own pre-provisioning. A dry run says what it
+// would create ahead, once per placeholder.
+func TestNextWavePreparedWhileThisOneDrains(t *testing.T) {
+	ctx := context.Background()
+	setup := func() *scenario {
+		sc := newScenario(t)
+		sc.plan.Budget.PreProvision, sc.plan.Budget.PrepareAhead = true, 1
+		for i := range sc.plan.Waves {
+			sc.plan.Waves[i].PreProvision = []plan.Placeholder{{NodePool: "default", CPU: "1", Memory: "1Gi"}}
+		}
+		return sc
+	}
+
+	t.Run("dry run", func(t *testing.T) {
+		sc := setup()
+		var mu sync.Mutex
+		var creates []string
+		r := sc.runner(func(e rollout.Event) {
+			if e.Kind == rollout.EventChange && strings.HasPrefix(e.Message, "create placeholder pod") {
+				mu.Lock()
+				creates = append(creates, e.Message)
+				mu.Unlock()
+			}
+		})
+		r.Options.DryRun = true
+		if err := r.Apply(ctx); err != nil {
+			t.Fatalf("Apply --dry-run: %v", err)
+		}
+		if len(creates) != len(sc.plan.Waves) || !strings.Contains(creates[1], "km-placeholder-dev-w2-0") || !strings.HasSuffix(creates[1], "ahead of its wave 2") ||
+			strings.Contains(creates[0], "ahead") {
+			t.Errorf("dry run's placeholder creations: %q; want wave 1's, then wave 2's ahead of it, each once", creates)
+		}
+	})
+
+	sc := setup()
+	var mu sync.Mutex
+	var seq []string
+	evicting := false
+	sc.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ca := a.(k8stesting.CreateAction)
+		mu.Lock()
+		defer mu.Unlock()
+		if ev, ok := ca.GetObject().(*policyv1.Eviction); ok && ca.GetSubresource() == "eviction" {
+			if !evicting && ev.Namespace == "app" {
+				evicting = true
+				// The first eviction of wave 1: wave 2's placeholder is
+				// there; a pod it evicts preempts it.
+				_, err := sc.kube.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), "karpenter-migrate", "km-placeholder-dev-w2-0")
+				seq = append(seq, fmt.Sprintf("evict a pod of wave 1 (wave 2's placeholder there: %t)", err == nil))
+				if err == nil {
+					if err := sc.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "karpenter-migrate", "km-placeholder-dev-w2-0"); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			return false, nil, nil
+		}
+		if p, ok := ca.GetObject().(*corev1.Pod); ok && strings.HasPrefix(p.Name, "km-placeholder-") {
+			seq = append(seq, "create "+p.Name)
+			p.Spec.NodeName, p.Status.Phase = "karpenter-1", corev1.PodRunning
+		}
+		return false, nil, nil
+	})
+	var recreated []string
+	obs := func(e rollout.Event) {
+		if e.Kind == rollout.EventChange && strings.HasPrefix(e.Message, "re-create placeholder pod") {
+			mu.Lock()
+			recreated = append(recreated, e.Message)
+			mu.Unlock()
+		}
+	}
+	r := sc.runner(obs)
+	if err := r.Apply(ctx); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	want := []string{"create km-placeholder-dev-w1-0", "create km-placeholder-dev-w2-0", "evict a pod of wave 1 (wave 2's placeholder there: true)", "create km-placeholder-dev-w2-0", "create km-placeholder-dev-w3-0"}
+	if len(seq) < len(want) || !slices.Equal(seq[:len(want)], want) {
+		t.Errorf("placeholder creations and wave 1's first eviction: %q; want wave 2's created with wave 1's, there as wave 1 evicts, and made again by wave 2 once preempted: %q", seq, want)
+	}
+	if len(recreated) != 1 || !strings.Contains(recreated[0], "km-placeholder-dev-w2-0") {
+		t.Errorf("re-created: %q; want wave 2's preempted placeholder, once", recreated)
+	}
+	j := r.Journal
+	w1, w2 := j.Wave(1), j.Wave(2)
+	if w2.PreparedAt.IsZero() || w2.PreparedAt.Before(w1.PreparedAt) || w2.PreparedAt.After(w1.FinishedAt) || !w2.PreparedAt.Before(w2.StartedAt) {
+		t.Errorf("journal: wave 1 prepared %s, done %s; wave 2 prepared %s, started %s; want wave 2 prepared as wave 1 ran, before it started", w1.PreparedAt, w1.FinishedAt, w2.PreparedAt, w2.StartedAt)
 	}
 }

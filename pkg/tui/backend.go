@@ -109,8 +109,11 @@ type PlanChoice struct {
 	// WaveSize is a node count ("3") or a percentage of legacy nodes ("20%").
 	WaveSize    string
 	Concurrency int
-	Generate    GenerateChoice
-	IAM         IAMChoice
+	// PrepareAhead is rollout.prepareAhead: the waves whose capacity is
+	// prepared as an earlier one starts.
+	PrepareAhead int
+	Generate     GenerateChoice
+	IAM          IAMChoice
 	// Exclude are node groups left out of the waves: their nodes stay.
 	Exclude []string
 	// AllowEmptyDir and ForceEvict are the environment config's

@@ -242,7 +242,7 @@ func (o *Ops) IAMApply(ctx context.Context, p *iam.Plan, onStep func(iam.Item)) 
 func EnvConfig(conn Connection, c PlanChoice) config.Config {
 	cfg := config.Default(c.Environment)
 	cfg.Cluster, cfg.Region, cfg.Profile = conn.Cluster, conn.Region, conn.Profile
-	cfg.Rollout.WaveSize, cfg.Rollout.Concurrency = c.WaveSize, c.Concurrency
+	cfg.Rollout.WaveSize, cfg.Rollout.Concurrency, cfg.Rollout.PrepareAhead = c.WaveSize, c.Concurrency, c.PrepareAhead
 	cfg.Rollout.AllowEmptyDir, cfg.Rollout.ForceEvict = c.AllowEmptyDir, c.ForceEvict
 	cfg.Generate.Strategy, cfg.Generate.Flexibility = string(c.Generate.Strategy), string(c.Generate.Flexibility)
 	cfg.NodeGroups.Exclude = append([]string(nil), c.Exclude...)

@@ -63,7 +63,7 @@ func planChoice(s *state) PlanChoice {
 	sort.Strings(exclude)
 	sort.Strings(acked)
 	return PlanChoice{
-		Environment: s.conn.Environment, WaveSize: def.Rollout.WaveSize, Concurrency: max(1, def.Rollout.Concurrency),
+		Environment: s.conn.Environment, WaveSize: def.Rollout.WaveSize, Concurrency: max(1, def.Rollout.Concurrency), PrepareAhead: def.Rollout.PrepareAhead,
 		Generate: s.gen, IAM: s.iamOpts, Exclude: exclude, Acknowledged: acked, SkipKarpenter: s.skipKarpenter,
 	}
 }
