@@ -49,19 +49,13 @@ func TestPlaceholdersComeBack(t *testing.T) {
 		p.Spec.NodeName, p.Status.Phase = "karpenter-1", corev1.PodRunning
 		return false, nil, nil
 	})
-	var recreated []string
-	obs := func(e rollout.Event) {
-		if e.Kind == rollout.EventChange && strings.HasPrefix(e.Message, "re-create placeholder pod") {
-			mu.Lock()
-			recreated = append(recreated, e.Message)
-			mu.Unlock()
-		}
-	}
+	recreated := &[]string{}
+	obs := recreations(&mu, recreated)
 	if err := sc.runner(obs).Apply(context.Background()); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
-	if creates["km-placeholder-dev-w1-0"] != 1 || creates["km-placeholder-dev-w1-1"] != 2 || len(recreated) != 1 {
-		t.Errorf("creates %v, re-created %q; want the lost placeholder made once more", creates, recreated)
+	if creates["km-placeholder-dev-w1-0"] != 1 || creates["km-placeholder-dev-w1-1"] != 2 || len(*recreated) != 1 {
+		t.Errorf("creates %v, re-created %q; want the lost placeholder made once more", creates, *recreated)
 	}
 	for _, a := range annotations {
 		if a != "true" {
@@ -264,14 +258,8 @@ func TestNextWavePreparedWhileThisOneDrains(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	var recreated []string
-	obs := func(e rollout.Event) {
-		if e.Kind == rollout.EventChange && strings.HasPrefix(e.Message, "re-create placeholder pod") {
-			mu.Lock()
-			recreated = append(recreated, e.Message)
-			mu.Unlock()
-		}
-	}
+	recreated := &[]string{}
+	obs := recreations(&mu, recreated)
 	r := sc.runner(obs)
 	if err := r.Apply(ctx); err != nil {
 		t.Fatalf("Apply: %v", err)
@@ -280,12 +268,24 @@ func TestNextWavePreparedWhileThisOneDrains(t *testing.T) {
 	if len(seq) < len(want) || !slices.Equal(seq[:len(want)], want) {
 		t.Errorf("placeholder creations and wave 1's first eviction: %q; want wave 2's created with wave 1's, there as wave 1 evicts, and made again by wave 2 once preempted: %q", seq, want)
 	}
-	if len(recreated) != 1 || !strings.Contains(recreated[0], "km-placeholder-dev-w2-0") {
-		t.Errorf("re-created: %q; want wave 2's preempted placeholder, once", recreated)
+	if len(*recreated) != 1 || !strings.Contains((*recreated)[0], "km-placeholder-dev-w2-0") {
+		t.Errorf("re-created: %q; want wave 2's preempted placeholder, once", *recreated)
 	}
 	j := r.Journal
 	w1, w2 := j.Wave(1), j.Wave(2)
 	if w2.PreparedAt.IsZero() || w2.PreparedAt.Before(w1.PreparedAt) || w2.PreparedAt.After(w1.FinishedAt) || !w2.PreparedAt.Before(w2.StartedAt) {
 		t.Errorf("journal: wave 1 prepared %s, done %s; wave 2 prepared %s, started %s; want wave 2 prepared as wave 1 ran, before it started", w1.PreparedAt, w1.FinishedAt, w2.PreparedAt, w2.StartedAt)
+	}
+}
+
+// recreations observes the runner's events and keeps, under mu, the
+// messages of the placeholders it re-created.
+func recreations(mu *sync.Mutex, into *[]string) rollout.Observer {
+	return func(e rollout.Event) {
+		if e.Kind == rollout.EventChange && strings.HasPrefix(e.Message, "re-create placeholder pod") {
+			mu.Lock()
+			*into = append(*into, e.Message)
+			mu.Unlock()
+		}
 	}
 }
