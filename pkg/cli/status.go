@@ -92,7 +92,12 @@ func printJournal(g *GlobalOptions, j *rollout.Journal) {
 			if wv.PredictedSeconds > 0 {
 				predicted = plan.Seconds(wv.PredictedSeconds)
 			}
-			fmt.Fprintf(t, "%d\t%s\t%d\t%d\t%d\t%s\t%s\n", wv.Index, wv.Phase, wv.Evicted, len(wv.Removed), len(wv.Skipped), elapsed, predicted)
+			phase := wv.Phase
+			if phase == "" && !wv.PreparedAt.IsZero() {
+				// Its placeholders exist (rollout.prepareAhead); it has not started.
+				phase = "prepared ahead at " + wv.PreparedAt.Format("15:04:05")
+			}
+			fmt.Fprintf(t, "%d\t%s\t%d\t%d\t%d\t%s\t%s\n", wv.Index, phase, wv.Evicted, len(wv.Removed), len(wv.Skipped), elapsed, predicted)
 		}
 		_ = t.Flush()
 	}

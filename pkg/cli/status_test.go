@@ -32,7 +32,10 @@ func TestStatusWithInjectedConfiguration(t *testing.T) {
 	}
 	at := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
 	j := &rollout.Journal{Environment: "prod", Cluster: "shop", State: rollout.StateCompleted, PlanHash: "sha256:abc", Operator: "ops", StartedAt: at, UpdatedAt: at,
-		Steps: []rollout.StepRecord{{ID: "01-preflight", State: rollout.StateCompleted, FinishedAt: at}}}
+		Steps: []rollout.StepRecord{{ID: "01-preflight", State: rollout.StateCompleted, FinishedAt: at}},
+		// Wave 2's capacity was prepared ahead while wave 1 drained: its
+		// phase was blank.
+		Waves: []rollout.WaveRecord{{Index: 1, Phase: rollout.PhaseDrain, StartedAt: at}, {Index: 2, PreparedAt: at.Add(75 * time.Second)}}}
 	if err := rollout.NewStore(kube, "karpenter-migrate", "prod").Save(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +43,7 @@ func TestStatusWithInjectedConfiguration(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("status: exit %d: %s", code, stderr)
 	}
-	for _, want := range []string{"Environment prod (cluster shop): " + rollout.StateCompleted, "Plan sha256:abc, by ops", "01-preflight"} {
+	for _, want := range []string{"Environment prod (cluster shop): " + rollout.StateCompleted, "Plan sha256:abc, by ops", "01-preflight", "2     prepared ahead at 12:01:15"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
