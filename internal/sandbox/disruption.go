@@ -89,15 +89,22 @@ type disruptor struct {
 	pending []*command
 	running []*command
 	history []*command
-	// waitUntil is the latest time a managed node reaches consolidateAfter,
-	// as of the last pass; idle is set when that pass decided nothing.
-	waitUntil time.Time
-	idle      bool
+	// wait is the managed node that reaches consolidateAfter last, as of
+	// the last pass; idle is set when that pass decided nothing.
+	wait consolidateWait
+	idle bool
 	// catalogTypes are the catalogue's instance types (default kubelet);
 	// types caches each NodePool's narrowing of them, by NodePool, until
 	// its requirements change.
 	catalogTypes []engine.InstanceType
 	types        map[string]poolTypes
+}
+
+// consolidateWait is when node reaches its NodePool's consolidateAfter:
+// until, counted from since (its last pod event, or its creation).
+type consolidateWait struct {
+	node         string
+	since, until time.Time
 }
 
 type poolTypes struct {
@@ -142,11 +149,15 @@ func (s *Sandbox) Consolidations() []ConsolidationCommand {
 // the Karpenter stand-in has nothing left to do: no command validating or
 // executing, every Karpenter node past its NodePool's consolidateAfter,
 // and a disruption pass after that decided nothing. It returns
-// ErrNotSettled if that takes more than max of simulated time.
+// ErrNotSettled if that takes more than max of simulated time, saying what
+// it waited for and what Karpenter did meanwhile: consolidations that
+// leave pods pending, for which Karpenter launches nodes that are
+// consolidated in turn, never settle.
 func (s *Sandbox) SettleConsolidation(ctx context.Context, max time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	deadline := s.Now().Add(max)
+	start, before := s.Now(), s.stats
+	deadline := start.Add(max)
 	for {
 		busy, why, err := s.busy(ctx)
 		if err != nil {
@@ -156,14 +167,21 @@ func (s *Sandbox) SettleConsolidation(ctx context.Context, max time.Duration) er
 			switch {
 			case len(s.dis.pending) > 0 || len(s.dis.running) > 0:
 				busy, why = true, "a disruption command is in progress"
-			case !s.dis.idle || s.dis.lastPass.Before(s.dis.waitUntil):
-				busy, why = true, "Karpenter nodes are waiting out consolidateAfter"
+			case !s.dis.idle:
+				busy, why = true, fmt.Sprintf("Karpenter's disruption pass at %s decided commands", s.dis.lastPass.Format(time.RFC3339))
+			case s.dis.lastPass.Before(s.dis.wait.until):
+				w := s.dis.wait
+				busy, why = true, fmt.Sprintf("Karpenter nodes are waiting out consolidateAfter: node %s reaches it at %s (counted from %s, its last pod change or its creation)",
+					w.node, w.until.Format(time.RFC3339), w.since.Format(time.RFC3339))
 			default:
 				return nil
 			}
 		}
 		if !s.Now().Before(deadline) {
-			return fmt.Errorf("%w after %s of simulated time: %s", ErrNotSettled, max, why)
+			return fmt.Errorf("%w after %s of simulated time: %s; since %s Karpenter executed %d consolidation commands (%d skipped) and launched %d nodes",
+				ErrNotSettled, max, why, start.Format(time.RFC3339), s.stats.Consolidations-before.Consolidations,
+				s.stats.ConsolidationsInvalid+s.stats.ConsolidationsAborted-before.ConsolidationsInvalid-before.ConsolidationsAborted,
+				s.stats.NodesLaunched-before.NodesLaunched)
 		}
 		if err := s.step(ctx, s.opts.Tick); err != nil {
 			return err
@@ -207,7 +225,7 @@ func (s *Sandbox) consolidate(ctx context.Context) error {
 		return err
 	}
 	var due bool
-	due, s.dis.waitUntil = s.consolidationDue(pools, nodes)
+	due, s.dis.wait = s.consolidationDue(pools, nodes)
 	if !due {
 		// No method can act before a node passes consolidateAfter.
 		s.dis.idle = true
@@ -557,8 +575,8 @@ func (s *Sandbox) trackPodEvents(nodes map[string]*corev1.Node, pods []*corev1.P
 // consolidationDue reports whether some initialized Karpenter node that
 // is not being disrupted has passed its NodePool's consolidateAfter (without
 // one no method can act and the pass is skipped), and the latest time a
-// Karpenter node reaches consolidateAfter.
-func (s *Sandbox) consolidationDue(pools []apisv1.NodePool, nodes map[string]*corev1.Node) (bool, time.Time) {
+// Karpenter node reaches consolidateAfter, with that node.
+func (s *Sandbox) consolidationDue(pools []apisv1.NodePool, nodes map[string]*corev1.Node) (bool, consolidateWait) {
 	after := map[string]time.Duration{}
 	for _, p := range pools {
 		if d := p.Spec.Disruption.ConsolidateAfter.Duration; d != nil {
@@ -566,7 +584,7 @@ func (s *Sandbox) consolidationDue(pools []apisv1.NodePool, nodes map[string]*co
 		}
 	}
 	var due bool
-	var last time.Time
+	var last consolidateWait
 	for _, n := range nodes {
 		d, ok := after[n.Labels[apisv1.NodePoolLabelKey]]
 		if !ok {
@@ -577,8 +595,8 @@ func (s *Sandbox) consolidationDue(pools []apisv1.NodePool, nodes map[string]*co
 			since = n.CreationTimestamp.Time
 		}
 		at := since.Add(d)
-		if at.After(last) {
-			last = at
+		if at.After(last.until) || (at.Equal(last.until) && n.Name < last.node) {
+			last = consolidateWait{node: n.Name, since: since, until: at}
 		}
 		if !s.Now().Before(at) && n.Labels[apisv1.NodeInitializedLabelKey] == "true" && !hasDisruptedTaint(n) {
 			due = true

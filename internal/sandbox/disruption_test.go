@@ -2,7 +2,10 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -339,3 +342,33 @@ func contains(s []string, v string) bool {
 }
 
 func near(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
+
+// TestSettleConsolidationSaysWhatItWaitsFor: a settle that runs out of
+// time while a node waits out consolidateAfter names the node, when it
+// reaches consolidateAfter and what Karpenter did meanwhile (the demo
+// replicated 6 times and more cycled for 4 h: each Delete left a pod its
+// simulation had placed elsewhere pending, Karpenter launched a node for
+// it, and that node was consolidated 15 minutes later; the error said only
+// "Karpenter nodes are waiting out consolidateAfter").
+func TestSettleConsolidationSaysWhatItWaitsFor(t *testing.T) {
+	ctx := context.Background()
+	pool := consolidationPool(apisv1.ConsolidationPolicyWhenEmptyOrUnderutilized, nil, corev1.LabelInstanceTypeStable, "m5.xlarge")
+	pool.Spec.Disruption.ConsolidateAfter = apisv1.NewNillableDuration(time.Hour)
+	s, nodes := karpenterCluster(t, pool, []string{"m5.xlarge"}, 1, nil)
+	err := s.SettleConsolidation(ctx, 10*time.Minute)
+	if !errors.Is(err, ErrNotSettled) {
+		t.Fatalf("settle: %v; want ErrNotSettled", err)
+	}
+	w := s.dis.wait
+	if w.node != nodes[0] || w.until.Sub(w.since) != time.Hour || !w.until.After(s.Now()) {
+		t.Fatalf("waiting for %+v at %s; want node %s an hour after its last pod change, still ahead", w, s.Now(), nodes[0])
+	}
+	for _, want := range []string{
+		fmt.Sprintf("node %s reaches it at %s (counted from %s,", nodes[0], w.until.Format(time.RFC3339), w.since.Format(time.RFC3339)),
+		"Karpenter executed 0 consolidation commands (0 skipped) and launched 0 nodes",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("settle error %q; want it to say %q", err, want)
+		}
+	}
+}
