@@ -243,11 +243,11 @@ func (s run) preProvision(ctx context.Context, i int) error {
 // nodes launch while it (and the waves between) drain instead of after:
 // each such wave then waits only for what is left of its launch. Not
 // earlier, with the wave's own: on the demo (dev) an evicted pod then
-// waited 65s for a node; none does this way with every wave prepared. A wave whose capacity was
-// already asked for (its journal record's PreparedAt) is left alone; one
-// of its placeholders gone meanwhile (preempted by a pod an earlier wave
-// evicted, its node removed) is made again by the wave's own
-// pre-provisioning.
+// waited 65s for a node; none does this way with every wave prepared.
+// A wave whose capacity was already asked for (its journal record's
+// PreparedAt) is left alone; one of its placeholders gone meanwhile
+// (preempted by a pod an earlier wave evicted, its node removed) is made
+// again by the wave's own pre-provisioning.
 func (s run) prepareAhead(ctx context.Context, i int) error {
 	if !s.Plan.Budget.PreProvision {
 		return nil
@@ -274,12 +274,11 @@ func (s run) prepareAhead(ctx context.Context, i int) error {
 }
 
 // createPlaceholders creates the wave's placeholder pods that do not
-// exist yet, note ending each change's line (in a dry run, says it
-// would, unless said is true): the time
-// its capacity was first asked for is recorded in the journal before
-// anything is created (WaveRecord.PreparedAt), which the waves' Down
-// reads as placeholders to delete with the others (by the environment's
-// label).
+// exist yet, note ending each change's line (in a dry run it says it
+// would, unless said is true). The time its capacity was first asked for
+// is recorded in the journal before anything is created
+// (WaveRecord.PreparedAt); the waves' Down deletes those placeholders
+// with the others, by the environment's label.
 func (s run) createPlaceholders(ctx context.Context, w plan.Wave, note string, said bool) error {
 	if s.Options.DryRun {
 		for i := range w.PreProvision {
