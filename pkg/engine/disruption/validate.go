@@ -9,6 +9,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -403,11 +404,15 @@ func (v *validator) replacementMinValues(r *engine.NodeClaim, pool *engine.NodeP
 }
 
 // placements checks that every moving pod lands once and that the result
-// is a valid schedule by engine.Check.
+// is a valid schedule by engine.Check. Only the nodes the command places
+// pods on must end within their allocatable: another node's load is the
+// cluster's, which the command does not change.
 func (v *validator) placements(c Command, removed map[string]bool, moving []inventory.Pod) {
 	seen := map[engine.PodRef]int{}
+	target := map[string]bool{}
 	for _, pl := range c.Placements {
 		seen[pl.Pod]++
+		target[pl.Node] = true
 		if removed[pl.Node] {
 			v.fail("pod %s is placed on removed node %s", pl.Pod, pl.Node)
 		}
@@ -457,9 +462,43 @@ func (v *validator) placements(c Command, removed map[string]bool, moving []inve
 			}
 			continue
 		}
-		in.ExistingNodes = append(in.ExistingNodes, n.ExistingNode)
+		en := n.ExistingNode
+		if !target[n.Node.Name] {
+			// A node may already hold more than its allocatable; the
+			// command neither causes nor cures that. Karpenter only places
+			// pods in the room left (resources.Fits: none on such a node),
+			// which Check judges on the nodes the command places pods on.
+			en.Node.Allocatable = atLeastBound(en)
+		}
+		in.ExistingNodes = append(in.ExistingNodes, en)
 	}
 	for _, err := range engine.Check(in, res) {
 		v.fail("schedule: %v", err)
 	}
+}
+
+// atLeastBound is the node's allocatable raised, resource by resource, to
+// what its bound pods request (each pod counting one "pods").
+func atLeastBound(en engine.ExistingNode) corev1.ResourceList {
+	bound := corev1.ResourceList{}
+	for i := range en.Pods {
+		for name, q := range en.Pods[i].Requests {
+			v := bound[name]
+			v.Add(q)
+			bound[name] = v
+		}
+	}
+	pods := bound[corev1.ResourcePods]
+	pods.Add(*resource.NewQuantity(int64(len(en.Pods)), resource.DecimalSI))
+	bound[corev1.ResourcePods] = pods
+	out := en.Node.Allocatable.DeepCopy()
+	if out == nil {
+		out = corev1.ResourceList{}
+	}
+	for name, q := range bound {
+		if a, ok := out[name]; !ok || q.Cmp(a) > 0 {
+			out[name] = q
+		}
+	}
+	return out
 }
