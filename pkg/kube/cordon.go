@@ -24,14 +24,21 @@ func Cordon(ctx context.Context, client kubernetes.Interface, nodeName string, c
 	if cordon {
 		v, verb = true, "cordon"
 	}
-	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"unschedulable": v}})
-	if err == nil {
-		_, err = client.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
-	}
-	if err != nil {
+	if err := patchNode(ctx, client, nodeName, map[string]any{"spec": map[string]any{"unschedulable": v}}); err != nil {
 		return fmt.Errorf("%s node %s: %w", verb, nodeName, err)
 	}
 	return nil
+}
+
+// patchNode sends patch to the node as a JSON merge patch (a nil value
+// removes its field), as the tool's field manager.
+func patchNode(ctx context.Context, client kubernetes.Interface, nodeName string, patch map[string]any) error {
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = client.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager})
+	return err
 }
 
 // SetTaint adds taint to a node (present) or removes every taint with its
@@ -54,14 +61,10 @@ func SetTaint(ctx context.Context, client kubernetes.Interface, nodeName string,
 		if present {
 			taints = append(taints, taint)
 		}
-		patch, err := json.Marshal(map[string]any{
+		if err := patchNode(ctx, client, nodeName, map[string]any{
 			"metadata": map[string]any{"resourceVersion": node.ResourceVersion},
 			"spec":     map[string]any{"taints": taints},
-		})
-		if err != nil {
-			return err
-		}
-		if _, err := client.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		}); err != nil {
 			return err
 		}
 		changed = true
@@ -87,11 +90,7 @@ func SetLabel(ctx context.Context, client kubernetes.Interface, nodeName, key, v
 	if present {
 		v, verb = value, "label"
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: v}}})
-	if err == nil {
-		_, err = client.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
-	}
-	if err != nil {
+	if err := patchNode(ctx, client, nodeName, map[string]any{"metadata": map[string]any{"labels": map[string]any{key: v}}}); err != nil {
 		if present {
 			return fmt.Errorf("%s node %s with %s=%s: %w", verb, nodeName, key, value, err)
 		}
