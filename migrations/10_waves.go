@@ -184,8 +184,7 @@ func (s run) preProvision(ctx context.Context, i int) error {
 		return nil
 	}
 	if len(w.PreProvision) > 0 {
-		// In a dry run, the previous wave said it would create them ahead.
-		if err := s.createPlaceholders(ctx, w, "", s.Options.DryRun && i > 0 && s.Plan.Budget.PrepareAhead > 0); err != nil {
+		if err := s.createPlaceholders(ctx, w, "", s.saidAhead(i, i)); err != nil {
 			return err
 		}
 	}
@@ -257,9 +256,7 @@ func (s run) prepareAhead(ctx context.Context, i int) error {
 		if len(w.PreProvision) == 0 {
 			continue
 		}
-		// In a dry run, the wave before this one said it for those in
-		// its reach too.
-		said := s.Options.DryRun && i > 0 && j-i < s.Plan.Budget.PrepareAhead
+		said := s.saidAhead(i, j)
 		if !s.Options.DryRun {
 			said = !s.Journal.Wave(w.Index).PreparedAt.IsZero()
 		}
@@ -271,6 +268,13 @@ func (s run) prepareAhead(ctx context.Context, i int) error {
 		}
 	}
 	return nil
+}
+
+// saidAhead reports whether, in a dry run, the wave before the i-th
+// already listed the j-th wave's placeholders as created ahead: it
+// prepares the PrepareAhead waves after it.
+func (s run) saidAhead(i, j int) bool {
+	return s.Options.DryRun && i > 0 && j-(i-1) <= s.Plan.Budget.PrepareAhead
 }
 
 // createPlaceholders creates the wave's placeholder pods that do not
