@@ -125,7 +125,7 @@ func MakeRoom(ctx context.Context, d *kube.Drainer, nodes []string, pod *corev1.
 	if len(victims) == 0 || dryRun {
 		return nil
 	}
-	drain := *d
+	drain := &kube.Drainer{Client: d.Client, Clock: d.Clock, Options: d.Options, OnEvent: d.OnEvent}
 	drain.Options.Stay = func(p *corev1.Pod) bool { return !victims[p.Namespace+"/"+p.Name] }
 	if _, err := drain.DrainNodes(ctx, nodes, 0); err != nil {
 		return fmt.Errorf("make room on nodes %s: %w", strings.Join(nodes, ", "), err)

@@ -724,10 +724,14 @@ func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *ku
 	if err != nil {
 		return nil, err
 	}
+	budgets, err := s.Kube.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list PodDisruptionBudgets: %w", err)
+	}
 	for i := range all {
 		p := &all[i].pod
-		pdb, err := s.blockingBudget(ctx, p)
-		if err != nil || pdb == "" {
+		pdb := blockingBudget(budgets.Items, p)
+		if pdb == "" {
 			continue
 		}
 		o, ok := s.ownerOf(ctx, p, rsCache)
@@ -813,17 +817,14 @@ func surges(d *appsv1.Deployment) bool {
 // replaced (an eviction still in flight when a paused or killed run
 // resumes) is not one: the drain waits for it, where a restart would move
 // every pod of the Deployment again beside the eviction in flight.
-func (s run) blockingBudget(ctx context.Context, p *corev1.Pod) (string, error) {
-	list, err := s.Kube.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "", err
-	}
-	for _, pdb := range list.Items {
-		if pdbSelects(&pdb, p) && pdb.Status.DisruptionsAllowed == 0 && pdb.Status.ExpectedPods <= pdb.Status.DesiredHealthy {
-			return pdb.Namespace + "/" + pdb.Name, nil
+func blockingBudget(budgets []policyv1.PodDisruptionBudget, p *corev1.Pod) string {
+	for i := range budgets {
+		pdb := &budgets[i]
+		if pdb.Namespace == p.Namespace && pdbSelects(pdb, p) && pdb.Status.DisruptionsAllowed == 0 && pdb.Status.ExpectedPods <= pdb.Status.DesiredHealthy {
+			return pdb.Namespace + "/" + pdb.Name
 		}
 	}
-	return "", nil
+	return ""
 }
 
 func pdbSelects(pdb *policyv1.PodDisruptionBudget, p *corev1.Pod) bool {

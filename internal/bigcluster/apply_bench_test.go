@@ -18,7 +18,8 @@ import (
 // time (the whole run's and the apply step's), the peak heap, the plan's predicted duration of the waves and its
 // lower bound beside the waves' simulated makespan (the demo summary's
 // figures), the apply step's simulated time, the longest pod wait for a
-// node, evictions per pod moved and PDB violations.
+// node, evictions per pod moved, PDB violations and the API requests
+// apply's runner sent per pod moved (req/pod, and by verb).
 //
 //	slot go test ./internal/bigcluster -run '^$' -bench ApplyBigCluster/N44 -benchtime 1x -timeout 60m
 func BenchmarkApplyBigCluster(b *testing.B) {
@@ -77,6 +78,9 @@ func benchApply(b *testing.B, n int) {
 		b.ReportMetric(float64(sum.Evictions)/float64(max(sum.PodsToMove, 1)), "evictions/pod")
 		b.ReportMetric(sum.MovesPerPod, "moves/pod")
 		b.ReportMetric(float64(sum.PDBViolations), "pdb-violations")
+		for unit, v := range sum.APIRequests.PerPod(sum.PodsToMove) {
+			b.ReportMetric(v, unit)
+		}
 		b.ReportMetric(float64(len(inv.Nodes)), "nodes")
 		b.ReportMetric(float64(len(inv.Pods)), "pods")
 	}

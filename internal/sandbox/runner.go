@@ -24,6 +24,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -63,6 +64,28 @@ func (s *Sandbox) Clients(ctx context.Context) (*Clients, context.Context, conte
 		ctx, func() { cancel(context.Canceled) }
 }
 
+// Counted is a clientset like Kube whose requests are counted in req, by
+// verb and resource as the API server names them ("create pods/eviction"):
+// what a program sends, apart from the other users of Kube.
+func (c *Clients) Counted(req *kube.Requests) kubernetes.Interface {
+	ext := c.Clock.sb.externalKube()
+	count := func(a k8stesting.Action) {
+		req.Add(a.GetVerb(), a.GetResource().Resource, a.GetSubresource())
+	}
+	ext.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		count(a)
+		return false, nil, nil
+	})
+	ext.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		count(a)
+		return false, nil, nil
+	})
+	c.Clock.mu.Lock()
+	c.Clock.forget = append(c.Clock.forget, ext.ClearActions)
+	c.Clock.mu.Unlock()
+	return ext
+}
+
 // Clock is the simulated clock as a program sees it: a wait (After, Sleep)
 // steps the simulation by its duration — at least one tick — so the
 // cluster moves exactly while the program waits. Timers and tickers
@@ -74,12 +97,12 @@ type Clock struct {
 	sb   *Sandbox
 	ctx  context.Context
 	fail context.CancelCauseFunc
+
+	mu sync.Mutex
 	// forget clears the actions the fake clients record (outside the
 	// simulation's lock: a client call holds its fake's lock while it
 	// waits for the simulation's).
-	forget []func()
-
-	mu      sync.Mutex
+	forget  []func()
 	advance func()
 	err     error
 }
@@ -109,12 +132,12 @@ func (c *Clock) After(d time.Duration) <-chan time.Time {
 		c.mu.Unlock()
 		c.fail(fmt.Errorf("sandbox simulation: %w", err))
 	}
-	for _, f := range c.forget {
-		f()
-	}
 	c.mu.Lock()
-	f := c.advance
+	forget, f := c.forget, c.advance
 	c.mu.Unlock()
+	for _, clear := range forget {
+		clear()
+	}
 	if f != nil {
 		f()
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/kubectl/pkg/util/podutils"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
 // TestClientsServeTheRunner exercises, through Clients, what the rollout
@@ -187,4 +190,29 @@ func TestClientsServeTheRunner(t *testing.T) {
 	if err := c.Clock.Err(); err != nil {
 		t.Fatalf("simulation: %v", err)
 	}
+
+	t.Run("counted requests are the counted client's", func(t *testing.T) {
+		req := &kube.Requests{}
+		counted := c.Counted(req)
+		if _, err := c.Kube.CoreV1().Pods("app").List(ctx, metav1.ListOptions{}); err != nil {
+			t.Fatal(err) // not counted: another client
+		}
+		list, err := counted.CoreV1().Pods("app").List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) == 0 {
+			t.Fatalf("list through the counted client: %d pods, %v", len(list.Items), err)
+		}
+		p := list.Items[0]
+		if err := counted.CoreV1().Pods(p.Namespace).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}}); err != nil {
+			t.Fatal(err)
+		}
+		w, err := counted.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Stop()
+		c.Clock.Sleep(time.Second) // the fakes forget their actions, not the counts
+		if got, want := req.Counts().String(), "create pods/eviction 1; list pods 1; watch nodes 1"; got != want {
+			t.Errorf("counted %q, want %q", got, want)
+		}
+	})
 }

@@ -41,9 +41,18 @@ const JournalFile = "journal.json"
 // concurrency is 1, the sandbox configuration's PodConcurrency 1), so
 // every wait of the runner steps the simulation from one goroutine and a
 // seed gives one run.
-func (r *runner) newRunner(obs rollout.Observer) (*rollout.Runner, error) {
+//
+// The runner's Kubernetes requests are counted in req when it is set (the
+// demo's own reads, through r.cfg, are not).
+func (r *runner) newRunner(obs rollout.Observer, req *kube.Requests) (*rollout.Runner, error) {
 	c := *r.cfg
 	c.Observer = obs
+	if req != nil {
+		var err error
+		if c.Kube, err = r.env.CountedKube(req); err != nil {
+			return nil, err
+		}
+	}
 	return c.Runner(r.plan, action.Run{Dir: filepath.Join(r.opts.OutDir, "karpenter")})
 }
 
@@ -58,11 +67,13 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 		return "", err
 	}
 	obs := &observer{r: r, prefix: "apply", waves: map[int]*waveProgress{}}
-	rr, err := r.newRunner(obs.observe)
+	req := &kube.Requests{}
+	rr, err := r.newRunner(obs.observe, req)
 	if err != nil {
 		return "", err
 	}
 	err = cmp.Or(rr.Apply(ctx), obs.err)
+	r.sum.APIRequests = req.Counts()
 	// Moves are the runner's evictions the API allowed plus the pods of
 	// the Deployments the runner restarted; a pod evicted onto a node of a
 	// later wave moves again. Measured as they happened: an interrupted
@@ -122,9 +133,11 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 	}
 	if r.sum.PodsToMove > 0 {
 		r.sum.MovesPerPod = math.Round(float64(r.sum.Moves)/float64(r.sum.PodsToMove)*1000) / 1000
+		r.sum.RequestsPerPod = math.Round(float64(r.sum.APIRequests.Total())/float64(r.sum.PodsToMove)*1000) / 1000
 	}
-	return fmt.Sprintf("%d pods to move (and %d stopped: Cluster Autoscaler), %d moves (%.3f per pod: %d evictions, %d of them to make room for the Karpenter controller, %d by surge restart) in %d waves; %d pods on the Karpenter controller's kept nodes; Cluster Autoscaler at 0, node groups scaled",
-		r.sum.PodsToMove, r.sum.PodsStopped, r.sum.Moves, r.sum.MovesPerPod, evicted, obs.roomEvicted, obs.restarted, len(r.plan.Waves), len(after)), nil
+	return fmt.Sprintf("%d pods to move (and %d stopped: Cluster Autoscaler), %d moves (%.3f per pod: %d evictions, %d of them to make room for the Karpenter controller, %d by surge restart) in %d waves; %d API requests (%.3f per pod); %d pods on the Karpenter controller's kept nodes; Cluster Autoscaler at 0, node groups scaled",
+		r.sum.PodsToMove, r.sum.PodsStopped, r.sum.Moves, r.sum.MovesPerPod, evicted, obs.roomEvicted, obs.restarted, len(r.plan.Waves),
+		r.sum.APIRequests.Total(), r.sum.RequestsPerPod, len(after)), nil
 }
 
 // runError names the simulation's failure when that is what stopped the
@@ -509,7 +522,7 @@ func (r *runner) stepRollback(ctx context.Context) (string, error) {
 	r.migrated = &migrationCounters{stats: r.env.Stats(), violations: r.pdbs.count, details: slices.Clone(r.pdbs.violations)}
 	r.migrated.longestWait, r.migrated.waitPod = r.waits.result(r.env.Now())
 	obs := &observer{r: r, prefix: "rollback", waves: map[int]*waveProgress{}, rb: &rollbackTally{}}
-	rr, err := r.newRunner(obs.observe)
+	rr, err := r.newRunner(obs.observe, nil)
 	if err != nil {
 		return "", err
 	}

@@ -10,7 +10,8 @@ import (
 // the pods moved, and the migration's duration as the plan predicted it
 // (predicted-s, its lower bound bound-s) against what the waves took in
 // simulated time (makespan-s), with the longest a pod stayed Pending
-// (maxwait-s).
+// (maxwait-s), and the API requests apply's runner sent per pod to move
+// (req/pod, and by verb).
 //
 //	go test -run '^$' -bench Demo -benchtime 1x ./pkg/demo
 func BenchmarkDemo(b *testing.B) {
@@ -34,6 +35,10 @@ func BenchmarkDemo(b *testing.B) {
 			b.ReportMetric(sum.BoundSeconds, "bound-s")
 			b.ReportMetric(sum.MakespanSeconds, "makespan-s")
 			b.ReportMetric(sum.LongestWaitSeconds, "maxwait-s")
+			for unit, v := range sum.APIRequests.PerPod(sum.PodsToMove) {
+				b.ReportMetric(v, unit)
+			}
 		})
 	}
 }
+

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -38,6 +39,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/aws/awsfake"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
 // Wall-time budgets of the control plane.
@@ -260,6 +262,16 @@ func (c *controlPlane) Load(ctx context.Context, inv inventory.Inventory, namesp
 	// goroutine); the plan, and so the nodes drained at once, is the same.
 	cfg.PollInterval = time.Second
 	return cfg, runCtx, func() { cancel(context.Canceled) }, nil
+}
+
+func (c *controlPlane) CountedKube(req *kube.Requests) (kubernetes.Interface, error) {
+	rc := rest.CopyConfig(c.env.Config)
+	rc.Wrap(req.Wrap)
+	cfg, err := action.ForLive(context.Background(), action.Live{REST: rc})
+	if err != nil {
+		return nil, err
+	}
+	return cfg.Kube, nil
 }
 
 // options are the control plane's: Karpenter with the catalogue in the

@@ -119,6 +119,11 @@ type Summary struct {
 	Moves       int     `json:"moves"`
 	PodsToMove  int     `json:"podsToMove"`
 	MovesPerPod float64 `json:"movesPerPod"`
+	// APIRequests are the Kubernetes API requests apply's runner sent, by
+	// verb and resource ("create pods/eviction"); RequestsPerPod their
+	// total per pod to move.
+	APIRequests    kube.RequestCounts `json:"apiRequests,omitempty"`
+	RequestsPerPod float64            `json:"requestsPerPod"`
 	// PodsStopped are the pods that left a legacy node without moving:
 	// Cluster Autoscaler's, which the runbook scales to zero.
 	PodsStopped int `json:"podsStopped"`

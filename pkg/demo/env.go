@@ -9,6 +9,7 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/action"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
 // Engines that launch Karpenter's nodes, as the summary names them.
@@ -28,6 +29,9 @@ type environment interface {
 	// the actions' configuration on them, and a context that a failure of
 	// the environment cancels (run the steps under it).
 	Load(ctx context.Context, inv inventory.Inventory, namespace, outDir string) (*action.Configuration, context.Context, context.CancelFunc, error)
+	// CountedKube is a client of the cluster Load built whose requests
+	// are counted in req (apply's runner's, apart from the demo's own).
+	CountedKube(req *kube.Requests) (kubernetes.Interface, error)
 	// Now is the environment's time (simulated in the sandbox).
 	Now() time.Time
 	// Settle waits until every pod is Ready and no instance is launching.
@@ -65,7 +69,10 @@ const (
 )
 
 // sandboxEnv is the embedded sandbox.
-type sandboxEnv struct{ sb *sandbox.Sandbox }
+type sandboxEnv struct {
+	sb      *sandbox.Sandbox
+	clients *sandbox.Clients // Load's
+}
 
 func newSandboxEnv(seed uint64) (*sandboxEnv, error) {
 	sb, err := sandbox.New(sandbox.Options{Seed: seed, DeferKarpenter: true})
@@ -83,7 +90,12 @@ func (e *sandboxEnv) Load(ctx context.Context, inv inventory.Inventory, namespac
 	}
 	e.sb.StartTracking()
 	clients, runCtx, cancel := e.sb.Clients(ctx)
+	e.clients = clients
 	return action.ForSandbox(clients, namespace, outDir, "demo"), runCtx, cancel, nil
+}
+
+func (e *sandboxEnv) CountedKube(req *kube.Requests) (kubernetes.Interface, error) {
+	return e.clients.Counted(req), nil
 }
 
 func (e *sandboxEnv) Now() time.Time { return e.sb.Now() }

@@ -11,12 +11,14 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/kubectl/pkg/drain"
 	"k8s.io/utils/clock"
@@ -131,6 +133,12 @@ type Drainer struct {
 	// OnEvent, when set, is called for every pod event; it may be called
 	// from several goroutines at once and must not block.
 	OnEvent func(DrainEvent)
+
+	// daemonSets are the DaemonSets kubectl's filter found, by
+	// "namespace/name": it asks for the DaemonSet of every DaemonSet pod
+	// it lists, the same few on every node, each time a node's pods are
+	// listed.
+	daemonSets sync.Map
 }
 
 func (d *Drainer) emit(e DrainEvent) {
@@ -144,7 +152,7 @@ func (d *Drainer) emit(e DrainEvent) {
 func (d *Drainer) Pods(ctx context.Context, nodeName string) ([]corev1.Pod, []SkippedPod, error) {
 	var mu sync.Mutex
 	var skipped []SkippedPod
-	listed := &podListRecorder{Interface: d.Client}
+	listed := &podListRecorder{Interface: d.Client, daemonSets: &d.daemonSets}
 	h := &drain.Helper{
 		Ctx:                 ctx,
 		Client:              listed,
@@ -209,10 +217,45 @@ func (d *Drainer) Pods(ctx context.Context, nodeName string) ([]corev1.Pod, []Sk
 
 // podListRecorder is the Drainer's client as drain.Helper sees it: the
 // pods it lists are kept, so that Pods reads them again without a second
-// list (kubectl's PodDeleteList names the pods it refuses, not their node).
+// list (kubectl's PodDeleteList names the pods it refuses, not their node),
+// and a DaemonSet found once is not asked for again.
 type podListRecorder struct {
 	kubernetes.Interface
-	pods []corev1.Pod
+	pods       []corev1.Pod
+	daemonSets *sync.Map
+}
+
+func (r *podListRecorder) AppsV1() appsv1client.AppsV1Interface {
+	return knownDaemonSetsApps{AppsV1Interface: r.Interface.AppsV1(), known: r.daemonSets}
+}
+
+type knownDaemonSetsApps struct {
+	appsv1client.AppsV1Interface
+	known *sync.Map
+}
+
+func (a knownDaemonSetsApps) DaemonSets(namespace string) appsv1client.DaemonSetInterface {
+	return knownDaemonSets{DaemonSetInterface: a.AppsV1Interface.DaemonSets(namespace), namespace: namespace, known: a.known}
+}
+
+type knownDaemonSets struct {
+	appsv1client.DaemonSetInterface
+	namespace string
+	known     *sync.Map
+}
+
+// Get answers from the DaemonSets found before; only one that exists is
+// remembered, so a DaemonSet not found is asked for again.
+func (d knownDaemonSets) Get(ctx context.Context, name string, opts metav1.GetOptions) (*appsv1.DaemonSet, error) {
+	key := d.namespace + "/" + name
+	if ds, ok := d.known.Load(key); ok {
+		return ds.(*appsv1.DaemonSet), nil
+	}
+	ds, err := d.DaemonSetInterface.Get(ctx, name, opts)
+	if err == nil {
+		d.known.Store(key, ds)
+	}
+	return ds, err
 }
 
 func (r *podListRecorder) CoreV1() corev1client.CoreV1Interface {

@@ -291,6 +291,40 @@ func TestPodsListsOnce(t *testing.T) {
 	}
 }
 
+// TestDaemonSetsAskedOnce: kubectl's filter asks for the DaemonSet of
+// each DaemonSet pod it lists; the Drainer asks once for each DaemonSet
+// that exists, however many nodes it lists, and again for one not found.
+func TestDaemonSetsAskedOnce(t *testing.T) {
+	ofDaemonSet := func(name string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: name, Controller: ptr.To(true)}}
+		}
+	}
+	cs := fake.NewClientset(&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "agent"}},
+		testPod("a1", "n1", ofDaemonSet("agent")), testPod("o1", "n1", ofDaemonSet("gone")), testPod("w1", "n1"),
+		testPod("a2", "n2", ofDaemonSet("agent")), testPod("o2", "n2", ofDaemonSet("gone")), testPod("w2", "n2"))
+	d := &Drainer{Client: cs, Clock: clock.RealClock{}, Options: fastDrain()}
+	for _, n := range []string{"n1", "n2", "n1"} {
+		pods, skipped, err := d.Pods(context.Background(), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The orphan is refused (no --force), the DaemonSet's pod ignored.
+		if len(pods) != 1 || pods[0].Name != "w"+n[1:] || len(skipped) != 1 || skipped[0].Pod != "app/o"+n[1:] {
+			t.Errorf("node %s: evict %v, skipped %+v; want w%s, and o%s refused", n, pods, skipped, n[1:], n[1:])
+		}
+	}
+	gets := map[string]int{}
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "daemonsets" {
+			gets[a.(k8stesting.GetAction).GetName()]++
+		}
+	}
+	if gets["agent"] != 1 || gets["gone"] < 3 {
+		t.Errorf("DaemonSet gets %v, want agent 1 (found once), gone at least 3 (at every listing)", gets)
+	}
+}
+
 func TestSetTaint(t *testing.T) {
 	other := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
 	cs := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{other}}})
@@ -334,6 +368,58 @@ func TestStateStore(t *testing.T) {
 	cm, _ := cs.CoreV1().ConfigMaps("karpenter-migrate").Get(ctx, "journal-prod", metav1.GetOptions{})
 	if cm.Labels[LabelEnvironment] != "prod" || cm.Labels[LabelManagedBy] != FieldManager {
 		t.Errorf("labels = %v", cm.Labels)
+	}
+}
+
+// TestStateStoreWritesWithoutReading: a save updates the ConfigMap it
+// wrote last without a get; a conflict (another writer) reads it again,
+// keeping that writer's other keys.
+func TestStateStoreWritesWithoutReading(t *testing.T) {
+	cs := fake.NewClientset()
+	s := &StateStore{Client: cs, Namespace: "karpenter-migrate", Name: "journal-prod", Key: "journal.json", Environment: "prod"}
+	ctx := context.Background()
+	for _, doc := range []string{`{"v":1}`, `{"v":2}`, `{"v":3}`} {
+		if err := s.Save(ctx, []byte(doc)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	verbs := func() string {
+		var out []string
+		for _, a := range cs.Actions() {
+			if a.GetResource().Resource == "configmaps" {
+				out = append(out, a.GetVerb())
+			}
+		}
+		cs.ClearActions()
+		return strings.Join(out, " ")
+	}
+	if got, want := verbs(), "get create update update"; got != want {
+		t.Errorf("three saves sent %q, want %q", got, want)
+	}
+	// Another writer adds a key; the store's next update conflicts once.
+	cm, _ := cs.CoreV1().ConfigMaps("karpenter-migrate").Get(ctx, "journal-prod", metav1.GetOptions{})
+	cm.Data["other"] = "kept"
+	if _, err := cs.CoreV1().ConfigMaps("karpenter-migrate").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs.ClearActions()
+	conflicts := 1
+	cs.PrependReactor("update", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if conflicts > 0 {
+			conflicts--
+			return true, nil, apierrors.NewConflict(corev1.Resource("configmaps"), "journal-prod", errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	if err := s.Save(ctx, []byte(`{"v":4}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := verbs(), "update get update"; got != want {
+		t.Errorf("a save that conflicts sent %q, want %q", got, want)
+	}
+	cm, _ = cs.CoreV1().ConfigMaps("karpenter-migrate").Get(ctx, "journal-prod", metav1.GetOptions{})
+	if cm.Data["journal.json"] != `{"v":4}` || cm.Data["other"] != "kept" {
+		t.Errorf("after the conflict: %v, want the journal at v4 and the other key kept", cm.Data)
 	}
 }
 

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,12 @@ type StateStore struct {
 	Name        string
 	Key         string
 	Environment string
+
+	// last is the ConfigMap as this store last read or wrote it: the next
+	// write updates it without reading it first (a run saves its journal
+	// about once per pod it moves); a conflict reads it again.
+	mu   sync.Mutex
+	last *corev1.ConfigMap
 }
 
 // Load returns the stored document, or nil when there is none yet.
@@ -32,6 +39,9 @@ func (s *StateStore) Load(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read state ConfigMap %s/%s: %w", s.Namespace, s.Name, err)
 	}
+	s.mu.Lock()
+	s.last = cm
+	s.mu.Unlock()
 	v, ok := cm.Data[s.Key]
 	if !ok {
 		return nil, nil
@@ -42,9 +52,15 @@ func (s *StateStore) Load(ctx context.Context) ([]byte, error) {
 // Save writes the document, creating the ConfigMap (and the namespace) when
 // missing.
 func (s *StateStore) Save(ctx context.Context, doc []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cms := s.Client.CoreV1().ConfigMaps(s.Namespace)
-		cm, err := cms.Get(ctx, s.Name, metav1.GetOptions{})
+		cm, err := s.last, error(nil)
+		s.last = nil // read again unless this write succeeds
+		if cm == nil {
+			cm, err = cms.Get(ctx, s.Name, metav1.GetOptions{})
+		}
 		if apierrors.IsNotFound(err) {
 			if err := EnsureNamespace(ctx, s.Client, s.Namespace); err != nil {
 				return err
@@ -53,17 +69,24 @@ func (s *StateStore) Save(ctx context.Context, doc []byte) error {
 				Name: s.Name, Namespace: s.Namespace,
 				Labels: map[string]string{LabelManagedBy: FieldManager, LabelEnvironment: s.Environment, LabelComponent: "journal"},
 			}, Data: map[string]string{s.Key: string(doc)}}
-			_, err = cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
+			created, err := cms.Create(ctx, cm, metav1.CreateOptions{FieldManager: FieldManager})
+			if err == nil {
+				s.last = created
+			}
 			return err
 		}
 		if err != nil {
 			return err
 		}
+		cm = cm.DeepCopy()
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
 		cm.Data[s.Key] = string(doc)
-		_, err = cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
+		updated, err := cms.Update(ctx, cm, metav1.UpdateOptions{FieldManager: FieldManager})
+		if err == nil {
+			s.last = updated
+		}
 		return err
 	})
 	if err != nil {

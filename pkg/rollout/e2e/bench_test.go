@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/kubectl/pkg/drain"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -187,8 +188,10 @@ func benchRun(b *testing.B, drainFn func(context.Context, testing.TB, kubernetes
 	if err != nil {
 		b.Fatal(err)
 	}
-	reqs := newRequestCounter()
-	client, err := reqs.client(env.Config)
+	reqs := &kube.Requests{}
+	counted := rest.CopyConfig(env.Config)
+	counted.Wrap(reqs.Wrap)
+	client, err := kubernetes.NewForConfig(counted)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -216,8 +219,9 @@ func benchRun(b *testing.B, drainFn func(context.Context, testing.TB, kubernetes
 			violations++
 		}
 	}
+	sent := reqs.Counts()
 	b.Logf("drained in %s (all pods Running again after %s); longest wait for a node %s; %d PDBs below minimum; requests: %s",
-		elapsed.Round(time.Millisecond), settled.Round(time.Millisecond), pending.Round(time.Millisecond), violations, reqs)
+		elapsed.Round(time.Millisecond), settled.Round(time.Millisecond), pending.Round(time.Millisecond), violations, sent)
 	b.Logf("model: %s; makespan %.2f× the prediction, %.2f× the bound; waves predicted %s",
 		predicted, settled.Seconds()/predicted.PredictedSeconds, settled.Seconds()/predicted.BoundSeconds, waveTimes)
 	b.ReportMetric(predicted.PredictedSeconds, "predicted-s")
@@ -229,10 +233,8 @@ func benchRun(b *testing.B, drainFn func(context.Context, testing.TB, kubernetes
 	b.ReportMetric(settled.Seconds(), "makespan-s")
 	b.ReportMetric(pending.Seconds(), "maxwait-s")
 	b.ReportMetric(float64(violations), "pdb-violations")
-	moved := float64(benchDeployments * benchReplicas)
-	b.ReportMetric(float64(reqs.total())/moved, "req/pod")
-	for _, m := range []struct{ verb, unit string }{{"evict", "evictions/pod"}, {"get", "gets/pod"}, {"list", "lists/pod"}, {"watch", "watches/pod"}} {
-		b.ReportMetric(float64(reqs.verb(m.verb))/moved, m.unit)
+	for unit, v := range sent.PerPod(benchDeployments * benchReplicas) {
+		b.ReportMetric(v, unit)
 	}
 	return elapsed, pending, violations
 }
