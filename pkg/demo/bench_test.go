@@ -41,4 +41,3 @@ func BenchmarkDemo(b *testing.B) {
 		})
 	}
 }
-
