@@ -105,6 +105,12 @@ func (s run) runWave(ctx context.Context, i int, kept map[string]bool) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if !s.Options.DryRun {
+			// Taken again at each phase: preparing later waves
+			// (prepareAhead) adds their records to the journal, which
+			// may move this one.
+			rec = s.Journal.Wave(w.Index)
+		}
 		if err := s.setPhase(ctx, w, rec, phase); err != nil {
 			return err
 		}

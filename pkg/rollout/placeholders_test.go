@@ -272,6 +272,17 @@ func TestNextWavePreparedWhileThisOneDrains(t *testing.T) {
 		t.Errorf("re-created: %q; want wave 2's preempted placeholder, once", *recreated)
 	}
 	j := r.Journal
+	// Wave 2's record, added as wave 1 prepared it, leaves wave 1's
+	// progress recorded (it went to a copy the append left behind: wave 1
+	// stayed at pre-provision, a resumed run would have run it again).
+	for _, w := range j.Waves {
+		if w.Phase != rollout.PhaseDone {
+			t.Errorf("journal: wave %d at phase %q after the run; want %q", w.Index, w.Phase, rollout.PhaseDone)
+		}
+	}
+	if j.Wave(1).Evicted == 0 {
+		t.Errorf("journal: wave 1 evicted %d pods; want its evictions counted", j.Wave(1).Evicted)
+	}
 	w1, w2 := j.Wave(1), j.Wave(2)
 	if w2.PreparedAt.IsZero() || w2.PreparedAt.Before(w1.PreparedAt) || w2.PreparedAt.After(w1.FinishedAt) || !w2.PreparedAt.Before(w2.StartedAt) {
 		t.Errorf("journal: wave 1 prepared %s, done %s; wave 2 prepared %s, started %s; want wave 2 prepared as wave 1 ran, before it started", w1.PreparedAt, w1.FinishedAt, w2.PreparedAt, w2.StartedAt)
