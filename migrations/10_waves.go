@@ -144,6 +144,9 @@ func (s run) runWave(ctx context.Context, i int, kept map[string]bool) error {
 			if !s.Options.DryRun { // said once, at the drain
 				err = s.deletePlaceholders(ctx, w.Index)
 			}
+			if err == nil && i == len(s.Plan.Waves)-1 {
+				err = s.deleteGuards(ctx)
+			}
 		case rollout.PhaseScaleIn:
 			err = s.scaleIn(ctx, w, rec, kept)
 		}
@@ -171,10 +174,12 @@ func (s run) ensurePriorityClass(ctx context.Context) error {
 	return kube.EnsureNamespace(ctx, s.Kube, s.Namespace)
 }
 
+// placeholderSelector selects the wave's placeholder pods, or with wave 0
+// every placeholder and guard of the environment (guardLabel).
 func placeholderSelector(env string, wave int) string {
 	sel := kube.LabelComponent + "=placeholder," + kube.LabelEnvironment + "=" + env
 	if wave > 0 {
-		sel += ",karpenter-migrate.io/wave=" + strconv.Itoa(wave)
+		sel += ",karpenter-migrate.io/wave=" + strconv.Itoa(wave) + ",!" + guardLabel
 	}
 	return sel
 }
@@ -546,7 +551,7 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 	}
 	if s.Options.DryRun {
 		if s.Plan.Budget.PreProvision && len(w.PreProvision) > 0 {
-			s.Change("release the placeholder pods of wave %d as the pods they hold room for are evicted", w.Index)
+			s.Change("release the placeholder pods of wave %d as the pods they hold room for are evicted, each leaving a guard pod on its node until the last wave is done", w.Index)
 		}
 		for _, n := range names {
 			pods, skipped, err := d.Pods(ctx, n)

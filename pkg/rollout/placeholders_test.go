@@ -300,3 +300,72 @@ func recreations(mu *sync.Mutex, into *[]string) rollout.Observer {
 		}
 	}
 }
+
+// TestReleasedPlaceholdersGuardTheirNodes: a placeholder released for the
+// pods of its wave leaves a guard on its node — bound there, requesting
+// nothing, annotated do-not-disrupt — so that Karpenter does not
+// consolidate the room a later wave's pods land on before they come (with
+// the demo's dev overlay, consolidateAfter 30s, it did: a pod of wave 7
+// waited 65s for a node, and a pod the consolidation evicted preempted
+// wave 5's placeholder). The guards go once the last wave is done.
+func TestReleasedPlaceholdersGuardTheirNodes(t *testing.T) {
+	ctx := context.Background()
+	sc := newScenario(t)
+	sc.plan.Budget.PreProvision = true
+	for i := range sc.plan.Waves {
+		sc.plan.Waves[i].PreProvision = []plan.Placeholder{{NodePool: "default", CPU: "1", Memory: "1Gi"}}
+	}
+	var mu sync.Mutex
+	var seq []string
+	var guards []*corev1.Pod
+	sc.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ca := a.(k8stesting.CreateAction)
+		mu.Lock()
+		defer mu.Unlock()
+		if ev, ok := ca.GetObject().(*policyv1.Eviction); ok && ca.GetSubresource() == "eviction" {
+			if ev.Namespace == "app" {
+				seq = append(seq, "evict")
+			}
+			return false, nil, nil
+		}
+		p, ok := ca.GetObject().(*corev1.Pod)
+		switch {
+		case ok && p.Labels["karpenter-migrate.io/guard"] == "true":
+			guards = append(guards, p.DeepCopy())
+			seq = append(seq, "guard "+p.Spec.NodeName)
+		case ok && strings.HasPrefix(p.Name, "km-placeholder-"):
+			p.Spec.NodeName, p.Status.Phase = "karpenter-"+p.Labels["karpenter-migrate.io/wave"], corev1.PodRunning
+		}
+		return false, nil, nil
+	})
+	sc.kube.PrependReactor("delete-collection", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if sel := a.(k8stesting.DeleteCollectionAction).GetListRestrictions().Labels.String(); strings.Contains(sel, "karpenter-migrate.io/guard") && !strings.Contains(sel, "!karpenter-migrate.io/guard") {
+			mu.Lock()
+			seq = append(seq, "delete guards")
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	if err := sc.runner(nil).Apply(ctx); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	// Collapse the evictions of each wave.
+	var got []string
+	for _, s := range seq {
+		if len(got) == 0 || s != "evict" || got[len(got)-1] != "evict" {
+			got = append(got, s)
+		}
+	}
+	// The web pods request nothing: each wave's placeholder is released
+	// as its drain ends.
+	want := []string{"evict", "guard karpenter-1", "evict", "guard karpenter-2", "evict", "guard karpenter-3", "delete guards"}
+	if !slices.Equal(got, want) {
+		t.Errorf("guards, evictions (collapsed) and the guards' deletion: %q; want a guard on each wave's placeholder's node as it is released, there for the later waves, deleted after the last: %q", got, want)
+	}
+	for _, g := range guards {
+		if g.Annotations[apisv1.DoNotDisruptAnnotationKey] != "true" || len(g.Spec.Containers) != 1 || len(g.Spec.Containers[0].Resources.Requests) != 0 ||
+			g.Labels["karpenter-migrate.io/component"] != "placeholder" {
+			t.Errorf("guard %s: annotations %v, containers %v, labels %v; want do-not-disrupt, one container requesting nothing, labelled a placeholder", g.Name, g.Annotations, g.Spec.Containers, g.Labels)
+		}
+	}
+}
