@@ -185,10 +185,10 @@ func placeholderSelector(env string, wave int) string {
 }
 
 // preProvision creates the wave's placeholder pods (those an earlier
-// wave did not create ahead) and waits until they all run on Ready nodes
-// (a timeout pauses the rollout), then creates those of the next waves
-// the budget prepares ahead (prepareAhead), whose nodes launch while this
-// wave drains.
+// wave did not create ahead) and those of the next waves the budget
+// prepares ahead (prepareAhead), whose nodes launch with this wave's and
+// while it drains, then waits until its own all run on Ready nodes (a
+// timeout pauses the rollout).
 func (s run) preProvision(ctx context.Context, i int) error {
 	w := s.Plan.Waves[i]
 	if !s.Plan.Budget.PreProvision {
@@ -199,8 +199,11 @@ func (s run) preProvision(ctx context.Context, i int) error {
 			return err
 		}
 	}
+	if err := s.prepareAhead(ctx, i); err != nil {
+		return err
+	}
 	if s.Options.DryRun || len(w.PreProvision) == 0 {
-		return s.prepareAhead(ctx, i)
+		return nil
 	}
 	pods := s.Kube.CoreV1().Pods(s.Namespace)
 	name := func(j int) string { return placeholderName(s.Plan.Environment, w.Index, j) }
@@ -242,18 +245,16 @@ func (s run) preProvision(ctx context.Context, i int) error {
 			"Karpenter did not bring up capacity for %d placeholder pods on NodePools %s within %s; check the NodePools' limits and requirements and Karpenter's logs",
 			want, strings.Join(w.NodePools, ","), s.Plan.Budget.Gates.NodeReadyTimeout.Duration)}
 	}
-	if err != nil {
-		return err
-	}
-	return s.prepareAhead(ctx, i)
+	return err
 }
 
 // prepareAhead creates the placeholder pods of the Budget.PrepareAhead
-// waves after the i-th once its own capacity is Ready, so that their
-// nodes launch while it (and the waves between) drain instead of after:
-// each such wave then waits only for what is left of its launch. Not
-// earlier, with the wave's own: on the demo (dev) an evicted pod then
-// waited 65s for a node; none does this way with every wave prepared.
+// waves after the i-th as it starts, so that their nodes launch with its
+// own and while it (and the waves between) drain instead of after: each
+// such wave then waits only for what is left of its launch. (Created so
+// on the demo in dev, an evicted pod waited 65s for a node until released
+// placeholders left guards: Karpenter consolidated the room the plan left
+// for later waves.)
 // A wave whose capacity was already asked for (its journal record's
 // PreparedAt) is left alone; one of its placeholders gone meanwhile
 // (preempted by a pod an earlier wave evicted, its node removed) is made

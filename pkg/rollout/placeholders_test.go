@@ -369,3 +369,54 @@ func TestReleasedPlaceholdersGuardTheirNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestLaterWavesPreparedAsTheWaveStarts: with prepareAhead 2, the first
+// wave creates the next two waves' placeholders with its own, not once its
+// own run, so that every wave's nodes launch at once: here wave 1's
+// placeholder runs only once wave 3's exists (were they created after it
+// ran, wave 1 would wait out the node-ready gate).
+func TestLaterWavesPreparedAsTheWaveStarts(t *testing.T) {
+	ctx := context.Background()
+	sc := newScenario(t)
+	sc.plan.Budget.PreProvision, sc.plan.Budget.PrepareAhead = true, 2
+	sc.plan.Budget.Gates.NodeReadyTimeout.Duration = 300 * time.Millisecond
+	for i := range sc.plan.Waves {
+		sc.plan.Waves[i].PreProvision = []plan.Placeholder{{NodePool: "default", CPU: "1", Memory: "1Gi"}}
+	}
+	var mu sync.Mutex
+	var creates []string
+	pods := corev1.SchemeGroupVersion.WithResource("pods")
+	sc.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		if !ok || !strings.HasPrefix(p.Name, "km-placeholder-") {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		creates = append(creates, p.Name)
+		if p.Name == "km-placeholder-dev-w1-0" {
+			return false, nil, nil // Pending until wave 3's exists
+		}
+		p.Spec.NodeName, p.Status.Phase = "karpenter-"+p.Labels["karpenter-migrate.io/wave"], corev1.PodRunning
+		if p.Name == "km-placeholder-dev-w3-0" {
+			obj, err := sc.kube.Tracker().Get(pods, p.Namespace, "km-placeholder-dev-w1-0")
+			if err != nil {
+				t.Errorf("wave 3's placeholder created, wave 1's not there: %v", err)
+				return false, nil, nil
+			}
+			w1 := obj.(*corev1.Pod)
+			w1.Spec.NodeName, w1.Status.Phase = "karpenter-1", corev1.PodRunning
+			if err := sc.kube.Tracker().Update(pods, w1, p.Namespace); err != nil {
+				t.Error(err)
+			}
+		}
+		return false, nil, nil
+	})
+	if err := sc.runner(nil).Apply(ctx); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	want := []string{"km-placeholder-dev-w1-0", "km-placeholder-dev-w2-0", "km-placeholder-dev-w3-0"}
+	if !slices.Equal(creates, want) {
+		t.Errorf("placeholders created: %q; want each wave's once, in order: %q", creates, want)
+	}
+}
