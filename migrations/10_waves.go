@@ -101,6 +101,9 @@ func (s run) runWave(ctx context.Context, i int, kept map[string]bool) error {
 			return err
 		}
 	}
+	// drained is when this run ended the wave's drain (zero when it
+	// resumed past it).
+	var drained time.Time
 	for _, phase := range phases[start:] {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -138,8 +141,13 @@ func (s run) runWave(ctx context.Context, i int, kept map[string]bool) error {
 			// evicted (placeholderRelease): they would not preempt
 			// placeholders while a steered legacy node fits.
 			err = s.drainWave(ctx, w, rec, kept)
+			drained = s.Clock.Now()
 		case rollout.PhaseGate:
-			err = s.gate(ctx, w.Index, "gate", "")
+			var notBefore time.Time
+			if !drained.IsZero() {
+				notBefore = drained.Add(s.Options.PollInterval)
+			}
+			err = s.gate(ctx, w.Index, "gate", "", notBefore)
 		case rollout.PhaseCleanup:
 			if !s.Options.DryRun { // said once, at the drain
 				err = s.deletePlaceholders(ctx, w.Index)
@@ -870,7 +878,13 @@ func (s run) surgeRestart(ctx context.Context, wave int, dep *appsv1.Deployment,
 // for), up to the PDB wait gate; a pod pending longer than the gate allows
 // pauses the rollout at once. wave is 0 outside the waves; name says whose
 // gate it is in the event and the pause; prefix starts each event's message.
-func (s run) gate(ctx context.Context, wave int, name, prefix string) error {
+// It does not pass before notBefore (a wave's: one poll after its drain
+// ended): what it reads is the controllers' status (a Deployment's ready
+// replicas, a budget's healthy pods), which may not count the drain's last
+// evictions yet — in the sandbox, where the controllers react on the next
+// tick, a gate evaluated as the drain ended passed before its last pods'
+// replacements existed.
+func (s run) gate(ctx context.Context, wave int, name, prefix string, notBefore time.Time) error {
 	if s.Options.DryRun {
 		return nil
 	}
@@ -888,6 +902,9 @@ func (s run) gate(ctx context.Context, wave int, name, prefix string) error {
 		}
 		if !res.Passed {
 			s.Waiting(ctx, name+": "+res.String(), 0, 0)
+		} else if s.Clock.Now().Before(notBefore) {
+			s.Waiting(ctx, name+": checked again once the controllers have seen the drain's last evictions", 0, 0)
+			return false, nil
 		}
 		return res.Passed, nil
 	})
