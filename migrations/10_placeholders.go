@@ -13,6 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/ptr"
+
+	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
 // placeholderRelease gives a wave's placeholders' room to the pods it was
@@ -123,6 +126,69 @@ func (r *placeholderRelease) release(ctx context.Context, p *corev1.Pod, why str
 	err := r.s.Kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("release placeholder pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	if p.Spec.NodeName == "" {
+		return nil
+	}
+	return r.s.guard(ctx, p.Spec.NodeName, r.wave)
+}
+
+// guardLabel marks a guard pod (guard).
+const guardLabel = "karpenter-migrate.io/guard"
+
+// guard keeps Karpenter from consolidating the node a released placeholder
+// of wave ran on until the waves are over (deleteGuards): a pod bound to
+// it, requesting nothing, annotated do-not-disrupt, labelled as the wave's
+// placeholders are (so that another wave's placeholders do not land there,
+// nothing waits on it and Down deletes it) and as a guard. The room the
+// waves' plan leaves on a wave's nodes is what later waves' pods beyond
+// their own placeholders land on; with a short consolidateAfter (the
+// demo's dev overlay: 30s) Karpenter consolidated such a node between two
+// waves, so a pod of the later wave waited 65s for a node launched after
+// its eviction, and a pod the consolidation evicted preempted a later
+// wave's placeholder, whose node that wave then waited for. A node
+// holding one is guarded once.
+func (s run) guard(ctx context.Context, node string, wave int) error {
+	name := "km-guard-" + s.Plan.Environment + "-" + node
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: map[string]string{
+			kube.LabelManagedBy: kube.FieldManager, kube.LabelComponent: "placeholder", kube.LabelEnvironment: s.Plan.Environment,
+			"karpenter-migrate.io/wave": strconv.Itoa(wave), guardLabel: "true",
+		}, Annotations: map[string]string{apisv1.DoNotDisruptAnnotationKey: "true"}},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			PriorityClassName:             PlaceholderPriorityClass,
+			TerminationGracePeriodSeconds: ptr.To(int64(0)),
+			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers:                    []corev1.Container{{Name: "pause", Image: PlaceholderImage}},
+		},
+	}
+	s.Change("create guard pod %s/%s on node %s: Karpenter leaves the node to the later waves until they are done", s.Namespace, name, node)
+	_, err := s.Kube.CoreV1().Pods(s.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: kube.FieldManager})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create guard pod %s: %w", name, err)
+	}
+	return nil
+}
+
+// deleteGuards deletes the guard pods (guard) once the waves are done, so
+// that Karpenter consolidates their nodes as it would.
+func (s run) deleteGuards(ctx context.Context) error {
+	sel := metav1.ListOptions{LabelSelector: kube.LabelComponent + "=placeholder," + kube.LabelEnvironment + "=" + s.Plan.Environment + "," + guardLabel}
+	if s.Options.DryRun {
+		return nil
+	}
+	left, err := s.Kube.CoreV1().Pods(s.Namespace).List(ctx, sel)
+	if err != nil {
+		return fmt.Errorf("list guard pods: %w", err)
+	}
+	if len(left.Items) == 0 {
+		return nil
+	}
+	s.Change("delete the %d guard pods: the waves are done, Karpenter may consolidate their nodes", len(left.Items))
+	err = s.Kube.CoreV1().Pods(s.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}, sel)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete guard pods: %w", err)
 	}
 	return nil
 }

@@ -101,9 +101,18 @@ func (s run) runWave(ctx context.Context, i int, kept map[string]bool) error {
 			return err
 		}
 	}
+	// drained is when this run ended the wave's drain (zero when it
+	// resumed past it).
+	var drained time.Time
 	for _, phase := range phases[start:] {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if !s.Options.DryRun {
+			// Taken again at each phase: preparing later waves
+			// (prepareAhead) adds their records to the journal, which
+			// may move this one.
+			rec = s.Journal.Wave(w.Index)
 		}
 		if err := s.setPhase(ctx, w, rec, phase); err != nil {
 			return err
@@ -132,11 +141,19 @@ func (s run) runWave(ctx context.Context, i int, kept map[string]bool) error {
 			// evicted (placeholderRelease): they would not preempt
 			// placeholders while a steered legacy node fits.
 			err = s.drainWave(ctx, w, rec, kept)
+			drained = s.Clock.Now()
 		case rollout.PhaseGate:
-			err = s.gate(ctx, w.Index, "gate", "")
+			var notBefore time.Time
+			if !drained.IsZero() {
+				notBefore = drained.Add(s.Options.PollInterval)
+			}
+			err = s.gate(ctx, w.Index, "gate", "", notBefore)
 		case rollout.PhaseCleanup:
 			if !s.Options.DryRun { // said once, at the drain
 				err = s.deletePlaceholders(ctx, w.Index)
+			}
+			if err == nil && i == len(s.Plan.Waves)-1 {
+				err = s.deleteGuards(ctx)
 			}
 		case rollout.PhaseScaleIn:
 			err = s.scaleIn(ctx, w, rec, kept)
@@ -165,19 +182,21 @@ func (s run) ensurePriorityClass(ctx context.Context) error {
 	return kube.EnsureNamespace(ctx, s.Kube, s.Namespace)
 }
 
+// placeholderSelector selects the wave's placeholder pods, or with wave 0
+// every placeholder and guard of the environment (guardLabel).
 func placeholderSelector(env string, wave int) string {
 	sel := kube.LabelComponent + "=placeholder," + kube.LabelEnvironment + "=" + env
 	if wave > 0 {
-		sel += ",karpenter-migrate.io/wave=" + strconv.Itoa(wave)
+		sel += ",karpenter-migrate.io/wave=" + strconv.Itoa(wave) + ",!" + guardLabel
 	}
 	return sel
 }
 
 // preProvision creates the wave's placeholder pods (those an earlier
-// wave did not create ahead) and waits until they all run on Ready nodes
-// (a timeout pauses the rollout), then creates those of the next waves
-// the budget prepares ahead (prepareAhead), whose nodes launch while this
-// wave drains.
+// wave did not create ahead) and those of the next waves the budget
+// prepares ahead (prepareAhead), whose nodes launch with this wave's and
+// while it drains, then waits until its own all run on Ready nodes (a
+// timeout pauses the rollout).
 func (s run) preProvision(ctx context.Context, i int) error {
 	w := s.Plan.Waves[i]
 	if !s.Plan.Budget.PreProvision {
@@ -188,8 +207,11 @@ func (s run) preProvision(ctx context.Context, i int) error {
 			return err
 		}
 	}
+	if err := s.prepareAhead(ctx, i); err != nil {
+		return err
+	}
 	if s.Options.DryRun || len(w.PreProvision) == 0 {
-		return s.prepareAhead(ctx, i)
+		return nil
 	}
 	pods := s.Kube.CoreV1().Pods(s.Namespace)
 	name := func(j int) string { return placeholderName(s.Plan.Environment, w.Index, j) }
@@ -231,18 +253,16 @@ func (s run) preProvision(ctx context.Context, i int) error {
 			"Karpenter did not bring up capacity for %d placeholder pods on NodePools %s within %s; check the NodePools' limits and requirements and Karpenter's logs",
 			want, strings.Join(w.NodePools, ","), s.Plan.Budget.Gates.NodeReadyTimeout.Duration)}
 	}
-	if err != nil {
-		return err
-	}
-	return s.prepareAhead(ctx, i)
+	return err
 }
 
 // prepareAhead creates the placeholder pods of the Budget.PrepareAhead
-// waves after the i-th once its own capacity is Ready, so that their
-// nodes launch while it (and the waves between) drain instead of after:
-// each such wave then waits only for what is left of its launch. Not
-// earlier, with the wave's own: on the demo (dev) an evicted pod then
-// waited 65s for a node; none does this way with every wave prepared.
+// waves after the i-th as it starts, so that their nodes launch with its
+// own and while it (and the waves between) drain instead of after: each
+// such wave then waits only for what is left of its launch. (Created so
+// on the demo in dev, an evicted pod waited 65s for a node until released
+// placeholders left guards: Karpenter consolidated the room the plan left
+// for later waves.)
 // A wave whose capacity was already asked for (its journal record's
 // PreparedAt) is left alone; one of its placeholders gone meanwhile
 // (preempted by a pod an earlier wave evicted, its node removed) is made
@@ -540,7 +560,7 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 	}
 	if s.Options.DryRun {
 		if s.Plan.Budget.PreProvision && len(w.PreProvision) > 0 {
-			s.Change("release the placeholder pods of wave %d as the pods they hold room for are evicted", w.Index)
+			s.Change("release the placeholder pods of wave %d as the pods they hold room for are evicted, each leaving a guard pod on its node until the last wave is done", w.Index)
 		}
 		for _, n := range names {
 			pods, skipped, err := d.Pods(ctx, n)
@@ -859,7 +879,13 @@ func (s run) surgeRestart(ctx context.Context, wave int, dep *appsv1.Deployment,
 // for), up to the PDB wait gate; a pod pending longer than the gate allows
 // pauses the rollout at once. wave is 0 outside the waves; name says whose
 // gate it is in the event and the pause; prefix starts each event's message.
-func (s run) gate(ctx context.Context, wave int, name, prefix string) error {
+// It does not pass before notBefore (a wave's: one poll after its drain
+// ended): what it reads is the controllers' status (a Deployment's ready
+// replicas, a budget's healthy pods), which may not count the drain's last
+// evictions yet — in the sandbox, where the controllers react on the next
+// tick, a gate evaluated as the drain ended passed before its last pods'
+// replacements existed.
+func (s run) gate(ctx context.Context, wave int, name, prefix string, notBefore time.Time) error {
 	if s.Options.DryRun {
 		return nil
 	}
@@ -877,6 +903,9 @@ func (s run) gate(ctx context.Context, wave int, name, prefix string) error {
 		}
 		if !res.Passed {
 			s.Waiting(ctx, name+": "+res.String(), 0, 0)
+		} else if s.Clock.Now().Before(notBefore) {
+			s.Waiting(ctx, name+": checked again once the controllers have seen the drain's last evictions", 0, 0)
+			return false, nil
 		}
 		return res.Passed, nil
 	})

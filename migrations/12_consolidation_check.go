@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,7 +82,7 @@ func (s run) FinalCheck(ctx context.Context) error {
 		return &rollout.PausedError{Step: s.Journal.Current.Step, Reason: "Karpenter controller pods not on the nodes kept for it: " + strings.Join(misplaced, ", ")}
 	}
 	// A replacement still starting is waited for, as after a wave's drain.
-	return s.gate(ctx, 0, "final check", fmt.Sprintf("%d Karpenter nodes; ", karpenter))
+	return s.gate(ctx, 0, "final check", fmt.Sprintf("%d Karpenter nodes; ", karpenter), time.Time{})
 }
 
 func isDaemon(p *corev1.Pod) bool {

@@ -350,12 +350,12 @@ func (s *Sandbox) reconcile(ctx context.Context) error {
 		fn   func(context.Context) error
 	}{
 		{"cloud", s.reconcileCloud},
-		{"karpenter nodeclaims", s.reconcileNodeClaims},
 		{"daemonsets", s.reconcileDaemonSets},
-		{"workloads", s.reconcileWorkloads},
 		{"kubelet", s.reconcileKubelet},
+		{"workloads", s.reconcileWorkloads},
 		{"scheduler", s.schedule},
 		{"karpenter provisioner", s.provision},
+		{"karpenter nodeclaims", s.reconcileNodeClaims},
 		{"karpenter consolidation", s.consolidate},
 		{"disruption", s.reconcilePDBs},
 	}

@@ -606,3 +606,65 @@ func TestVolumeZoneConstrainsScheduler(t *testing.T) {
 		}
 	}
 }
+
+// TestControllersReactInTheirTick: the controllers of a tick see what the
+// earlier ones did in it, as a cluster's controllers react within
+// milliseconds of each other. A Deployment's status counts the replacement
+// the kubelet starts in the same tick (it lagged a tick: the workloads
+// controller ran before the kubelet, so every gate waiting for a
+// Deployment's ready replicas took a tick more); and the NodeClaim
+// Karpenter creates for a pending pod is launched in the tick it is
+// created (it waited for the next, a tick more on every launch).
+func TestControllersReactInTheirTick(t *testing.T) {
+	ctx := context.Background()
+	t.Run("status of the pods started", func(t *testing.T) {
+		s := load(t, smallInventory(2, nil, nil))
+		if err := evict(s, pods(t, s, "app")[0]); err != nil {
+			t.Fatal(err)
+		}
+		for tick := 1; tick <= 4; tick++ {
+			if err := s.Step(ctx, s.opts.Tick); err != nil {
+				t.Fatal(err)
+			}
+			ready := 0
+			for _, p := range pods(t, s, "app") {
+				if podutils.IsPodReady(&p) {
+					ready++
+				}
+			}
+			d, err := s.Kube().AppsV1().Deployments("app").Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int(d.Status.ReadyReplicas) != ready {
+				t.Errorf("tick %d: %d pods Ready, the Deployment's status says %d", tick, ready, d.Status.ReadyReplicas)
+			}
+		}
+	})
+	t.Run("launch of a NodeClaim", func(t *testing.T) {
+		s := load(t, smallInventory(0, nil, func(inv *inventory.Inventory) { inv.NodeGroups[0].DesiredSize = 0 }))
+		pool := &apisv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: apisv1.NodePoolSpec{
+			Template: apisv1.NodeClaimTemplate{Spec: apisv1.NodeClaimTemplateSpec{Requirements: []apisv1.NodeSelectorRequirementWithMinValues{
+				{Key: apisv1.LabelInstanceFamily, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5"}},
+			}}}}}
+		u, err := toUnstructuredForTest(pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Dynamic().Resource(NodePoolGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := scaleDeployment(ctx, s, "app", "web", 1); err != nil {
+			t.Fatal(err)
+		}
+		// The tick that creates the pod schedules it nowhere and
+		// provisions for it.
+		if err := s.Step(ctx, s.opts.Tick); err != nil {
+			t.Fatal(err)
+		}
+		in := s.Cloud().Instances()
+		if len(in) != 1 || !in[0].LaunchedAt.Equal(s.Now()) {
+			t.Fatalf("after the tick that provisioned for the pod: instances %+v; want one, launched at %s", in, s.Now().Format(time.TimeOnly))
+		}
+	})
+}

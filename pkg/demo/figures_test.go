@@ -327,7 +327,8 @@ func TestMain(m *testing.M) {
 // TestDemoIsReproducible (seed 1, prod, with and without rollback) and
 // TestDemoReplaysSnapshot (seed 9 in staging, with a rollback) that is
 // every environment, migrated and rolled back. -demo-seeds N adds seeds
-// 1..N in every environment, with a rollback.
+// 1..N in every environment, with a rollback. No pod of these runs waits 5s
+// or more for a node.
 func TestDemoFiguresAgree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("whole migrations; TestDemoMigratesAndRollsBack checks one in short mode")
@@ -342,7 +343,14 @@ func TestDemoFiguresAgree(t *testing.T) {
 	}
 	for _, c := range runs {
 		sum, events, _ := sharedRun(t, c.seed, c.env, c.rollback)
-		checkFigures(t, fmt.Sprintf("seed %d %s", c.seed, c.env), sum, events)
+		name := fmt.Sprintf("seed %d %s", c.seed, c.env)
+		checkFigures(t, name, sum, events)
+		// Every wave's capacity launches as the first starts (the demo's
+		// prepareAhead); none of it may be consolidated away before its
+		// pods come (dev's consolidateAfter is 30s).
+		if sum.LongestWaitSeconds >= 5 {
+			t.Errorf("%s: longest wait for a node %.0fs (%s); want under 5s", name, sum.LongestWaitSeconds, sum.LongestWaitPod)
+		}
 	}
 }
 

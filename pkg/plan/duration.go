@@ -80,11 +80,11 @@ type timer struct {
 	pods int
 	// prepareAhead is Budget.PrepareAhead; now is the predicted time at
 	// which the next wave starts (the waves so far, one after another),
-	// and prepared each wave's time (from the first wave's start) at
-	// which it creates the later waves' placeholders: once its own run.
+	// and started each wave's start (from the first wave's), when it
+	// creates the later waves' placeholders with its own.
 	prepareAhead int
 	now          float64
-	prepared     []float64
+	started      []float64
 }
 
 func newTimer(inv *inventory.Inventory, b Budget, t Timing) *timer {
@@ -147,14 +147,7 @@ func (tm *timer) of(p inventory.Pod) []*budget {
 // (hasNodes) and pre-provisions it.
 func (tm *timer) wave(nodes []WaveNode, pods []inventory.Pod, hasNodes, preProvision bool) WaveTiming {
 	wt := tm.timeWave(nodes, pods, hasNodes, preProvision)
-	start := tm.now
-	// The wave creates the later waves' placeholders once its own run:
-	// as it starts when it has none.
-	prepared := start
-	if preProvision {
-		prepared += wt.LaunchSeconds
-	}
-	tm.prepared = append(tm.prepared, prepared)
+	tm.started = append(tm.started, tm.now)
 	tm.now += wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds
 	return wt
 }
@@ -175,10 +168,10 @@ func (tm *timer) timeWave(nodes []WaveNode, pods []inventory.Pod, hasNodes, preP
 		full = tm.launch + tm.ready
 		wt.LaunchSeconds = full
 		// Prepared ahead (Budget.PrepareAhead) by the first wave within
-		// reach, once that wave's own placeholders ran: only what is left
-		// of the launch is waited for.
-		if w := len(tm.prepared); tm.prepareAhead > 0 && w > 0 {
-			wt.LaunchSeconds = max(0, tm.prepared[max(0, w-tm.prepareAhead)]+full-tm.now)
+		// reach, as that wave started: only what is left of the launch is
+		// waited for.
+		if w := len(tm.started); tm.prepareAhead > 0 && w > 0 {
+			wt.LaunchSeconds = max(0, tm.started[max(0, w-tm.prepareAhead)]+full-tm.now)
 		}
 	case hasNodes:
 		// The first evicted pods wait for nodes launched for them.

@@ -162,10 +162,10 @@ func TestBoundOverlapsWaves(t *testing.T) {
 }
 
 // A wave whose capacity was prepared ahead (Budget.PrepareAhead) waits only
-// for what is left of its launch: its placeholders were created once the
-// first wave within reach had its own running, and it waits
-// max(0, that time + L + P − its start). Three pre-provisioned waves of
-// one node and two pods without a budget, each draining in P (both
+// for what is left of its launch: its placeholders were created with those
+// of the first wave within reach, as that wave started, and it waits
+// max(0, that start + L + P − its own start). Three pre-provisioned waves
+// of one node and two pods without a budget, each draining in P (both
 // evicted at once, the gate waits P): a wave alone takes L + P + P = 70s.
 func TestPreparedAheadWaitsForWhatIsLeft(t *testing.T) {
 	const L, P = 60.0, 5.0
@@ -176,13 +176,13 @@ func TestPreparedAheadWaitsForWhatIsLeft(t *testing.T) {
 	}{
 		// One after another: 3 × 70.
 		{0, [3]float64{L + P, L + P, L + P}, 3 * (L + P + P)},
-		// Wave 2 prepared at 65 (wave 1's placeholders run), starts at 70:
-		// 65 + 65 − 70 = 60 left. Wave 3 prepared by wave 2 at 70 + 60 =
-		// 130, starts at 135: 130 + 65 − 135 = 60 left.
-		{1, [3]float64{L + P, 60, 60}, (L + P + P) + (60 + P) + (60 + P)},
-		// Wave 3 prepared by wave 1 too, at 65: ready at 130, before
-		// its start at 135.
-		{2, [3]float64{L + P, 60, 0}, (L + P + P) + (60 + P) + P},
+		// Wave 2 prepared at 0 (wave 1's start), ready at 65, starts at
+		// 70: nothing left. Wave 3 prepared by wave 2 as it starts, at
+		// 70, starts at 75: 70 + 65 − 75 = 60 left.
+		{1, [3]float64{L + P, 0, 60}, (L + P + P) + P + (60 + P)},
+		// Wave 3 prepared by wave 1 too, at 0: ready at 65, before its
+		// start at 75.
+		{2, [3]float64{L + P, 0, 0}, (L + P + P) + P + P},
 	} {
 		t.Run(fmt.Sprintf("%d ahead", tc.ahead), func(t *testing.T) {
 			tm := newTimer(&inventory.Inventory{}, Budget{Concurrency: 1, PrepareAhead: tc.ahead}, Timing{NodeLaunchSeconds: L, PodReadySeconds: P})

@@ -272,6 +272,17 @@ func TestNextWavePreparedWhileThisOneDrains(t *testing.T) {
 		t.Errorf("re-created: %q; want wave 2's preempted placeholder, once", *recreated)
 	}
 	j := r.Journal
+	// Wave 2's record, added as wave 1 prepared it, leaves wave 1's
+	// progress recorded (it went to a copy the append left behind: wave 1
+	// stayed at pre-provision, a resumed run would have run it again).
+	for _, w := range j.Waves {
+		if w.Phase != rollout.PhaseDone {
+			t.Errorf("journal: wave %d at phase %q after the run; want %q", w.Index, w.Phase, rollout.PhaseDone)
+		}
+	}
+	if j.Wave(1).Evicted == 0 {
+		t.Errorf("journal: wave 1 evicted %d pods; want its evictions counted", j.Wave(1).Evicted)
+	}
 	w1, w2 := j.Wave(1), j.Wave(2)
 	if w2.PreparedAt.IsZero() || w2.PreparedAt.Before(w1.PreparedAt) || w2.PreparedAt.After(w1.FinishedAt) || !w2.PreparedAt.Before(w2.StartedAt) {
 		t.Errorf("journal: wave 1 prepared %s, done %s; wave 2 prepared %s, started %s; want wave 2 prepared as wave 1 ran, before it started", w1.PreparedAt, w1.FinishedAt, w2.PreparedAt, w2.StartedAt)
@@ -287,5 +298,125 @@ func recreations(mu *sync.Mutex, into *[]string) rollout.Observer {
 			*into = append(*into, e.Message)
 			mu.Unlock()
 		}
+	}
+}
+
+// TestReleasedPlaceholdersGuardTheirNodes: a placeholder released for the
+// pods of its wave leaves a guard on its node — bound there, requesting
+// nothing, annotated do-not-disrupt — so that Karpenter does not
+// consolidate the room a later wave's pods land on before they come (with
+// the demo's dev overlay, consolidateAfter 30s, it did: a pod of wave 7
+// waited 65s for a node, and a pod the consolidation evicted preempted
+// wave 5's placeholder). The guards go once the last wave is done.
+func TestReleasedPlaceholdersGuardTheirNodes(t *testing.T) {
+	ctx := context.Background()
+	sc := newScenario(t)
+	sc.plan.Budget.PreProvision = true
+	for i := range sc.plan.Waves {
+		sc.plan.Waves[i].PreProvision = []plan.Placeholder{{NodePool: "default", CPU: "1", Memory: "1Gi"}}
+	}
+	var mu sync.Mutex
+	var seq []string
+	var guards []*corev1.Pod
+	sc.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		ca := a.(k8stesting.CreateAction)
+		mu.Lock()
+		defer mu.Unlock()
+		if ev, ok := ca.GetObject().(*policyv1.Eviction); ok && ca.GetSubresource() == "eviction" {
+			if ev.Namespace == "app" {
+				seq = append(seq, "evict")
+			}
+			return false, nil, nil
+		}
+		p, ok := ca.GetObject().(*corev1.Pod)
+		switch {
+		case ok && p.Labels["karpenter-migrate.io/guard"] == "true":
+			guards = append(guards, p.DeepCopy())
+			seq = append(seq, "guard "+p.Spec.NodeName)
+		case ok && strings.HasPrefix(p.Name, "km-placeholder-"):
+			p.Spec.NodeName, p.Status.Phase = "karpenter-"+p.Labels["karpenter-migrate.io/wave"], corev1.PodRunning
+		}
+		return false, nil, nil
+	})
+	sc.kube.PrependReactor("delete-collection", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if sel := a.(k8stesting.DeleteCollectionAction).GetListRestrictions().Labels.String(); strings.Contains(sel, "karpenter-migrate.io/guard") && !strings.Contains(sel, "!karpenter-migrate.io/guard") {
+			mu.Lock()
+			seq = append(seq, "delete guards")
+			mu.Unlock()
+		}
+		return false, nil, nil
+	})
+	if err := sc.runner(nil).Apply(ctx); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	// Collapse the evictions of each wave.
+	var got []string
+	for _, s := range seq {
+		if len(got) == 0 || s != "evict" || got[len(got)-1] != "evict" {
+			got = append(got, s)
+		}
+	}
+	// The web pods request nothing: each wave's placeholder is released
+	// as its drain ends.
+	want := []string{"evict", "guard karpenter-1", "evict", "guard karpenter-2", "evict", "guard karpenter-3", "delete guards"}
+	if !slices.Equal(got, want) {
+		t.Errorf("guards, evictions (collapsed) and the guards' deletion: %q; want a guard on each wave's placeholder's node as it is released, there for the later waves, deleted after the last: %q", got, want)
+	}
+	for _, g := range guards {
+		if g.Annotations[apisv1.DoNotDisruptAnnotationKey] != "true" || len(g.Spec.Containers) != 1 || len(g.Spec.Containers[0].Resources.Requests) != 0 ||
+			g.Labels["karpenter-migrate.io/component"] != "placeholder" {
+			t.Errorf("guard %s: annotations %v, containers %v, labels %v; want do-not-disrupt, one container requesting nothing, labelled a placeholder", g.Name, g.Annotations, g.Spec.Containers, g.Labels)
+		}
+	}
+}
+
+// TestLaterWavesPreparedAsTheWaveStarts: with prepareAhead 2, the first
+// wave creates the next two waves' placeholders with its own, not once its
+// own run, so that every wave's nodes launch at once: here wave 1's
+// placeholder runs only once wave 3's exists (were they created after it
+// ran, wave 1 would wait out the node-ready gate).
+func TestLaterWavesPreparedAsTheWaveStarts(t *testing.T) {
+	ctx := context.Background()
+	sc := newScenario(t)
+	sc.plan.Budget.PreProvision, sc.plan.Budget.PrepareAhead = true, 2
+	sc.plan.Budget.Gates.NodeReadyTimeout.Duration = 300 * time.Millisecond
+	for i := range sc.plan.Waves {
+		sc.plan.Waves[i].PreProvision = []plan.Placeholder{{NodePool: "default", CPU: "1", Memory: "1Gi"}}
+	}
+	var mu sync.Mutex
+	var creates []string
+	pods := corev1.SchemeGroupVersion.WithResource("pods")
+	sc.kube.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p, ok := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		if !ok || !strings.HasPrefix(p.Name, "km-placeholder-") {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		creates = append(creates, p.Name)
+		if p.Name == "km-placeholder-dev-w1-0" {
+			return false, nil, nil // Pending until wave 3's exists
+		}
+		p.Spec.NodeName, p.Status.Phase = "karpenter-"+p.Labels["karpenter-migrate.io/wave"], corev1.PodRunning
+		if p.Name == "km-placeholder-dev-w3-0" {
+			obj, err := sc.kube.Tracker().Get(pods, p.Namespace, "km-placeholder-dev-w1-0")
+			if err != nil {
+				t.Errorf("wave 3's placeholder created, wave 1's not there: %v", err)
+				return false, nil, nil
+			}
+			w1 := obj.(*corev1.Pod)
+			w1.Spec.NodeName, w1.Status.Phase = "karpenter-1", corev1.PodRunning
+			if err := sc.kube.Tracker().Update(pods, w1, p.Namespace); err != nil {
+				t.Error(err)
+			}
+		}
+		return false, nil, nil
+	})
+	if err := sc.runner(nil).Apply(ctx); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	want := []string{"km-placeholder-dev-w1-0", "km-placeholder-dev-w2-0", "km-placeholder-dev-w3-0"}
+	if !slices.Equal(creates, want) {
+		t.Errorf("placeholders created: %q; want each wave's once, in order: %q", creates, want)
 	}
 }

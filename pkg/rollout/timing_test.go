@@ -102,3 +102,42 @@ func TestWavesTiming(t *testing.T) {
 		t.Errorf("no wave started: got %q, want nothing", got)
 	}
 }
+
+// TestGateWaitsAPollAfterTheDrain: a wave's gate reads the controllers'
+// status (a Deployment's ready replicas, here always 4/4), which may not
+// count the drain's last evictions yet; a pass at the drain's end is
+// checked again a poll later before the wave goes on. (In the sandbox the
+// first two waves of the demo passed their gate in the instant their drain
+// ended, before the last pods' replacements existed.)
+func TestGateWaitsAPollAfterTheDrain(t *testing.T) {
+	sc := newScenario(t)
+	const poll = 30 * time.Millisecond
+	var mu sync.Mutex
+	lastEvicted := map[int]time.Time{}
+	gates := map[int]int{}
+	cleanup := map[int]time.Time{}
+	r := sc.runner(func(e rollout.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case e.Kind == rollout.EventEviction && e.Message == "evicted":
+			lastEvicted[e.Wave] = time.Now()
+		case e.Kind == rollout.EventGate && e.Wave > 0:
+			gates[e.Wave]++
+		case e.Kind == rollout.EventWavePhase && e.Phase == rollout.PhaseCleanup:
+			cleanup[e.Wave] = time.Now()
+		}
+	})
+	r.Options.PollInterval = poll
+	if err := r.Apply(context.Background()); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	if len(lastEvicted) == 0 {
+		t.Fatal("no wave evicted a pod")
+	}
+	for w, at := range lastEvicted {
+		if d := cleanup[w].Sub(at); gates[w] < 2 || d < poll {
+			t.Errorf("wave %d: gate evaluated %d times, passed %s after the last eviction; want twice or more, a poll (%s) or more after it", w, gates[w], d, poll)
+		}
+	}
+}
