@@ -151,7 +151,7 @@ func (s run) RemoveOverlay(ctx context.Context) error {
 			// restart, as in the waves.
 			var replaced map[string]bool
 			if s.Plan.Budget.RestartBlocked {
-				if replaced, err = s.restartBlocked(ctx, 0, names, d, nil); err != nil {
+				if replaced, err = s.restartBlocked(ctx, 0, counted, nil); err != nil {
 					return err
 				}
 			}

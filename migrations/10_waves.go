@@ -600,7 +600,7 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 	}
 	var replaced map[string]bool
 	if s.Plan.Budget.RestartBlocked {
-		if replaced, err = s.restartBlocked(ctx, w.Index, names, d, rel); err != nil {
+		if replaced, err = s.restartBlocked(ctx, w.Index, counted, rel); err != nil {
 			return err
 		}
 	}
@@ -736,14 +736,11 @@ func podsOn(ctx context.Context, nodes []string, d *kube.Drainer) ([]podOn, erro
 // pod terminates, so the budget is never broken. The room the wave's
 // placeholders hold for the pods it replaces is released first. It returns
 // the pods the restarts replaced (namespace/name) that left the nodes.
-func (s run) restartBlocked(ctx context.Context, wave int, nodes []string, d *kube.Drainer, rel *placeholderRelease) (map[string]bool, error) {
+// all are the pods the drain moves, as it counted them (drainStarted).
+func (s run) restartBlocked(ctx context.Context, wave int, all []podOn, rel *placeholderRelease) (map[string]bool, error) {
 	rsCache := map[string]string{}
 	restarted := map[owner]bool{}
 	replaced := map[string]bool{}
-	all, err := podsOn(ctx, nodes, d)
-	if err != nil {
-		return nil, err
-	}
 	budgets, err := s.Kube.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list PodDisruptionBudgets: %w", err)
