@@ -110,14 +110,19 @@ func (c *podCache) resourceVersion() string { return strconv.FormatInt(c.rv, 10)
 // podTracker is the clientset's object tracker keeping the sandbox's pod
 // cache current: every pod it stores or deletes, through the clientset or
 // a reactor, is stored in or removed from the cache once the tracker has
-// done it.
+// done it. It also counts the writes that may change what Karpenter's
+// disruption controller reads (changes.count).
 type podTracker struct {
 	k8stesting.ObjectTracker
-	pods *podCache
+	pods    *podCache
+	changes *changes
 }
 
 // stored caches the tracker's copy of the pod a write of gvr stored.
 func (t *podTracker) stored(gvr schema.GroupVersionResource, obj runtime.Object, ns string, err error) error {
+	if err == nil {
+		t.changes.wrote(gvr)
+	}
 	if err != nil || gvr != podsGVR {
 		return err
 	}
@@ -141,6 +146,9 @@ func (t *podTracker) Add(obj runtime.Object) error {
 	if p, ok := obj.(*corev1.Pod); ok {
 		return t.stored(podsGVR, p, p.Namespace, err)
 	}
+	if err == nil {
+		t.changes.count++
+	}
 	return err
 }
 
@@ -162,8 +170,39 @@ func (t *podTracker) Apply(gvr schema.GroupVersionResource, obj runtime.Object, 
 
 func (t *podTracker) Delete(gvr schema.GroupVersionResource, ns, name string, opts ...metav1.DeleteOptions) error {
 	err := t.ObjectTracker.Delete(gvr, ns, name, opts...)
-	if err == nil && gvr == podsGVR {
-		t.pods.remove(ns, name)
+	if err == nil {
+		t.changes.wrote(gvr)
+		if gvr == podsGVR {
+			t.pods.remove(ns, name)
+		}
 	}
 	return err
+}
+
+// changes counts the writes to the cluster's objects but the runner's own
+// bookkeeping (its journal's ConfigMap, its Lease, Events): the
+// disruption controller reads none of those, and a count unchanged since
+// its last pass means the cluster it read is unchanged.
+type changes struct{ count uint64 }
+
+// bookkeeping are the resources a write of which changes nothing the
+// disruption controller reads.
+var bookkeeping = map[string]bool{"configmaps": true, "leases": true, "events": true}
+
+func (c *changes) wrote(gvr schema.GroupVersionResource) {
+	if !bookkeeping[gvr.Resource] {
+		c.count++
+	}
+}
+
+// dynamicWrites counts the dynamic client's writes (NodePools, NodeClaims,
+// EC2NodeClasses) in c; it never handles the action.
+func dynamicWrites(c *changes) k8stesting.ReactionFunc {
+	return func(a k8stesting.Action) (bool, runtime.Object, error) {
+		switch a.GetVerb() {
+		case "create", "update", "patch", "delete", "delete-collection":
+			c.wrote(a.GetResource())
+		}
+		return false, nil, nil
+	}
 }
