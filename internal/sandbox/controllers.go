@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -41,17 +42,10 @@ func (s *Sandbox) listPods() []*corev1.Pod { return s.pods.all() }
 // not modify them or keep them past its return.
 func (s *Sandbox) Pods() []*corev1.Pod { return s.pods.all() }
 
-func (s *Sandbox) nodesByName(ctx context.Context) (map[string]*corev1.Node, error) {
-	l, err := s.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	out := make(map[string]*corev1.Node, len(l.Items))
-	for i := range l.Items {
-		out[l.Items[i].Name] = &l.Items[i]
-	}
-	return out, nil
-}
+// nodesByName returns every node by name from the node cache: the map is
+// the caller's, the nodes are shared (read them, write through the
+// clientset).
+func (s *Sandbox) nodesByName() map[string]*corev1.Node { return maps.Clone(s.nodes) }
 
 func sortedNodes(m map[string]*corev1.Node) []*corev1.Node {
 	out := make([]*corev1.Node, 0, len(m))
@@ -108,10 +102,7 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list DaemonSets: %w", err)
 	}
-	nodes, err := s.nodesByName(ctx)
-	if err != nil {
-		return err
-	}
+	nodes := s.nodesByName()
 	pods := s.listPods()
 	sort.Slice(dss.Items, func(i, j int) bool {
 		return dss.Items[i].Namespace+"/"+dss.Items[i].Name < dss.Items[j].Namespace+"/"+dss.Items[j].Name
@@ -481,10 +472,7 @@ func (s *Sandbox) deleteSurplus(ctx context.Context, ps []*corev1.Pod, want int)
 // reconcileKubelet garbage-collects pods of deleted nodes and starts bound
 // pods: Running and Ready PodStartDelay after binding.
 func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
-	nodes, err := s.nodesByName(ctx)
-	if err != nil {
-		return err
-	}
+	nodes := s.nodesByName()
 	pods := s.listPods()
 	for i := range pods {
 		p := pods[i]
@@ -533,10 +521,7 @@ func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
 // Karpenter launched for the pod, and preempting lower-priority pods when
 // nothing fits.
 func (s *Sandbox) schedule(ctx context.Context) error {
-	nodes, err := s.nodesByName(ctx)
-	if err != nil {
-		return err
-	}
+	nodes := s.nodesByName()
 	pods := s.listPods()
 	used := map[string]corev1.ResourceList{}
 	on := map[string][]*corev1.Pod{}

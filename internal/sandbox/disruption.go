@@ -220,10 +220,7 @@ func (s *Sandbox) SettleConsolidation(ctx context.Context, max time.Duration) er
 // command checked by disruption.Validate on the same input before it
 // waits (an invalid one is logged, recorded and skipped).
 func (s *Sandbox) consolidate(ctx context.Context) error {
-	nodes, err := s.nodesByName(ctx)
-	if err != nil {
-		return err
-	}
+	nodes := s.nodesByName()
 	pods := s.listPods()
 	s.trackPodEvents(nodes, pods)
 	if err := s.progressCommands(ctx, nodes); err != nil {
@@ -713,10 +710,7 @@ func (s *Sandbox) disruptionInput(ctx context.Context) (disruption.Input, error)
 		}
 		in.NodePools = append(in.NodePools, np)
 	}
-	nodes, err := s.nodesByName(ctx)
-	if err != nil {
-		return in, err
-	}
+	nodes := s.nodesByName()
 	pods := s.listPods()
 	dss, err := s.kube.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
 	if err != nil {

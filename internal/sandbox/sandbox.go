@@ -151,6 +151,8 @@ type Sandbox struct {
 	violations []string
 	// pods is every pod of the tracker, kept current by its writes.
 	pods *podCache
+	// nodes is every node of the tracker, kept current by its writes.
+	nodes nodeCache
 	// changes counts the writes to the cluster (both clients'), for the
 	// disruption controller to tell an unchanged cluster.
 	changes *changes
@@ -208,8 +210,8 @@ func New(opts Options) (*Sandbox, error) {
 		karpenterOff: opts.DeferKarpenter,
 	}
 	s.cloud = newCloud()
-	s.pods, s.changes = newPodCache(), &changes{}
-	s.kube, s.tracker = newFastClientset(s.pods, s.changes)
+	s.pods, s.nodes, s.changes = newPodCache(), nodeCache{}, &changes{}
+	s.kube, s.tracker = newFastClientset(s.pods, s.nodes, s.changes)
 	s.installDiscovery()
 	s.installReactors()
 	s.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
@@ -434,11 +436,11 @@ func sortPods(pods []*corev1.Pod) {
 // NewSimpleClientset: the field-managed tracker rebuilds a REST mapper on
 // every write, which makes a 300-pod simulation twenty times slower.
 // Server-side apply is therefore not supported; create and update are.
-// The tracker keeps pods current in the cache it is given and counts its
-// writes in changes.
-func newFastClientset(pods *podCache, changes *changes) (*fake.Clientset, k8stesting.ObjectTracker) {
+// The tracker keeps pods and nodes current in the caches it is given and
+// counts its writes in changes.
+func newFastClientset(pods *podCache, nodes nodeCache, changes *changes) (*fake.Clientset, k8stesting.ObjectTracker) {
 	cs := fake.NewClientset()
-	o := &podTracker{ObjectTracker: k8stesting.NewObjectTracker(clientgoscheme.Scheme, clientgoscheme.Codecs.UniversalDecoder()), pods: pods, changes: changes}
+	o := &podTracker{ObjectTracker: k8stesting.NewObjectTracker(clientgoscheme.Scheme, clientgoscheme.Codecs.UniversalDecoder()), pods: pods, nodes: nodes, changes: changes}
 	cs.ReactionChain = nil
 	cs.WatchReactionChain = nil
 	cs.AddReactor("*", "*", k8stesting.ObjectReaction(o))
