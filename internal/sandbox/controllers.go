@@ -111,7 +111,7 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 	// nodes in order: once, not once per DaemonSet.
 	byOwner := map[types.UID][]*corev1.Pod{}
 	for _, p := range pods {
-		if ref := metav1.GetControllerOf(p); ref != nil {
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
 			byOwner[ref.UID] = append(byOwner[ref.UID], p)
 		}
 	}
@@ -165,7 +165,7 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 	// pass over the pods, not one per workload.
 	byOwner := map[types.UID][]*corev1.Pod{}
 	for _, p := range pods {
-		if ref := metav1.GetControllerOf(p); ref != nil && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
 			byOwner[ref.UID] = append(byOwner[ref.UID], p)
 		}
 	}
@@ -191,7 +191,7 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 	// after the loop, which keeps these pointers into rss.Items valid.
 	ownedRSs := map[types.UID][]*appsv1.ReplicaSet{}
 	for i := range rss.Items {
-		if ref := metav1.GetControllerOf(&rss.Items[i]); ref != nil {
+		if ref := metav1.GetControllerOfNoCopy(&rss.Items[i]); ref != nil {
 			ownedRSs[ref.UID] = append(ownedRSs[ref.UID], &rss.Items[i])
 		}
 	}
@@ -521,18 +521,24 @@ func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
 // Karpenter launched for the pod, and preempting lower-priority pods when
 // nothing fits.
 func (s *Sandbox) schedule(ctx context.Context) error {
-	nodes := s.nodesByName()
 	pods := s.listPods()
+	var pending []*corev1.Pod
+	for _, p := range s.pods.on("") {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			pending = append(pending, p)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	// Oldest first, as in the list of every pod, before the sort by priority.
+	slices.SortFunc(pending, cmpAge)
+	nodes := s.nodesByName()
 	used := map[string]corev1.ResourceList{}
 	on := map[string][]*corev1.Pod{}
-	var pending []*corev1.Pod
 	for i := range pods {
 		p := pods[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		if p.Spec.NodeName == "" {
-			pending = append(pending, p)
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.Spec.NodeName == "" {
 			continue
 		}
 		on[p.Spec.NodeName] = append(on[p.Spec.NodeName], p)

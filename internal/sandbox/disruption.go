@@ -859,7 +859,7 @@ func nodeInventory(n *corev1.Node) inventory.Node {
 func (s *Sandbox) podInventory(ctx context.Context, p *corev1.Pod) inventory.Pod {
 	rec := podRecord(p, s.claimSelectors(ctx, p))
 	rec.Annotations = copyMap(p.Annotations)
-	if ref := metav1.GetControllerOf(p); ref != nil {
+	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
 		rec.OwnerKind, rec.OwnerName = ref.Kind, ref.Name
 	}
 	rec.TerminationGracePeriodSeconds = p.Spec.TerminationGracePeriodSeconds

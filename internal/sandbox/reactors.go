@@ -248,7 +248,7 @@ func (s *Sandbox) pdbStatus(pdb *policyv1.PodDisruptionBudget) (policyv1.PodDisr
 		if podutils.IsPodReady(p) {
 			healthy++
 		}
-		if ref := metav1.GetControllerOf(p); ref != nil {
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
 			key := ref.Kind + "/" + ref.Name
 			if _, seen := scales[key]; !seen {
 				scales[key] = s.scaleOf(p.Namespace, ref.Kind, ref.Name)

@@ -154,8 +154,10 @@ type Sandbox struct {
 	// nodes is every node of the tracker, kept current by its writes.
 	nodes nodeCache
 	// changes counts the writes to the cluster (both clients'), for the
-	// disruption controller to tell an unchanged cluster.
+	// controllers to tell an unchanged cluster; idle is, by controller,
+	// the cluster it last ran on without changing it.
 	changes *changes
+	idle    map[string]idleRun
 	// tickHooks run after every tick's controllers.
 	tickHooks []func(context.Context) error
 }
@@ -206,6 +208,7 @@ func New(opts Options) (*Sandbox, error) {
 		dis:       newDisruptor(),
 		nominated: map[string]string{},
 		pdbBroken: map[string]bool{},
+		idle:      map[string]idleRun{},
 
 		karpenterOff: opts.DeferKarpenter,
 	}
@@ -351,29 +354,51 @@ func (s *Sandbox) busy(ctx context.Context) (bool, string, error) {
 func (s *Sandbox) reconcile(ctx context.Context) error {
 	s.kube.ClearActions()
 	s.dyn.ClearActions()
+	// stateOnly marks the controllers whose every action follows from the
+	// cluster's objects alone (not the time, the cloud or their own memory).
 	steps := []struct {
-		name string
-		fn   func(context.Context) error
+		name      string
+		fn        func(context.Context) error
+		stateOnly bool
 	}{
-		{"cloud", s.reconcileCloud},
-		{"karpenter nodeclaims", s.reconcileNodeClaims},
-		{"daemonsets", s.reconcileDaemonSets},
-		{"workloads", s.reconcileWorkloads},
-		{"kubelet", s.reconcileKubelet},
-		{"scheduler", s.schedule},
-		{"karpenter provisioner", s.provision},
-		{"karpenter consolidation", s.consolidate},
-		{"disruption", s.reconcilePDBs},
+		{"cloud", s.reconcileCloud, false},
+		{"karpenter nodeclaims", s.reconcileNodeClaims, false},
+		{"daemonsets", s.reconcileDaemonSets, true},
+		{"workloads", s.reconcileWorkloads, true},
+		{"kubelet", s.reconcileKubelet, false},
+		{"scheduler", s.schedule, true},
+		{"karpenter provisioner", s.provision, false},
+		{"karpenter consolidation", s.consolidate, false},
+		{"disruption", s.reconcilePDBs, true},
 	}
 	for _, st := range steps {
 		if s.karpenterOff && strings.HasPrefix(st.name, "karpenter") {
 			continue
 		}
+		// A controller of the cluster's objects alone that changed nothing
+		// in its last run changes nothing again until something else has.
+		idle := idleRun{changes: s.changes.count, loading: s.loading}
+		if st.stateOnly && s.idle[st.name] == idle {
+			continue
+		}
 		if err := st.fn(ctx); err != nil {
 			return fmt.Errorf("sandbox %s controller at %s: %w", st.name, s.Now().Format(time.RFC3339), err)
 		}
+		if s.changes.count == idle.changes {
+			s.idle[st.name] = idle
+		} else {
+			delete(s.idle, st.name)
+		}
 	}
 	return nil
+}
+
+// idleRun is the cluster a controller last ran on without writing to it:
+// the count of writes then, and whether the sandbox was loading (the
+// scheduler then spreads pods).
+type idleRun struct {
+	changes uint64
+	loading bool
 }
 
 // newName returns prefix plus a 5-character suffix, as the API server's
