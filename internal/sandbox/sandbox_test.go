@@ -646,3 +646,47 @@ func TestVolumeZoneConstrainsScheduler(t *testing.T) {
 		}
 	}
 }
+
+// TestControllersIdleUntilAWrite: on a settled cluster the controllers
+// that act on its objects alone (DaemonSets, workloads, the scheduler, the
+// PDBs' status) are not run again — a thousand-node cluster paid for them
+// every tick of a four-hour settle — and a write wakes them: a Deployment
+// scaled up gets its pods created, bound and started, and its budget's
+// status follows.
+func TestControllersIdleUntilAWrite(t *testing.T) {
+	ctx := context.Background()
+	one := intstr.FromInt32(1)
+	s := load(t, smallInventory(2, &inventory.PDB{MinAvailable: &one}, func(inv *inventory.Inventory) {
+		inv.DaemonSets = []inventory.DaemonSet{{Namespace: "kube-system", Name: "agent", Requests: requests("10m", "20Mi")}}
+	}))
+	if err := s.Settle(ctx, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Step(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"daemonsets", "workloads", "scheduler", "disruption"} {
+		if got, ok := s.idle[c]; !ok || got.changes != s.changes.count {
+			t.Errorf("controller %s: idle %+v (ok %t), want idle at the %d writes so far", c, got, ok, s.changes.count)
+		}
+	}
+	if err := scaleDeployment(ctx, s, "app", "web", 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(ctx, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ready := 0
+	for _, p := range pods(t, s, "app") {
+		if p.Spec.NodeName != "" && podutils.IsPodReady(&p) {
+			ready++
+		}
+	}
+	pdb, err := s.Kube().PolicyV1().PodDisruptionBudgets("app").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ready != 4 || pdb.Status.CurrentHealthy != 4 || pdb.Status.DisruptionsAllowed != 3 {
+		t.Errorf("%d web pods Ready, budget status %+v; want 4 Ready and the budget counting them (3 disruptions allowed)", ready, pdb.Status)
+	}
+}
