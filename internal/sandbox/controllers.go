@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -41,17 +42,10 @@ func (s *Sandbox) listPods() []*corev1.Pod { return s.pods.all() }
 // not modify them or keep them past its return.
 func (s *Sandbox) Pods() []*corev1.Pod { return s.pods.all() }
 
-func (s *Sandbox) nodesByName(ctx context.Context) (map[string]*corev1.Node, error) {
-	l, err := s.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	out := make(map[string]*corev1.Node, len(l.Items))
-	for i := range l.Items {
-		out[l.Items[i].Name] = &l.Items[i]
-	}
-	return out, nil
-}
+// nodesByName returns every node by name from the node cache: the map is
+// the caller's, the nodes are shared (read them, write through the
+// clientset).
+func (s *Sandbox) nodesByName() map[string]*corev1.Node { return maps.Clone(s.nodes) }
 
 func sortedNodes(m map[string]*corev1.Node) []*corev1.Node {
 	out := make([]*corev1.Node, 0, len(m))
@@ -108,10 +102,7 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list DaemonSets: %w", err)
 	}
-	nodes, err := s.nodesByName(ctx)
-	if err != nil {
-		return err
-	}
+	nodes := s.nodesByName()
 	pods := s.listPods()
 	sort.Slice(dss.Items, func(i, j int) bool {
 		return dss.Items[i].Namespace+"/"+dss.Items[i].Name < dss.Items[j].Namespace+"/"+dss.Items[j].Name
@@ -120,7 +111,7 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 	// nodes in order: once, not once per DaemonSet.
 	byOwner := map[types.UID][]*corev1.Pod{}
 	for _, p := range pods {
-		if ref := metav1.GetControllerOf(p); ref != nil {
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
 			byOwner[ref.UID] = append(byOwner[ref.UID], p)
 		}
 	}
@@ -174,7 +165,7 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 	// pass over the pods, not one per workload.
 	byOwner := map[types.UID][]*corev1.Pod{}
 	for _, p := range pods {
-		if ref := metav1.GetControllerOf(p); ref != nil && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
 			byOwner[ref.UID] = append(byOwner[ref.UID], p)
 		}
 	}
@@ -200,7 +191,7 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 	// after the loop, which keeps these pointers into rss.Items valid.
 	ownedRSs := map[types.UID][]*appsv1.ReplicaSet{}
 	for i := range rss.Items {
-		if ref := metav1.GetControllerOf(&rss.Items[i]); ref != nil {
+		if ref := metav1.GetControllerOfNoCopy(&rss.Items[i]); ref != nil {
 			ownedRSs[ref.UID] = append(ownedRSs[ref.UID], &rss.Items[i])
 		}
 	}
@@ -481,10 +472,7 @@ func (s *Sandbox) deleteSurplus(ctx context.Context, ps []*corev1.Pod, want int)
 // reconcileKubelet garbage-collects pods of deleted nodes and starts bound
 // pods: Running and Ready PodStartDelay after binding.
 func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
-	nodes, err := s.nodesByName(ctx)
-	if err != nil {
-		return err
-	}
+	nodes := s.nodesByName()
 	pods := s.listPods()
 	for i := range pods {
 		p := pods[i]
@@ -533,21 +521,24 @@ func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
 // Karpenter launched for the pod, and preempting lower-priority pods when
 // nothing fits.
 func (s *Sandbox) schedule(ctx context.Context) error {
-	nodes, err := s.nodesByName(ctx)
-	if err != nil {
-		return err
-	}
 	pods := s.listPods()
+	var pending []*corev1.Pod
+	for _, p := range s.pods.on("") {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			pending = append(pending, p)
+		}
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	// Oldest first, as in the list of every pod, before the sort by priority.
+	slices.SortFunc(pending, cmpAge)
+	nodes := s.nodesByName()
 	used := map[string]corev1.ResourceList{}
 	on := map[string][]*corev1.Pod{}
-	var pending []*corev1.Pod
 	for i := range pods {
 		p := pods[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		if p.Spec.NodeName == "" {
-			pending = append(pending, p)
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.Spec.NodeName == "" {
 			continue
 		}
 		on[p.Spec.NodeName] = append(on[p.Spec.NodeName], p)

@@ -93,6 +93,11 @@ type disruptor struct {
 	// the last pass; idle is set when that pass decided nothing.
 	wait consolidateWait
 	idle bool
+	// quiet is the cluster a pass last decided nothing on; decided and
+	// unchanged count the passes that ran disruption.Decide and those
+	// that found the cluster as quiet says (Decide not run again).
+	quiet              quietCluster
+	decided, unchanged int
 	// catalogTypes are the catalogue's instance types (default kubelet);
 	// types caches each NodePool's narrowing of them, by NodePool, until
 	// its requirements change.
@@ -105,6 +110,22 @@ type disruptor struct {
 type consolidateWait struct {
 	node         string
 	since, until time.Time
+}
+
+// quietCluster is what disruption.Decide read in a pass that decided
+// nothing, as far as it can change: the cluster's writes (changes.count),
+// and the time, through each node's consolidateAfter (until: the first
+// node reaching it after that pass; zero when none will) and the
+// NodePools' scheduled budgets (budgets: which were active). Decide being
+// pure, a pass on the same writes before until with the same budgets
+// active decides nothing again. Karpenter's disruption controller skips
+// such a pass too (its cluster state's "consolidated" mark, cleared by
+// any change of a node or pod).
+type quietCluster struct {
+	valid   bool
+	changes uint64
+	until   time.Time
+	budgets string
 }
 
 type poolTypes struct {
@@ -157,6 +178,7 @@ func (s *Sandbox) SettleConsolidation(ctx context.Context, max time.Duration) er
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	start, before := s.Now(), s.stats
+	decided, unchanged := s.dis.decided, s.dis.unchanged
 	deadline := start.Add(max)
 	for {
 		busy, why, err := s.busy(ctx)
@@ -178,10 +200,10 @@ func (s *Sandbox) SettleConsolidation(ctx context.Context, max time.Duration) er
 			}
 		}
 		if !s.Now().Before(deadline) {
-			return fmt.Errorf("%w after %s of simulated time: %s; since %s Karpenter executed %d consolidation commands (%d skipped) and launched %d nodes",
+			return fmt.Errorf("%w after %s of simulated time: %s; since %s Karpenter executed %d consolidation commands (%d skipped) and launched %d nodes, deciding in %d disruption passes (%d more found the cluster unchanged since one that decided nothing)",
 				ErrNotSettled, max, why, start.Format(time.RFC3339), s.stats.Consolidations-before.Consolidations,
 				s.stats.ConsolidationsInvalid+s.stats.ConsolidationsAborted-before.ConsolidationsInvalid-before.ConsolidationsAborted,
-				s.stats.NodesLaunched-before.NodesLaunched)
+				s.stats.NodesLaunched-before.NodesLaunched, s.dis.decided-decided, s.dis.unchanged-unchanged)
 		}
 		if err := s.step(ctx, s.opts.Tick); err != nil {
 			return err
@@ -198,10 +220,7 @@ func (s *Sandbox) SettleConsolidation(ctx context.Context, max time.Duration) er
 // command checked by disruption.Validate on the same input before it
 // waits (an invalid one is logged, recorded and skipped).
 func (s *Sandbox) consolidate(ctx context.Context) error {
-	nodes, err := s.nodesByName(ctx)
-	if err != nil {
-		return err
-	}
+	nodes := s.nodesByName()
 	pods := s.listPods()
 	s.trackPodEvents(nodes, pods)
 	if err := s.progressCommands(ctx, nodes); err != nil {
@@ -231,6 +250,15 @@ func (s *Sandbox) consolidate(ctx context.Context) error {
 		s.dis.idle = true
 		return nil
 	}
+	budgets, err := activeBudgets(pools, s.Now())
+	if err != nil {
+		return err
+	}
+	if q := s.dis.quiet; q.valid && q.changes == s.changes.count && (q.until.IsZero() || s.Now().Before(q.until)) && q.budgets == budgets {
+		s.dis.idle = true
+		s.dis.unchanged++
+		return nil
+	}
 	in, err := s.disruptionInput(ctx)
 	if err != nil {
 		return err
@@ -239,7 +267,12 @@ func (s *Sandbox) consolidate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("disruption pass: %w", err)
 	}
+	s.dis.decided++
 	s.dis.idle = len(d.Commands) == 0
+	s.dis.quiet = quietCluster{}
+	if s.dis.idle {
+		s.dis.quiet = quietCluster{valid: true, changes: s.changes.count, until: nextConsolidatable(in), budgets: budgets}
+	}
 	for _, c := range d.Commands {
 		cmd := &command{cmd: c, rec: ConsolidationCommand{DecidedAt: s.Now(), Method: c.Method, Action: c.Action,
 			Nodes: c.Nodes, Price: c.Price, Savings: c.Savings, Status: CommandValidating, Why: c.Why}}
@@ -605,6 +638,52 @@ func (s *Sandbox) consolidationDue(pools []apisv1.NodePool, nodes map[string]*co
 	return due, last
 }
 
+// nextConsolidatable is the first time after in.Now at which a node of
+// the input (in-flight NodeClaims included) reaches its NodePool's
+// consolidateAfter, counted as Decide counts it; zero when none will.
+func nextConsolidatable(in disruption.Input) time.Time {
+	after := map[string]time.Duration{}
+	for _, p := range in.NodePools {
+		if d := p.Spec.Disruption.ConsolidateAfter; !d.IsNever() {
+			after[p.Name] = *d.Duration
+		}
+	}
+	var next time.Time
+	for _, n := range in.Nodes {
+		d, ok := after[n.Node.NodePool]
+		if !ok {
+			continue
+		}
+		since := n.LastPodEventTime
+		if since.IsZero() {
+			since = n.Node.CreatedAt.Time
+		}
+		if at := since.Add(d); at.After(in.Now) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	return next
+}
+
+// activeBudgets says which of the NodePools' scheduled disruption budgets
+// are active at now (a budget without a schedule always is).
+func activeBudgets(pools []apisv1.NodePool, now time.Time) (string, error) {
+	var b strings.Builder
+	for _, p := range pools {
+		for i, bg := range p.Spec.Disruption.Budgets {
+			if bg.Schedule == nil {
+				continue
+			}
+			on, err := disruption.BudgetActive(bg, now)
+			if err != nil {
+				return "", fmt.Errorf("NodePool %s spec.disruption.budgets[%d]: %w", p.Name, i, err)
+			}
+			fmt.Fprintf(&b, "%s/%d=%t ", p.Name, i, on)
+		}
+	}
+	return b.String(), nil
+}
+
 func hasDisruptedTaint(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Key == apisv1.DisruptedTaintKey {
@@ -631,10 +710,7 @@ func (s *Sandbox) disruptionInput(ctx context.Context) (disruption.Input, error)
 		}
 		in.NodePools = append(in.NodePools, np)
 	}
-	nodes, err := s.nodesByName(ctx)
-	if err != nil {
-		return in, err
-	}
+	nodes := s.nodesByName()
 	pods := s.listPods()
 	dss, err := s.kube.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -783,7 +859,7 @@ func nodeInventory(n *corev1.Node) inventory.Node {
 func (s *Sandbox) podInventory(ctx context.Context, p *corev1.Pod) inventory.Pod {
 	rec := podRecord(p, s.claimSelectors(ctx, p))
 	rec.Annotations = copyMap(p.Annotations)
-	if ref := metav1.GetControllerOf(p); ref != nil {
+	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
 		rec.OwnerKind, rec.OwnerName = ref.Kind, ref.Name
 	}
 	rec.TerminationGracePeriodSeconds = p.Spec.TerminationGracePeriodSeconds

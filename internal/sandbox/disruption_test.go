@@ -15,6 +15,7 @@ import (
 	"k8s.io/kubectl/pkg/util/podutils"
 
 	apisv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine/disruption"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
@@ -370,5 +371,76 @@ func TestSettleConsolidationSaysWhatItWaitsFor(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("settle error %q; want it to say %q", err, want)
 		}
+	}
+}
+
+// TestConsolidationSkipsAnUnchangedCluster: once a disruption pass has
+// decided nothing, later passes do not run disruption.Decide again until
+// the cluster changes (a write) — a thousand-node apply and settle ran
+// it over every Karpenter node every 10 s of simulated time on a cluster
+// that had not moved — and the first pass after a change decides on it.
+func TestConsolidationSkipsAnUnchangedCluster(t *testing.T) {
+	ctx := context.Background()
+	two := intstr.FromInt32(2)
+	pool := consolidationPool(apisv1.ConsolidationPolicyWhenEmptyOrUnderutilized, nil, corev1.LabelInstanceTypeStable, "m5.xlarge")
+	s, before := karpenterCluster(t, pool, []string{"m5.xlarge", "m5.xlarge"}, 2, &inventory.PDB{MinAvailable: &two})
+	if err := s.Step(ctx, 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if s.dis.decided != 1 || s.dis.unchanged < 50 || len(s.Consolidations()) != 0 {
+		t.Fatalf("Decide ran %d times, %d passes skipped, commands %+v; want it once (the PDB blocks both nodes), then every pass skipped", s.dis.decided, s.dis.unchanged, s.Consolidations())
+	}
+	pdbs, err := s.Kube().PolicyV1().PodDisruptionBudgets("app").List(ctx, metav1.ListOptions{})
+	if err != nil || len(pdbs.Items) != 1 {
+		t.Fatalf("PDBs %v: %v", pdbs, err)
+	}
+	one := intstr.FromInt32(1)
+	pdbs.Items[0].Spec.MinAvailable = &one
+	if _, err := s.Kube().PolicyV1().PodDisruptionBudgets("app").Update(ctx, &pdbs.Items[0], metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	decided := s.dis.decided
+	if err := s.Step(ctx, DisruptionPollPeriod); err != nil {
+		t.Fatal(err)
+	}
+	if s.dis.decided != decided+1 {
+		t.Fatalf("Decide ran %d times in the pass after the PDB changed, want once", s.dis.decided-decided)
+	}
+	if err := s.SettleConsolidation(ctx, 20*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if cmds := s.Consolidations(); len(cmds) != 1 || cmds[0].Status != CommandExecuted || cmds[0].Action != disruption.ActionDelete {
+		t.Fatalf("commands %+v; want one Delete executed once the PDB allows it", cmds)
+	}
+	if got := nodeNamesOf(t, s); len(got) != 1 {
+		t.Errorf("nodes %v → %v; want one left", before, got)
+	}
+}
+
+// TestNextConsolidatable: the first time after the pass a node (in flight
+// or not) reaches its NodePool's consolidateAfter, counted from its last
+// pod event or its creation; nodes of a pool that never consolidates, or
+// of none, do not count.
+func TestNextConsolidatable(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	pool := func(name string, d apisv1.NillableDuration) engine.NodePool {
+		return engine.NodePool{Name: name, Spec: apisv1.NodePoolSpec{Disruption: apisv1.Disruption{ConsolidateAfter: d}}}
+	}
+	node := func(name, pool string, created, lastPod time.Time) disruption.Node {
+		return disruption.Node{ExistingNode: engine.ExistingNode{Node: inventory.Node{Name: name, NodePool: pool, CreatedAt: metav1.NewTime(created)}}, LastPodEventTime: lastPod}
+	}
+	in := disruption.Input{Now: now, NodePools: []engine.NodePool{pool("a", apisv1.NewNillableDuration(time.Minute)), pool("never", apisv1.NillableDuration{})}}
+	if got := nextConsolidatable(in); !got.IsZero() {
+		t.Errorf("no node: %s, want zero", got)
+	}
+	in.Nodes = []disruption.Node{
+		node("past", "a", now.Add(-time.Hour), time.Time{}),
+		node("by-pod", "a", now.Add(-time.Hour), now.Add(-20*time.Second)),
+		node("by-creation", "a", now.Add(-10*time.Second), time.Time{}),
+		node("never", "never", now, time.Time{}),
+		node("legacy", "", now, time.Time{}),
+	}
+	if got, want := nextConsolidatable(in), now.Add(40*time.Second); !got.Equal(want) {
+		t.Errorf("next %s, want %s (by-pod's last pod event + 1m)", got, want)
 	}
 }

@@ -282,14 +282,20 @@ func (s *Sandbox) reconcileNodeClaims(ctx context.Context) error {
 		return fmt.Errorf("list NodeClaims: %w", err)
 	}
 	sort.Slice(claims.Items, func(i, j int) bool { return claims.Items[i].GetName() < claims.Items[j].GetName() })
+	// The NodePools read once, not once per NodeClaim.
+	pools, err := s.listNodePools(ctx)
+	if err != nil {
+		return err
+	}
+	byName := map[string]*apisv1.NodePool{}
+	for i := range pools {
+		byName[pools[i].Name] = &pools[i]
+	}
 	live := map[string]bool{}
 	for i := range claims.Items {
 		u := &claims.Items[i]
 		poolName := u.GetLabels()[apisv1.NodePoolLabelKey]
-		pool, err := s.getNodePool(ctx, poolName)
-		if err != nil {
-			return err
-		}
+		pool := byName[poolName]
 		if pool == nil {
 			if err := s.dyn.Resource(NodeClaimGVR).Delete(ctx, u.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("delete NodeClaim %s of deleted NodePool %s: %w", u.GetName(), poolName, err)

@@ -31,12 +31,20 @@ type podCache struct {
 	// order.
 	byNS       map[string][]*corev1.Pod
 	namespaces []string
+	// byNode is each node's pods (the pending ones under ""), by
+	// namespace and name, for lists selecting spec.nodeName; nodeOf is
+	// the node each pod is indexed under by namespace/name (a controller
+	// may have changed the cached pod's spec.nodeName before its write).
+	byNode map[string][]*corev1.Pod
+	nodeOf map[string]string
 	// rv is the tracker's resource version for pods: 1, plus one for every
 	// pod it stored (a delete does not count, as in the tracker).
 	rv int64
 }
 
-func newPodCache() *podCache { return &podCache{byNS: map[string][]*corev1.Pod{}, rv: 1} }
+func newPodCache() *podCache {
+	return &podCache{byNS: map[string][]*corev1.Pod{}, byNode: map[string][]*corev1.Pod{}, nodeOf: map[string]string{}, rv: 1}
+}
 
 // cmpAge orders pods as sortPods does: oldest first, then by namespace/name.
 func cmpAge(a, b *corev1.Pod) int {
@@ -47,6 +55,11 @@ func cmpAge(a, b *corev1.Pod) int {
 }
 
 func cmpName(a, b *corev1.Pod) int { return cmp.Compare(a.Name, b.Name) }
+
+// cmpKey orders pods by namespace, then name (the tracker's list order).
+func cmpKey(a, b *corev1.Pod) int {
+	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
 
 // put stores p (the tracker's copy), replacing the pod of that name.
 func (c *podCache) put(p *corev1.Pod) {
@@ -62,9 +75,13 @@ func (c *podCache) put(p *corev1.Pod) {
 		j, _ := slices.BinarySearch(c.namespaces, p.Namespace)
 		c.namespaces = slices.Insert(c.namespaces, j, p.Namespace)
 	}
-	// A new slice: podsIn's callers may still read the old one.
+	// New slices: podsIn's and on's callers may still read the old ones.
 	j, _ := slices.BinarySearchFunc(ns, p, cmpName)
 	c.byNS[p.Namespace] = slices.Concat(ns[:j], []*corev1.Pod{p}, ns[j:])
+	on := c.byNode[p.Spec.NodeName]
+	k, _ := slices.BinarySearchFunc(on, p, cmpKey)
+	c.byNode[p.Spec.NodeName] = slices.Concat(on[:k], []*corev1.Pod{p}, on[k:])
+	c.nodeOf[podKey(p)] = p.Spec.NodeName
 }
 
 // remove drops the pod ns/name, if cached.
@@ -75,8 +92,18 @@ func (c *podCache) remove(ns, name string) {
 		return
 	}
 	old := pods[j]
-	// A new slice: podsIn's callers may still read the old one.
+	// New slices: podsIn's and on's callers may still read the old ones.
 	c.byNS[ns] = slices.Concat(pods[:j], pods[j+1:])
+	node := c.nodeOf[podKey(old)]
+	delete(c.nodeOf, podKey(old))
+	on := c.byNode[node]
+	if k, found := slices.BinarySearchFunc(on, old, cmpKey); found {
+		if len(on) == 1 {
+			delete(c.byNode, node)
+		} else {
+			c.byNode[node] = slices.Concat(on[:k], on[k+1:])
+		}
+	}
 	if c.shared {
 		c.byAge, c.shared = slices.Clone(c.byAge), false
 	}
@@ -105,20 +132,36 @@ func (c *podCache) in(ns string) []*corev1.Pod {
 	return out
 }
 
+// on returns the pods bound to node (the pending ones when node is
+// empty), by namespace and name.
+func (c *podCache) on(node string) []*corev1.Pod { return c.byNode[node] }
+
 func (c *podCache) resourceVersion() string { return strconv.FormatInt(c.rv, 10) }
 
 // podTracker is the clientset's object tracker keeping the sandbox's pod
 // cache current: every pod it stores or deletes, through the clientset or
 // a reactor, is stored in or removed from the cache once the tracker has
-// done it.
+// done it. It also counts the writes that may change what Karpenter's
+// disruption controller reads (changes.count).
 type podTracker struct {
 	k8stesting.ObjectTracker
-	pods *podCache
+	pods    *podCache
+	nodes   nodeCache
+	changes *changes
 }
+
+// nodeCache is every node of the tracker by name (the tracker's copies),
+// kept current write by write as the pod cache is: the controllers read
+// the nodes several times a tick, and listing them copied every node each
+// time.
+type nodeCache map[string]*corev1.Node
 
 // stored caches the tracker's copy of the pod a write of gvr stored.
 func (t *podTracker) stored(gvr schema.GroupVersionResource, obj runtime.Object, ns string, err error) error {
-	if err != nil || gvr != podsGVR {
+	if err == nil {
+		t.changes.wrote(gvr)
+	}
+	if err != nil || (gvr != podsGVR && gvr != nodesGVR) {
 		return err
 	}
 	m, err := meta.Accessor(obj)
@@ -132,14 +175,25 @@ func (t *podTracker) stored(gvr schema.GroupVersionResource, obj runtime.Object,
 	if err != nil {
 		return err
 	}
-	t.pods.put(got.(*corev1.Pod))
+	switch o := got.(type) {
+	case *corev1.Pod:
+		t.pods.put(o)
+	case *corev1.Node:
+		t.nodes[o.Name] = o
+	}
 	return nil
 }
 
 func (t *podTracker) Add(obj runtime.Object) error {
 	err := t.ObjectTracker.Add(obj)
-	if p, ok := obj.(*corev1.Pod); ok {
-		return t.stored(podsGVR, p, p.Namespace, err)
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return t.stored(podsGVR, o, o.Namespace, err)
+	case *corev1.Node:
+		return t.stored(nodesGVR, o, "", err)
+	}
+	if err == nil {
+		t.changes.count++
 	}
 	return err
 }
@@ -162,8 +216,42 @@ func (t *podTracker) Apply(gvr schema.GroupVersionResource, obj runtime.Object, 
 
 func (t *podTracker) Delete(gvr schema.GroupVersionResource, ns, name string, opts ...metav1.DeleteOptions) error {
 	err := t.ObjectTracker.Delete(gvr, ns, name, opts...)
-	if err == nil && gvr == podsGVR {
-		t.pods.remove(ns, name)
+	if err == nil {
+		t.changes.wrote(gvr)
+		switch gvr {
+		case podsGVR:
+			t.pods.remove(ns, name)
+		case nodesGVR:
+			delete(t.nodes, name)
+		}
 	}
 	return err
+}
+
+// changes counts the writes to the cluster's objects but the runner's own
+// bookkeeping (its journal's ConfigMap, its Lease, Events): the
+// disruption controller reads none of those, and a count unchanged since
+// its last pass means the cluster it read is unchanged.
+type changes struct{ count uint64 }
+
+// bookkeeping are the resources a write of which changes nothing the
+// disruption controller reads.
+var bookkeeping = map[string]bool{"configmaps": true, "leases": true, "events": true}
+
+func (c *changes) wrote(gvr schema.GroupVersionResource) {
+	if !bookkeeping[gvr.Resource] {
+		c.count++
+	}
+}
+
+// dynamicWrites counts the dynamic client's writes (NodePools, NodeClaims,
+// EC2NodeClasses) in c; it never handles the action.
+func dynamicWrites(c *changes) k8stesting.ReactionFunc {
+	return func(a k8stesting.Action) (bool, runtime.Object, error) {
+		switch a.GetVerb() {
+		case "create", "update", "patch", "delete", "delete-collection":
+			c.wrote(a.GetResource())
+		}
+		return false, nil, nil
+	}
 }

@@ -22,10 +22,11 @@ import (
 )
 
 var (
-	podsGVR = corev1.SchemeGroupVersion.WithResource("pods")
-	podGVK  = corev1.SchemeGroupVersion.WithKind("Pod")
-	pdbGVR  = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
-	pdbGVK  = policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget")
+	podsGVR  = corev1.SchemeGroupVersion.WithResource("pods")
+	nodesGVR = corev1.SchemeGroupVersion.WithResource("nodes")
+	podGVK   = corev1.SchemeGroupVersion.WithKind("Pod")
+	pdbGVR   = policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets")
+	pdbGVK   = policyv1.SchemeGroupVersion.WithKind("PodDisruptionBudget")
 
 	deploymentsGVR     = appsv1.SchemeGroupVersion.WithResource("deployments")
 	priorityClassesGVR = schedulingv1.SchemeGroupVersion.WithResource("priorityclasses")
@@ -116,8 +117,15 @@ func (s *Sandbox) listPodsReactor(action k8stesting.Action) (bool, runtime.Objec
 		return false, nil, nil
 	}
 	restr, ns := la.GetListRestrictions(), la.GetNamespace()
+	cands := s.podsIn(ns)
+	if restr.Fields != nil {
+		// A node's pods (a drain's list) from the node's index.
+		if node, ok := restr.Fields.RequiresExactMatch("spec.nodeName"); ok {
+			cands = s.pods.on(node)
+		}
+	}
 	var match []*corev1.Pod
-	for _, p := range s.podsIn(ns) {
+	for _, p := range cands {
 		if podMatches(p, ns, restr) {
 			match = append(match, p)
 		}
@@ -240,7 +248,7 @@ func (s *Sandbox) pdbStatus(pdb *policyv1.PodDisruptionBudget) (policyv1.PodDisr
 		if podutils.IsPodReady(p) {
 			healthy++
 		}
-		if ref := metav1.GetControllerOf(p); ref != nil {
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
 			key := ref.Kind + "/" + ref.Name
 			if _, seen := scales[key]; !seen {
 				scales[key] = s.scaleOf(p.Namespace, ref.Kind, ref.Name)

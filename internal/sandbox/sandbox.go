@@ -151,6 +151,13 @@ type Sandbox struct {
 	violations []string
 	// pods is every pod of the tracker, kept current by its writes.
 	pods *podCache
+	// nodes is every node of the tracker, kept current by its writes.
+	nodes nodeCache
+	// changes counts the writes to the cluster (both clients'), for the
+	// controllers to tell an unchanged cluster; idle is, by controller,
+	// the cluster it last ran on without changing it.
+	changes *changes
+	idle    map[string]idleRun
 	// tickHooks run after every tick's controllers.
 	tickHooks []func(context.Context) error
 }
@@ -201,15 +208,17 @@ func New(opts Options) (*Sandbox, error) {
 		dis:       newDisruptor(),
 		nominated: map[string]string{},
 		pdbBroken: map[string]bool{},
+		idle:      map[string]idleRun{},
 
 		karpenterOff: opts.DeferKarpenter,
 	}
 	s.cloud = newCloud()
-	s.pods = newPodCache()
-	s.kube, s.tracker = newFastClientset(s.pods)
+	s.pods, s.nodes, s.changes = newPodCache(), nodeCache{}, &changes{}
+	s.kube, s.tracker = newFastClientset(s.pods, s.nodes, s.changes)
 	s.installDiscovery()
 	s.installReactors()
 	s.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds)
+	s.dyn.PrependReactor("*", "*", dynamicWrites(s.changes))
 	s.dyn.PrependReactor("create", "*", s.stampReactor(s.dyn.Tracker()))
 	return s, nil
 }
@@ -345,29 +354,51 @@ func (s *Sandbox) busy(ctx context.Context) (bool, string, error) {
 func (s *Sandbox) reconcile(ctx context.Context) error {
 	s.kube.ClearActions()
 	s.dyn.ClearActions()
+	// stateOnly marks the controllers whose every action follows from the
+	// cluster's objects alone (not the time, the cloud or their own memory).
 	steps := []struct {
-		name string
-		fn   func(context.Context) error
+		name      string
+		fn        func(context.Context) error
+		stateOnly bool
 	}{
-		{"cloud", s.reconcileCloud},
-		{"daemonsets", s.reconcileDaemonSets},
-		{"kubelet", s.reconcileKubelet},
-		{"workloads", s.reconcileWorkloads},
-		{"scheduler", s.schedule},
-		{"karpenter provisioner", s.provision},
-		{"karpenter nodeclaims", s.reconcileNodeClaims},
-		{"karpenter consolidation", s.consolidate},
-		{"disruption", s.reconcilePDBs},
+		{"cloud", s.reconcileCloud, false},
+		{"daemonsets", s.reconcileDaemonSets, true},
+		{"kubelet", s.reconcileKubelet, false},
+		{"workloads", s.reconcileWorkloads, true},
+		{"scheduler", s.schedule, true},
+		{"karpenter provisioner", s.provision, false},
+		{"karpenter nodeclaims", s.reconcileNodeClaims, false},
+		{"karpenter consolidation", s.consolidate, false},
+		{"disruption", s.reconcilePDBs, true},
 	}
 	for _, st := range steps {
 		if s.karpenterOff && strings.HasPrefix(st.name, "karpenter") {
 			continue
 		}
+		// A controller of the cluster's objects alone that changed nothing
+		// in its last run changes nothing again until something else has.
+		idle := idleRun{changes: s.changes.count, loading: s.loading}
+		if st.stateOnly && s.idle[st.name] == idle {
+			continue
+		}
 		if err := st.fn(ctx); err != nil {
 			return fmt.Errorf("sandbox %s controller at %s: %w", st.name, s.Now().Format(time.RFC3339), err)
 		}
+		if s.changes.count == idle.changes {
+			s.idle[st.name] = idle
+		} else {
+			delete(s.idle, st.name)
+		}
 	}
 	return nil
+}
+
+// idleRun is the cluster a controller last ran on without writing to it:
+// the count of writes then, and whether the sandbox was loading (the
+// scheduler then spreads pods).
+type idleRun struct {
+	changes uint64
+	loading bool
 }
 
 // newName returns prefix plus a 5-character suffix, as the API server's
@@ -430,10 +461,11 @@ func sortPods(pods []*corev1.Pod) {
 // NewSimpleClientset: the field-managed tracker rebuilds a REST mapper on
 // every write, which makes a 300-pod simulation twenty times slower.
 // Server-side apply is therefore not supported; create and update are.
-// The tracker keeps pods current in the cache it is given.
-func newFastClientset(pods *podCache) (*fake.Clientset, k8stesting.ObjectTracker) {
+// The tracker keeps pods and nodes current in the caches it is given and
+// counts its writes in changes.
+func newFastClientset(pods *podCache, nodes nodeCache, changes *changes) (*fake.Clientset, k8stesting.ObjectTracker) {
 	cs := fake.NewClientset()
-	o := &podTracker{ObjectTracker: k8stesting.NewObjectTracker(clientgoscheme.Scheme, clientgoscheme.Codecs.UniversalDecoder()), pods: pods}
+	o := &podTracker{ObjectTracker: k8stesting.NewObjectTracker(clientgoscheme.Scheme, clientgoscheme.Codecs.UniversalDecoder()), pods: pods, nodes: nodes, changes: changes}
 	cs.ReactionChain = nil
 	cs.WatchReactionChain = nil
 	cs.AddReactor("*", "*", k8stesting.ObjectReaction(o))

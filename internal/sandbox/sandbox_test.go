@@ -13,6 +13,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/kubectl/pkg/drain"
 	"k8s.io/kubectl/pkg/util/podutils"
@@ -459,12 +460,13 @@ func TestGeneratedNamesRetryWhenTaken(t *testing.T) {
 	}
 }
 
-// TestPodCacheFollowsTheTracker: the pod cache the controllers and the
-// clientset's pod lists read is kept current write by write; at every tick
-// of a run with evictions, drains, a delete-collection and Karpenter's
-// provisioning, it holds what the tracker holds — the same pods, equal,
-// oldest first and by namespace and name — at the tracker's resource
-// version.
+// TestPodCacheFollowsTheTracker: the pod and node caches the controllers
+// and the clientset's pod lists read are kept current write by write; at
+// every tick of a run with evictions, drains, a delete-collection, a
+// cordon, a terminated instance and Karpenter's provisioning, they hold
+// what the tracker holds — the same pods, equal, oldest first, by
+// namespace and name and by node, at the tracker's resource version, and
+// the same nodes.
 func TestPodCacheFollowsTheTracker(t *testing.T) {
 	ctx := context.Background()
 	s := load(t, DemoInventory())
@@ -500,6 +502,34 @@ func TestPodCacheFollowsTheTracker(t *testing.T) {
 		if s.pods.resourceVersion() != l.ResourceVersion {
 			t.Fatalf("tick %d: the cache is at resource version %s, the tracker at %s", ticks, s.pods.resourceVersion(), l.ResourceVersion)
 		}
+		// Each node's pods, by namespace and name: the tracker's, in its order.
+		onNode := map[string][]*corev1.Pod{}
+		for i := range l.Items {
+			onNode[l.Items[i].Spec.NodeName] = append(onNode[l.Items[i].Spec.NodeName], &l.Items[i])
+		}
+		for node, want := range onNode {
+			if got := s.pods.on(node); !apiequality.Semantic.DeepEqual(got, want) {
+				t.Fatalf("tick %d: the cache has %d pods on node %q, the tracker %d (or they differ)", ticks, len(got), node, len(want))
+			}
+		}
+		if len(s.pods.byNode) != len(onNode) {
+			t.Fatalf("tick %d: the cache indexes %d nodes' pods, the tracker has pods on %d", ticks, len(s.pods.byNode), len(onNode))
+		}
+		// The nodes, equal to the tracker's.
+		obj, err = tr.List(nodesGVR, corev1.SchemeGroupVersion.WithKind("Node"), "")
+		if err != nil {
+			return err
+		}
+		nl := obj.(*corev1.NodeList)
+		nodes := s.nodesByName()
+		if len(nodes) != len(nl.Items) {
+			t.Fatalf("tick %d: the cache has %d nodes, the tracker %d", ticks, len(nodes), len(nl.Items))
+		}
+		for i := range nl.Items {
+			if n := nodes[nl.Items[i].Name]; !apiequality.Semantic.DeepEqual(n, &nl.Items[i]) {
+				t.Fatalf("tick %d: node %s of the cache differs from the tracker's", ticks, nl.Items[i].Name)
+			}
+		}
 		return nil
 	}
 	s.OnTick(check)
@@ -519,6 +549,16 @@ func TestPodCacheFollowsTheTracker(t *testing.T) {
 	}
 	if err := s.Kube().CoreV1().Pods("kube-system").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	for node := range nodes {
+		// The runner cordons through a merge patch; the node goes with its instance.
+		if _, err := s.Kube().CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.terminate(ctx, s.instanceOfNode(node).ID); err != nil {
+			t.Fatal(err)
+		}
+		break
 	}
 	if err := s.Settle(ctx, 30*time.Minute); err != nil {
 		t.Fatal(err)
@@ -667,4 +707,48 @@ func TestControllersReactInTheirTick(t *testing.T) {
 			t.Fatalf("after the tick that provisioned for the pod: instances %+v; want one, launched at %s", in, s.Now().Format(time.TimeOnly))
 		}
 	})
+}
+
+// TestControllersIdleUntilAWrite: on a settled cluster the controllers
+// that act on its objects alone (DaemonSets, workloads, the scheduler, the
+// PDBs' status) are not run again — a thousand-node cluster paid for them
+// every tick of a four-hour settle — and a write wakes them: a Deployment
+// scaled up gets its pods created, bound and started, and its budget's
+// status follows.
+func TestControllersIdleUntilAWrite(t *testing.T) {
+	ctx := context.Background()
+	one := intstr.FromInt32(1)
+	s := load(t, smallInventory(2, &inventory.PDB{MinAvailable: &one}, func(inv *inventory.Inventory) {
+		inv.DaemonSets = []inventory.DaemonSet{{Namespace: "kube-system", Name: "agent", Requests: requests("10m", "20Mi")}}
+	}))
+	if err := s.Settle(ctx, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Step(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"daemonsets", "workloads", "scheduler", "disruption"} {
+		if got, ok := s.idle[c]; !ok || got.changes != s.changes.count {
+			t.Errorf("controller %s: idle %+v (ok %t), want idle at the %d writes so far", c, got, ok, s.changes.count)
+		}
+	}
+	if err := scaleDeployment(ctx, s, "app", "web", 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Settle(ctx, 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ready := 0
+	for _, p := range pods(t, s, "app") {
+		if p.Spec.NodeName != "" && podutils.IsPodReady(&p) {
+			ready++
+		}
+	}
+	pdb, err := s.Kube().PolicyV1().PodDisruptionBudgets("app").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ready != 4 || pdb.Status.CurrentHealthy != 4 || pdb.Status.DisruptionsAllowed != 3 {
+		t.Errorf("%d web pods Ready, budget status %+v; want 4 Ready and the budget counting them (3 disruptions allowed)", ready, pdb.Status)
+	}
 }

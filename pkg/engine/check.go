@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -203,7 +206,8 @@ func (c *checker) accounted(res Result, pending map[PodRef]*inventory.Pod, seen 
 			c.fail("%s is unschedulable without a reason", u.Pod)
 		}
 	}
-	for ref := range pending {
+	// In order: the problems are reported as found.
+	for _, ref := range slices.SortedFunc(maps.Keys(pending), func(a, b PodRef) int { return cmp.Compare(a.String(), b.String()) }) {
 		if !seen[ref] {
 			c.fail("%s is neither placed nor reported unschedulable", ref)
 		}
@@ -212,9 +216,10 @@ func (c *checker) accounted(res Result, pending map[PodRef]*inventory.Pod, seen 
 
 // checkAllocatable checks that no node holds more than it can.
 func (c *checker) checkAllocatable() {
-	for _, n := range c.nodes {
-		for name, q := range n.used {
-			a := n.alloc[name]
+	for _, key := range slices.Sorted(maps.Keys(c.nodes)) {
+		n := c.nodes[key]
+		for _, name := range slices.Sorted(maps.Keys(n.used)) {
+			q, a := n.used[name], n.alloc[name]
 			if q.Cmp(a) > 0 {
 				c.fail("node %s: %s requested %s exceeds allocatable %s", n.name, name, q.String(), a.String())
 			}
@@ -420,7 +425,8 @@ func (c *checker) verifyVolumes(p *inventory.Pod, n *cnode) {
 			c.fail("%s on %s: volume %s (claim %s) cannot be reached there: its topology %v does not match the node's labels", ref, n.name, v.Name, v.ClaimName, v.Topology)
 		}
 	}
-	for driver, limit := range n.limits {
+	for _, driver := range slices.Sorted(maps.Keys(n.limits)) {
+		limit := n.limits[driver]
 		claims := map[string]bool{}
 		for id := range n.attached[driver] {
 			claims[id] = true

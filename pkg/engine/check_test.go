@@ -212,3 +212,44 @@ func TestFewClaimsListGivesTheScansAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckReportsInOrder: Check's problems come in the same order every
+// time — overcommitted nodes by name, each node's resources by name,
+// pods neither placed nor reported by namespace/name. They came in map
+// order, so the sandbox's record of an invalid consolidation command (its
+// problems are Check's) differed from run to run on one seed.
+func TestCheckReportsInOrder(t *testing.T) {
+	rl := func(cpu, mem string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}
+	}
+	withPods := func(l corev1.ResourceList) corev1.ResourceList {
+		l[corev1.ResourcePods] = resource.MustParse("110")
+		return l
+	}
+	var in Input
+	for _, name := range []string{"node-c", "node-a", "node-d", "node-b"} {
+		in.ExistingNodes = append(in.ExistingNodes, ExistingNode{
+			Node: inventory.Node{Name: name, Allocatable: withPods(rl("1", "1Gi"))},
+			Pods: []inventory.Pod{{Namespace: "app", Name: "big-" + name, NodeName: name, Requests: rl("2", "2Gi")}},
+		})
+	}
+	for _, name := range []string{"web-3", "web-1", "web-4", "web-2"} {
+		in.Pods = append(in.Pods, inventory.Pod{Namespace: "app", Name: name, Requests: rl("100m", "100Mi")})
+	}
+	var want []string
+	for _, n := range []string{"node-a", "node-b", "node-c", "node-d"} {
+		want = append(want, fmt.Sprintf("node %s: cpu requested 2 exceeds allocatable 1", n), fmt.Sprintf("node %s: memory requested 2Gi exceeds allocatable 1Gi", n))
+	}
+	pendingWant := []string{"app/web-1 is neither placed nor reported unschedulable", "app/web-2 is neither placed nor reported unschedulable",
+		"app/web-3 is neither placed nor reported unschedulable", "app/web-4 is neither placed nor reported unschedulable"}
+	want = append(pendingWant, want...)
+	for range 20 {
+		var got []string
+		for _, err := range Check(in, Result{}) {
+			got = append(got, err.Error())
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("problems\n%v\nwant\n%v", got, want)
+		}
+	}
+}
