@@ -8,6 +8,10 @@ import (
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
+// spreadRounds bounds headroom's simulations of a wave: the demo's
+// waves, replicated up to 4 times, need at most 3.
+const spreadRounds = 8
+
 // room is CPU (millicores) and memory (bytes).
 type room struct{ cpu, mem int64 }
 
@@ -67,18 +71,22 @@ func headroom(pods []inventory.Pod, unschedulable []engine.Unschedulable, nodes 
 	for _, p := range pods {
 		moving[engine.PodRef{Namespace: p.Namespace, Name: p.Name}] = true
 	}
-	// The room earlier waves' nodes have left before this wave, open to
-	// the pods the engine put there (and to any other).
+	// The room earlier waves' nodes the engine gave pods of this wave had
+	// left, open to those pods (and to any other). Other nodes' room is
+	// not counted on: the simulation stays as small as the wave.
 	var open []spreadBin
 	for _, n := range earlier {
 		b := spreadBin{pool: n.Node.NodePool, zone: n.Node.Zone, usable: roomOf(n.Node.Allocatable)}
 		b.free = b.usable
+		given := false
 		for _, p := range n.Pods {
-			if !moving[engine.PodRef{Namespace: p.Namespace, Name: p.Name}] {
+			if moving[engine.PodRef{Namespace: p.Namespace, Name: p.Name}] {
+				given = true
+			} else {
 				b.free = b.free.sub(roomOf(p.Requests))
 			}
 		}
-		if b.free.cpu > 0 && b.free.mem > 0 {
+		if given {
 			open = append(open, b)
 		}
 	}
@@ -113,9 +121,11 @@ func headroom(pods []inventory.Pod, unschedulable []engine.Unschedulable, nodes 
 		moved = append(moved, sp)
 	}
 	var extra []spreadBin
-	// Each round adds room for the pods left over; a pod that would not
-	// fit its model node even empty ends it.
-	for range len(moved) {
+	// Each round adds room for the pods left over, and the next places
+	// them all again; a pod that would not fit its model node even empty
+	// ends it, and so does the last round (the room its pods were left
+	// over for is added all the same).
+	for range spreadRounds {
 		left := spread(append(append([]spreadBin(nil), extra...), bins...), append([]spreadBin(nil), open...), moved)
 		if len(left) == 0 {
 			break
