@@ -44,10 +44,11 @@ import (
 // (waves' launchSeconds and predictedSeconds, timing.predictedSeconds);
 // #33 holds room for kube-scheduler's spread: a wave whose pods, placed
 // as kube-scheduler would, leave some over gets headroom placeholders
-// first in its preProvision (headroom: true; the demo's wave 3 one of
+// first in its preProvision (headroom: true, in the zone of the node it
+// is modelled on when that node's placeholder is; the demo's wave 3 one of
 // 400m, 1Gi) — predicted nodes, fleet and forecast unchanged.
 var demoPlanHashes = map[int]string{
-	1: "sha256:79de2300394a6ac2d93a65557a1f6b25d8d14e4a095d4d4dc7cd92d5001d6b27",
+	1: "sha256:a6d11ae0d55ff3187f84b5ef661abbca80857c072791c36f7d4c64a63e7b5108",
 	3: "sha256:d2ab93771e919b5a9b65ecf4829d6070a31c53ed453a7857c1a4700407d311c6",
 }
 

@@ -29,9 +29,12 @@ func (r room) holds(o room) bool { return r.cpu >= o.cpu && r.mem >= o.mem }
 // placeholder holds until it is released, and what is free.
 type spreadBin struct {
 	pool, zone string
-	usable     room
-	held       room
-	free       room
+	// pinned: the node's placeholder is held in its zone (a pod on it
+	// has a zonal volume), and so is headroom modelled on it.
+	pinned bool
+	usable room
+	held   room
+	free   room
 }
 
 // spreadPod is a pod the wave moves, in drain order: the pool of the new
@@ -93,7 +96,7 @@ func headroom(pods []inventory.Pod, unschedulable []engine.Unschedulable, nodes 
 	onNew := map[engine.PodRef]*spreadBin{}
 	bins := make([]spreadBin, len(nodes))
 	for i, n := range nodes {
-		bins[i] = spreadBin{pool: n.NodePool, zone: n.Zone, usable: roomOf(newNodes[i].Node.Allocatable)}
+		bins[i] = spreadBin{pool: n.NodePool, zone: n.Zone, pinned: n.zonal, usable: roomOf(newNodes[i].Node.Allocatable)}
 		for _, p := range newNodes[i].Pods {
 			bins[i].held = bins[i].held.add(roomOf(p.Requests))
 			onNew[engine.PodRef{Namespace: p.Namespace, Name: p.Name}] = &bins[i]
@@ -136,20 +139,20 @@ func headroom(pods []inventory.Pod, unschedulable []engine.Unschedulable, nodes 
 			if model == nil || !model.usable.holds(p.req) {
 				continue
 			}
+			zone, pinned := "", p.zone != "" || model.pinned
+			if pinned {
+				zone = model.zone
+			}
 			fitted := false
 			for i := range extra {
-				if e := &extra[i]; e.pool == model.pool && (p.zone == "" || e.zone == p.zone) && e.usable.holds(e.held.add(p.req)) {
+				if e := &extra[i]; e.pool == model.pool && e.zone == zone && e.usable.holds(e.held.add(p.req)) {
 					e.held = e.held.add(p.req)
 					fitted = true
 					break
 				}
 			}
 			if !fitted {
-				zone := ""
-				if p.zone != "" {
-					zone = model.zone
-				}
-				extra = append(extra, spreadBin{pool: model.pool, zone: zone, usable: model.usable, held: p.req})
+				extra = append(extra, spreadBin{pool: model.pool, zone: zone, pinned: pinned, usable: model.usable, held: p.req})
 			}
 			added = true
 		}
