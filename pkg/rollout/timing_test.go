@@ -136,8 +136,10 @@ func TestGateWaitsAPollAfterTheDrain(t *testing.T) {
 		t.Fatal("no wave evicted a pod")
 	}
 	for w, at := range lastEvicted {
-		if d := cleanup[w].Sub(at); gates[w] < 2 || d < poll {
-			t.Errorf("wave %d: gate evaluated %d times, passed %s after the last eviction; want twice or more, a poll (%s) or more after it", w, gates[w], d, poll)
+		// Passing a poll or more after it, however many evaluations that
+		// took: on a loaded machine the first one may come that late.
+		if d := cleanup[w].Sub(at); d < poll {
+			t.Errorf("wave %d: gate evaluated %d times, passed %s after the last eviction; want a poll (%s) or more after it", w, gates[w], d, poll)
 		}
 	}
 }
