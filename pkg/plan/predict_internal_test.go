@@ -21,11 +21,7 @@ import (
 // fill the room earlier waves left, so a node read before it was given a
 // pod would take a pod it has no room for.
 func TestPredictTakesOverTheFleetAsRead(t *testing.T) {
-	np := &apiv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "web"}}
-	np.Spec.Template.Spec.Requirements = []apiv1.NodeSelectorRequirementWithMinValues{
-		{Key: catalog.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}},
-		{Key: catalog.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}},
-	}
+	np := onDemandM5Large("web")
 	pools := []engine.NodePool{engine.NodePoolFromV1(np, nil)}
 	cat := catalog.Default()
 	reused, fresh := newPredictor(pools, cat, nil), newPredictor(pools, cat, nil)
@@ -66,11 +62,7 @@ func TestPredictTakesOverTheFleetAsRead(t *testing.T) {
 // share an m5.large, predicts two nodes in us-east-1b, and each of their
 // placeholders reserves room there.
 func TestWaveNodesAndPlaceholdersInTheVolumesZone(t *testing.T) {
-	np := &apiv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "db"}}
-	np.Spec.Template.Spec.Requirements = []apiv1.NodeSelectorRequirementWithMinValues{
-		{Key: catalog.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}},
-		{Key: catalog.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}},
-	}
+	np := onDemandM5Large("db")
 	inv := inventory.Inventory{}
 	for i := range 2 {
 		claim := fmt.Sprintf("data-db-%d", i)
@@ -116,4 +108,14 @@ func TestWaveNodesAndPlaceholdersInTheVolumesZone(t *testing.T) {
 			t.Errorf("placeholder %+v pinned to a zone without volumes", ph)
 		}
 	}
+}
+
+// onDemandM5Large is a NodePool of on-demand m5.large nodes only.
+func onDemandM5Large(name string) *apiv1.NodePool {
+	np := &apiv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	np.Spec.Template.Spec.Requirements = []apiv1.NodeSelectorRequirementWithMinValues{
+		{Key: catalog.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}},
+		{Key: catalog.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}},
+	}
+	return np
 }

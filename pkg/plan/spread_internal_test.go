@@ -7,9 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	apiv1 "github.com/karpenter-migrate/karpenter-migrate/pkg/apis/v1"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/catalog"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
@@ -26,11 +24,7 @@ import (
 // pods: 600m lands there, 965m on A, legacy-1's on B and beside the 600m,
 // legacy-2's on B and A.
 func TestPlaceholdersHoldRoomForKubeSchedulersSpread(t *testing.T) {
-	np := &apiv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}
-	np.Spec.Template.Spec.Requirements = []apiv1.NodeSelectorRequirementWithMinValues{
-		{Key: catalog.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}},
-		{Key: catalog.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5.large"}},
-	}
+	np := onDemandM5Large("apps")
 	var pods []inventory.Pod
 	for i, cpu := range []string{"600m", "965m", "600m", "965m", "600m", "130m"} {
 		pods = append(pods, inventory.Pod{Namespace: "app", Name: fmt.Sprintf("p%d", i), NodeName: fmt.Sprintf("legacy-%d", i/2), Phase: corev1.PodRunning,
