@@ -174,7 +174,7 @@ func (s run) guard(ctx context.Context, node string, wave int) error {
 // deleteGuards deletes the guard pods (guard) once the waves are done, so
 // that Karpenter consolidates their nodes as it would.
 func (s run) deleteGuards(ctx context.Context) error {
-	sel := metav1.ListOptions{LabelSelector: kube.LabelComponent + "=placeholder," + kube.LabelEnvironment + "=" + s.Plan.Environment + "," + guardLabel}
+	sel := metav1.ListOptions{LabelSelector: placeholderSelector(s.Plan.Environment, 0) + "," + guardLabel}
 	if s.Options.DryRun {
 		return nil
 	}
