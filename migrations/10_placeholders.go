@@ -150,11 +150,11 @@ const guardLabel = "karpenter-migrate.io/guard"
 // holding one is guarded once.
 func (s run) guard(ctx context.Context, node string, wave int) error {
 	name := "km-guard-" + s.Plan.Environment + "-" + node
+	labels := s.placeholderLabels(wave)
+	labels[guardLabel] = "true"
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: map[string]string{
-			kube.LabelManagedBy: kube.FieldManager, kube.LabelComponent: "placeholder", kube.LabelEnvironment: s.Plan.Environment,
-			"karpenter-migrate.io/wave": strconv.Itoa(wave), guardLabel: "true",
-		}, Annotations: map[string]string{apisv1.DoNotDisruptAnnotationKey: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: labels,
+			Annotations: map[string]string{apisv1.DoNotDisruptAnnotationKey: "true"}},
 		Spec: corev1.PodSpec{
 			NodeName:                      node,
 			PriorityClassName:             PlaceholderPriorityClass,

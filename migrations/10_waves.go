@@ -184,6 +184,15 @@ func (s run) ensurePriorityClass(ctx context.Context) error {
 
 // placeholderSelector selects the wave's placeholder pods, or with wave 0
 // every placeholder and guard of the environment (guardLabel).
+// placeholderLabels are the labels of wave's placeholder pods, which
+// placeholderSelector selects.
+func (s run) placeholderLabels(wave int) map[string]string {
+	return map[string]string{
+		kube.LabelManagedBy: kube.FieldManager, kube.LabelComponent: "placeholder",
+		kube.LabelEnvironment: s.Plan.Environment, "karpenter-migrate.io/wave": strconv.Itoa(wave),
+	}
+}
+
 func placeholderSelector(env string, wave int) string {
 	sel := kube.LabelComponent + "=placeholder," + kube.LabelEnvironment + "=" + env
 	if wave > 0 {
@@ -423,10 +432,7 @@ func (s run) placeholderPod(name string, wave int, ph plan.Placeholder) *corev1.
 		req[corev1.ResourceMemory] = q
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: map[string]string{
-			kube.LabelManagedBy: kube.FieldManager, kube.LabelComponent: "placeholder",
-			kube.LabelEnvironment: s.Plan.Environment, "karpenter-migrate.io/wave": strconv.Itoa(wave),
-		},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace, Labels: s.placeholderLabels(wave),
 			// Karpenter counts a pod of this low a priority as free to
 			// move, so a node holding only placeholders is Empty to it and
 			// consolidated away before the drain needs the room.
