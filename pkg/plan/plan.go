@@ -229,6 +229,11 @@ type Placeholder struct {
 	// Zone, when set, is the zone the placeholder must run in: its node
 	// holds pods whose volumes are there.
 	Zone string `json:"zone,omitempty"`
+	// Headroom marks room beyond the predicted nodes' pods: what
+	// kube-scheduler, spreading the evicted pods over the wave's nodes,
+	// needs to place them all (headroom in spread.go). It comes first in
+	// the wave's placeholders.
+	Headroom bool `json:"headroom,omitempty"`
 }
 
 // Finding is a readiness note the user should see before applying.

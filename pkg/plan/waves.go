@@ -149,6 +149,10 @@ func (pl *planner) predictWave(w *Wave, pods []inventory.Pod) error {
 		return fmt.Errorf("plan wave %d: predict Karpenter nodes: %w", w.Index, err)
 	}
 	w.PredictedNodes = predicted
+	if pl.p.Budget.PreProvision {
+		k := len(pl.pred.fleet) - len(predicted)
+		w.PreProvision = headroom(pods, unschedulable, predicted, pl.pred.fleet[k:], pl.pred.fleet[:k])
+	}
 	for _, u := range unschedulable {
 		if pl.cp.admitsKept(podOf(pods, u.Pod)) {
 			continue // it moves to the controller's kept nodes
@@ -161,7 +165,8 @@ func (pl *planner) predictWave(w *Wave, pods []inventory.Pod) error {
 
 // priceWave adds the wave's predicted nodes to the cost after (priced by
 // the plan's prices where the engine gave none) and, with PreProvision,
-// a placeholder for each node that takes pods.
+// a placeholder for each node that takes pods, after the wave's headroom
+// (predictWave).
 func (pl *planner) priceWave(w *Wave) {
 	for i := range w.PredictedNodes {
 		pn := &w.PredictedNodes[i]
