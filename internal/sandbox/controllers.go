@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -470,7 +471,8 @@ func (s *Sandbox) deleteSurplus(ctx context.Context, ps []*corev1.Pod, want int)
 }
 
 // reconcileKubelet garbage-collects pods of deleted nodes and starts bound
-// pods: Running and Ready PodStartDelay after binding.
+// pods: Running and Ready PodStartDelay after binding (or after their node
+// became Ready, if later).
 func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
 	nodes := s.nodesByName()
 	pods := s.listPods()
@@ -484,18 +486,13 @@ func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
 			if err := s.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 				return fmt.Errorf("garbage-collect pod %s/%s of deleted node %s: %w", p.Namespace, p.Name, p.Spec.NodeName, err)
 			}
-			delete(s.boundAt, p.UID)
 			continue
 		}
 		if podutils.IsPodReady(p) || !nodeReady(n) {
 			continue
 		}
-		bound, ok := s.boundAt[p.UID]
-		if !ok {
-			s.boundAt[p.UID] = s.Now()
-			continue
-		}
-		if s.Now().Sub(bound) < s.opts.PodStartDelay {
+		bound := boundAt(p)
+		if s.Now().Sub(bound) < s.opts.PodStartDelay || s.Now().Sub(readySince(n)) < s.opts.PodStartDelay {
 			continue
 		}
 		now := metav1.NewTime(s.Now())
@@ -510,9 +507,30 @@ func (s *Sandbox) reconcileKubelet(ctx context.Context) error {
 		if _, err := s.kube.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("start pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
-		delete(s.boundAt, p.UID)
 	}
 	return nil
+}
+
+// boundAt is when a bound pod was bound: its PodScheduled condition's time
+// (the scheduler's binding), else its creation (a pod created bound, as
+// the DaemonSet controller creates its pods).
+func boundAt(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return p.CreationTimestamp.Time
+}
+
+// readySince is when a Ready node's Ready condition last turned True.
+func readySince(n *corev1.Node) time.Time {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 // schedule binds pending pods, highest priority first, to the node that
@@ -590,7 +608,6 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 		if _, err := s.kube.CoreV1().Pods(p.Namespace).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("bind pod %s/%s to %s: %w", p.Namespace, p.Name, best.Name, err)
 		}
-		s.boundAt[p.UID] = s.Now()
 		if used[best.Name] == nil {
 			used[best.Name] = corev1.ResourceList{}
 		}

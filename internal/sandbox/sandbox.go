@@ -134,8 +134,6 @@ type Sandbox struct {
 	cloud  *Cloud
 
 	uidSeq int
-	// boundAt records when each pod was bound, for the pod-start delay.
-	boundAt map[types.UID]time.Time
 	// dis is the Karpenter stand-in's disruption controller.
 	dis disruptor
 	// karpenterOff stops the stand-in until it is installed.
@@ -158,7 +156,10 @@ type Sandbox struct {
 	// the cluster it last ran on without changing it.
 	changes *changes
 	idle    map[string]idleRun
-	// tickHooks run after every tick's controllers.
+	// reacted is the count of writes the controllers last reacted to
+	// without writing more (react).
+	reacted uint64
+	// tickHooks run after every pass of the controllers (OnTick).
 	tickHooks []func(context.Context) error
 }
 
@@ -204,7 +205,6 @@ func New(opts Options) (*Sandbox, error) {
 		clock:     clocktesting.NewFakeClock(opts.Start),
 		cat:       opts.Catalog,
 		rng:       rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
-		boundAt:   map[types.UID]time.Time{},
 		dis:       newDisruptor(),
 		nominated: map[string]string{},
 		pdbBroken: map[string]bool{},
@@ -262,6 +262,9 @@ func (s *Sandbox) StartTracking() {
 func (s *Sandbox) Violations() []string { return append([]string(nil), s.violations...) }
 
 // Step advances simulated time by d, running every controller each tick.
+// What was written since the controllers last ran (a program's evictions,
+// deletes and creates through Clients) they react to first, at the
+// instant it was written (react).
 func (s *Sandbox) Step(ctx context.Context, d time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -273,24 +276,43 @@ func (s *Sandbox) step(ctx context.Context, d time.Duration) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		reacted, err := s.react(ctx)
+		if err != nil {
+			return err
+		}
+		if reacted {
+			if err := s.runHooks(ctx); err != nil {
+				return err
+			}
+		}
 		s.clock.Step(s.opts.Tick)
 		if err := s.reconcile(ctx); err != nil {
 			return err
 		}
-		for _, f := range s.tickHooks {
-			if err := f(ctx); err != nil {
-				return fmt.Errorf("sandbox tick hook at %s: %w", s.Now().Format(time.RFC3339), err)
-			}
+		if err := s.runHooks(ctx); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// OnTick registers f to run after every tick's controllers, on the
-// stepping goroutine with the simulation's lock held, so it sees every
-// state the cluster passes through, at the same points in every run with
-// the same seed. f must reach the cluster through Kube and Dynamic (not
-// through Clients, which would wait for the lock it runs under).
+// runHooks runs the OnTick hooks.
+func (s *Sandbox) runHooks(ctx context.Context) error {
+	for _, f := range s.tickHooks {
+		if err := f(ctx); err != nil {
+			return fmt.Errorf("sandbox tick hook at %s: %w", s.Now().Format(time.RFC3339), err)
+		}
+	}
+	return nil
+}
+
+// OnTick registers f to run after every pass of the controllers — each
+// tick's, and the one reacting at the instant of a program's writes before
+// the clock moves on — on the stepping goroutine with the simulation's
+// lock held, so it sees every state the cluster passes through, at the
+// same points in every run with the same seed. f must reach the cluster
+// through Kube and Dynamic (not through Clients, which would wait for the
+// lock it runs under).
 func (s *Sandbox) OnTick(f func(ctx context.Context) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -350,55 +372,122 @@ func (s *Sandbox) busy(ctx context.Context) (bool, string, error) {
 	return false, "", nil
 }
 
-// reconcile runs every controller once, in a fixed order.
+// controller is one of the sandbox's controllers, run in the order of
+// controllers.
+type controller struct {
+	name string
+	fn   func(context.Context) error
+	// reacts marks the controllers a real cluster runs within milliseconds
+	// of a write they watch (an informer's event), so react runs them at
+	// the instant of the write; the others act on the time (the cloud's
+	// launches, the kubelet's pod start, consolidation's polling period
+	// and delays) and run once a tick.
+	reacts bool
+	// stateOnly marks the controllers whose every action follows from the
+	// cluster's objects alone (not the time, the cloud or their own
+	// memory).
+	stateOnly bool
+}
+
+// controllers are the sandbox's controllers in the order a tick runs
+// them, each seeing what the earlier ones did.
+func (s *Sandbox) controllers() []controller {
+	return []controller{
+		{"cloud", s.reconcileCloud, false, false},
+		{"daemonsets", s.reconcileDaemonSets, true, true},
+		{"kubelet", s.reconcileKubelet, false, false},
+		{"workloads", s.reconcileWorkloads, true, true},
+		{"scheduler", s.schedule, true, true},
+		{"karpenter provisioner", s.provision, true, false},
+		{"karpenter nodeclaims", s.reconcileNodeClaims, true, false},
+		{"karpenter consolidation", s.consolidate, false, false},
+		{"disruption", s.reconcilePDBs, true, true},
+	}
+}
+
+// reconcile runs every controller once, in a fixed order, then lets the
+// ones that react to writes react to what that pass wrote (react).
 func (s *Sandbox) reconcile(ctx context.Context) error {
 	s.kube.ClearActions()
 	s.dyn.ClearActions()
-	// stateOnly marks the controllers whose every action follows from the
-	// cluster's objects alone (not the time, the cloud or their own memory).
-	steps := []struct {
-		name      string
-		fn        func(context.Context) error
-		stateOnly bool
-	}{
-		{"cloud", s.reconcileCloud, false},
-		{"daemonsets", s.reconcileDaemonSets, true},
-		{"kubelet", s.reconcileKubelet, false},
-		{"workloads", s.reconcileWorkloads, true},
-		{"scheduler", s.schedule, true},
-		{"karpenter provisioner", s.provision, false},
-		{"karpenter nodeclaims", s.reconcileNodeClaims, false},
-		{"karpenter consolidation", s.consolidate, false},
-		{"disruption", s.reconcilePDBs, true},
+	if err := s.run(ctx, false); err != nil {
+		return err
 	}
-	for _, st := range steps {
-		if s.karpenterOff && strings.HasPrefix(st.name, "karpenter") {
+	_, err := s.react(ctx)
+	return err
+}
+
+// maxReactRounds bounds the rounds react runs at one instant: a chain of
+// reactions (a Deployment's new ReplicaSet, its pods, their binding, a
+// NodeClaim for those that fit nowhere) takes three or four; controllers
+// that kept writing to each other would be left to the next tick.
+const maxReactRounds = 8
+
+// react runs the controllers that react to writes (controller.reacts) at
+// the current instant, in their order, on what was written since they
+// last reacted — a program's evictions, deletes and creates, or what the
+// tick's other controllers did — and again while a round writes something,
+// as a cluster's controllers react within milliseconds of each other. It
+// reports whether it ran a round. It runs on the stepping goroutine at a
+// defined point (as a tick ends, and before the clock moves on), so the
+// writes it reacts to are those made before that point, whichever
+// goroutine made them.
+func (s *Sandbox) react(ctx context.Context) (bool, error) {
+	ran := false
+	for round := 0; s.changes.count != s.reacted; round++ {
+		if round == maxReactRounds {
+			s.reacted = s.changes.count
+			break
+		}
+		from := s.changes.count
+		if err := s.run(ctx, true); err != nil {
+			return ran, err
+		}
+		ran = true
+		if s.changes.count == from {
+			s.reacted = from
+		}
+	}
+	return ran, nil
+}
+
+// run runs the controllers once in order: those that react to writes
+// alone when reacting, every one else. A controller that changed nothing
+// in its last run is not run again while nothing was written since: one of
+// the cluster's objects alone (stateOnly) whenever that was, another that
+// reacts to writes when that was at this instant.
+func (s *Sandbox) run(ctx context.Context, reacting bool) error {
+	for _, c := range s.controllers() {
+		if (reacting && !c.reacts) || (s.karpenterOff && strings.HasPrefix(c.name, "karpenter")) {
 			continue
 		}
-		// A controller of the cluster's objects alone that changed nothing
-		// in its last run changes nothing again until something else has.
 		idle := idleRun{changes: s.changes.count, loading: s.loading}
-		if st.stateOnly && s.idle[st.name] == idle {
+		if !c.stateOnly {
+			idle.at = s.Now()
+		}
+		if (c.stateOnly || c.reacts) && s.idle[c.name] == idle {
 			continue
 		}
-		if err := st.fn(ctx); err != nil {
-			return fmt.Errorf("sandbox %s controller at %s: %w", st.name, s.Now().Format(time.RFC3339), err)
+		if err := c.fn(ctx); err != nil {
+			return fmt.Errorf("sandbox %s controller at %s: %w", c.name, s.Now().Format(time.RFC3339), err)
 		}
 		if s.changes.count == idle.changes {
-			s.idle[st.name] = idle
+			s.idle[c.name] = idle
 		} else {
-			delete(s.idle, st.name)
+			delete(s.idle, c.name)
 		}
 	}
 	return nil
 }
 
 // idleRun is the cluster a controller last ran on without writing to it:
-// the count of writes then, and whether the sandbox was loading (the
-// scheduler then spreads pods).
+// the count of writes then, whether the sandbox was loading (the
+// scheduler then spreads pods) and, for a controller that reads more than
+// the cluster's objects, the time.
 type idleRun struct {
 	changes uint64
 	loading bool
+	at      time.Time
 }
 
 // newName returns prefix plus a 5-character suffix, as the API server's

@@ -652,33 +652,98 @@ func TestVolumeZoneConstrainsScheduler(t *testing.T) {
 // milliseconds of each other. A Deployment's status counts the replacement
 // the kubelet starts in the same tick (it lagged a tick: the workloads
 // controller ran before the kubelet, so every gate waiting for a
-// Deployment's ready replicas took a tick more); and the NodeClaim
-// Karpenter creates for a pending pod is launched in the tick it is
-// created (it waited for the next, a tick more on every launch).
+// Deployment's ready replicas took a tick more).
 func TestControllersReactInTheirTick(t *testing.T) {
 	ctx := context.Background()
-	t.Run("status of the pods started", func(t *testing.T) {
-		s := load(t, smallInventory(2, nil, nil))
-		if err := evict(s, pods(t, s, "app")[0]); err != nil {
+	s := load(t, smallInventory(2, nil, nil))
+	if err := evict(s, pods(t, s, "app")[0]); err != nil {
+		t.Fatal(err)
+	}
+	for tick := 1; tick <= 4; tick++ {
+		if err := s.Step(ctx, s.opts.Tick); err != nil {
 			t.Fatal(err)
 		}
-		for tick := 1; tick <= 4; tick++ {
-			if err := s.Step(ctx, s.opts.Tick); err != nil {
-				t.Fatal(err)
+		ready := 0
+		for _, p := range pods(t, s, "app") {
+			if podutils.IsPodReady(&p) {
+				ready++
 			}
-			ready := 0
-			for _, p := range pods(t, s, "app") {
-				if podutils.IsPodReady(&p) {
-					ready++
-				}
+		}
+		d, err := s.Kube().AppsV1().Deployments("app").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int(d.Status.ReadyReplicas) != ready {
+			t.Errorf("tick %d: %d pods Ready, the Deployment's status says %d", tick, ready, d.Status.ReadyReplicas)
+		}
+	}
+}
+
+// TestControllersReactAtTheInstant: the controllers that react to writes
+// (workloads, scheduler, DaemonSets, Karpenter's provisioner and NodeClaim
+// launch, the budgets' status) react to a program's write at the instant
+// it was made, before the clock moves on, and to each other's writes in
+// that instant; a pod starts PodStartDelay after it was bound. They waited
+// for the next tick: an evicted pod's replacement was created and bound a
+// tick after the eviction and Ready a tick later, so each round of a
+// PodDisruptionBudget and each wave's gate took two ticks where a cluster
+// takes the pod start; a NodeClaim was launched a tick after its pod was
+// created, a Deployment's restart started its new pod a tick late, and a
+// pod created bound (a DaemonSet's) started a tick after PodStartDelay.
+func TestControllersReactAtTheInstant(t *testing.T) {
+	ctx := context.Background()
+	created := func(t *testing.T, s *Sandbox, ns string, old map[string]bool) []corev1.Pod {
+		t.Helper()
+		var out []corev1.Pod
+		for _, p := range pods(t, s, ns) {
+			if !old[p.Name] {
+				out = append(out, p)
 			}
-			d, err := s.Kube().AppsV1().Deployments("app").Get(ctx, "web", metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
+		}
+		return out
+	}
+	names := func(ps []corev1.Pod) map[string]bool {
+		m := map[string]bool{}
+		for _, p := range ps {
+			m[p.Name] = true
+		}
+		return m
+	}
+	t.Run("replacement of an evicted pod", func(t *testing.T) {
+		one := intstr.FromInt32(1)
+		s := load(t, smallInventory(3, &inventory.PDB{MaxUnavailable: &one}, nil))
+		before := pods(t, s, "app")
+		evicted := s.Now()
+		if err := evict(s, before[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := evict(s, before[1]); !apierrors.IsTooManyRequests(err) {
+			t.Fatalf("second eviction: %v, want 429 (the budget allows one)", err)
+		}
+		if err := s.Step(ctx, s.opts.PodStartDelay); err != nil {
+			t.Fatal(err)
+		}
+		repl := created(t, s, "app", names(before))
+		if len(repl) != 1 {
+			t.Fatalf("%d replacements after the pod start delay, want 1", len(repl))
+		}
+		r := repl[0]
+		var bound time.Time
+		for _, c := range r.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+				bound = c.LastTransitionTime.Time
 			}
-			if int(d.Status.ReadyReplicas) != ready {
-				t.Errorf("tick %d: %d pods Ready, the Deployment's status says %d", tick, ready, d.Status.ReadyReplicas)
-			}
+		}
+		if !r.CreationTimestamp.Time.Equal(evicted) || !bound.Equal(evicted) || r.Spec.NodeName == "" {
+			t.Errorf("replacement %s created %s, bound to %q at %s; want created and bound at the eviction, %s",
+				r.Name, r.CreationTimestamp.Format(time.TimeOnly), r.Spec.NodeName, bound.Format(time.TimeOnly), evicted.Format(time.TimeOnly))
+		}
+		if !podutils.IsPodReady(&r) {
+			t.Errorf("replacement %s not Ready %s after the eviction (the pod start delay)", r.Name, s.opts.PodStartDelay)
+		}
+		// The budget's next round starts as the replacement is Ready.
+		if err := evict(s, before[1]); err != nil {
+			t.Errorf("eviction %s after the eviction, once the replacement is Ready: %v", s.opts.PodStartDelay, err)
 		}
 	})
 	t.Run("launch of a NodeClaim", func(t *testing.T) {
@@ -694,17 +759,66 @@ func TestControllersReactInTheirTick(t *testing.T) {
 		if _, err := s.Dynamic().Resource(NodePoolGVR).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+		scaled := s.Now()
 		if err := scaleDeployment(ctx, s, "app", "web", 1); err != nil {
 			t.Fatal(err)
 		}
-		// The tick that creates the pod schedules it nowhere and
-		// provisions for it.
 		if err := s.Step(ctx, s.opts.Tick); err != nil {
 			t.Fatal(err)
 		}
 		in := s.Cloud().Instances()
-		if len(in) != 1 || !in[0].LaunchedAt.Equal(s.Now()) {
-			t.Fatalf("after the tick that provisioned for the pod: instances %+v; want one, launched at %s", in, s.Now().Format(time.TimeOnly))
+		if len(in) != 1 || !in[0].LaunchedAt.Equal(scaled) {
+			t.Fatalf("instances %+v; want one, launched as the Deployment was scaled up, at %s", in, scaled.Format(time.TimeOnly))
+		}
+		if err := s.Step(ctx, s.opts.LaunchDelay+s.opts.PodStartDelay-s.opts.Tick); err != nil {
+			t.Fatal(err)
+		}
+		ps := pods(t, s, "app")
+		if len(ps) != 1 || !podutils.IsPodReady(&ps[0]) {
+			t.Errorf("pods %v %s after the scale-up; want its one pod Ready (the launch delay, then the pod start)", names(ps), s.opts.LaunchDelay+s.opts.PodStartDelay)
+		}
+	})
+	t.Run("restart of a Deployment", func(t *testing.T) {
+		s := load(t, smallInventory(1, nil, nil))
+		before := pods(t, s, "app")
+		d, err := s.Kube().AppsV1().Deployments("app").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": s.Now().Format(time.RFC3339)}
+		restarted := s.Now()
+		if _, err := s.Kube().AppsV1().Deployments("app").Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Step(ctx, s.opts.PodStartDelay); err != nil {
+			t.Fatal(err)
+		}
+		after := pods(t, s, "app")
+		repl := created(t, s, "app", names(before))
+		if len(repl) != 1 || !repl[0].CreationTimestamp.Time.Equal(restarted) || !podutils.IsPodReady(&repl[0]) {
+			t.Fatalf("pods %v %s after the restart; want the new one created at the restart, %s, and Ready", names(after), s.opts.PodStartDelay, restarted.Format(time.TimeOnly))
+		}
+		if len(after) != 1 {
+			t.Errorf("pods %v once the new one is Ready; want the old one gone", names(after))
+		}
+	})
+	t.Run("start of a pod created bound", func(t *testing.T) {
+		s := load(t, smallInventory(1, nil, nil))
+		node := pods(t, s, "app")[0].Spec.NodeName
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "bound"}, Spec: corev1.PodSpec{NodeName: node,
+			Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}
+		if _, err := s.Kube().CoreV1().Pods("app").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Step(ctx, s.opts.PodStartDelay); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Kube().CoreV1().Pods("app").Get(ctx, "bound", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !podutils.IsPodReady(got) {
+			t.Errorf("pod created bound to %s not Ready %s after its creation (the pod start delay)", node, s.opts.PodStartDelay)
 		}
 	})
 }
@@ -712,9 +826,10 @@ func TestControllersReactInTheirTick(t *testing.T) {
 // TestControllersIdleUntilAWrite: on a settled cluster the controllers
 // that act on its objects alone (DaemonSets, workloads, the scheduler, the
 // PDBs' status) are not run again — a thousand-node cluster paid for them
-// every tick of a four-hour settle — and a write wakes them: a Deployment
-// scaled up gets its pods created, bound and started, and its budget's
-// status follows.
+// every tick of a four-hour settle — nor is a pass reacting at the instant
+// of a write (only the ticks' passes run), and a write wakes them: a
+// Deployment scaled up gets its pods created and bound at the instant,
+// started, and its budget's status follows.
 func TestControllersIdleUntilAWrite(t *testing.T) {
 	ctx := context.Background()
 	one := intstr.FromInt32(1)
@@ -732,8 +847,23 @@ func TestControllersIdleUntilAWrite(t *testing.T) {
 			t.Errorf("controller %s: idle %+v (ok %t), want idle at the %d writes so far", c, got, ok, s.changes.count)
 		}
 	}
+	passes := 0
+	s.OnTick(func(context.Context) error { passes++; return nil })
+	if err := s.Step(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if want := int(time.Minute / s.opts.Tick); passes != want {
+		t.Errorf("%d passes of the controllers in a minute without a write, want %d (the ticks')", passes, want)
+	}
 	if err := scaleDeployment(ctx, s, "app", "web", 4); err != nil {
 		t.Fatal(err)
+	}
+	passes = 0
+	if err := s.Step(ctx, s.opts.Tick); err != nil {
+		t.Fatal(err)
+	}
+	if passes != 2 {
+		t.Errorf("%d passes of the controllers in the tick after a write, want 2 (the write's instant, the tick)", passes)
 	}
 	if err := s.Settle(ctx, 5*time.Minute); err != nil {
 		t.Fatal(err)

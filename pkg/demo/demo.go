@@ -142,7 +142,7 @@ type Summary struct {
 	Sandbox sandbox.Stats `json:"sandbox"`
 	// PDBViolations counts PodDisruptionBudgets going from satisfied to
 	// fewer healthy pods than they require, as the demo watched them on
-	// every tick of the sandbox or every poll of a control plane
+	// every pass of the sandbox's controllers or every poll of a control plane
 	// (independently of the runner); the details say which.
 	PDBViolations       int      `json:"pdbViolations"`
 	PDBViolationDetails []string `json:"pdbViolationDetails,omitempty"`
@@ -520,7 +520,7 @@ func (r *runner) stepSandbox(ctx context.Context) (string, error) {
 	if r.cfg, r.runCtx, r.cancel, err = r.env.Load(ctx, inv, Namespace, r.opts.OutDir); err != nil {
 		return "", err
 	}
-	// PDB violations are measured here, on every tick (or poll) of the
+	// PDB violations are measured here, on every pass (or poll) of the
 	// whole run, not taken from what the runner reports.
 	r.env.Watch(r.pdbs.observe)
 	r.waits = newWaitWatcher(r.env.Now())

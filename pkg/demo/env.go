@@ -48,11 +48,13 @@ type environment interface {
 	// Consolidations is what the Karpenter stand-in decided (none on real parts).
 	Consolidations() []sandbox.ConsolidationCommand
 	// Watch runs f on every state of the cluster the environment can show
-	// (every tick of the sandbox, a poll of the control plane), with the
+	// (every pass of the sandbox's controllers, a poll of the control
+	// plane), with the
 	// client it must read the cluster with there.
 	Watch(f func(context.Context, kubernetes.Interface) error)
-	// WatchWaits feeds w the pods as the environment sees them: every
-	// tick's in the sandbox, a pod informer's events on a control plane.
+	// WatchWaits feeds w the pods as the environment sees them: after
+	// every pass of the sandbox's controllers, a pod informer's events on
+	// a control plane.
 	WatchWaits(ctx context.Context, w *waitWatcher) error
 	// PrepareTree adapts the tree generate wrote to the environment before
 	// it is planned and applied; it returns what it changed ("" for nothing).
@@ -124,9 +126,10 @@ func (e *sandboxEnv) Watch(f func(context.Context, kubernetes.Interface) error) 
 	e.sb.OnTick(func(ctx context.Context) error { return f(ctx, e.sb.Kube()) })
 }
 
-// WatchWaits reads the pods after every tick (the sandbox's own, not a
-// copy of each): the sandbox changes only within one, so it sees every
-// state a pod passes through but a pod created and deleted within a tick.
+// WatchWaits reads the pods after every pass of the controllers (a
+// tick's, and one reacting at the instant of a write; the sandbox's own
+// pods, not a copy of each): it sees every state a pod passes through but
+// a pod created and deleted between two passes.
 func (e *sandboxEnv) WatchWaits(_ context.Context, w *waitWatcher) error {
 	e.sb.OnTick(func(context.Context) error {
 		w.observe(e.sb.Pods(), e.sb.Now())

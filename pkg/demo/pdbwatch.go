@@ -14,7 +14,7 @@ import (
 )
 
 // pdbWatcher counts PodDisruptionBudget violations on its own: after every
-// tick of the sandbox, or poll of a control plane, it counts each budget's healthy pods (Ready, not
+// pass of the sandbox's controllers, or poll of a control plane, it counts each budget's healthy pods (Ready, not
 // terminating, selected by the budget) and compares them with the healthy
 // pods the budget requires (its status.desiredHealthy, as the cluster's
 // disruption controller computes it). A violation is a budget going from

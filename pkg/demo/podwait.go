@@ -19,7 +19,7 @@ import (
 // until then. Placeholder pods are not counted: they wait for Karpenter's
 // launch so that the pods they hold room for do not.
 //
-// The sandbox feeds it every tick's pods (observe), a control plane a pod
+// The sandbox feeds it every pass's pods (observe), a control plane a pod
 // informer's events (seen, gone). Both read the times the cluster wrote
 // (creation, the condition's transition), whole seconds on a real API
 // server and the 5s ticks of the sandbox.
