@@ -2,11 +2,13 @@ package bigcluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/karpenter-migrate/karpenter-migrate/internal/bigcluster"
+	"github.com/karpenter-migrate/karpenter-migrate/internal/sandbox"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/demo"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
@@ -23,7 +25,7 @@ import (
 //
 //	slot go test ./internal/bigcluster -run '^$' -bench ApplyBigCluster/N44 -benchtime 1x -timeout 60m
 func BenchmarkApplyBigCluster(b *testing.B) {
-	for _, n := range []int{1, 4, 11, 44} {
+	for _, n := range []int{1, 4, 11, 22, 44} {
 		b.Run(fmt.Sprintf("N%d", n), func(b *testing.B) { benchApply(b, n) })
 	}
 }
@@ -61,8 +63,20 @@ func benchApply(b *testing.B, n int) {
 		stop := bigcluster.SamplePeakHeap()
 		sum, err := demo.Run(ctx, demo.Options{Seed: replaySeed, OutDir: b.TempDir(), Snapshot: &snap, Events: events})
 		peak := stop()
+		settled := 1.0
 		if err != nil {
-			b.Fatalf("%v (apply took %s wall, %s simulated; peak heap %d MB)", err, wallEnd.Sub(wallStart).Round(time.Millisecond), applyEnd.Sub(applyStart), peak>>20)
+			if applyEnd.IsZero() || !errors.Is(err, sandbox.ErrNotSettled) || sum == nil || sum.Consolidation != nil {
+				b.Fatalf("%v (apply took %s wall, %s simulated; peak heap %d MB)", err, wallEnd.Sub(wallStart).Round(time.Millisecond), applyEnd.Sub(applyStart), peak>>20)
+			}
+			// Apply is done and Karpenter's consolidation afterwards
+			// does not settle: a Delete's pods, placed by the scheduler's
+			// LeastAllocated rather than where the simulation put them,
+			// leave one pending, Karpenter launches a node for it and
+			// consolidates it again after consolidateAfter — as a real
+			// cluster with kube-scheduler's default scoring would. The
+			// apply figures stand; settled says the rest did not.
+			settled = 0
+			b.Logf("consolidation after apply did not settle: %v", err)
 		}
 		b.Logf("%d nodes, %d pods: %d waves, %d pods to move, %d moves, %d evictions; waves %.0f s simulated (plan %.0f s, bound %.0f s), apply %s, whole run %.0f s simulated in %.1f s wall",
 			len(inv.Nodes), len(inv.Pods), len(sum.Waves), sum.PodsToMove, sum.Moves, sum.Evictions, sum.MakespanSeconds, sum.PredictedSeconds, sum.BoundSeconds, applyEnd.Sub(applyStart), sum.SimulatedSeconds, sum.WallSeconds)
@@ -78,6 +92,7 @@ func benchApply(b *testing.B, n int) {
 		b.ReportMetric(float64(sum.Evictions)/float64(max(sum.PodsToMove, 1)), "evictions/pod")
 		b.ReportMetric(sum.MovesPerPod, "moves/pod")
 		b.ReportMetric(float64(sum.PDBViolations), "pdb-violations")
+		b.ReportMetric(settled, "settled")
 		for unit, v := range sum.APIRequests.PerPod(sum.PodsToMove) {
 			b.ReportMetric(v, unit)
 		}

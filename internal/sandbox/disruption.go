@@ -81,9 +81,13 @@ type disruptor struct {
 	lastPass time.Time
 	// podSig and lastPodEvent follow each Karpenter node's pods: a change of
 	// its set of (non-DaemonSet, active) pods is a pod event, which is what
-	// NodeClaim status.lastPodEventTime records.
+	// NodeClaim status.lastPodEventTime records. podsOn is the pod cache's
+	// list of each node's pods podSig was read from: the cache replaces a
+	// node's list on every write of one of its pods, so the same list has
+	// the same signature.
 	podSig       map[string]string
 	lastPodEvent map[string]time.Time
+	podsOn       map[string][]*corev1.Pod
 	// pending are commands waiting out ConsolidationTTL; running are being
 	// executed; history is every command, in the order decided.
 	pending []*command
@@ -144,7 +148,7 @@ type command struct {
 }
 
 func newDisruptor() disruptor {
-	return disruptor{podSig: map[string]string{}, lastPodEvent: map[string]time.Time{}, types: map[string]poolTypes{}}
+	return disruptor{podSig: map[string]string{}, lastPodEvent: map[string]time.Time{}, podsOn: map[string][]*corev1.Pod{}, types: map[string]poolTypes{}}
 }
 
 // Consolidations returns every command the stand-in's disruption
@@ -221,8 +225,7 @@ func (s *Sandbox) SettleConsolidation(ctx context.Context, max time.Duration) er
 // waits (an invalid one is logged, recorded and skipped).
 func (s *Sandbox) consolidate(ctx context.Context) error {
 	nodes := s.nodesByName()
-	pods := s.listPods()
-	s.trackPodEvents(nodes, pods)
+	s.trackPodEvents(nodes)
 	if err := s.progressCommands(ctx, nodes); err != nil {
 		return err
 	}
@@ -577,24 +580,32 @@ func (s *Sandbox) removeNode(ctx context.Context, name string) error {
 // trackPodEvents records, for every Karpenter node, when its set of pods
 // that must move last changed; a node that never had one keeps a zero
 // time (its creation counts, as for a NodeClaim without lastPodEventTime).
-func (s *Sandbox) trackPodEvents(nodes map[string]*corev1.Node, pods []*corev1.Pod) {
-	on := map[string][]string{}
-	for _, p := range pods {
-		if p.Spec.NodeName != "" && mustMove(p) {
-			on[p.Spec.NodeName] = append(on[p.Spec.NodeName], podKey(p)+"/"+string(p.UID))
-		}
-	}
+// It reads each node's pods from the pod cache, and only the nodes whose
+// list the cache replaced since the last tick (a write of one of their
+// pods): the others' sets are the same.
+func (s *Sandbox) trackPodEvents(nodes map[string]*corev1.Node) {
 	for name := range s.dis.podSig {
 		if nodes[name] == nil {
 			delete(s.dis.podSig, name)
 			delete(s.dis.lastPodEvent, name)
+			delete(s.dis.podsOn, name)
 		}
 	}
 	for name, n := range nodes {
 		if n.Labels[apisv1.NodePoolLabelKey] == "" {
 			continue
 		}
-		keys := on[name]
+		on := s.pods.on(name)
+		if last, ok := s.dis.podsOn[name]; ok && sameList(last, on) {
+			continue
+		}
+		s.dis.podsOn[name] = on
+		var keys []string
+		for _, p := range on {
+			if mustMove(p) {
+				keys = append(keys, podKey(p)+"/"+string(p.UID))
+			}
+		}
 		sort.Strings(keys)
 		sig := strings.Join(keys, ",")
 		prev, seen := s.dis.podSig[name]
@@ -603,6 +614,11 @@ func (s *Sandbox) trackPodEvents(nodes map[string]*corev1.Node, pods []*corev1.P
 		}
 		s.dis.podSig[name] = sig
 	}
+}
+
+// sameList reports whether a and b are the same list (not only equal).
+func sameList(a, b []*corev1.Pod) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // consolidationDue reports whether some initialized Karpenter node that

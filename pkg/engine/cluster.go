@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
@@ -25,12 +27,13 @@ import (
 // cost that follows the nodes that could take one of the pods rather than
 // the size of the cluster:
 //
-//   - When no pod, bound or to place, declares a topology spread constraint
-//     or pod (anti-)affinity, an existing node that can take none of the
-//     pods (a NoSchedule or NoExecute taint none of them tolerates, or less
-//     room left than any of them requests) is left out of the input. Solve
-//     would only try it and move on: its room never changes, and without
-//     topology nothing else in the scheduler reads existing nodes.
+//   - When no pod to place declares a topology spread constraint or pod
+//     (anti-)affinity and no such term of a bound pod selects one of them
+//     (by its label selector alone), an existing node that can take none of
+//     the pods (a NoSchedule or NoExecute taint none of them tolerates, or
+//     less room left than any of them requests) is left out of the input.
+//     Solve would only try it and move on: its room never changes, and no
+//     topology group that reads existing nodes owns or selects the pods.
 //   - A simulation whose pods equal an earlier one's but for their names
 //     (same requests, selectors, affinity, tolerations and host ports, in
 //     the order Solve places them) on the same remaining nodes has the same
@@ -62,7 +65,10 @@ type Cluster struct {
 	// take it over. topo: one of its pods declares topology.
 	base, topo []bool
 	// topology: a bound pod declares topology spread or pod (anti-)affinity.
+	// terms select at least every pod those terms' groups select (nil
+	// when one does not parse: every pod counts as selected).
 	topology bool
+	terms    []labels.Selector
 	// takers are the nodes that may take a pod, by set of shapes.
 	takers map[string]takers
 	// uid names each node's content in the lineage, whose answers the
@@ -177,6 +183,9 @@ func NewClusterFrom(prev *Cluster, in Input, same []int) *Cluster {
 		}
 	}
 	slices.SortStableFunc(c.byRoom, func(a, b int) int { return cmp.Compare(c.free[b][rCPU], c.free[a][rCPU]) })
+	if c.topology {
+		c.terms = boundTerms(in.ExistingNodes, c.topo)
+	}
 	c.sameSlots = c.pre != nil && len(c.ri.names) == len(c.pre.ri.names)
 	return c
 }
@@ -279,6 +288,88 @@ func nodeAffinityParses(p *inventory.Pod) bool {
 func hasTopology(p *inventory.Pod) bool {
 	a := p.Affinity
 	return len(p.TopologySpreadConstraints) > 0 || a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil)
+}
+
+// boundTerms are selectors of the topology terms (spread constraints, pod
+// affinity and anti-affinity, required or preferred) of the pods bound to
+// the nodes marked topo, each once, that select at least every pod the
+// scheduler's group for the term selects: the term's label selector
+// without its namespaces and matchLabelKeys (which only narrow it), every
+// pod for a term with no selector but matchLabelKeys. Nil when a selector
+// does not parse (Solve reports it).
+func boundTerms(nodes []ExistingNode, topo []bool) []labels.Selector {
+	var out []labels.Selector
+	seen := map[string]bool{}
+	add := func(ls *metav1.LabelSelector, keys bool) bool {
+		sel := labels.Nothing()
+		switch {
+		case ls != nil:
+			var err error
+			if sel, err = metav1.LabelSelectorAsSelector(ls); err != nil {
+				return false
+			}
+		case keys:
+			sel = labels.Everything()
+		}
+		if k := sel.String(); !seen[k] {
+			seen[k] = true
+			out = append(out, sel)
+		}
+		return true
+	}
+	for i := range nodes {
+		if !topo[i] {
+			continue
+		}
+		for j := range nodes[i].Pods {
+			p := &nodes[i].Pods[j]
+			for _, c := range p.TopologySpreadConstraints {
+				if !add(c.LabelSelector, len(c.MatchLabelKeys) > 0) {
+					return nil
+				}
+			}
+			a := p.Affinity
+			if a == nil {
+				continue
+			}
+			var terms []corev1.PodAffinityTerm
+			if a.PodAffinity != nil {
+				terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+				for _, w := range a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+					terms = append(terms, w.PodAffinityTerm)
+				}
+			}
+			if a.PodAntiAffinity != nil {
+				terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+				for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+					terms = append(terms, w.PodAffinityTerm)
+				}
+			}
+			for _, t := range terms {
+				if !add(t.LabelSelector, len(t.MatchLabelKeys) > 0) {
+					return nil
+				}
+			}
+		}
+	}
+	return out
+}
+
+// selected reports whether a topology term of a bound pod may select one
+// of the pods (always, when a term did not parse).
+func (c *Cluster) selected(pods *Pods) bool {
+	if c.terms == nil {
+		return true
+	}
+	for i := range pods.list {
+		set := labels.Set(pods.list[i].Labels)
+		for _, sel := range c.terms {
+			if sel.Matches(set) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Pods are pods to place, read once for any number of Cluster.Solves: a
@@ -469,7 +560,7 @@ type podShape struct {
 // nodes in the lineage; false when nodes that take none of them may not
 // be left out. It is worked out once per set of shapes.
 func (c *Cluster) mayTake(pods *Pods) ([]int, uint64, bool) {
-	if c.overflow || c.topology || pods.topology {
+	if c.overflow || pods.topology || c.topology && c.selected(pods) {
 		return nil, 0, false
 	}
 	if got, ok := c.takers[pods.shapesKey]; ok {
