@@ -88,7 +88,9 @@ func (c *Clients) Counted(req *kube.Requests) kubernetes.Interface {
 
 // Clock is the simulated clock as a program sees it: a wait (After, Sleep)
 // steps the simulation by its duration — at least one tick — so the
-// cluster moves exactly while the program waits. Timers and tickers
+// cluster moves exactly while the program waits; as the wait starts, the
+// controllers react to what the program wrote since its last one, at the
+// instant it was written (Sandbox.Step). Timers and tickers
 // (NewTimer, NewTicker, AfterFunc) fire as the simulation passes their
 // time. A program that waits on one goroutine at a time therefore runs
 // reproducibly.
