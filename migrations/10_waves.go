@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -52,8 +53,8 @@ func (s run) RunWaves(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for i := range s.Plan.Waves {
-		if err := s.runWave(ctx, i, kept); err != nil {
+	for _, g := range s.Plan.DrainGroups() {
+		if err := s.runGroup(ctx, g, kept); err != nil {
 			return err
 		}
 	}
@@ -75,64 +76,95 @@ func (s run) WavesDone() (bool, string) {
 }
 
 func (s run) setPhase(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord, phase string) error {
-	rec.Phase = phase
+	rec.Phase, rec.DrainGroup = phase, w.DrainGroup
 	s.Journal.Current.Wave, s.Journal.Current.Phase, s.Journal.Current.WaitingFor = w.Index, phase, ""
 	s.Emit(rollout.Event{Kind: rollout.EventWavePhase, Step: s.Journal.Current.Step, Wave: w.Index, Waves: len(s.Plan.Waves), Phase: phase, Total: len(w.Nodes)})
 	return s.Save(ctx)
 }
 
-func (s run) runWave(ctx context.Context, i int, kept map[string]bool) error {
-	w := s.Plan.Waves[i]
-	rec := s.Journal.Wave(w.Index)
-	if s.Options.DryRun {
-		rec = &rollout.WaveRecord{Index: w.Index}
+// runGroup runs a drain group's waves (g: their positions in the plan;
+// a wave drained alone is a group of one) through the phases together:
+// each is pre-provisioned (the group's placeholders all created first, so
+// their nodes launch at once) and cordoned, then their nodes drain in one
+// drain (the plan's concurrency at a time), behind one gate; cleanup and
+// scale-in are per wave. Placeholders are released, evictions counted and
+// events reported per wave, by the node a pod is on. A resumed group
+// starts again at its waves' earliest phase; a wave past a phase skips
+// it, and a wave done is left alone.
+func (s run) runGroup(ctx context.Context, g []int, kept map[string]bool) error {
+	// rec is a wave's journal record, taken again at each use: preparing
+	// later waves (prepareAhead) adds their records to the journal, which
+	// may move the others.
+	dry := map[int]*rollout.WaveRecord{}
+	rec := func(i int) *rollout.WaveRecord {
+		w := s.Plan.Waves[i]
+		if !s.Options.DryRun {
+			return s.Journal.Wave(w.Index)
+		}
+		if dry[i] == nil {
+			dry[i] = &rollout.WaveRecord{Index: w.Index}
+		}
+		return dry[i]
 	}
-	start := 0
-	if rec.Phase != "" {
-		start = slices.Index(phases, rec.Phase)
+	at := func(i int) (int, error) {
+		r := rec(i)
+		if r.Phase == "" {
+			return 0, nil
+		}
+		if k := slices.Index(phases, r.Phase); k >= 0 {
+			return k, nil
+		}
+		return 0, fmt.Errorf("wave %d: journal has unknown phase %q", r.Index, r.Phase)
 	}
-	if start < 0 {
-		return fmt.Errorf("wave %d: journal has unknown phase %q", w.Index, rec.Phase)
+	start := len(phases) - 1
+	for _, i := range g {
+		k, err := at(i)
+		if err != nil {
+			return err
+		}
+		start = min(start, k)
 	}
 	if start > 0 && phases[start] != rollout.PhaseDone {
 		// Resumed past its pre-provisioning: the later waves' capacity
 		// is prepared all the same.
-		if err := s.prepareAhead(ctx, i); err != nil {
-			return err
+		for _, i := range g {
+			if err := s.prepareAhead(ctx, i); err != nil {
+				return err
+			}
 		}
 	}
-	// drained is when this run ended the wave's drain (zero when it
+	// drained is when this run ended the group's drain (zero when it
 	// resumed past it).
 	var drained time.Time
-	for _, phase := range phases[start:] {
+	for p, phase := range phases[start:] {
+		p += start
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !s.Options.DryRun {
-			// Taken again at each phase: preparing later waves
-			// (prepareAhead) adds their records to the journal, which
-			// may move this one.
-			rec = s.Journal.Wave(w.Index)
+		// The group's waves at this phase: not past it, nor done.
+		var ws []int
+		for _, i := range g {
+			if k, _ := at(i); k <= p && phases[k] != rollout.PhaseDone {
+				ws = append(ws, i)
+			}
 		}
-		if err := s.setPhase(ctx, w, rec, phase); err != nil {
-			return err
+		for _, i := range ws {
+			if err := s.setPhase(ctx, s.Plan.Waves[i], rec(i), phase); err != nil {
+				return err
+			}
 		}
 		var err error
 		switch phase {
 		case rollout.PhasePreProvision:
-			err = s.preProvision(ctx, i)
+			err = s.prepareTogether(ctx, ws)
+			for _, i := range ws {
+				if err == nil {
+					err = s.preProvision(ctx, i)
+				}
+			}
 		case rollout.PhaseCordon:
-			for _, n := range w.Nodes {
-				if kept[n.Name] {
-					continue // reserved instead (prepareNodes)
-				}
-				s.Change("cordon node %s", n.Name)
-				if !s.Options.DryRun {
-					if err = kube.Cordon(ctx, s.Kube, n.Name, true); apierrors.IsNotFound(errors.Unwrap(err)) {
-						err = nil // already removed
-					}
-				}
-				if err != nil {
+			for _, i := range ws {
+				if err = s.cordon(ctx, s.Plan.Waves[i], kept); err != nil {
 					break
 				}
 			}
@@ -140,25 +172,88 @@ func (s run) runWave(ctx context.Context, i int, kept map[string]bool) error {
 			// The placeholders' room goes to the evicted pods as they are
 			// evicted (placeholderRelease): they would not preempt
 			// placeholders while a steered legacy node fits.
-			err = s.drainWave(ctx, w, rec, kept)
+			err = s.drainWaves(ctx, ws, kept)
 			drained = s.Clock.Now()
 		case rollout.PhaseGate:
 			var notBefore time.Time
 			if !drained.IsZero() {
 				notBefore = drained.Add(s.Options.PollInterval)
 			}
-			err = s.gate(ctx, w.Index, "gate", "", notBefore)
-		case rollout.PhaseCleanup:
-			if !s.Options.DryRun { // said once, at the drain
-				err = s.deletePlaceholders(ctx, w.Index)
+			name := "gate"
+			if len(ws) > 1 {
+				name = "gate of waves " + s.waveNames(ws)
 			}
-			if err == nil && i == len(s.Plan.Waves)-1 {
-				err = s.deleteGuards(ctx)
+			err = s.gate(ctx, s.Plan.Waves[ws[0]].Index, name, "", notBefore)
+		case rollout.PhaseCleanup:
+			for _, i := range ws {
+				if err == nil && !s.Options.DryRun { // said once, at the drain
+					err = s.deletePlaceholders(ctx, s.Plan.Waves[i].Index)
+				}
+				if err == nil && i == len(s.Plan.Waves)-1 {
+					err = s.deleteGuards(ctx)
+				}
 			}
 		case rollout.PhaseScaleIn:
-			err = s.scaleIn(ctx, w, rec, kept)
+			for _, i := range ws {
+				if err == nil {
+					err = s.scaleIn(ctx, s.Plan.Waves[i], rec(i), kept)
+				}
+			}
 		}
 		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waveNames names the waves (positions in the plan) as "2, 3, 4".
+func (s run) waveNames(ws []int) string {
+	names := make([]string, len(ws))
+	for k, i := range ws {
+		names[k] = strconv.Itoa(s.Plan.Waves[i].Index)
+	}
+	return strings.Join(names, ", ")
+}
+
+// cordon cordons the wave's nodes but the kept ones (reserved instead:
+// prepareNodes).
+func (s run) cordon(ctx context.Context, w plan.Wave, kept map[string]bool) error {
+	for _, n := range w.Nodes {
+		if kept[n.Name] {
+			continue
+		}
+		s.Change("cordon node %s", n.Name)
+		if s.Options.DryRun {
+			continue
+		}
+		if err := kube.Cordon(ctx, s.Kube, n.Name, true); err != nil && !apierrors.IsNotFound(errors.Unwrap(err)) {
+			return err // not found: already removed
+		}
+	}
+	return nil
+}
+
+// prepareTogether creates the placeholders of a drain group's waves (ws:
+// positions in the plan), those not asked for yet, as the group starts,
+// so that the group's capacity launches at once rather than wave after
+// wave as each wave's pre-provisioning waits for its own. A dry run
+// lists them with each wave's.
+func (s run) prepareTogether(ctx context.Context, ws []int) error {
+	if !s.Plan.Budget.PreProvision || s.Options.DryRun || len(ws) < 2 {
+		return nil
+	}
+	first := s.Plan.Waves[ws[0]].Index
+	for _, i := range ws {
+		w := s.Plan.Waves[i]
+		if len(w.PreProvision) == 0 || !s.Journal.Wave(w.Index).PreparedAt.IsZero() {
+			continue
+		}
+		note := ""
+		if w.Index != first {
+			note = fmt.Sprintf(", with wave %d's: they drain together", first)
+		}
+		if err := s.createPlaceholders(ctx, w, note, false); err != nil {
 			return err
 		}
 	}
@@ -545,78 +640,109 @@ func (s run) drainEvents(wave int, evicted func()) func(kube.DrainEvent) {
 	}
 }
 
-// drainWave evicts the wave's pods, moving PDB-blocked Deployment pods by
-// surge restart when the plan allows it. On the kept nodes the
-// controller's pods and those tolerating the reservation stay.
-func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord, kept map[string]bool) error {
+// drainWaves evicts the pods of a drain group's waves (ws: positions in
+// the plan; one wave alone, or several whose budgets do not overlap) in
+// one drain of all their nodes, the plan's concurrency at a time, moving
+// PDB-blocked Deployment pods by surge restart when the plan allows it.
+// Each wave counts its pods as the drain starts, releases its own
+// placeholders as its pods are evicted, and reports its evictions, by the
+// node a pod is on. On the kept nodes the controller's pods and those
+// tolerating the reservation stay.
+func (s run) drainWaves(ctx context.Context, ws []int, kept map[string]bool) error {
 	opts := s.DrainOptions()
 	var err error
 	if opts.Stay, err = s.stays(ctx, kept); err != nil {
 		return err
 	}
+	waves := make([]plan.Wave, len(ws))
+	recs := make([]*rollout.WaveRecord, len(ws))
+	waveOf := map[string]int{} // node -> its wave's position in waves
+	for k, i := range ws {
+		waves[k] = s.Plan.Waves[i]
+		recs[k] = s.Journal.Wave(waves[k].Index)
+		if s.Options.DryRun {
+			recs[k] = &rollout.WaveRecord{Index: waves[k].Index}
+		}
+		for _, n := range waves[k].Nodes {
+			waveOf[n.Name] = k
+		}
+	}
 	var mu sync.Mutex
-	d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: opts, OnEvent: s.drainEvents(w.Index, func() {
-		mu.Lock()
-		rec.Evicted++
-		mu.Unlock()
-	})}
-	names := make([]string, len(w.Nodes))
-	for i, n := range w.Nodes {
-		names[i] = n.Name
+	events := make([]func(kube.DrainEvent), len(ws))
+	for k := range waves {
+		events[k] = s.drainEvents(waves[k].Index, func() {
+			mu.Lock()
+			recs[k].Evicted++
+			mu.Unlock()
+		})
+	}
+	d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: opts, OnEvent: func(e kube.DrainEvent) { events[waveOf[e.Node]](e) }}
+	if len(ws) > 1 {
+		s.Change("drain the nodes of waves %s together, %d at a time: their PodDisruptionBudgets do not overlap", s.waveNames(ws), s.Plan.Budget.Concurrency)
 	}
 	if s.Options.DryRun {
-		if s.Plan.Budget.PreProvision && len(w.PreProvision) > 0 {
-			s.Change("release the placeholder pods of wave %d as the pods they hold room for are evicted, each leaving a guard pod on its node until the last wave is done", w.Index)
-		}
-		for _, n := range names {
-			pods, skipped, err := d.Pods(ctx, n)
-			if err != nil {
+		for _, w := range waves {
+			if err := s.drainDryRun(ctx, w, d); err != nil {
 				return err
-			}
-			for _, p := range pods {
-				s.Change("evict pod %s/%s from node %s", p.Namespace, p.Name, n)
-			}
-			for _, sk := range skipped {
-				s.Change("leave pod %s on node %s: %s", sk.Pod, n, sk.Reason)
 			}
 		}
 		return nil
 	}
-	names = existing(ctx, s, names)
-	keptHere := 0
-	for _, n := range names {
-		if kept[n] {
-			keptHere++
+	var names []string
+	counted := make([][]podOn, len(ws))
+	rels := make([]*placeholderRelease, len(ws))
+	for k, w := range waves {
+		mine := make([]string, len(w.Nodes))
+		for j, n := range w.Nodes {
+			mine[j] = n.Name
 		}
+		mine = existing(ctx, s, mine)
+		keptHere := 0
+		for _, n := range mine {
+			if kept[n] {
+				keptHere++
+			}
+		}
+		if counted[k], err = s.drainStarted(ctx, w.Index, mine, keptHere, d); err != nil {
+			return err
+		}
+		if rels[k], err = s.newPlaceholderRelease(ctx, w.Index, counted[k]); err != nil {
+			return err
+		}
+		names = append(names, mine...)
 	}
-	counted, err := s.drainStarted(ctx, w.Index, names, keptHere, d)
-	if err != nil {
-		return err
-	}
-	rel, err := s.newPlaceholderRelease(ctx, w.Index, counted)
-	if err != nil {
-		return err
-	}
-	events := d.OnEvent
 	d.OnEvent = func(e kube.DrainEvent) {
 		if e.Type == kube.DrainEvicting {
-			rel.moving(ctx, e.Pod)
+			rels[waveOf[e.Node]].moving(ctx, e.Pod)
 		}
-		events(e)
+		events[waveOf[e.Node]](e)
 	}
-	var replaced map[string]bool
+	replaced := map[string]bool{}
 	if s.Plan.Budget.RestartBlocked {
-		if replaced, err = s.restartBlocked(ctx, w.Index, counted, rel); err != nil {
-			return err
+		for k, w := range waves {
+			r, err := s.restartBlocked(ctx, w.Index, counted[k], rels[k])
+			if err != nil {
+				return err
+			}
+			maps.Copy(replaced, r)
 		}
 	}
 	results, err := d.DrainNodes(ctx, names, s.Plan.Budget.Concurrency)
-	if err == nil {
-		err = rel.rest(ctx)
+	for _, rel := range rels {
+		if err == nil {
+			err = rel.rest(ctx)
+		}
 	}
-	rec.Skipped = nil
+	for _, rec := range recs {
+		rec.Skipped = nil
+	}
+	var skipped []string
 	for _, r := range results {
+		rec := recs[waveOf[r.Node]]
 		rec.Skipped = append(rec.Skipped, r.Skipped...)
+		for _, sk := range r.Skipped {
+			skipped = append(skipped, sk.Pod+" ("+sk.Reason+")")
+		}
 	}
 	if serr := s.Save(ctx); serr != nil && err == nil {
 		err = serr
@@ -626,19 +752,37 @@ func (s run) drainWave(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord
 		// timeout, whichever way it surfaced: DeadlineExceeded from the
 		// drainer, or context.Canceled from a request it cut short.
 		if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-			return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: fmt.Sprintf(
+			return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: waves[0].Index, Reason: fmt.Sprintf(
 				"evictions still refused after %s (a PodDisruptionBudget allows no disruption; see the PDBWait events): %s", opts.Timeout, firstLine(err))}
 		}
 		return err
 	}
-	if len(rec.Skipped) > 0 {
-		var list []string
-		for _, sk := range rec.Skipped {
-			list = append(list, sk.Pod+" ("+sk.Reason+")")
-		}
-		return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: w.Index, Reason: "pods left on cordoned nodes, which are therefore not removed: " + strings.Join(list, "; ")}
+	if len(skipped) > 0 {
+		return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: waves[0].Index, Reason: "pods left on cordoned nodes, which are therefore not removed: " + strings.Join(skipped, "; ")}
 	}
-	s.drainEnded(w.Index, counted, results, replaced)
+	for k, w := range waves {
+		s.drainEnded(w.Index, counted[k], results, replaced)
+	}
+	return nil
+}
+
+// drainDryRun lists what the drain of a wave would do.
+func (s run) drainDryRun(ctx context.Context, w plan.Wave, d *kube.Drainer) error {
+	if s.Plan.Budget.PreProvision && len(w.PreProvision) > 0 {
+		s.Change("release the placeholder pods of wave %d as the pods they hold room for are evicted, each leaving a guard pod on its node until the last wave is done", w.Index)
+	}
+	for _, n := range w.Nodes {
+		pods, skipped, err := d.Pods(ctx, n.Name)
+		if err != nil {
+			return err
+		}
+		for _, p := range pods {
+			s.Change("evict pod %s/%s from node %s", p.Namespace, p.Name, n.Name)
+		}
+		for _, sk := range skipped {
+			s.Change("leave pod %s on node %s: %s", sk.Pod, n.Name, sk.Reason)
+		}
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -207,8 +208,9 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	w := g.IO.Out
 	fmt.Fprintf(w, "Plan %s for %s (cluster %s) written to %s\n\n", p.Hash, p.Environment, p.Cluster, o.out)
 	t := newTable(w)
-	fmt.Fprintln(t, "WAVE\tNODES\tGROUPS\tPODS\tNODEPOOLS\tPREDICTED NODES\tPLACEHOLDERS\tPREDICTED TIME\tBOUND BY")
-	for _, wv := range p.Waves {
+	fmt.Fprintln(t, "WAVE\tNODES\tGROUPS\tPODS\tNODEPOOLS\tPREDICTED NODES\tPLACEHOLDERS\tDRAINED WITH\tPREDICTED TIME\tBOUND BY")
+	drainedWith := drainedWith(p)
+	for i, wv := range p.Waves {
 		groups := map[string]bool{}
 		for _, n := range wv.Nodes {
 			groups[n.NodeGroup] = true
@@ -217,7 +219,7 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 		if wv.Timing != nil && wv.Timing.BoundBy != "" {
 			by = wv.Timing.BoundBy
 		}
-		fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%v\t%d\t%d\t%s\t%s\n", wv.Index, len(wv.Nodes), len(groups), wv.Pods, wv.NodePools, len(wv.PredictedNodes), len(wv.PreProvision), plan.Seconds(wv.PredictedSeconds), by)
+		fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%v\t%d\t%d\t%s\t%s\t%s\n", wv.Index, len(wv.Nodes), len(groups), wv.Pods, wv.NodePools, len(wv.PredictedNodes), len(wv.PreProvision), drainedWith[i], plan.Seconds(wv.PredictedSeconds), by)
 	}
 	if err := t.Flush(); err != nil {
 		return err
@@ -233,8 +235,12 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	if p.IAM != nil && p.IAM.Error == "" {
 		fmt.Fprintf(w, "\nIAM: node role %s, controller role %s (%s), queue %s, nodes join by %s\n", p.IAM.NodeRole, p.IAM.ControllerRole, p.IAM.Identity, p.IAM.Queue, p.IAM.NodeAccess)
 	}
-	fmt.Fprintf(w, "\nBudget: %d nodes per wave, %d drained at once, capacity prepared %d waves ahead; gates: node ready %s, pod pending %s, PDB wait %s\n",
-		p.Budget.WaveSize, p.Budget.Concurrency, p.Budget.PrepareAhead, p.Budget.Gates.NodeReadyTimeout, p.Budget.Gates.MaxPodPending, p.Budget.Gates.PDBWaitTimeout)
+	together := "each wave drained alone"
+	if p.Budget.DrainTogether {
+		together = "waves whose PodDisruptionBudgets do not overlap drained together"
+	}
+	fmt.Fprintf(w, "\nBudget: %d nodes per wave, %d drained at once, capacity prepared %d waves ahead, %s; gates: node ready %s, pod pending %s, PDB wait %s\n",
+		p.Budget.WaveSize, p.Budget.Concurrency, p.Budget.PrepareAhead, together, p.Budget.Gates.NodeReadyTimeout, p.Budget.Gates.MaxPodPending, p.Budget.Gates.PDBWaitTimeout)
 	if p.Cost.Complete {
 		fmt.Fprintf(w, "Cost: $%.4f/h before, $%.4f/h after%s\n", p.Cost.BeforePerHour, p.Cost.AfterPerHour, describePrices(p.Cost.Prices))
 	} else {
@@ -341,4 +347,22 @@ func printSteadyState(w io.Writer, ss *plan.SteadyState) error {
 		fmt.Fprintf(t, "+%s\t%s\t%s\t%s\t%s\t%.4f\n", c.After, c.Method, c.Action, strings.Join(names, ", "), repl, c.SavingsPerHour)
 	}
 	return t.Flush()
+}
+
+// drainedWith names, for each wave of the plan, the other waves of its
+// drain group ("3, 4"), or "-" for a wave drained alone.
+func drainedWith(p *plan.Plan) []string {
+	out := make([]string, len(p.Waves))
+	for _, g := range p.DrainGroups() {
+		for _, i := range g {
+			var others []string
+			for _, j := range g {
+				if j != i {
+					others = append(others, strconv.Itoa(p.Waves[j].Index))
+				}
+			}
+			out[i] = dash(strings.Join(others, ", "))
+		}
+	}
+	return out
 }

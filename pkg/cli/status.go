@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -83,8 +85,15 @@ func printJournal(g *GlobalOptions, j *rollout.Journal) {
 	if len(j.Waves) > 0 {
 		fmt.Fprintln(w)
 		t = newTable(w)
-		fmt.Fprintln(t, "WAVE\tPHASE\tEVICTED\tREMOVED\tLEFT IN PLACE\tELAPSED\tPREDICTED")
+		fmt.Fprintln(t, "WAVE\tPHASE\tEVICTED\tREMOVED\tLEFT IN PLACE\tELAPSED\tPREDICTED\tDRAINED WITH")
 		for _, wv := range j.Waves {
+			// The other waves of its drain group (rollout.drainTogether).
+			var with []string
+			for _, o := range j.Waves {
+				if wv.DrainGroup != 0 && o.DrainGroup == wv.DrainGroup && o.Index != wv.Index {
+					with = append(with, strconv.Itoa(o.Index))
+				}
+			}
 			elapsed, predicted := "-", "-"
 			if !wv.StartedAt.IsZero() {
 				elapsed = wv.Elapsed(j.UpdatedAt).Round(time.Second).String()
@@ -97,7 +106,7 @@ func printJournal(g *GlobalOptions, j *rollout.Journal) {
 				// Its placeholders exist (rollout.prepareAhead); it has not started.
 				phase = "prepared ahead at " + wv.PreparedAt.Format("15:04:05")
 			}
-			fmt.Fprintf(t, "%d\t%s\t%d\t%d\t%d\t%s\t%s\n", wv.Index, phase, wv.Evicted, len(wv.Removed), len(wv.Skipped), elapsed, predicted)
+			fmt.Fprintf(t, "%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", wv.Index, phase, wv.Evicted, len(wv.Removed), len(wv.Skipped), elapsed, predicted, dash(strings.Join(with, ", ")))
 		}
 		_ = t.Flush()
 	}

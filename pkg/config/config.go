@@ -85,6 +85,12 @@ type Rollout struct {
 	// transient capacity for a shorter migration. 0 (the default): each
 	// wave launches its own as it starts (docs/ARCHITECTURE.md says why).
 	PrepareAhead int `yaml:"prepareAhead" json:"prepareAhead"`
+	// DrainTogether drains consecutive waves whose PodDisruptionBudgets do
+	// not overlap together: each pre-provisioned and cordoned, their nodes
+	// in one drain (concurrency at a time), behind one gate. A NodePool
+	// takes one wave's pods before a gate has passed on it (the first wave
+	// drains alone). On by default (docs/ARCHITECTURE.md says why).
+	DrainTogether bool `yaml:"drainTogether" json:"drainTogether"`
 	// NodeLaunchTime is how long Karpenter takes from launching a node to
 	// its being Ready, and PodReadyTime how long an evicted pod's
 	// replacement takes to become Ready: the plan's duration model reads
@@ -141,7 +147,7 @@ func Default(env string) Config {
 		Environment: env,
 		Controller:  Controller{Size: 2, Namespace: "kube-system"},
 		Generate:    Generate{Strategy: "multiple", Flexibility: "exact", KeepNodegroupLabel: true, Out: "karpenter"},
-		Rollout: Rollout{WaveSize: "20%", Concurrency: 2, PreProvision: true,
+		Rollout: Rollout{WaveSize: "20%", Concurrency: 2, PreProvision: true, DrainTogether: true,
 			NodeLaunchTime: Duration{60 * time.Second}, PodReadyTime: Duration{5 * time.Second}},
 		Gates: Gates{
 			NodeReadyTimeout:  Duration{10 * time.Minute},

@@ -61,6 +61,10 @@ rollout:
   # it starts). Prepare every later wave (their count - 1) or none: 1 or 2 let evicted pods
   # wait for a node on the demo.
   prepareAhead: 0
+  # Drain consecutive waves whose PodDisruptionBudgets do not overlap together: each one
+  # pre-provisioned and cordoned, their nodes in one drain (concurrency at a time), behind one
+  # gate. The first wave, and the first of each NodePool, still drains before any other.
+  drainTogether: true
   # Evict pods with emptyDir volumes (their data is lost).
   allowEmptyDir: false
   # Evict pods marked karpenter.sh/do-not-disrupt or safe-to-evict=false.

@@ -142,69 +142,77 @@ func (tm *timer) of(p inventory.Pod) []*budget {
 	return out
 }
 
-// wave times one wave, the next after those timed so far: its nodes in
-// drain order, the pods it moves, and whether it launches capacity
-// (hasNodes) and pre-provisions it.
+// waveIn is a wave as the timer reads it: its nodes in drain order, the
+// pods it moves, and whether it launches capacity (hasNodes) and
+// pre-provisions it.
+type waveIn struct {
+	nodes                  []WaveNode
+	pods                   []inventory.Pod
+	hasNodes, preProvision bool
+}
+
+// wave times one wave drained alone, the next after those timed so far.
 func (tm *timer) wave(nodes []WaveNode, pods []inventory.Pod, hasNodes, preProvision bool) WaveTiming {
-	wt := tm.timeWave(nodes, pods, hasNodes, preProvision)
-	tm.started = append(tm.started, tm.now)
+	return tm.group([]waveIn{{nodes, pods, hasNodes, preProvision}})
+}
+
+// group times waves drained together (a drain group: Wave.DrainGroup),
+// the next after those timed so far: each wave's capacity launches as
+// the group starts, the group's drain starts once the last is up, its
+// surge restarts go one after another, and its nodes drain c at a time
+// in one drain, each budget as it allows (the group's waves share none).
+func (tm *timer) group(ws []waveIn) WaveTiming {
+	wt := tm.timeGroup(ws)
+	for range ws {
+		tm.started = append(tm.started, tm.now)
+	}
 	tm.now += wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds
 	return wt
 }
 
-func (tm *timer) timeWave(nodes []WaveNode, pods []inventory.Pod, hasNodes, preProvision bool) WaveTiming {
+func (tm *timer) timeGroup(ws []waveIn) WaveTiming {
 	var wt WaveTiming
-	if len(pods) == 0 {
-		return wt
-	}
-	tm.anyPods = true
-	// full is the launch phase of a wave whose capacity launches as it
-	// starts: what the bound counts, every wave's capacity launched at once.
-	var full float64
-	switch {
-	case preProvision:
-		// The placeholders' nodes launch at once; the drain starts once
-		// the placeholder pods run on them.
-		full = tm.launch + tm.ready
-		wt.LaunchSeconds = full
-		// Prepared ahead (Budget.PrepareAhead) by the first wave within
-		// reach, as that wave started: only what is left of the launch is
-		// waited for.
-		if w := len(tm.started); tm.prepareAhead > 0 && w > 0 {
-			wt.LaunchSeconds = max(0, tm.started[max(0, w-tm.prepareAhead)]+full-tm.now)
-		}
-	case hasNodes:
-		// The first evicted pods wait for nodes launched for them.
-		full = tm.launch
-		wt.LaunchSeconds = full
-	}
-	tm.minLaunch = min(tm.minLaunch, full)
-
-	// Pods per budget, in the wave and on each node; Deployments whose
+	// Pods per budget, in the group and on each node; Deployments whose
 	// budget allows no eviction are restarted with surge, one at a time.
-	inWave := map[string]int{}
+	inGroup := map[string]int{}
 	onNode := map[string]map[string]int{}
 	restarted := map[string]bool{}
 	byKey := map[string]*budget{}
-	for _, p := range pods {
-		if onNode[p.NodeName] == nil {
-			onNode[p.NodeName] = map[string]int{}
+	var nodes []WaveNode
+	moves := 0
+	for k, w := range ws {
+		if len(w.pods) == 0 {
+			continue
 		}
-		for _, b := range tm.of(p) {
-			byKey[b.key] = b
-			if _, seen := tm.firstLaunch[b.key]; !seen {
-				tm.firstLaunch[b.key] = full
+		tm.anyPods = true
+		moves += len(w.pods)
+		nodes = append(nodes, w.nodes...)
+		full, launch := tm.launchOf(len(tm.started)+k, w.hasNodes, w.preProvision)
+		wt.LaunchSeconds = max(wt.LaunchSeconds, launch)
+		tm.minLaunch = min(tm.minLaunch, full)
+		for _, p := range w.pods {
+			if onNode[p.NodeName] == nil {
+				onNode[p.NodeName] = map[string]int{}
 			}
-			tm.moved[b.key]++
-			if b.allowed < 1 {
-				if tm.restart && p.OwnerKind == inventory.OwnerDeployment {
-					restarted[p.Namespace+"/"+p.OwnerName] = true
+			for _, b := range tm.of(p) {
+				byKey[b.key] = b
+				if _, seen := tm.firstLaunch[b.key]; !seen {
+					tm.firstLaunch[b.key] = full
 				}
-				continue
+				tm.moved[b.key]++
+				if b.allowed < 1 {
+					if tm.restart && p.OwnerKind == inventory.OwnerDeployment {
+						restarted[p.Namespace+"/"+p.OwnerName] = true
+					}
+					continue
+				}
+				inGroup[b.key]++
+				onNode[p.NodeName][b.key]++
 			}
-			inWave[b.key]++
-			onNode[p.NodeName][b.key]++
 		}
+	}
+	if moves == 0 {
+		return wt
 	}
 	wt.RestartSeconds = float64(len(restarted)) * tm.ready
 
@@ -230,16 +238,40 @@ func (tm *timer) timeWave(nodes []WaveNode, pods []inventory.Pod, hasNodes, preP
 		wt.BoundBy = "one replacement start: every pod evicted at once"
 	}
 	// No budget moves more than it allows per replacement, whatever the
-	// nodes: the wave's pods of a budget over several nodes wait on it.
-	for _, key := range slices.Sorted(maps.Keys(inWave)) {
+	// nodes: the group's pods of a budget over several nodes wait on it.
+	for _, key := range slices.Sorted(maps.Keys(inGroup)) {
 		b := byKey[key]
-		if d := float64(ceilDiv(inWave[key], b.allowed)) * tm.ready; d > wt.DrainSeconds || (d == wt.DrainSeconds && !strings.HasPrefix(wt.BoundBy, "PodDisruptionBudget")) {
+		if d := float64(ceilDiv(inGroup[key], b.allowed)) * tm.ready; d > wt.DrainSeconds || (d == wt.DrainSeconds && !strings.HasPrefix(wt.BoundBy, "PodDisruptionBudget")) {
 			wt.DrainSeconds = d
-			wt.BoundBy = fmt.Sprintf("PodDisruptionBudget %s: %d pods, %d at a time", key, inWave[key], b.allowed)
+			wt.BoundBy = fmt.Sprintf("PodDisruptionBudget %s: %d pods, %d at a time", key, inGroup[key], b.allowed)
 		}
 	}
-	tm.throughput(&wt, len(pods))
+	tm.throughput(&wt, moves)
 	return wt
+}
+
+// launchOf is the launch phase of the k-th wave (from 0) starting now:
+// full is the phase of a wave whose capacity launches as it starts (what
+// the bound counts, every wave's capacity launched at once), launch what
+// the wave waits for of it.
+func (tm *timer) launchOf(k int, hasNodes, preProvision bool) (full, launch float64) {
+	switch {
+	case preProvision:
+		// The placeholders' nodes launch at once; the drain starts once
+		// the placeholder pods run on them.
+		full = tm.launch + tm.ready
+		// Prepared ahead (Budget.PrepareAhead) by the first wave within
+		// reach, as that wave started: only what is left of the launch is
+		// waited for. One of this group (or the wave itself) starts now.
+		if j := max(0, k-tm.prepareAhead); tm.prepareAhead > 0 && j < len(tm.started) {
+			return full, max(0, tm.started[j]+full-tm.now)
+		}
+		return full, full
+	case hasNodes:
+		// The first evicted pods wait for nodes launched for them.
+		return tm.launch, tm.launch
+	}
+	return 0, 0
 }
 
 // bound is the lower bound over all the waves (Timing.BoundSeconds) and
@@ -269,7 +301,7 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // String is the timing in a line: predicted against the bound.
 func (t Timing) String() string {
-	s := fmt.Sprintf("predicted %s for the waves one after another; lower bound %s", Seconds(t.PredictedSeconds), Seconds(t.BoundSeconds))
+	s := fmt.Sprintf("predicted %s for the waves' drains one after another; lower bound %s", Seconds(t.PredictedSeconds), Seconds(t.BoundSeconds))
 	if t.BoundBy != "" {
 		s += " (" + t.BoundBy + ")"
 	}
@@ -279,4 +311,53 @@ func (t Timing) String() string {
 // Seconds renders a duration in seconds as Go does (1h2m3s), to the second.
 func Seconds(s float64) string {
 	return time.Duration(math.Round(s) * float64(time.Second)).String()
+}
+
+// drainGroups cuts the waves (each with the pods it moves) into drain
+// groups: runs of consecutive waves drained together (Budget.DrainTogether;
+// without it every wave drains alone). A wave joins the group before it
+// unless
+//   - a budget selecting one of its pods selects one another wave of the
+//     group moves: a budget's pods go wave by wave, each behind a gate, as
+//     without groups (pods without a budget conflict with none), or
+//   - one of its NodePools is unproven (no earlier group's gate passed on
+//     it) and another wave of the group uses it: no NodePool takes more
+//     than one wave's pods before a gate has passed on it, so the first
+//     wave, and the first of each NodePool, is a canary.
+//
+// It returns each group's waves by their position in waves.
+func (tm *timer) drainGroups(waves []Wave, pods [][]inventory.Pod, together bool) [][]int {
+	var groups [][]int
+	proven := map[string]bool{}  // NodePools an earlier group used
+	inGroup := map[string]bool{} // NodePools the group uses
+	budgets := map[string]bool{} // budgets of the group's pods
+	for i, w := range waves {
+		mine := map[string]bool{}
+		for _, p := range pods[i] {
+			for _, b := range tm.of(p) {
+				mine[b.key] = true
+			}
+		}
+		joins := together && len(groups) > 0
+		for key := range mine {
+			joins = joins && !budgets[key]
+		}
+		for _, pool := range w.NodePools {
+			joins = joins && (proven[pool] || !inGroup[pool])
+		}
+		if !joins {
+			for pool := range inGroup {
+				proven[pool] = true
+			}
+			groups, inGroup, budgets = append(groups, nil), map[string]bool{}, map[string]bool{}
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], i)
+		for _, pool := range w.NodePools {
+			inGroup[pool] = true
+		}
+		for key := range mine {
+			budgets[key] = true
+		}
+	}
+	return groups
 }

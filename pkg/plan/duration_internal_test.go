@@ -206,3 +206,132 @@ func TestPreparedAheadWaitsForWhatIsLeft(t *testing.T) {
 		})
 	}
 }
+
+// Drain groups on small cases worked by hand: waves of one node each, on
+// NodePool a unless said, moving pods of the budgets named ("" a pod
+// without one). A wave joins the group before it unless it shares a
+// budget with it, or one of its NodePools is unproven (no earlier group
+// used it) and the group uses it already.
+func TestDrainGroupsWorkedByHand(t *testing.T) {
+	type wave struct {
+		pools   []string
+		budgets []string
+	}
+	a := []string{"a"}
+	tests := []struct {
+		name     string
+		waves    []wave
+		together bool
+		want     [][]int
+	}{{
+		// Wave 1 is NodePool a's canary; wave 2 waits for its gate (a is
+		// unproven while wave 1 is in the group), wave 3 joins wave 2.
+		name: "disjoint budgets", together: true,
+		waves: []wave{{a, []string{"x"}}, {a, []string{"y"}}, {a, []string{"z"}}},
+		want:  [][]int{{0}, {1, 2}},
+	}, {
+		name: "off", together: false,
+		waves: []wave{{a, []string{"x"}}, {a, []string{"y"}}, {a, []string{"z"}}},
+		want:  [][]int{{0}, {1}, {2}},
+	}, {
+		// y spans waves 2 and 3: they drain one after the other.
+		name: "a budget spanning waves", together: true,
+		waves: []wave{{a, []string{"x"}}, {a, []string{"y"}}, {a, []string{"y", "z"}}, {a, []string{"u"}}},
+		want:  [][]int{{0}, {1}, {2, 3}},
+	}, {
+		// The same Deployment's pods on waves 2 and 3, without a budget.
+		name: "pods without a budget conflict with none", together: true,
+		waves: []wave{{a, []string{""}}, {a, []string{""}}, {a, []string{""}}},
+		want:  [][]int{{0}, {1, 2}},
+	}, {
+		// b is new in wave 3: it joins, as b's canary in the group; wave
+		// 4 on b waits for that group's gate.
+		name: "a new NodePool's first wave joins, its second waits", together: true,
+		waves: []wave{{a, []string{"x"}}, {a, []string{"y"}}, {[]string{"b"}, []string{"z"}}, {[]string{"b"}, []string{"u"}}},
+		want:  [][]int{{0}, {1, 2}, {3}},
+	}}
+	sel := func(app string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv := &inventory.Inventory{}
+			for _, b := range []string{"x", "y", "z", "u"} {
+				inv.PDBs = append(inv.PDBs, inventory.PDB{Namespace: "app", Name: b, Selector: sel(b), DisruptionsAllowed: 1})
+			}
+			var waves []Wave
+			var pods [][]inventory.Pod
+			for i, w := range tt.waves {
+				node := fmt.Sprintf("n%d", i+1)
+				waves = append(waves, Wave{Index: i + 1, NodePools: w.pools, Nodes: []WaveNode{{Name: node}}})
+				var mine []inventory.Pod
+				for _, b := range w.budgets {
+					p := inventory.Pod{Namespace: "app", Name: node + "-" + b, NodeName: node, OwnerKind: inventory.OwnerDeployment, OwnerName: "web"}
+					if b != "" {
+						p.Labels = map[string]string{"app": b}
+					}
+					mine = append(mine, p)
+				}
+				pods = append(pods, mine)
+			}
+			tm := newTimer(inv, Budget{Concurrency: 1}, Timing{NodeLaunchSeconds: 60, PodReadySeconds: 5})
+			if got := tm.drainGroups(waves, pods, tt.together); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("drain groups %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// Two pre-provisioned waves drained together, worked by hand: each one
+// node with 2 pods of its own budget (1 at a time). Alone, each takes
+// L + P to launch, then its node's rounds (one P between its two
+// evictions) and the gate's P: 65 + 10 = 75s, 150s one after the other.
+// Together, their capacity launches at once (L + P = 65s), then their
+// nodes drain c at a time: with c = 1 n1 then n2 (P each) and the gate's
+// P, 65 + 15 = 80s; with c = 2 side by side, 65 + 10 = 75s — the bound
+// (a budget's launch and its 2 rounds: 65 + 10), never above the
+// prediction.
+func TestDrainGroupTimingWorkedByHand(t *testing.T) {
+	const L, P = 60.0, 5.0
+	one := intstr.FromInt32(1)
+	inv := &inventory.Inventory{}
+	var ws []waveIn
+	for i, app := range []string{"a", "b"} {
+		inv.PDBs = append(inv.PDBs, inventory.PDB{Namespace: "app", Name: app, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}, MaxUnavailable: &one})
+		node := fmt.Sprintf("n%d", i+1)
+		var pods []inventory.Pod
+		for k := range 2 {
+			pods = append(pods, inventory.Pod{Namespace: "app", Name: fmt.Sprintf("%s-%d", app, k), NodeName: node, Labels: map[string]string{"app": app}, OwnerKind: inventory.OwnerDeployment, OwnerName: app})
+		}
+		inv.Pods = append(inv.Pods, pods...)
+		ws = append(ws, waveIn{nodes: []WaveNode{{Name: node}}, pods: pods, hasNodes: true, preProvision: true})
+	}
+	for _, tc := range []struct {
+		concurrency int
+		want        WaveTiming
+	}{
+		{1, WaveTiming{LaunchSeconds: L + P, DrainSeconds: 3 * P, BoundBy: "2 nodes drained 1 at a time"}},
+		{2, WaveTiming{LaunchSeconds: L + P, DrainSeconds: 2 * P, BoundBy: "PodDisruptionBudget app/a: 2 pods, 1 at a time"}},
+	} {
+		t.Run(fmt.Sprintf("c=%d", tc.concurrency), func(t *testing.T) {
+			tm := newTimer(inv, Budget{Concurrency: tc.concurrency, PreProvision: true}, Timing{NodeLaunchSeconds: L, PodReadySeconds: P})
+			alone := newTimer(inv, Budget{Concurrency: tc.concurrency, PreProvision: true}, Timing{NodeLaunchSeconds: L, PodReadySeconds: P})
+			sum := 0.0
+			for _, w := range ws {
+				wt := alone.wave(w.nodes, w.pods, true, true)
+				sum += wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds
+			}
+			if sum != 2*(L+P+2*P) {
+				t.Errorf("alone: %vs one after the other, want %vs", sum, 2*(L+P+2*P))
+			}
+			got := tm.group(ws)
+			if got != tc.want {
+				t.Errorf("together\n got %+v\nwant %+v", got, tc.want)
+			}
+			bound, _ := tm.bound()
+			if predicted := got.LaunchSeconds + got.RestartSeconds + got.DrainSeconds; bound != L+P+2*P || bound > predicted {
+				t.Errorf("bound %vs, want %vs and at most the predicted %vs", bound, L+P+2*P, predicted)
+			}
+		})
+	}
+}

@@ -92,7 +92,10 @@ type Budget struct {
 	// PrepareAhead is how many waves beyond the running one have their
 	// placeholders created ahead, as it starts (with PreProvision): their
 	// nodes launch while it drains (rollout.prepareAhead).
-	PrepareAhead  int  `json:"prepareAhead,omitempty"`
+	PrepareAhead int `json:"prepareAhead,omitempty"`
+	// DrainTogether drains consecutive waves whose PodDisruptionBudgets
+	// do not overlap together (Wave.DrainGroup; rollout.drainTogether).
+	DrainTogether bool `json:"drainTogether,omitempty"`
 	AllowEmptyDir bool `json:"allowEmptyDir,omitempty"`
 	ForceEvict    bool `json:"forceEvict,omitempty"`
 	// RestartBlocked lets the drain move a pod whose PDB allows no
@@ -175,6 +178,28 @@ type Wave struct {
 	// plan's duration model, Timing): Timing's launch, restarts and drain.
 	PredictedSeconds float64     `json:"predictedSeconds"`
 	Timing           *WaveTiming `json:"timing,omitempty"`
+	// DrainGroup, when set, is the index of the first of the consecutive
+	// waves drained with this one (Budget.DrainTogether): each is
+	// pre-provisioned and cordoned, then their nodes drain in one drain,
+	// behind one gate; placeholders, cleanup and scale-in stay per wave.
+	// PredictedSeconds and Timing are then the group's, and the plan's
+	// total counts them once. 0: the wave drains alone.
+	DrainGroup int `json:"drainGroup,omitempty"`
+}
+
+// DrainGroups returns the plan's waves as their drain groups: runs of
+// consecutive waves with one DrainGroup, each other wave alone, by their
+// position in Waves.
+func (p *Plan) DrainGroups() [][]int {
+	var out [][]int
+	for i, w := range p.Waves {
+		if n := len(out); n > 0 && w.DrainGroup != 0 && w.DrainGroup == p.Waves[i-1].DrainGroup {
+			out[n-1] = append(out[n-1], i)
+			continue
+		}
+		out = append(out, []int{i})
+	}
+	return out
 }
 
 // WaveNode is a legacy node and the instance behind it.
@@ -368,7 +393,7 @@ func newPlan(inv *inventory.Inventory, o PlanOptions) *Plan {
 		Environment: o.Environment, Cluster: inv.Cluster.Name, Region: inv.Cluster.Region,
 		Steps: o.Steps, PoolForGroup: map[string]string{},
 		Budget: Budget{
-			Concurrency: max(1, cfg.Rollout.Concurrency), PreProvision: cfg.Rollout.PreProvision, PrepareAhead: max(0, cfg.Rollout.PrepareAhead),
+			Concurrency: max(1, cfg.Rollout.Concurrency), PreProvision: cfg.Rollout.PreProvision, PrepareAhead: max(0, cfg.Rollout.PrepareAhead), DrainTogether: cfg.Rollout.DrainTogether,
 			AllowEmptyDir: cfg.Rollout.AllowEmptyDir, ForceEvict: cfg.Rollout.ForceEvict, RestartBlocked: true,
 			Gates: Gates{
 				NodeReadyTimeout: Duration{orDefault(cfg.Gates.NodeReadyTimeout.Duration, 10*time.Minute)},
@@ -674,6 +699,9 @@ func ParsePlan(b []byte) (*Plan, error) {
 	for i, w := range p.Waves {
 		if w.Index != i+1 {
 			return nil, fmt.Errorf("waves[%d].index: %d, want %d", i, w.Index, i+1)
+		}
+		if g := w.DrainGroup; g != 0 && g != w.Index && (i == 0 || p.Waves[i-1].DrainGroup != g) {
+			return nil, fmt.Errorf("waves[%d].drainGroup: %d, want %d (this wave's index: it starts a group) or the drainGroup of the wave before it", i, g, w.Index)
 		}
 		for j, pl := range w.PreProvision {
 			for field, v := range map[string]string{"cpu": pl.CPU, "memory": pl.Memory} {

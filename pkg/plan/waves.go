@@ -84,6 +84,7 @@ func (pl *planner) planWaves() error {
 	for _, g := range pl.p.NodeGroups {
 		waves += len(chunk(pl.nodesByGroup[g.Name], pl.p.Budget.WaveSize))
 	}
+	var moved [][]inventory.Pod // each wave's pods, for its timing
 	for _, g := range pl.p.NodeGroups {
 		var kept map[string]bool
 		if g.Name == pl.cp.home.NodeGroup {
@@ -98,12 +99,15 @@ func (pl *planner) planWaves() error {
 				return err
 			}
 			pl.priceWave(&w)
-			pl.timeWave(&w, pods)
 			pl.p.Waves = append(pl.p.Waves, w)
+			moved = append(moved, pods)
 		}
 		if kept != nil {
 			pl.growKeptGroup(g.Name, len(kept))
 		}
+	}
+	for _, g := range pl.timer.drainGroups(pl.p.Waves, moved, pl.p.Budget.DrainTogether) {
+		pl.timeGroup(g, moved)
 	}
 	return nil
 }
@@ -187,15 +191,30 @@ func (pl *planner) priceWave(w *Wave) {
 	}
 }
 
-// timeWave predicts the wave's duration (WaveTiming) and adds it to the
-// plan's. A wave launches capacity when it predicts new nodes, or when
-// nothing is predicted (no NodePools): its pods are assumed to need them.
-func (pl *planner) timeWave(w *Wave, pods []inventory.Pod) {
-	launches := len(w.PredictedNodes) > 0 || pl.pred == nil
-	wt := pl.timer.wave(w.Nodes, pods, launches, pl.p.Budget.PreProvision && len(w.PreProvision) > 0)
-	w.Timing = &wt
-	w.PredictedSeconds = wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds
-	pl.p.Timing.PredictedSeconds += w.PredictedSeconds
+// timeGroup predicts the duration of a drain group (the waves g, from 0,
+// drained together; one wave alone is a group of one) and adds it to the
+// plan's once: each of its waves has the group's timing (WaveTiming) and
+// predicted seconds, and the waves of a group of several their first's
+// index as DrainGroup. A wave launches capacity when it predicts new
+// nodes, or when nothing is predicted (no NodePools): its pods are
+// assumed to need them.
+func (pl *planner) timeGroup(g []int, moved [][]inventory.Pod) {
+	ws := make([]waveIn, len(g))
+	for k, i := range g {
+		w := &pl.p.Waves[i]
+		ws[k] = waveIn{nodes: w.Nodes, pods: moved[i], hasNodes: len(w.PredictedNodes) > 0 || pl.pred == nil,
+			preProvision: pl.p.Budget.PreProvision && len(w.PreProvision) > 0}
+	}
+	wt := pl.timer.group(ws)
+	for _, i := range g {
+		w := &pl.p.Waves[i]
+		w.Timing = new(wt)
+		w.PredictedSeconds = wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds
+		if len(g) > 1 {
+			w.DrainGroup = pl.p.Waves[g[0]].Index
+		}
+	}
+	pl.p.Timing.PredictedSeconds += wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds
 }
 
 // growKeptGroup adds the nodes the controller's kept group grows by, from

@@ -87,6 +87,11 @@ type WaveRecord struct {
 	// (by its own pre-provisioning, or ahead of it by an earlier wave:
 	// Budget.PrepareAhead), recorded before they were.
 	PreparedAt time.Time `json:"preparedAt,omitzero"`
+	// DrainGroup is the plan's Wave.DrainGroup: the first of the waves
+	// this one drains with (their nodes in one drain, behind one gate), 0
+	// when it drains alone; a resumed group starts again at its waves'
+	// earliest phase.
+	DrainGroup int `json:"drainGroup,omitempty"`
 }
 
 // Elapsed is the wave's time from its start to its end, or to now while

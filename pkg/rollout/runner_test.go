@@ -121,6 +121,8 @@ func kubeScenario(t *testing.T, cs *fake.Clientset, groups []scenarioGroup, node
 	}
 	inv.Cluster = inventory.Cluster{Name: "demo", Region: "us-east-1"}
 	inv.ClusterAutoscaler = &inventory.ClusterAutoscaler{Namespace: "kube-system", Name: "cluster-autoscaler", Replicas: 2}
+	// web's budget spans every wave: they drain one after another.
+	inv.PDBs = []inventory.PDB{{Namespace: "app", Name: "web", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, DisruptionsAllowed: 1}}
 
 	objs := []runtime.Object{
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "cluster-autoscaler"}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(2))}, Status: appsv1.DeploymentStatus{ReadyReplicas: 2}},
@@ -139,7 +141,7 @@ func kubeScenario(t *testing.T, cs *fake.Clientset, groups []scenarioGroup, node
 			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "agent-" + nd.name,
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "agent", Controller: ptr.To(true)}}},
 				Spec: corev1.PodSpec{NodeName: nd.name}, Status: corev1.PodStatus{Phase: corev1.PodRunning}})
-		inv.Pods = append(inv.Pods, inventory.Pod{Namespace: "app", Name: fmt.Sprintf("web-%d", i), NodeName: nd.name, OwnerKind: inventory.OwnerDeployment, OwnerName: "web",
+		inv.Pods = append(inv.Pods, inventory.Pod{Namespace: "app", Name: fmt.Sprintf("web-%d", i), NodeName: nd.name, OwnerKind: inventory.OwnerDeployment, OwnerName: "web", Labels: map[string]string{"app": "web"},
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}})
 	}
 	for _, o := range objs {
