@@ -301,7 +301,7 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 // String is the timing in a line: predicted against the bound.
 func (t Timing) String() string {
-	s := fmt.Sprintf("predicted %s for the waves' drains one after another; lower bound %s", Seconds(t.PredictedSeconds), Seconds(t.BoundSeconds))
+	s := fmt.Sprintf("predicted %s for the waves, each drain group after the one before; lower bound %s", Seconds(t.PredictedSeconds), Seconds(t.BoundSeconds))
 	if t.BoundBy != "" {
 		s += " (" + t.BoundBy + ")"
 	}

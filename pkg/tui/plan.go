@@ -216,7 +216,7 @@ func (p *planScreen) view(width, _ int) string {
 		fmt.Fprintf(&b, "Plan %s for %s → %s\n", shortHash(pl.Hash), pl.Environment, res.PlanFile)
 		fmt.Fprintf(&b, "Wave size %s · %d drained at once · pre-provision %t · %d waves\n\n", c.WaveSize, c.Concurrency, pl.Budget.PreProvision, len(pl.Waves))
 		b.WriteString(p.table.View() + "\n")
-		fmt.Fprintf(&b, "Waves predicted to take %s one after another; lower bound %s\n\n", plan.Seconds(pl.Timing.PredictedSeconds), plan.Seconds(pl.Timing.BoundSeconds))
+		fmt.Fprintf(&b, "Waves predicted to take %s, drain groups in turn; lower bound %s\n\n", plan.Seconds(pl.Timing.PredictedSeconds), plan.Seconds(pl.Timing.BoundSeconds))
 		nb, before := fleetSummary(res.Before, 3)
 		na, after := fleetSummary(res.AfterMigration, 3)
 		nc, cons := fleetSummary(res.AfterConsolidation, 3)
