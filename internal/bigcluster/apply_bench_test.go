@@ -1,6 +1,7 @@
 package bigcluster_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,8 +79,8 @@ func benchApply(b *testing.B, n int) {
 			settled = 0
 			b.Logf("consolidation after apply did not settle: %v", err)
 		}
-		b.Logf("%d nodes, %d pods: %d waves, %d pods to move, %d moves, %d evictions; waves %.0f s simulated (plan %.0f s, bound %.0f s), apply %s, whole run %.0f s simulated in %.1f s wall",
-			len(inv.Nodes), len(inv.Pods), len(sum.Waves), sum.PodsToMove, sum.Moves, sum.Evictions, sum.MakespanSeconds, sum.PredictedSeconds, sum.BoundSeconds, applyEnd.Sub(applyStart), sum.SimulatedSeconds, sum.WallSeconds)
+		b.Logf("%d nodes, %d pods: %d waves, %d pods to move, %d moves, %d evictions; waves %.0f s simulated (plan %.0f s, bound %.0f s), apply %s (ended %s), whole run %.0f s simulated in %.1f s wall; longest wait for a node %.0f s (%s)",
+			len(inv.Nodes), len(inv.Pods), len(sum.Waves), sum.PodsToMove, sum.Moves, sum.Evictions, sum.MakespanSeconds, sum.PredictedSeconds, sum.BoundSeconds, applyEnd.Sub(applyStart), applyEnd.Format(time.TimeOnly), sum.SimulatedSeconds, sum.WallSeconds, sum.LongestWaitSeconds, cmp.Or(sum.LongestWaitPod, "none"))
 		b.ReportMetric(sum.WallSeconds, "wall-s")
 		b.ReportMetric(wallEnd.Sub(wallStart).Seconds(), "apply-wall-s")
 		b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")

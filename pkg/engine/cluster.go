@@ -297,6 +297,29 @@ func hasTopology(p *inventory.Pod) bool {
 // without its namespaces and matchLabelKeys (which only narrow it), every
 // pod for a term with no selector but matchLabelKeys. Nil when a selector
 // does not parse (Solve reports it).
+// PodAffinityTerms are a's pod affinity and anti-affinity terms, required
+// and preferred: every term whose selector picks the pods a pod's
+// placement depends on.
+func PodAffinityTerms(a *corev1.Affinity) []corev1.PodAffinityTerm {
+	if a == nil {
+		return nil
+	}
+	var terms []corev1.PodAffinityTerm
+	if a.PodAffinity != nil {
+		terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+		for _, w := range a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			terms = append(terms, w.PodAffinityTerm)
+		}
+	}
+	if a.PodAntiAffinity != nil {
+		terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
+		for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			terms = append(terms, w.PodAffinityTerm)
+		}
+	}
+	return terms
+}
+
 func boundTerms(nodes []ExistingNode, topo []bool) []labels.Selector {
 	var out []labels.Selector
 	seen := map[string]bool{}
@@ -328,24 +351,7 @@ func boundTerms(nodes []ExistingNode, topo []bool) []labels.Selector {
 					return nil
 				}
 			}
-			a := p.Affinity
-			if a == nil {
-				continue
-			}
-			var terms []corev1.PodAffinityTerm
-			if a.PodAffinity != nil {
-				terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
-				for _, w := range a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
-					terms = append(terms, w.PodAffinityTerm)
-				}
-			}
-			if a.PodAntiAffinity != nil {
-				terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
-				for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
-					terms = append(terms, w.PodAffinityTerm)
-				}
-			}
-			for _, t := range terms {
+			for _, t := range PodAffinityTerms(p.Affinity) {
 				if !add(t.LabelSelector, len(t.MatchLabelKeys) > 0) {
 					return nil
 				}

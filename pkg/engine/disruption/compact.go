@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/engine"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
 
@@ -111,24 +112,9 @@ func selectorsOf(pods []inventory.Pod) *topologySelectors {
 				return false
 			}
 		}
-		if a := p.Affinity; a != nil {
-			var terms []corev1.PodAffinityTerm
-			if a.PodAffinity != nil {
-				terms = append(terms, a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
-				for _, w := range a.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
-					terms = append(terms, w.PodAffinityTerm)
-				}
-			}
-			if a.PodAntiAffinity != nil {
-				terms = append(terms, a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution...)
-				for _, w := range a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
-					terms = append(terms, w.PodAffinityTerm)
-				}
-			}
-			for _, t := range terms {
-				if !addSel(t.LabelSelector) {
-					return false
-				}
+		for _, t := range engine.PodAffinityTerms(p.Affinity) {
+			if !addSel(t.LabelSelector) {
+				return false
 			}
 		}
 		return true
