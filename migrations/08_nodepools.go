@@ -151,7 +151,11 @@ func (s run) RemoveOverlay(ctx context.Context) error {
 			// restart, as in the waves.
 			var replaced map[string]bool
 			if s.Plan.Budget.RestartBlocked {
-				if replaced, err = s.restartBlocked(ctx, 0, counted, nil); err != nil {
+				budgets, err := s.listBudgets(ctx)
+				if err != nil {
+					return err
+				}
+				if replaced, err = s.restartBlocked(ctx, 0, counted, budgets, nil); err != nil {
 					return err
 				}
 			}

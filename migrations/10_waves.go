@@ -719,8 +719,12 @@ func (s run) drainWaves(ctx context.Context, ws []int, kept map[string]bool) err
 	}
 	replaced := map[string]bool{}
 	if s.Plan.Budget.RestartBlocked {
+		budgets, err := s.listBudgets(ctx)
+		if err != nil {
+			return err
+		}
 		for k, w := range waves {
-			r, err := s.restartBlocked(ctx, w.Index, counted[k], rels[k])
+			r, err := s.restartBlocked(ctx, w.Index, counted[k], budgets, rels[k])
 			if err != nil {
 				return err
 			}
@@ -881,23 +885,30 @@ func podsOn(ctx context.Context, nodes []string, d *kube.Drainer) ([]podOn, erro
 	return all, nil
 }
 
+// listBudgets lists the cluster's PodDisruptionBudgets (restartBlocked's
+// input, once for a drain group's waves).
+func (s run) listBudgets(ctx context.Context) ([]policyv1.PodDisruptionBudget, error) {
+	budgets, err := s.Kube.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list PodDisruptionBudgets: %w", err)
+	}
+	return budgets.Items, nil
+}
+
 // restartBlocked moves pods whose PDB allows no disruption by restarting
 // their Deployment with a surge: the replacement is Ready before the old
 // pod terminates, so the budget is never broken. The room the wave's
 // placeholders hold for the pods it replaces is released first. It returns
 // the pods the restarts replaced (namespace/name) that left the nodes.
 // all are the pods the drain moves, as it counted them (drainStarted).
-func (s run) restartBlocked(ctx context.Context, wave int, all []podOn, rel *placeholderRelease) (map[string]bool, error) {
+// budgets are the cluster's PodDisruptionBudgets, listed once per drain.
+func (s run) restartBlocked(ctx context.Context, wave int, all []podOn, budgets []policyv1.PodDisruptionBudget, rel *placeholderRelease) (map[string]bool, error) {
 	rsCache := map[string]string{}
 	restarted := map[owner]bool{}
 	replaced := map[string]bool{}
-	budgets, err := s.Kube.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list PodDisruptionBudgets: %w", err)
-	}
 	for i := range all {
 		p := &all[i].pod
-		pdb := blockingBudget(budgets.Items, p)
+		pdb := blockingBudget(budgets, p)
 		if pdb == "" {
 			continue
 		}
