@@ -11,11 +11,12 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// TestEvictees: the fewest pods for the controller to fit, picked as
-// kube-scheduler's preemption picks victims (lowest priority, then newest);
-// never a DaemonSet's, a finished, a terminating or an unmovable pod; none
-// when it fits; the pod-count limit counts; and not ok when even every
-// movable pod would not do.
+// TestEvictees: the fewest pods for the controller to fit, lowest priority
+// first (as kube-scheduler's preemption), then the pod covering most of
+// what is lacking, newest among equals, then reprieved if not needed; never
+// a DaemonSet's, a finished, a terminating or an unmovable pod; none when
+// it fits; the pod-count limit counts; and not ok when even every movable
+// pod would not do.
 func TestEvictees(t *testing.T) {
 	t0 := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC)
 	pod := func(name, cpu string, prio int32, age int) corev1.Pod {
@@ -54,7 +55,18 @@ func TestEvictees(t *testing.T) {
 		{"never a DaemonSet's, finished, terminating or staying pod", node("2.5", "110"),
 			[]corev1.Pod{daemon, done, leaving, critical, pod("w", "600m", 0, 1)}, []string{"w"}, true},
 		{"the pod count", node("8", "2"), []corev1.Pod{pod("a", "100m", 0, 1), pod("b", "100m", 5, 2)}, []string{"a"}, true},
-		{"not ok when even all would not do", node("1", "110"), []corev1.Pod{critical, pod("w", "600m", 0, 1)}, []string{"w"}, false},
+		{"not ok when even all would not do", node("1", "110"), []corev1.Pod{critical, pod("w", "600m", 0, 1)}, nil, false},
+		// The demo's kept node: newest first would take the three newest
+		// pods (two of which free nothing the controller lacks); one large
+		// pod frees it all.
+		{"fewest, not newest", node("1.5", "110"), []corev1.Pod{pod("large", "800m", 0, 1), pod("small", "200m", 0, 2),
+			pod("empty-a", "0", 0, 3), pod("empty-b", "0", 0, 4)}, []string{"large"}, true},
+		{"the largest share of what is lacking first", node("1.8", "110"), []corev1.Pod{pod("a", "300m", 0, 1), pod("b", "500m", 0, 2),
+			pod("c", "100m", 0, 3), pod("d", "200m", 0, 4), pod("e", "400m", 0, 5)}, []string{"e", "b"}, true},
+		{"lower priority first even when larger ones exist", node("2", "110"), []corev1.Pod{pod("big", "1", 10, 1), pod("s1", "400m", 0, 2),
+			pod("s2", "400m", 0, 3)}, []string{"s2", "s1"}, true},
+		{"a lower-priority pod is reprieved when a higher one had to go anyway", node("1.5", "110"), []corev1.Pod{pod("big", "1", 10, 1),
+			pod("s", "100m", 0, 2)}, []string{"big"}, true},
 	} {
 		var got []string
 		out, ok := Evictees(tc.node, tc.pods, &controller, movable)
