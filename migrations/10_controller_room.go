@@ -10,13 +10,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	resourcehelper "k8s.io/component-helpers/resource"
-	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/rollout"
 )
 
@@ -113,7 +111,7 @@ func MakeRoom(ctx context.Context, d *kube.Drainer, nodes []string, pod *corev1.
 				movable[p.Namespace+"/"+p.Name] = true
 			}
 		}
-		out, ok := Evictees(node, pods.Items, pod, func(p *corev1.Pod) bool { return movable[p.Namespace+"/"+p.Name] })
+		out, ok := plan.Evictees(node, pods.Items, pod, func(p *corev1.Pod) bool { return movable[p.Namespace+"/"+p.Name] })
 		if !ok {
 			return &NoRoomError{Node: n, Left: left}
 		}
@@ -131,117 +129,6 @@ func MakeRoom(ctx context.Context, d *kube.Drainer, nodes []string, pod *corev1.
 		return fmt.Errorf("make room on nodes %s: %w", strings.Join(nodes, ", "), err)
 	}
 	return nil
-}
-
-// Evictees are the fewest pods to evict from node for pod to fit there
-// (none when it fits). Priority comes first, as in kube-scheduler's
-// preemption: a pod is chosen only while no movable pod of lower priority
-// would free anything pod lacks. Within a priority, the pod that covers most
-// of what is still lacking goes first (newest among equals, as preemption
-// picks), so a pod that frees nothing pod lacks is never chosen; then, as
-// preemption reprieves its victims, each chosen pod that is not needed after
-// all is kept, the most important (highest priority, oldest) first. Each pod
-// evicted here moves again in its wave, so fewer is cheaper. DaemonSet,
-// finished and terminating pods are never chosen. ok is false when even all
-// of them would not make room.
-func Evictees(node *corev1.Node, pods []corev1.Pod, pod *corev1.Pod, movable func(*corev1.Pod) bool) (_ []corev1.Pod, ok bool) {
-	want := requests(pod)
-	alloc := node.Status.Allocatable
-	used := corev1.ResourceList{}
-	var cands []corev1.Pod
-	for i := range pods {
-		p := &pods[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		kube.AddResources(used, requests(p), 1)
-		if !kube.IsDaemonSetPod(p) && p.DeletionTimestamp == nil && movable(p) {
-			cands = append(cands, *p)
-		}
-	}
-	// Most important first: preemption's order, read backwards to choose.
-	slices.SortStableFunc(cands, func(a, b corev1.Pod) int {
-		if c := cmp.Compare(ptr.Deref(b.Spec.Priority, 0), ptr.Deref(a.Spec.Priority, 0)); c != 0 {
-			return c
-		}
-		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
-	})
-	chosen := make([]bool, len(cands))
-	for !fits(want, used, alloc) {
-		best, bestCover := -1, 0.0
-		for i := len(cands) - 1; i >= 0; i-- {
-			if chosen[i] {
-				continue
-			}
-			if best >= 0 && ptr.Deref(cands[i].Spec.Priority, 0) != ptr.Deref(cands[best].Spec.Priority, 0) {
-				break
-			}
-			if c := cover(requests(&cands[i]), want, used, alloc); c > bestCover {
-				best, bestCover = i, c
-			}
-		}
-		if best < 0 {
-			break
-		}
-		chosen[best] = true
-		kube.AddResources(used, requests(&cands[best]), -1)
-	}
-	if !fits(want, used, alloc) {
-		return nil, false
-	}
-	var out []corev1.Pod
-	for i := range cands {
-		if !chosen[i] {
-			continue
-		}
-		kube.AddResources(used, requests(&cands[i]), 1)
-		if fits(want, used, alloc) {
-			continue // reprieved
-		}
-		kube.AddResources(used, requests(&cands[i]), -1)
-		out = append(out, cands[i])
-	}
-	slices.Reverse(out)
-	return out, true
-}
-
-// cover is how much of what want still lacks beside used in alloc freeing
-// r would give: for each resource short, the share of the shortfall r
-// frees, summed.
-func cover(r, want, used, alloc corev1.ResourceList) float64 {
-	total := 0.0
-	for name, q := range want {
-		short := used[name].DeepCopy()
-		short.Add(q)
-		short.Sub(alloc[name])
-		if short.Sign() <= 0 {
-			continue
-		}
-		freed := r[name]
-		total += min(freed.AsApproximateFloat64(), short.AsApproximateFloat64()) / short.AsApproximateFloat64()
-	}
-	return total
-}
-
-// requests are a pod's requests as the scheduler counts them, and the one
-// pod it takes of a node's pods.
-func requests(p *corev1.Pod) corev1.ResourceList {
-	r := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-	r[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
-	return r
-}
-
-// fits reports whether want fits beside used in alloc, for every resource
-// want names.
-func fits(want, used, alloc corev1.ResourceList) bool {
-	for name, q := range want {
-		free := alloc[name].DeepCopy()
-		free.Sub(used[name])
-		if free.Cmp(q) < 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // releaseReservation takes the reservation off the nodes the rollout

@@ -229,6 +229,9 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	if k := p.Karpenter; k != nil {
 		fmt.Fprintf(w, "Karpenter install (step 07): helm upgrade --install %s %s --version %s -n %s -f %s (atomic, waits for the controller; an installation made by someone else is left alone)\n",
 			k.Release, k.Chart, k.Version, k.Namespace, dash(k.ValuesFrom))
+		if len(k.Room) > 0 {
+			fmt.Fprintf(w, "  before it, room for the controller: %d pods evicted from the kept nodes, expected to land on other legacy nodes and move again in their wave (counted there): %s\n", len(k.Room), roomList(k.Room))
+		}
 	} else {
 		fmt.Fprintln(w, "Karpenter install (step 07): not run; Karpenter must be installed before apply")
 	}
@@ -254,6 +257,16 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 	}
 	fmt.Fprintf(w, "\nReview it, then: karpenter-migrate apply --plan %s\n", o.out)
 	return nil
+}
+
+// roomList says, for each pod the controller's room evicts, where from
+// and where the plan expects it.
+func roomList(room []plan.RoomEviction) string {
+	out := make([]string, len(room))
+	for i, r := range room {
+		out[i] = fmt.Sprintf("%s (%s -> %s)", r.Pod, r.From, cmp.Or(r.To, "no node"))
+	}
+	return strings.Join(out, ", ")
 }
 
 // planProgressEvery is how often a long plan says where it is.

@@ -136,6 +136,9 @@ type Summary struct {
 	// again in their wave).
 	Evictions               int `json:"evictions"`
 	ControllerRoomEvictions int `json:"controllerRoomEvictions,omitempty"`
+	// PlannedControllerRoomEvictions are those the plan predicted
+	// (plan.PlanKarpenter.Room).
+	PlannedControllerRoomEvictions int `json:"plannedControllerRoomEvictions,omitempty"`
 	// Sandbox are the simulation's own counters (evictions, 429s,
 	// launches, preemptions, engine fallbacks) until the migration ended
 	// (a rollback's are its own); on a control plane only LostPods.

@@ -42,6 +42,9 @@ func (r *runner) stepPlan(ctx context.Context) (string, error) {
 	r.plan = p
 	r.sum.PredictedSeconds, r.sum.BoundSeconds = p.Timing.PredictedSeconds, p.Timing.BoundSeconds
 	r.sum.PlannedCostPerHour = round4(p.Cost.AfterPerHour)
+	if p.Karpenter != nil {
+		r.sum.PlannedControllerRoomEvictions = len(p.Karpenter.Room)
+	}
 	if ss := p.SteadyState; ss != nil {
 		r.sum.PlannedCostPerHour = ss.AfterConsolidation.PricePerHour
 	}

@@ -58,7 +58,7 @@ func WriteTable(w io.Writer, s *Summary) error {
 	}
 	moves := fmt.Sprintf("%d evictions", s.Evictions)
 	if s.ControllerRoomEvictions > 0 {
-		moves += fmt.Sprintf(", %d of them made room for the Karpenter controller", s.ControllerRoomEvictions)
+		moves += fmt.Sprintf(", %d of them made room for the Karpenter controller (plan predicted %d)", s.ControllerRoomEvictions, s.PlannedControllerRoomEvictions)
 	}
 	if r := s.Moves - s.Evictions; r > 0 {
 		moves += fmt.Sprintf("; %d by surge restart", r)

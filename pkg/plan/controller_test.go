@@ -234,3 +234,46 @@ func TestControllerHomeWaves(t *testing.T) {
 		t.Errorf("home = %q", p.Controller)
 	}
 }
+
+// TestControllerRoomPredicted: the plan sees the room the Karpenter step
+// makes for the controller on a full kept node — the fewest pods (one
+// large, not the newer small ones), on the emptiest other node that takes
+// it (another group's) — and moves that pod in the waves: the kept group's
+// wave no longer counts it, the apps wave does.
+func TestControllerRoomPredicted(t *testing.T) {
+	inv := homeInventory()
+	pod := func(name, node, cpu string) inventory.Pod {
+		return inventory.Pod{Namespace: "app", Name: name, NodeName: node, OwnerKind: inventory.OwnerDeployment, OwnerName: name,
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("128Mi")}}
+	}
+	inv.Pods = append(inv.Pods, pod("large", "system-a", "1200m"), pod("small-1", "system-a", "100m"), pod("small-2", "system-a", "100m"),
+		pod("busy-1", "apps-1", "600m"), pod("busy-b", "system-b", "600m"))
+	cfg := config.Default("prod")
+	cfg.Rollout.WaveSize = "5"
+	build := func(k *plan.PlanKarpenter) *plan.Plan {
+		t.Helper()
+		p, err := plan.BuildPlan(inv, plan.PlanOptions{Environment: "prod", Config: cfg, Steps: migrations.Planned(), Now: time.Unix(0, 0),
+			Controller: plan.ControllerOptions{Values: generatedValues(t, inv)}, Karpenter: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	podsOf := func(p *plan.Plan) map[string]int {
+		out := map[string]int{}
+		for _, w := range p.Waves {
+			out[w.Nodes[0].NodeGroup] += w.Pods
+		}
+		return out
+	}
+	without := build(nil)
+	p := build(&plan.PlanKarpenter{Version: "1.14.1"})
+	want := []plan.RoomEviction{{Pod: "app/large", From: "system-a", To: "apps-2"}}
+	if !reflect.DeepEqual(p.Karpenter.Room, want) {
+		t.Errorf("room = %+v, want %+v", p.Karpenter.Room, want)
+	}
+	before, after := podsOf(without), podsOf(p)
+	if after["apps"] != before["apps"]+1 || after["system"] != before["system"]-1 {
+		t.Errorf("pods moved by the waves %v, want one more in apps and one fewer in system than without the install (%v)", after, before)
+	}
+}

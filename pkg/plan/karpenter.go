@@ -19,6 +19,10 @@ type PlanKarpenter struct {
 	// Values are the chart values; ValuesFrom names their file.
 	Values     map[string]any `json:"values"`
 	ValuesFrom string         `json:"valuesFrom,omitempty"`
+	// Room are the pods the step is expected to evict from the kept nodes
+	// for the controller's room, as the snapshot has them (which pods of
+	// equal size go may differ: the step takes the newest).
+	Room []RoomEviction `json:"room,omitempty"`
 }
 
 // String names the release and chart in one line.

@@ -360,6 +360,9 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	if o.Config.Rollout.WaveSize == "" {
 		p.Budget.WaveSize = max(1, (total+4)/5)
 	}
+	// Of the pods as they are: the planner moves those the controller's
+	// room evicts (controllerRoom).
+	found := planFindings(inv, podsByNode, inScope, p.Budget)
 	pl := newPlanner(p, inv, o, cp, podsByNode, nodesByGroup, poolsOf)
 	if err := pl.planWaves(); err != nil {
 		return nil, err
@@ -372,7 +375,7 @@ func BuildPlan(inv *inventory.Inventory, o PlanOptions) (*Plan, error) {
 	if err := pl.settle(); err != nil {
 		return nil, err
 	}
-	p.Findings = append(append(append(planFindings(inv, podsByNode, inScope, p.Budget), cp.findings(inv)...), pl.findings...), o.Findings...)
+	p.Findings = append(append(append(found, cp.findings(inv)...), pl.findings...), o.Findings...)
 	if o.IAM != nil {
 		p.IAM = planIAM(inv, *o.IAM)
 		if p.IAM.Error != "" {

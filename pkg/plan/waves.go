@@ -84,11 +84,21 @@ func (pl *planner) planWaves() error {
 	for _, g := range pl.p.NodeGroups {
 		waves += len(chunk(pl.nodesByGroup[g.Name], pl.p.Budget.WaveSize))
 	}
+	// The kept nodes first: the room made there for the controller moves
+	// pods onto other groups' nodes before any wave.
+	keptNodes := pl.cp.keep(pl.nodesByGroup[pl.cp.home.NodeGroup], pl.podsByNode)
+	if pl.p.Karpenter != nil {
+		room, err := pl.controllerRoom(keptNodes)
+		if err != nil {
+			return err
+		}
+		pl.p.Karpenter.Room = room
+	}
 	var moved [][]inventory.Pod // each wave's pods, for its timing
 	for _, g := range pl.p.NodeGroups {
 		var kept map[string]bool
 		if g.Name == pl.cp.home.NodeGroup {
-			kept = pl.cp.keep(pl.nodesByGroup[g.Name], pl.podsByNode)
+			kept = keptNodes
 		}
 		for _, nodes := range chunk(ZoneBalanced(pl.nodesByGroup[g.Name]), pl.p.Budget.WaveSize) {
 			w, pods := pl.newWave(g.Name, nodes, kept)
