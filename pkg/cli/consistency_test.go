@@ -3,9 +3,11 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,6 +207,18 @@ func TestPlanIsOneAnswer(t *testing.T) {
 			// The demo.
 			var dp *plan.Plan
 			if name == demoSeed1 {
+				// The table says the room the controller's install makes.
+				table, stderr, code := run(t, "plan", "--env", demo.Env, "--snapshot", path, "--dir", tree, "--config", cfgFile,
+					"--create-oidc-provider", "-f", filepath.Join(dir, "cli-plan-table.yaml"))
+				if code != 0 {
+					t.Fatalf("plan: %s", stderr)
+				}
+				if cli.Karpenter == nil || len(cli.Karpenter.Room) == 0 {
+					t.Fatal("the demo's plan makes no room for the controller on its full kept nodes")
+				}
+				if want := fmt.Sprintf("room for the controller: %d pods evicted from the kept nodes", len(cli.Karpenter.Room)); !strings.Contains(table, want) {
+					t.Errorf("plan's table does not say %q:\n%s", want, table)
+				}
 				out := t.TempDir()
 				sum, err := demo.Run(ctx, demo.Options{Seed: 1, OutDir: out})
 				if err != nil {

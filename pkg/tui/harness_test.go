@@ -361,6 +361,9 @@ func testPlan() *plan.Plan {
 		Cost:   plan.Cost{BeforePerHour: 0.9, AfterPerHour: 0.4, Complete: true},
 		Controller: &plan.ControllerHome{Source: plan.ControllerFromValues, NodeGroup: "system", Kept: true, Size: 2,
 			Reserve: &corev1.Taint{Key: "CriticalAddonsOnly", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		// Step 07 evicts one pod from n5 to make room for the controller.
+		Karpenter: &plan.PlanKarpenter{Release: "karpenter", Namespace: "kube-system", Chart: plan.KarpenterChartOCI, Version: "1.14.1",
+			Room: []plan.RoomEviction{{Pod: "app/web-1", From: "n5", To: "n1"}}},
 	}
 }
 

@@ -257,6 +257,9 @@ func (p *planScreen) view(width, _ int) string {
 		keeps := ""
 		if h := p.s.plan.Plan.Controller; kept > 0 && h != nil {
 			keeps = fmt.Sprintf(" and keeps %d of group %s for the Karpenter controller", kept, h.NodeGroup)
+			if k := p.s.plan.Plan.Karpenter; k != nil && len(k.Room) > 0 {
+				keeps += fmt.Sprintf(", evicting %d pod(s) there first to make room for it", len(k.Room))
+			}
 		}
 		b.WriteString(st.warn.Width(width).Render(fmt.Sprintf("Start the rollout of %s? It cordons and drains %d legacy nodes in %d waves%s; pause, resume or roll back at any time. [y/N]",
 			c.Environment, drained, len(p.s.plan.Plan.Waves), keeps)) + "\n")

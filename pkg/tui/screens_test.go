@@ -582,7 +582,8 @@ func wavesDone() []Update {
 // TestRolloutCountsWhatItDrains: the counters' total is the nodes the
 // waves drain (the controller's kept nodes are not), $/h compares with
 // what discover found (the Done screen's before), and a PDB wait is shown
-// only while it lasts; the confirmation counts the same nodes.
+// only while it lasts; the confirmation counts the same nodes, and the
+// pods the plan expects step 07 to evict for the controller's room.
 func TestRolloutCountsWhatItDrains(t *testing.T) {
 	t.Parallel()
 	be := &fakeBackend{applyEvents: wavesDone()}
@@ -590,8 +591,8 @@ func TestRolloutCountsWhatItDrains(t *testing.T) {
 	d.press("e")
 	d.waitFor("replanned", d.viewHas("emptyDir data loss on"))
 	d.press("enter")
-	if v := d.m.View(); !strings.Contains(strings.Join(strings.Fields(v), " "), "cordons and drains 4 legacy nodes in 2 waves and keeps 2 of group system for the Karpenter controller") {
-		t.Errorf("the confirmation does not count the nodes drained and kept:\n%s", v)
+	if v := d.m.View(); !strings.Contains(strings.Join(strings.Fields(v), " "), "cordons and drains 4 legacy nodes in 2 waves and keeps 2 of group system for the Karpenter controller, evicting 1 pod(s) there first to make room for it") {
+		t.Errorf("the confirmation does not count the nodes drained and kept, and the pods evicted for the controller's room:\n%s", v)
 	}
 	d.press("y")
 	d.waitFor("completed", d.viewHas("migration complete"))
