@@ -15,7 +15,6 @@ import (
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/generate"
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
-	"github.com/karpenter-migrate/karpenter-migrate/pkg/kube"
 )
 
 // RoomEviction is a pod the Karpenter step evicts from a kept node to make
@@ -41,17 +40,16 @@ type RoomEviction struct {
 // DaemonSet, finished and terminating pods are never chosen. ok is false
 // when even all of them would not make room.
 func Evictees(node *corev1.Node, pods []corev1.Pod, pod *corev1.Pod, movable func(*corev1.Pod) bool) (_ []corev1.Pod, ok bool) {
-	want := requests(pod)
-	alloc := node.Status.Allocatable
-	used := corev1.ResourceList{}
+	want, alloc := requests(pod), amountsOf(node.Status.Allocatable)
+	used := amounts{}
 	var cands []corev1.Pod
 	for i := range pods {
 		p := &pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		kube.AddResources(used, requests(p), 1)
-		if !kube.IsDaemonSetPod(p) && p.DeletionTimestamp == nil && movable(p) {
+		used.add(requests(p), 1)
+		if ref := metav1.GetControllerOf(p); (ref == nil || ref.Kind != "DaemonSet") && p.DeletionTimestamp == nil && movable(p) {
 			cands = append(cands, *p)
 		}
 	}
@@ -63,7 +61,7 @@ func Evictees(node *corev1.Node, pods []corev1.Pod, pod *corev1.Pod, movable fun
 		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
 	})
 	chosen := make([]bool, len(cands))
-	for !fits(want, used, alloc) {
+	for !want.fits(used, alloc) {
 		best, bestCover := -1, 0.0
 		for i := len(cands) - 1; i >= 0; i-- {
 			if chosen[i] {
@@ -72,7 +70,7 @@ func Evictees(node *corev1.Node, pods []corev1.Pod, pod *corev1.Pod, movable fun
 			if best >= 0 && ptr.Deref(cands[i].Spec.Priority, 0) != ptr.Deref(cands[best].Spec.Priority, 0) {
 				break
 			}
-			if c := cover(requests(&cands[i]), want, used, alloc); c > bestCover {
+			if c := want.cover(requests(&cands[i]), used, alloc); c > bestCover {
 				best, bestCover = i, c
 			}
 		}
@@ -80,61 +78,73 @@ func Evictees(node *corev1.Node, pods []corev1.Pod, pod *corev1.Pod, movable fun
 			return nil, false
 		}
 		chosen[best] = true
-		kube.AddResources(used, requests(&cands[best]), -1)
+		used.add(requests(&cands[best]), -1)
 	}
 	var out []corev1.Pod
 	for i := range cands {
 		if !chosen[i] {
 			continue
 		}
-		kube.AddResources(used, requests(&cands[i]), 1)
-		if fits(want, used, alloc) {
+		used.add(requests(&cands[i]), 1)
+		if want.fits(used, alloc) {
 			continue // reprieved
 		}
-		kube.AddResources(used, requests(&cands[i]), -1)
+		used.add(requests(&cands[i]), -1)
 		out = append(out, cands[i])
 	}
 	slices.Reverse(out)
 	return out, true
 }
 
-// cover is how much of what want still lacks beside used in alloc freeing
-// r would give: for each resource short, the share of the shortfall r
-// frees, summed.
-func cover(r, want, used, alloc corev1.ResourceList) float64 {
-	total := 0.0
-	for name, q := range want {
-		short := used[name].DeepCopy()
-		short.Add(q)
-		short.Sub(alloc[name])
-		if short.Sign() <= 0 {
-			continue
-		}
-		freed := r[name]
-		total += min(freed.AsApproximateFloat64(), short.AsApproximateFloat64()) / short.AsApproximateFloat64()
+// amounts are resource quantities in thousandths (CPU in millicores,
+// memory in millibytes, pods in thousandths of a pod).
+type amounts map[corev1.ResourceName]int64
+
+func amountsOf(rl corev1.ResourceList) amounts {
+	out := make(amounts, len(rl))
+	for name, q := range rl {
+		out[name] = q.MilliValue()
 	}
-	return total
+	return out
+}
+
+// add adds sign × o.
+func (a amounts) add(o amounts, sign int64) {
+	for name, v := range o {
+		a[name] += sign * v
+	}
 }
 
 // requests are a pod's requests as the scheduler counts them, and the one
 // pod it takes of a node's pods.
-func requests(p *corev1.Pod) corev1.ResourceList {
-	r := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-	r[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+func requests(p *corev1.Pod) amounts {
+	r := amountsOf(resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}))
+	r[corev1.ResourcePods] = 1000
 	return r
 }
 
 // fits reports whether want fits beside used in alloc, for every resource
 // want names.
-func fits(want, used, alloc corev1.ResourceList) bool {
-	for name, q := range want {
-		free := alloc[name].DeepCopy()
-		free.Sub(used[name])
-		if free.Cmp(q) < 0 {
+func (want amounts) fits(used, alloc amounts) bool {
+	for name, v := range want {
+		if alloc[name]-used[name] < v {
 			return false
 		}
 	}
 	return true
+}
+
+// cover is how much of what want still lacks beside used in alloc freeing
+// r would give: for each resource short, the share of the shortfall r
+// frees, summed.
+func (want amounts) cover(r, used, alloc amounts) float64 {
+	total := 0.0
+	for name, v := range want {
+		if short := used[name] + v - alloc[name]; short > 0 {
+			total += float64(min(r[name], short)) / float64(short)
+		}
+	}
+	return total
 }
 
 // controllerRoom predicts what the Karpenter step's room for the controller
@@ -162,9 +172,9 @@ func (pl *planner) controllerRoom(kept map[string]bool) ([]RoomEviction, error) 
 			alloc[corev1.ResourcePods] = *resource.NewQuantity(math.MaxInt32, resource.DecimalSI)
 		}
 		nodes[n.Name] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels},
-			Spec: corev1.NodeSpec{Taints: n.Taints}, Status: corev1.NodeStatus{Allocatable: alloc}}
+			Spec: corev1.NodeSpec{Taints: n.Taints, Unschedulable: n.Unschedulable || !n.Ready}, Status: corev1.NodeStatus{Allocatable: alloc}}
 	}
-	used := map[string]corev1.ResourceList{}
+	used := map[string]amounts{}
 	onNode := map[string][]corev1.Pod{}
 	for _, p := range pl.inv.Pods {
 		if p.Phase == corev1.PodSucceeded || p.Phase == corev1.PodFailed || nodes[p.NodeName] == nil {
@@ -173,9 +183,9 @@ func (pl *planner) controllerRoom(kept map[string]bool) ([]RoomEviction, error) 
 		pod := corePod(p)
 		onNode[p.NodeName] = append(onNode[p.NodeName], pod)
 		if used[p.NodeName] == nil {
-			used[p.NodeName] = corev1.ResourceList{}
+			used[p.NodeName] = amounts{}
 		}
-		kube.AddResources(used[p.NodeName], requests(&pod), 1)
+		used[p.NodeName].add(requests(&pod), 1)
 	}
 	byName := map[string]inventory.Pod{}
 	moves := map[string]bool{} // the pods a wave moves
@@ -198,14 +208,17 @@ func (pl *planner) controllerRoom(kept map[string]bool) ([]RoomEviction, error) 
 		}
 		for i := range evict {
 			key := evict[i].Namespace + "/" + evict[i].Name
-			kube.AddResources(used[n], requests(&evict[i]), -1)
+			used[n].add(requests(&evict[i]), -1)
 			to := scheduledOn(&evict[i], nodes, kept, used)
 			out = append(out, RoomEviction{Pod: key, From: n, To: to})
 			pl.podsByNode[n] = slices.DeleteFunc(pl.podsByNode[n], func(p inventory.Pod) bool { return p.Namespace+"/"+p.Name == key })
 			if to == "" {
 				continue
 			}
-			kube.AddResources(used[to], requests(&evict[i]), 1)
+			if used[to] == nil {
+				used[to] = amounts{}
+			}
+			used[to].add(requests(&evict[i]), 1)
 			moved := byName[key]
 			moved.NodeName = to
 			pl.podsByNode[to] = append(pl.podsByNode[to], moved)
@@ -220,13 +233,14 @@ func (pl *planner) controllerRoom(kept map[string]bool) ([]RoomEviction, error) 
 // after placement, CPU and memory averaged, a PreferNoSchedule taint it
 // does not tolerate last, the first by name among equals (as the sandbox
 // scores); "" when none does.
-func scheduledOn(p *corev1.Pod, nodes map[string]*corev1.Node, kept map[string]bool, used map[string]corev1.ResourceList) string {
+func scheduledOn(p *corev1.Pod, nodes map[string]*corev1.Node, kept map[string]bool, used map[string]amounts) string {
 	want := requests(p)
 	affinity := nodeaffinity.GetRequiredNodeAffinity(p)
 	best, bestScore := "", -1.0
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
 		n := nodes[name]
-		if kept[name] || n.Spec.Unschedulable || !fits(want, used[name], n.Status.Allocatable) {
+		alloc := amountsOf(n.Status.Allocatable)
+		if kept[name] || n.Spec.Unschedulable || !want.fits(used[name], alloc) {
 			continue
 		}
 		if ok, _ := affinity.Match(n); !ok {
@@ -235,8 +249,8 @@ func scheduledOn(p *corev1.Pod, nodes map[string]*corev1.Node, kept map[string]b
 		if _, bad := untolerated(n.Spec.Taints, p.Spec.Tolerations); bad {
 			continue
 		}
-		usable := roomOf(n.Status.Allocatable)
-		score := leastAllocated(usable.sub(roomOf(used[name])).sub(roomOf(want)), usable)
+		cpu, mem := corev1.ResourceCPU, corev1.ResourceMemory
+		score := leastAllocated(room{alloc[cpu] - used[name][cpu] - want[cpu], alloc[mem] - used[name][mem] - want[mem]}, room{alloc[cpu], alloc[mem]})
 		// TaintToleration's score (weight 3) outweighs the resources'.
 		for i := range n.Spec.Taints {
 			if t := &n.Spec.Taints[i]; t.Effect == corev1.TaintEffectPreferNoSchedule && !Tolerates(p.Spec.Tolerations, t) {
