@@ -238,15 +238,15 @@ func TestControllerHomeWaves(t *testing.T) {
 // TestControllerRoomPredicted: the plan sees the room the Karpenter step
 // makes for the controller on a full kept node — the fewest pods (one
 // large, not the newer small ones), on the emptiest other node that takes
-// it (another group's) — and moves that pod in the waves: the kept group's
-// wave no longer counts it, the apps wave does.
+// it (another group's; not a cordoned one) — and moves that pod in the
+// waves: the kept group's wave no longer counts it, the apps wave does.
 func TestControllerRoomPredicted(t *testing.T) {
 	inv := homeInventory()
 	pod := func(name, node, cpu string) inventory.Pod {
 		return inventory.Pod{Namespace: "app", Name: name, NodeName: node, OwnerKind: inventory.OwnerDeployment, OwnerName: name,
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("128Mi")}}
 	}
-	inv.Pods = append(inv.Pods, pod("large", "system-a", "1200m"), pod("small-1", "system-a", "100m"), pod("small-2", "system-a", "100m"),
+	inv.Pods = append(inv.Pods, pod("large", "system-a", "900m"), pod("small-1", "system-a", "100m"), pod("small-2", "system-a", "100m"),
 		pod("busy-1", "apps-1", "600m"), pod("busy-b", "system-b", "600m"))
 	cfg := config.Default("prod")
 	cfg.Rollout.WaveSize = "5"
@@ -275,5 +275,12 @@ func TestControllerRoomPredicted(t *testing.T) {
 	before, after := podsOf(without), podsOf(p)
 	if after["apps"] != before["apps"]+1 || after["system"] != before["system"]-1 {
 		t.Errorf("pods moved by the waves %v, want one more in apps and one fewer in system than without the install (%v)", after, before)
+	}
+	// A cordoned node takes none: apps-1 and system-b tie, the first by name.
+	for i := range inv.Nodes {
+		inv.Nodes[i].Unschedulable = inv.Nodes[i].Name == "apps-2"
+	}
+	if room := build(&plan.PlanKarpenter{Version: "1.14.1"}).Karpenter.Room; len(room) != 1 || room[0].To != "apps-1" {
+		t.Errorf("with apps-2 cordoned, room = %+v; want app/large on apps-1", room)
 	}
 }
