@@ -82,6 +82,9 @@ func DrainOrder(nodes []DrainNode, allowed map[string]int, ready float64, concur
 		for j, n := range left {
 			if e := finish(n, t, false); e < end {
 				best, end = j, e
+				if e == t {
+					break // none finishes sooner
+				}
 			}
 		}
 		finish(left[best], t, true)
