@@ -155,7 +155,7 @@ func (s run) RemoveOverlay(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				if replaced, err = s.restartBlocked(ctx, 0, counted, budgets, nil); err != nil {
+				if replaced, err = s.restartBlocked(ctx, []int{0}, [][]podOn{counted}, budgets, []*placeholderRelease{nil}); err != nil {
 					return err
 				}
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -717,20 +716,21 @@ func (s run) drainWaves(ctx context.Context, ws []int, kept map[string]bool) err
 		}
 		events[waveOf[e.Node]](e)
 	}
+	budgets, err := s.listBudgets(ctx)
+	if err != nil {
+		return err
+	}
 	replaced := map[string]bool{}
 	if s.Plan.Budget.RestartBlocked {
-		budgets, err := s.listBudgets(ctx)
-		if err != nil {
+		indexes := make([]int, len(waves))
+		for k, w := range waves {
+			indexes[k] = w.Index
+		}
+		if replaced, err = s.restartBlocked(ctx, indexes, counted, budgets, rels); err != nil {
 			return err
 		}
-		for k, w := range waves {
-			r, err := s.restartBlocked(ctx, w.Index, counted[k], budgets, rels[k])
-			if err != nil {
-				return err
-			}
-			maps.Copy(replaced, r)
-		}
 	}
+	names = drainOrder(names, slices.Concat(counted...), replaced, budgets, s.Plan.Timing.PodReadySeconds, s.Plan.Budget.Concurrency)
 	results, err := d.DrainNodes(ctx, names, s.Plan.Budget.Concurrency)
 	for _, rel := range rels {
 		if err == nil {
@@ -885,8 +885,43 @@ func podsOn(ctx context.Context, nodes []string, d *kube.Drainer) ([]podOn, erro
 	return all, nil
 }
 
+// drainOrder orders a drain's nodes (names, in the plan's order) as the
+// duration model times them (plan.DrainOrder): a node whose budget the
+// nodes before it are using goes after those whose pods can be evicted at
+// once, instead of holding one of the concurrency slots until a
+// replacement is Ready. pods are the pods the drain moves (those replaced
+// by a surge restart are gone), budgets the cluster's, each allowing as
+// many disruptions as it does with every pod it expects healthy.
+func drainOrder(names []string, pods []podOn, replaced map[string]bool, budgets []policyv1.PodDisruptionBudget, ready float64, concurrency int) []string {
+	allowed := map[string]int{}
+	for i := range budgets {
+		b := &budgets[i]
+		allowed[b.Namespace+"/"+b.Name] = int(max(b.Status.ExpectedPods-b.Status.DesiredHealthy, b.Status.DisruptionsAllowed))
+	}
+	nodes := make([]plan.DrainNode, len(names))
+	at := map[string]int{}
+	for i, n := range names {
+		nodes[i].Name, at[n] = n, i
+	}
+	for _, p := range pods {
+		i, ok := at[p.node]
+		if !ok || replaced[p.pod.Namespace+"/"+p.pod.Name] {
+			continue
+		}
+		var keys []string
+		for j := range budgets {
+			if b := &budgets[j]; b.Namespace == p.pod.Namespace && pdbSelects(b, &p.pod) {
+				keys = append(keys, b.Namespace+"/"+b.Name)
+			}
+		}
+		nodes[i].Pods = append(nodes[i].Pods, keys)
+	}
+	order, _ := plan.DrainOrder(nodes, allowed, ready, concurrency)
+	return order
+}
+
 // listBudgets lists the cluster's PodDisruptionBudgets (restartBlocked's
-// input, once for a drain group's waves).
+// and drainOrder's input, once for a drain group's waves).
 func (s run) listBudgets(ctx context.Context) ([]policyv1.PodDisruptionBudget, error) {
 	budgets, err := s.Kube.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -898,43 +933,62 @@ func (s run) listBudgets(ctx context.Context) ([]policyv1.PodDisruptionBudget, e
 // restartBlocked moves pods whose PDB allows no disruption by restarting
 // their Deployment with a surge: the replacement is Ready before the old
 // pod terminates, so the budget is never broken. The room the wave's
-// placeholders hold for the pods it replaces is released first. It returns
-// the pods the restarts replaced (namespace/name) that left the nodes.
-// all are the pods the drain moves, as it counted them (drainStarted).
-// budgets are the cluster's PodDisruptionBudgets, listed once per drain.
-func (s run) restartBlocked(ctx context.Context, wave int, all []podOn, budgets []policyv1.PodDisruptionBudget, rel *placeholderRelease) (map[string]bool, error) {
+// placeholders hold for the pods it replaces is released first. The
+// Deployments of a drain group's waves are restarted together, then waited
+// for: each keeps its own budget, so none waits on another's rollout. It
+// returns the pods the restarts replaced (namespace/name) that left the
+// nodes. For each wave (waves[k], 0 outside the waves), all[k] are the
+// pods its drain moves, as it counted them (drainStarted), and rels[k]
+// its placeholders (nil: none). budgets are the cluster's
+// PodDisruptionBudgets, listed once per drain.
+func (s run) restartBlocked(ctx context.Context, waves []int, all [][]podOn, budgets []policyv1.PodDisruptionBudget, rels []*placeholderRelease) (map[string]bool, error) {
 	rsCache := map[string]string{}
 	restarted := map[owner]bool{}
 	replaced := map[string]bool{}
-	for i := range all {
-		p := &all[i].pod
-		pdb := blockingBudget(budgets, p)
-		if pdb == "" {
-			continue
-		}
-		o, ok := s.ownerOf(ctx, p, rsCache)
-		if !ok || o.kind != "Deployment" || restarted[o] {
-			continue
-		}
-		dep, err := s.Kube.AppsV1().Deployments(o.namespace).Get(ctx, o.name, metav1.GetOptions{})
-		if err != nil || !surges(dep) {
-			continue
-		}
-		restarted[o] = true
-		var mine []podOn
-		for j := range all {
-			if x, ok := s.ownerOf(ctx, &all[j].pod, rsCache); ok && x == o {
-				mine = append(mine, all[j])
-				rel.moving(ctx, all[j].pod.Namespace+"/"+all[j].pod.Name)
+	type restart struct {
+		wave int
+		o    owner
+		dep  *appsv1.Deployment
+		mine []podOn
+	}
+	var restarts []restart
+	for k, wave := range waves {
+		for i := range all[k] {
+			p := &all[k][i].pod
+			pdb := blockingBudget(budgets, p)
+			if pdb == "" {
+				continue
 			}
+			o, ok := s.ownerOf(ctx, p, rsCache)
+			if !ok || o.kind != "Deployment" || restarted[o] {
+				continue
+			}
+			dep, err := s.Kube.AppsV1().Deployments(o.namespace).Get(ctx, o.name, metav1.GetOptions{})
+			if err != nil || !surges(dep) {
+				continue
+			}
+			restarted[o] = true
+			r := restart{wave: wave, o: o, dep: dep}
+			for _, q := range all[k] {
+				if x, ok := s.ownerOf(ctx, &q.pod, rsCache); ok && x == o {
+					r.mine = append(r.mine, q)
+					rels[k].moving(ctx, q.pod.Namespace+"/"+q.pod.Name)
+				}
+			}
+			if err := rels[k].failed(); err != nil {
+				return nil, err
+			}
+			if err := s.surgeRestart(ctx, dep, pdb); err != nil {
+				return nil, err
+			}
+			restarts = append(restarts, r)
 		}
-		if err := rel.failed(); err != nil {
+	}
+	for _, r := range restarts {
+		if err := s.rolledOut(ctx, r.wave, r.dep); err != nil {
 			return nil, err
 		}
-		if err := s.surgeRestart(ctx, wave, dep, pdb); err != nil {
-			return nil, err
-		}
-		if err := s.waitReplaced(ctx, wave, o, mine, replaced); err != nil {
+		if err := s.waitReplaced(ctx, r.wave, r.o, r.mine, replaced); err != nil {
 			return nil, err
 		}
 	}
@@ -1010,12 +1064,19 @@ func pdbSelects(pdb *policyv1.PodDisruptionBudget, p *corev1.Pod) bool {
 	return err == nil && !sel.Empty() && sel.Matches(labels.Set(p.Labels))
 }
 
-func (s run) surgeRestart(ctx context.Context, wave int, dep *appsv1.Deployment, pdb string) error {
+// surgeRestart restarts a Deployment with surge (a new pod template
+// annotation); rolledOut waits for it.
+func (s run) surgeRestart(ctx context.Context, dep *appsv1.Deployment, pdb string) error {
 	s.Change("restart Deployment %s/%s with surge (PodDisruptionBudget %s allows no eviction)", dep.Namespace, dep.Name, pdb)
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"karpenter-migrate.io/restartedAt":%q}}}}}`, s.Clock.Now().UTC().Format(time.RFC3339))
 	if _, err := s.Kube.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
 		return fmt.Errorf("restart Deployment %s/%s: %w", dep.Namespace, dep.Name, err)
 	}
+	return nil
+}
+
+// rolledOut waits until a Deployment restarted with surge has rolled out.
+func (s run) rolledOut(ctx context.Context, wave int, dep *appsv1.Deployment) error {
 	err := s.Poll(ctx, s.Plan.Budget.Gates.PDBWaitTimeout.Duration, func() (bool, error) {
 		d, err := s.Kube.AppsV1().Deployments(dep.Namespace).Get(ctx, dep.Name, metav1.GetOptions{})
 		if err != nil {

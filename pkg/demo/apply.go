@@ -95,9 +95,13 @@ func (r *runner) stepApply(ctx context.Context) (string, error) {
 		elapsed, _ := j.WavesElapsed(j.UpdatedAt)
 		r.sum.MakespanSeconds = elapsed.Seconds()
 	}
+	if r.waits != nil {
+		wait, pod := r.waits.result(r.env.Now())
+		r.sum.ApplyLongestWaitSeconds, r.sum.ApplyLongestWaitPod = wait.Seconds(), pod
+	}
 	for i := 1; i <= len(r.plan.Waves); i++ {
 		if w := obs.waves[i]; w != nil {
-			w.PredictedSeconds = r.plan.Waves[i-1].PredictedSeconds
+			w.PredictedSeconds, w.DrainGroup = r.plan.Waves[i-1].PredictedSeconds, r.plan.Waves[i-1].DrainGroup
 			if rec, ok := timed[i]; ok && r.journal != nil {
 				w.Seconds = rec.Elapsed(r.journal.UpdatedAt).Seconds()
 			}

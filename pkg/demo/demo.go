@@ -154,9 +154,14 @@ type Summary struct {
 	// waited for a node: from its creation to its binding (PodScheduled),
 	// placeholders not counted; LongestWaitPod says which pod and when.
 	// Measured the same way on both engines (waitWatcher).
-	LongestWaitSeconds float64  `json:"longestWaitForNodeSeconds"`
-	LongestWaitPod     string   `json:"longestWaitForNodePod,omitempty"`
-	Findings           []string `json:"findings"`
+	LongestWaitSeconds float64 `json:"longestWaitForNodeSeconds"`
+	LongestWaitPod     string  `json:"longestWaitForNodePod,omitempty"`
+	// ApplyLongestWaitSeconds and ApplyLongestWaitPod are the same as
+	// apply ended: the waits the waves caused, without those of
+	// Karpenter's consolidation afterwards.
+	ApplyLongestWaitSeconds float64  `json:"applyLongestWaitForNodeSeconds"`
+	ApplyLongestWaitPod     string   `json:"applyLongestWaitForNodePod,omitempty"`
+	Findings                []string `json:"findings"`
 
 	// LegacyPodsLeft counts non-DaemonSet pods not on a Karpenter node
 	// (but those the rollout leaves on the controller's kept nodes).
@@ -221,6 +226,9 @@ type WaveSummary struct {
 	// it took (the journal's start to end).
 	PredictedSeconds float64 `json:"predictedSeconds"`
 	Seconds          float64 `json:"seconds"`
+	// DrainGroup is the plan's: the first wave of the waves drained with
+	// it, which share its time (0: drained alone).
+	DrainGroup int `json:"drainGroup,omitempty"`
 }
 
 // ConsolidationSummary reports Karpenter's consolidation in the sandbox.

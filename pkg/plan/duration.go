@@ -159,7 +159,7 @@ func (tm *timer) wave(nodes []WaveNode, pods []inventory.Pod, hasNodes, preProvi
 // group times waves drained together (a drain group: Wave.DrainGroup),
 // the next after those timed so far: each wave's capacity launches as
 // the group starts, the group's drain starts once the last is up, its
-// surge restarts go one after another, and its nodes drain c at a time
+// surge restarts go at once, and its nodes drain c at a time
 // in one drain, each budget as it allows (the group's waves share none).
 func (tm *timer) group(ws []waveIn) WaveTiming {
 	wt := tm.timeGroup(ws)
@@ -172,13 +172,15 @@ func (tm *timer) group(ws []waveIn) WaveTiming {
 
 func (tm *timer) timeGroup(ws []waveIn) WaveTiming {
 	var wt WaveTiming
-	// Pods per budget, in the group and on each node; Deployments whose
-	// budget allows no eviction are restarted with surge, one at a time.
+	// Pods per budget in the group, and each node's pods with their
+	// budgets; Deployments whose budget allows no eviction are restarted
+	// with surge, all at once.
 	inGroup := map[string]int{}
-	onNode := map[string]map[string]int{}
+	onNode := map[string]*DrainNode{}
+	allowed := map[string]int{}
 	restarted := map[string]bool{}
 	byKey := map[string]*budget{}
-	var nodes []WaveNode
+	var nodes []*DrainNode
 	moves := 0
 	for k, w := range ws {
 		if len(w.pods) == 0 {
@@ -186,14 +188,17 @@ func (tm *timer) timeGroup(ws []waveIn) WaveTiming {
 		}
 		tm.anyPods = true
 		moves += len(w.pods)
-		nodes = append(nodes, w.nodes...)
+		for _, n := range w.nodes {
+			if onNode[n.Name] == nil {
+				onNode[n.Name] = &DrainNode{Name: n.Name}
+				nodes = append(nodes, onNode[n.Name])
+			}
+		}
 		full, launch := tm.launchOf(len(tm.started)+k, w.hasNodes, w.preProvision)
 		wt.LaunchSeconds = max(wt.LaunchSeconds, launch)
 		tm.minLaunch = min(tm.minLaunch, full)
 		for _, p := range w.pods {
-			if onNode[p.NodeName] == nil {
-				onNode[p.NodeName] = map[string]int{}
-			}
+			var keys []string
 			for _, b := range tm.of(p) {
 				byKey[b.key] = b
 				if _, seen := tm.firstLaunch[b.key]; !seen {
@@ -207,33 +212,36 @@ func (tm *timer) timeGroup(ws []waveIn) WaveTiming {
 					continue
 				}
 				inGroup[b.key]++
-				onNode[p.NodeName][b.key]++
+				allowed[b.key] = b.allowed
+				keys = append(keys, b.key)
 			}
+			if onNode[p.NodeName] == nil { // a pod of a node the wave does not list
+				onNode[p.NodeName] = &DrainNode{Name: p.NodeName}
+				nodes = append(nodes, onNode[p.NodeName])
+			}
+			onNode[p.NodeName].Pods = append(onNode[p.NodeName].Pods, keys)
 		}
 	}
 	if moves == 0 {
 		return wt
 	}
-	wt.RestartSeconds = float64(len(restarted)) * tm.ready
-
-	// Each node's drain: its pods are evicted at once, each budget letting
-	// `allowed` go per replacement started; the last round's pods are gone
-	// without waiting for their replacements, which the gate waits for
-	// once, at the end. Nodes go `concurrency` at a time, in order.
-	slots := make([]float64, tm.concurrency)
-	for _, n := range nodes {
-		rounds := 1
-		for key, c := range onNode[n.Name] {
-			rounds = max(rounds, ceilDiv(c, byKey[key].allowed))
-		}
-		if _, moves := onNode[n.Name]; !moves {
-			continue
-		}
-		i := slices.Index(slots, slices.Min(slots))
-		slots[i] += float64(rounds-1) * tm.ready
+	if len(restarted) > 0 { // restarted together, each Ready P later
+		wt.RestartSeconds = tm.ready
 	}
-	wt.DrainSeconds = slices.Max(slots) + tm.ready
-	wt.BoundBy = fmt.Sprintf("%d nodes drained %d at a time", len(onNode), tm.concurrency)
+
+	// The nodes drain c at a time in the order DrainOrder gives them (the
+	// runner's), each budget letting `allowed` go per replacement Ready;
+	// the last round's pods are gone without waiting for their
+	// replacements, which the gate waits for once, at the end.
+	in := make([]DrainNode, 0, len(nodes))
+	for _, n := range nodes {
+		if len(n.Pods) > 0 {
+			in = append(in, *n)
+		}
+	}
+	_, last := DrainOrder(in, allowed, tm.ready, tm.concurrency)
+	wt.DrainSeconds = last + tm.ready
+	wt.BoundBy = fmt.Sprintf("%d nodes drained %d at a time", len(in), tm.concurrency)
 	if wt.DrainSeconds == tm.ready {
 		wt.BoundBy = "one replacement start: every pod evicted at once"
 	}

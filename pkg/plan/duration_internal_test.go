@@ -102,6 +102,14 @@ func TestWaveTimingWorkedByHand(t *testing.T) {
 		want: WaveTiming{RestartSeconds: P, DrainSeconds: P, BoundBy: "one replacement start: every pod evicted at once"},
 		// One surge restart: one round of P = 5s.
 		wantBound: P,
+	}, {
+		// Two Deployments whose budgets allow none are restarted together
+		// (each keeps its own budget), P for both, not P each.
+		name: "two budgets allowing none, restarted together", nodes: 2, concurrency: 1, restart: true,
+		pods:      []podsOn{{"n1", "solo", 1}, {"n2", "lone", 1}, {"n2", "", 1}},
+		pdbs:      []inventory.PDB{pdb("solo", nil, minAvailable("1")), pdb("lone", nil, minAvailable("1"))},
+		want:      WaveTiming{RestartSeconds: P, DrainSeconds: P, BoundBy: "one replacement start: every pod evicted at once"},
+		wantBound: P,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

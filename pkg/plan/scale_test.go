@@ -52,7 +52,10 @@ import (
 // and #33 drains waves whose budgets do not overlap together: budget.drainTogether
 // and waves[].drainGroup are added, and a group's waves carry its timing
 // (timing, predictedSeconds; timing.predictedSeconds 145s → 130s) —
-// checked: with drainTogether off the hashes are the old ones;
+// checked: with drainTogether off the hashes are the old ones; and #33
+// restarts a group's blocked Deployments together and times its drain in
+// the order the runner drains it (plan.DrainOrder): the 3 copies' timing
+// only (their restarts 15s → 5s; the demo's own plan is unchanged);
 // and #33 sees the room the Karpenter step makes for the controller:
 // karpenter.room is added and its pods move in the waves of the nodes they
 // are expected on, not the kept group's (the demo's wave 1 moves 22 pods,
@@ -60,7 +63,7 @@ import (
 // predicted nodes and timing.
 var demoPlanHashes = map[int]string{
 	1: "sha256:ab0d269585a6ee9cdb7f343040da5d8872af026b8d16a422e3cb760f2aedc042",
-	3: "sha256:8f4a9778d7b012b5a77c73b498c0eacd58475833a5c7277a02ac93fe77e886e8",
+	3: "sha256:9bdde1e86507e6e71f54c450c022d4b653bb13040b638a93f190d78e7bec009b",
 }
 
 func TestPlanOfTheDemoKeepsItsHash(t *testing.T) {
