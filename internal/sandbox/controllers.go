@@ -409,9 +409,25 @@ func (s *Sandbox) reconcileDeployment(ctx context.Context, d *appsv1.Deployment,
 // sameTemplate reports whether a ReplicaSet runs the Deployment's pod
 // template (its pod-template-hash label aside).
 func sameTemplate(rs *appsv1.ReplicaSet, d *appsv1.Deployment) bool {
-	t := rs.Spec.Template.DeepCopy()
-	delete(t.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	return apiequality.Semantic.DeepEqual(*t, d.Spec.Template)
+	// The labels compared here, the rest on a shallow copy carrying the
+	// Deployment's labels: no deep copy of a template per Deployment and
+	// pass (Semantic.DeepEqual takes nil and empty maps as equal).
+	rl, dl := rs.Spec.Template.Labels, d.Spec.Template.Labels
+	n := len(rl)
+	if _, ok := rl[appsv1.DefaultDeploymentUniqueLabelKey]; ok {
+		n--
+	}
+	if n != len(dl) {
+		return false
+	}
+	for k, v := range dl {
+		if w, ok := rl[k]; !ok || w != v || k == appsv1.DefaultDeploymentUniqueLabelKey {
+			return false
+		}
+	}
+	t := rs.Spec.Template
+	t.Labels = dl
+	return apiequality.Semantic.DeepEqual(t, d.Spec.Template)
 }
 
 // rollingBounds are a Deployment's maxSurge and maxUnavailable in pods
@@ -575,11 +591,16 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 		var best *corev1.Node
 		bestScore := -1.0
 		preferred := s.nominatedNode(p)
+		// What the filters and the score read of the pod, worked out once
+		// for all the nodes.
+		fits := s.fitter(p, vols)
+		blocked := antiAffinityDomains(p, nodes, on)
+		req := PodRequests(p)
 		for _, n := range ordered {
-			if s.opts.Fitter.Fit(p, n, used[n.Name], vols) != nil || antiAffinityBlocks(p, n, nodes, on) {
+			if !fits(n, used[n.Name]) || blocked.block(n) {
 				continue
 			}
-			score := allocatedScore(PodRequests(p), used[n.Name], n.Status.Allocatable)
+			score := allocatedScore(req, used[n.Name], n.Status.Allocatable)
 			if s.loading || !s.opts.PackNodes {
 				score = 2 - score
 			}
@@ -617,19 +638,25 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 	return nil
 }
 
-// antiAffinityBlocks reports whether placing p on n breaks one of its
-// required pod anti-affinity terms (kube-scheduler's InterPodAffinity
-// filter, for anti-affinity): a pod matching the term already runs in n's
-// topology domain.
-func antiAffinityBlocks(p *corev1.Pod, n *corev1.Node, nodes map[string]*corev1.Node, on map[string][]*corev1.Pod) bool {
+// blockedDomains are, for each of a pod's required pod anti-affinity
+// terms, its topology key and the values of it (the domains) in which a
+// pod matching the term runs.
+type blockedDomains []struct {
+	key     string
+	domains map[string]bool
+}
+
+// antiAffinityDomains works out the domains p's required pod
+// anti-affinity terms keep it out of (kube-scheduler's InterPodAffinity
+// filter, for anti-affinity): those of the nodes (their label of the
+// term's topology key) on which a pod matching the term runs. A term whose
+// selector does not parse blocks nothing.
+func antiAffinityDomains(p *corev1.Pod, nodes map[string]*corev1.Node, on map[string][]*corev1.Pod) blockedDomains {
 	if p.Spec.Affinity == nil || p.Spec.Affinity.PodAntiAffinity == nil {
-		return false
+		return nil
 	}
+	var out blockedDomains
 	for _, term := range p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-		domain, ok := n.Labels[term.TopologyKey]
-		if !ok {
-			continue
-		}
 		sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
 		if err != nil {
 			continue
@@ -638,15 +665,29 @@ func antiAffinityBlocks(p *corev1.Pod, n *corev1.Node, nodes map[string]*corev1.
 		if len(namespaces) == 0 {
 			namespaces = []string{p.Namespace}
 		}
+		domains := map[string]bool{}
 		for name, m := range nodes {
-			if m.Labels[term.TopologyKey] != domain {
-				continue
-			}
 			for _, q := range on[name] {
 				if q.UID != p.UID && slices.Contains(namespaces, q.Namespace) && sel.Matches(labels.Set(q.Labels)) {
-					return true
+					domains[m.Labels[term.TopologyKey]] = true
+					break
 				}
 			}
+		}
+		out = append(out, struct {
+			key     string
+			domains map[string]bool
+		}{term.TopologyKey, domains})
+	}
+	return out
+}
+
+// block reports whether placing the pod on n breaks one of its terms: n
+// is in one of the term's blocked domains.
+func (b blockedDomains) block(n *corev1.Node) bool {
+	for _, t := range b {
+		if domain, ok := n.Labels[t.key]; ok && t.domains[domain] {
+			return true
 		}
 	}
 	return false
@@ -805,12 +846,26 @@ func (s *Sandbox) claimSelectors(ctx context.Context, p *corev1.Pod) map[string]
 	return out
 }
 
-// reconcilePDBs writes every PDB's status and counts violations: a PDB
-// going below its desired healthy count while tracking is on.
+// reconcilePDBs writes the PDBs' status and counts violations: a PDB
+// going below its desired healthy count while tracking is on. Only the
+// budgets of the namespaces written in since its last run are computed
+// again (changes.budgetNamespaces): a budget's status follows from its
+// namespace's pods, ReplicaSets and StatefulSets and itself alone, so the
+// others' are as it last wrote them (TestPDBStatusOnlyWhereWritten).
 func (s *Sandbox) reconcilePDBs(ctx context.Context) error {
-	pdbs, err := s.kube.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
+	for _, ns := range s.changes.budgetNamespaces() {
+		if err := s.reconcilePDBsIn(ctx, ns); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reconcilePDBsIn is reconcilePDBs for namespace ns's budgets.
+func (s *Sandbox) reconcilePDBsIn(ctx context.Context, ns string) error {
+	pdbs, err := s.kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("list PDBs: %w", err)
+		return fmt.Errorf("list PDBs in %q: %w", ns, err)
 	}
 	for i := range pdbs.Items {
 		pdb := &pdbs.Items[i]

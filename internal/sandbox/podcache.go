@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -112,6 +113,15 @@ func (c *podCache) remove(ns, name string) {
 	}
 }
 
+// get returns the pod ns/name, or nil.
+func (c *podCache) get(ns, name string) *corev1.Pod {
+	pods := c.byNS[ns]
+	if j, found := slices.BinarySearchFunc(pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}, cmpName); found {
+		return pods[j]
+	}
+	return nil
+}
+
 // all returns every pod, oldest first; the slice is the caller's to read
 // (the next change copies it).
 func (c *podCache) all() []*corev1.Pod {
@@ -158,18 +168,23 @@ type nodeCache map[string]*corev1.Node
 
 // stored caches the tracker's copy of the pod a write of gvr stored.
 func (t *podTracker) stored(gvr schema.GroupVersionResource, obj runtime.Object, ns string, err error) error {
-	if err == nil {
-		t.changes.wrote(gvr)
-	}
-	if err != nil || (gvr != podsGVR && gvr != nodesGVR) {
+	if err != nil {
 		return err
 	}
+	t.changes.wrote(gvr)
 	m, err := meta.Accessor(obj)
 	if err != nil {
+		if gvr != podsGVR && gvr != nodesGVR {
+			return nil
+		}
 		return err
 	}
 	if m.GetNamespace() != "" {
 		ns = m.GetNamespace()
+	}
+	t.changes.wroteIn(gvr, ns)
+	if gvr != podsGVR && gvr != nodesGVR {
+		return nil
 	}
 	got, err := t.ObjectTracker.Get(gvr, ns, m.GetName())
 	if err != nil {
@@ -194,6 +209,9 @@ func (t *podTracker) Add(obj runtime.Object) error {
 	}
 	if err == nil {
 		t.changes.count++
+		if m, merr := meta.Accessor(obj); merr == nil && m.GetNamespace() != "" {
+			t.changes.budgetNS[m.GetNamespace()] = true
+		}
 	}
 	return err
 }
@@ -218,6 +236,7 @@ func (t *podTracker) Delete(gvr schema.GroupVersionResource, ns, name string, op
 	err := t.ObjectTracker.Delete(gvr, ns, name, opts...)
 	if err == nil {
 		t.changes.wrote(gvr)
+		t.changes.wroteIn(gvr, ns)
 		switch gvr {
 		case podsGVR:
 			t.pods.remove(ns, name)
@@ -232,7 +251,37 @@ func (t *podTracker) Delete(gvr schema.GroupVersionResource, ns, name string, op
 // bookkeeping (its journal's ConfigMap, its Lease, Events): the
 // disruption controller reads none of those, and a count unchanged since
 // its last pass means the cluster it read is unchanged.
-type changes struct{ count uint64 }
+type changes struct {
+	count uint64
+	// dynamic counts the dynamic client's writes (NodePools, NodeClaims,
+	// EC2NodeClasses) alone.
+	dynamic uint64
+	// budgetNS are the namespaces in which a pod, ReplicaSet,
+	// StatefulSet or PodDisruptionBudget was written since the PDB
+	// controller last took them (budgetNamespaces): a budget's status
+	// follows from those of its namespace alone.
+	budgetNS map[string]bool
+}
+
+func newChanges() *changes { return &changes{budgetNS: map[string]bool{}} }
+
+// budgetResources are the resources a budget's status reads (pdbStatus).
+var budgetResources = map[string]bool{"pods": true, "replicasets": true, "statefulsets": true, "poddisruptionbudgets": true}
+
+// wroteIn notes a write of gvr in namespace ns.
+func (c *changes) wroteIn(gvr schema.GroupVersionResource, ns string) {
+	if budgetResources[gvr.Resource] {
+		c.budgetNS[ns] = true
+	}
+}
+
+// budgetNamespaces returns, in order, the namespaces written in (wroteIn)
+// since the last call, and forgets them.
+func (c *changes) budgetNamespaces() []string {
+	out := slices.Sorted(maps.Keys(c.budgetNS))
+	clear(c.budgetNS)
+	return out
+}
 
 // bookkeeping are the resources a write of which changes nothing the
 // disruption controller reads.
@@ -251,6 +300,7 @@ func dynamicWrites(c *changes) k8stesting.ReactionFunc {
 		switch a.GetVerb() {
 		case "create", "update", "patch", "delete", "delete-collection":
 			c.wrote(a.GetResource())
+			c.dynamic++
 		}
 		return false, nil, nil
 	}
