@@ -104,23 +104,17 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 		return fmt.Errorf("list DaemonSets: %w", err)
 	}
 	nodes := s.nodesByName()
-	pods := s.listPods()
 	sort.Slice(dss.Items, func(i, j int) bool {
 		return dss.Items[i].Namespace+"/"+dss.Items[i].Name < dss.Items[j].Namespace+"/"+dss.Items[j].Name
 	})
-	// The pods by their controller's UID, in the list's order, and the
-	// nodes in order: once, not once per DaemonSet.
-	byOwner := map[types.UID][]*corev1.Pod{}
-	for _, p := range pods {
-		if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
-			byOwner[ref.UID] = append(byOwner[ref.UID], p)
-		}
-	}
+	// The nodes in order: once, not once per DaemonSet.
 	ordered := sortedNodes(nodes)
 	for i := range dss.Items {
 		ds := &dss.Items[i]
 		have := map[string]bool{}
-		for _, p := range byOwner[ds.UID] {
+		// The pod cache's list, which the deletes below replace, not
+		// change.
+		for _, p := range s.pods.owned(ds.UID) {
 			if n := nodes[p.Spec.NodeName]; n == nil || !daemonPodMayStay(p, n) || have[p.Spec.NodeName] {
 				if err := s.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 					return fmt.Errorf("delete DaemonSet pod %s/%s: %w", p.Namespace, p.Name, err)
@@ -161,16 +155,23 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 // reconcileWorkloads runs the Deployment, ReplicaSet, StatefulSet and Job
 // controllers: missing pods are recreated, surplus pods removed.
 func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
-	pods := s.listPods()
-	// The live pods by their controller's UID, in the list's order: one
-	// pass over the pods, not one per workload.
+	// The live pods of a controller (its UID), oldest first, from the pod
+	// cache's index by controller, as they were when the pass began (the
+	// pods it creates and deletes are not counted until the next).
 	byOwner := map[types.UID][]*corev1.Pod{}
-	for _, p := range pods {
-		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
-			byOwner[ref.UID] = append(byOwner[ref.UID], p)
+	live := func(uid types.UID) []*corev1.Pod {
+		if ps, ok := byOwner[uid]; ok {
+			return ps
 		}
+		var ps []*corev1.Pod
+		for _, p := range s.pods.owned(uid) {
+			if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
+				ps = append(ps, p)
+			}
+		}
+		byOwner[uid] = ps
+		return ps
 	}
-	live := func(uid types.UID) []*corev1.Pod { return byOwner[uid] }
 	readyOf := func(ps []*corev1.Pod) int32 {
 		var n int32
 		for _, p := range ps {

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -38,13 +39,16 @@ type podCache struct {
 	// may have changed the cached pod's spec.nodeName before its write).
 	byNode map[string][]*corev1.Pod
 	nodeOf map[string]string
+	// byOwner is the pods of each controller (its UID), oldest first
+	// (byAge's order), for the DaemonSet and workload controllers.
+	byOwner map[types.UID][]*corev1.Pod
 	// rv is the tracker's resource version for pods: 1, plus one for every
 	// pod it stored (a delete does not count, as in the tracker).
 	rv int64
 }
 
 func newPodCache() *podCache {
-	return &podCache{byNS: map[string][]*corev1.Pod{}, byNode: map[string][]*corev1.Pod{}, nodeOf: map[string]string{}, rv: 1}
+	return &podCache{byNS: map[string][]*corev1.Pod{}, byNode: map[string][]*corev1.Pod{}, nodeOf: map[string]string{}, byOwner: map[types.UID][]*corev1.Pod{}, rv: 1}
 }
 
 // cmpAge orders pods as sortPods does: oldest first, then by namespace/name.
@@ -83,6 +87,11 @@ func (c *podCache) put(p *corev1.Pod) {
 	k, _ := slices.BinarySearchFunc(on, p, cmpKey)
 	c.byNode[p.Spec.NodeName] = slices.Concat(on[:k], []*corev1.Pod{p}, on[k:])
 	c.nodeOf[podKey(p)] = p.Spec.NodeName
+	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
+		owned := c.byOwner[ref.UID]
+		k, _ := slices.BinarySearchFunc(owned, p, cmpAge)
+		c.byOwner[ref.UID] = slices.Concat(owned[:k], []*corev1.Pod{p}, owned[k:])
+	}
 }
 
 // remove drops the pod ns/name, if cached.
@@ -103,6 +112,16 @@ func (c *podCache) remove(ns, name string) {
 			delete(c.byNode, node)
 		} else {
 			c.byNode[node] = slices.Concat(on[:k], on[k+1:])
+		}
+	}
+	if ref := metav1.GetControllerOfNoCopy(old); ref != nil {
+		owned := c.byOwner[ref.UID]
+		if k, found := slices.BinarySearchFunc(owned, old, cmpAge); found {
+			if len(owned) == 1 {
+				delete(c.byOwner, ref.UID)
+			} else {
+				c.byOwner[ref.UID] = slices.Concat(owned[:k], owned[k+1:])
+			}
 		}
 	}
 	if c.shared {
@@ -141,6 +160,9 @@ func (c *podCache) in(ns string) []*corev1.Pod {
 	}
 	return out
 }
+
+// owned returns the pods whose controller has uid, oldest first.
+func (c *podCache) owned(uid types.UID) []*corev1.Pod { return c.byOwner[uid] }
 
 // on returns the pods bound to node (the pending ones when node is
 // empty), by namespace and name.

@@ -515,6 +515,21 @@ func TestPodCacheFollowsTheTracker(t *testing.T) {
 		if len(s.pods.byNode) != len(onNode) {
 			t.Fatalf("tick %d: the cache indexes %d nodes' pods, the tracker has pods on %d", ticks, len(s.pods.byNode), len(onNode))
 		}
+		// Each controller's pods, oldest first: the tracker's, in that order.
+		owned := map[types.UID][]*corev1.Pod{}
+		for _, p := range want {
+			if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
+				owned[ref.UID] = append(owned[ref.UID], p)
+			}
+		}
+		for uid, want := range owned {
+			if got := s.pods.owned(uid); !apiequality.Semantic.DeepEqual(got, want) {
+				t.Fatalf("tick %d: the cache has %d pods of controller %s, the tracker %d (or they differ)", ticks, len(got), uid, len(want))
+			}
+		}
+		if len(s.pods.byOwner) != len(owned) {
+			t.Fatalf("tick %d: the cache indexes %d controllers' pods, the tracker has pods of %d", ticks, len(s.pods.byOwner), len(owned))
+		}
 		// The nodes, equal to the tracker's.
 		obj, err = tr.List(nodesGVR, corev1.SchemeGroupVersion.WithKind("Node"), "")
 		if err != nil {
