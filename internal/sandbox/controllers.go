@@ -317,7 +317,7 @@ func (s *Sandbox) reconcileDeployment(ctx context.Context, d *appsv1.Deployment,
 	var cur *appsv1.ReplicaSet
 	var old []*appsv1.ReplicaSet
 	for _, rs := range rss {
-		if sameTemplate(rs, d) {
+		if s.sameTemplate(rs, d) {
 			cur = rs
 		} else if replicasOrOne(rs.Spec.Replicas) > 0 || len(live(rs.UID)) > 0 {
 			old = append(old, rs)
@@ -409,6 +409,31 @@ func (s *Sandbox) reconcileDeployment(ctx context.Context, d *appsv1.Deployment,
 
 // sameTemplate reports whether a ReplicaSet runs the Deployment's pod
 // template (its pod-template-hash label aside).
+//
+// The answer is kept until either is written again (changes.version): a
+// comparison of every Deployment's template in each pass was the
+// workload controllers' main cost on a thousand-node cluster.
+func (s *Sandbox) sameTemplate(rs *appsv1.ReplicaSet, d *appsv1.Deployment) bool {
+	key := templateCheck{namespace: rs.Namespace, rs: rs.Name, d: d.Name,
+		rsVersion: s.changes.version("replicasets", rs.Namespace, rs.Name), dVersion: s.changes.version("deployments", d.Namespace, d.Name)}
+	if same, ok := s.templates[key]; ok {
+		return same
+	}
+	same := sameTemplate(rs, d)
+	if len(s.templates) > 1<<16 {
+		clear(s.templates)
+	}
+	s.templates[key] = same
+	return same
+}
+
+// templateCheck is a comparison of a ReplicaSet's template with its
+// Deployment's, as both were written.
+type templateCheck struct {
+	namespace, rs, d    string
+	rsVersion, dVersion uint64
+}
+
 func sameTemplate(rs *appsv1.ReplicaSet, d *appsv1.Deployment) bool {
 	// The labels compared here, the rest on a shallow copy carrying the
 	// Deployment's labels: no deep copy of a template per Deployment and

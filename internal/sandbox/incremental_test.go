@@ -52,7 +52,8 @@ func churnInventory() inventory.Inventory {
 	return inv
 }
 
-// churn runs steps random writes on s — evictions, deletions, scaling —
+// churn runs steps random writes on s — evictions, deletions, scaling,
+// template changes —
 // each followed by a random wait of the controllers, and calls check
 // after each.
 func churn(t *testing.T, s *Sandbox, seed uint64, steps int, check func(step int)) {
@@ -62,7 +63,7 @@ func churn(t *testing.T, s *Sandbox, seed uint64, steps int, check func(step int
 	for step := range steps {
 		ns := fmt.Sprintf("ns%d", rng.IntN(4))
 		ps := pods(t, s, ns)
-		switch op := rng.IntN(4); {
+		switch op := rng.IntN(5); {
 		case op == 0 && len(ps) > 0:
 			_ = evict(s, ps[rng.IntN(len(ps))]) // a refusal (429) is a write-free step
 		case op == 1 && len(ps) > 0:
@@ -72,6 +73,16 @@ func churn(t *testing.T, s *Sandbox, seed uint64, steps int, check func(step int
 			}
 		case op == 2:
 			if err := scaleDeployment(ctx, s, ns, "web", int32(1+rng.IntN(5))); err != nil {
+				t.Fatal(err)
+			}
+		case op == 3:
+			// A rollout restart, or its undoing: the template changes.
+			d, err := s.Kube().AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": fmt.Sprint(rng.IntN(2))}
+			if _, err := s.Kube().AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -226,5 +237,43 @@ func TestFitterIsFit(t *testing.T) {
 	}
 	if fitting == 0 || fitting == 300*len(nodes) || blocking == 0 || blocking == 300*len(nodes) {
 		t.Fatalf("%d of %d placements fit, %d blocked by anti-affinity: the random cases do not tell fitting from not", fitting, 300*len(nodes), blocking)
+	}
+}
+
+// TestTemplateComparisonsFollowWrites checks the Deployment controller's
+// remembered comparisons of a ReplicaSet's template with its
+// Deployment's (Sandbox.sameTemplate) against comparing them afresh,
+// through random scaling, evictions and template changes (rollout
+// restarts and their undoing, which make an old ReplicaSet current again).
+func TestTemplateComparisonsFollowWrites(t *testing.T) {
+	ctx := context.Background()
+	s := load(t, churnInventory())
+	differ := 0
+	churn(t, s, 5, 200, func(step int) {
+		rss, err := s.Kube().AppsV1().ReplicaSets("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range rss.Items {
+			rs := &rss.Items[i]
+			ref := metav1.GetControllerOfNoCopy(rs)
+			if ref == nil {
+				continue
+			}
+			d, err := s.Kube().AppsV1().Deployments(rs.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := sameTemplate(rs, d)
+			if got := s.sameTemplate(rs, d); got != want {
+				t.Fatalf("step %d: ReplicaSet %s/%s runs its Deployment's template: remembered %t, afresh %t", step, rs.Namespace, rs.Name, got, want)
+			}
+			if !want {
+				differ++
+			}
+		}
+	})
+	if differ == 0 {
+		t.Fatal("no ReplicaSet ever ran another template than its Deployment's: the churn checked nothing")
 	}
 }

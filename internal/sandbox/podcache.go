@@ -205,6 +205,7 @@ func (t *podTracker) stored(gvr schema.GroupVersionResource, obj runtime.Object,
 		ns = m.GetNamespace()
 	}
 	t.changes.wroteIn(gvr, ns)
+	t.changes.wroteObject(gvr, ns, m.GetName())
 	if gvr != podsGVR && gvr != nodesGVR {
 		return nil
 	}
@@ -259,6 +260,7 @@ func (t *podTracker) Delete(gvr schema.GroupVersionResource, ns, name string, op
 	if err == nil {
 		t.changes.wrote(gvr)
 		t.changes.wroteIn(gvr, ns)
+		t.changes.wroteObject(gvr, ns, name)
 		switch gvr {
 		case podsGVR:
 			t.pods.remove(ns, name)
@@ -283,9 +285,37 @@ type changes struct {
 	// controller last took them (budgetNamespaces): a budget's status
 	// follows from those of its namespace alone.
 	budgetNS map[string]bool
+	// written is, for each Deployment and ReplicaSet written, the count
+	// of writes at its last write.
+	written map[objectKey]uint64
 }
 
-func newChanges() *changes { return &changes{budgetNS: map[string]bool{}} }
+func newChanges() *changes {
+	return &changes{budgetNS: map[string]bool{}, written: map[objectKey]uint64{}}
+}
+
+// objectKey names a Deployment or ReplicaSet (versioned).
+type objectKey struct{ resource, namespace, name string }
+
+// versioned are the resources whose objects' last write is kept
+// (changes.version): the Deployment controller's comparison of a
+// template with its ReplicaSets' (sameTemplate) is remembered until one of
+// them is written again.
+var versioned = map[string]bool{"deployments": true, "replicasets": true}
+
+// wroteObject notes a write of the object ns/name of gvr.
+func (c *changes) wroteObject(gvr schema.GroupVersionResource, ns, name string) {
+	if versioned[gvr.Resource] {
+		c.written[objectKey{gvr.Resource, ns, name}] = c.count
+	}
+}
+
+// version is the count of writes at the last write of the object (0
+// if written before the sandbox counted, as when loaded): it differs
+// after each write of it.
+func (c *changes) version(resource, ns, name string) uint64 {
+	return c.written[objectKey{resource, ns, name}]
+}
 
 // budgetResources are the resources a budget's status reads (pdbStatus).
 var budgetResources = map[string]bool{"pods": true, "replicasets": true, "statefulsets": true, "poddisruptionbudgets": true}

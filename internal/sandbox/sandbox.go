@@ -138,6 +138,9 @@ type Sandbox struct {
 	dis disruptor
 	// karpenterOff stops the stand-in until it is installed.
 	karpenterOff bool
+	// templates remembers the Deployment controller's comparisons of
+	// templates (sameTemplate).
+	templates map[templateCheck]bool
 	// claimsIdle is the cluster the NodeClaim controller last found
 	// nothing to do on (reconcileNodeClaims), if it did.
 	claimsIdle *claimsRun
@@ -210,6 +213,7 @@ func New(opts Options) (*Sandbox, error) {
 		rng:       rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
 		dis:       newDisruptor(),
 		nominated: map[string]string{},
+		templates: map[templateCheck]bool{},
 		pdbBroken: map[string]bool{},
 		idle:      map[string]idleRun{},
 
