@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/kubectl/pkg/util/podutils"
@@ -96,10 +97,37 @@ func copyMap(m map[string]string) map[string]string {
 	return out
 }
 
+// cachedList returns list's list of resource, taken again only when an
+// object of resource was written (or added) since it was last taken
+// (changes.listed): the DaemonSet and workload controllers listed every
+// controller, a copy of each, in each pass. The list is the controllers'
+// to read; they change an item only to write it, which makes the next
+// call take the list again.
+func cachedList[L runtime.Object](s *Sandbox, resource string, list func() (L, error)) (L, error) {
+	at := s.changes.listed(resource)
+	if c, ok := s.lists[resource]; ok && c.at == at {
+		return c.list.(L), nil
+	}
+	l, err := list()
+	if err != nil {
+		return l, err
+	}
+	s.lists[resource] = listed{at: at, list: l}
+	return l, nil
+}
+
+// listed is a list of a resource as cachedList took it, at changes.listed.
+type listed struct {
+	at   uint64
+	list runtime.Object
+}
+
 // reconcileDaemonSets runs one pod per eligible node, bound directly as the
 // DaemonSet controller does, and removes pods from nodes that no longer fit.
 func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
-	dss, err := s.kube.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
+	dss, err := cachedList(s, "daemonsets", func() (*appsv1.DaemonSetList, error) {
+		return s.kube.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
+	})
 	if err != nil {
 		return fmt.Errorf("list DaemonSets: %w", err)
 	}
@@ -181,11 +209,15 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 		}
 		return n
 	}
-	deploys, err := s.kube.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+	deploys, err := cachedList(s, "deployments", func() (*appsv1.DeploymentList, error) {
+		return s.kube.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+	})
 	if err != nil {
 		return fmt.Errorf("list Deployments: %w", err)
 	}
-	rss, err := s.kube.AppsV1().ReplicaSets("").List(ctx, metav1.ListOptions{})
+	rss, err := cachedList(s, "replicasets", func() (*appsv1.ReplicaSetList, error) {
+		return s.kube.AppsV1().ReplicaSets("").List(ctx, metav1.ListOptions{})
+	})
 	if err != nil {
 		return fmt.Errorf("list ReplicaSets: %w", err)
 	}
@@ -228,7 +260,9 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 			}
 		}
 	}
-	stss, err := s.kube.AppsV1().StatefulSets("").List(ctx, metav1.ListOptions{})
+	stss, err := cachedList(s, "statefulsets", func() (*appsv1.StatefulSetList, error) {
+		return s.kube.AppsV1().StatefulSets("").List(ctx, metav1.ListOptions{})
+	})
 	if err != nil {
 		return fmt.Errorf("list StatefulSets: %w", err)
 	}
@@ -273,7 +307,9 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 			}
 		}
 	}
-	jobs, err := s.kube.BatchV1().Jobs("").List(ctx, metav1.ListOptions{})
+	jobs, err := cachedList(s, "jobs", func() (*batchv1.JobList, error) {
+		return s.kube.BatchV1().Jobs("").List(ctx, metav1.ListOptions{})
+	})
 	if err != nil {
 		return fmt.Errorf("list Jobs: %w", err)
 	}

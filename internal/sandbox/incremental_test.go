@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -275,5 +277,49 @@ func TestTemplateComparisonsFollowWrites(t *testing.T) {
 	})
 	if differ == 0 {
 		t.Fatal("no ReplicaSet ever ran another template than its Deployment's: the churn checked nothing")
+	}
+}
+
+// TestCachedListsAreTheTrackers checks the controllers' cached lists of
+// workloads (cachedList) against the tracker's lists, through random
+// evictions, scaling and template changes.
+func TestCachedListsAreTheTrackers(t *testing.T) {
+	ctx := context.Background()
+	s := load(t, churnInventory())
+	reused := 0
+	churn(t, s, 9, 150, func(step int) {
+		fresh, err := s.Kube().AppsV1().ReplicaSets("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := s.lists["replicasets"]
+		got, err := cachedList(s, "replicasets", func() (*appsv1.ReplicaSetList, error) {
+			return s.Kube().AppsV1().ReplicaSets("").List(ctx, metav1.ListOptions{})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if before.list == runtime.Object(got) {
+			reused++
+		}
+		if !apiequality.Semantic.DeepEqual(got.Items, fresh.Items) {
+			t.Fatalf("step %d: the cached list of ReplicaSets differs from the tracker's", step)
+		}
+		deploys, err := s.Kube().AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotDeploys, err := cachedList(s, "deployments", func() (*appsv1.DeploymentList, error) {
+			return s.Kube().AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !apiequality.Semantic.DeepEqual(gotDeploys.Items, deploys.Items) {
+			t.Fatalf("step %d: the cached list of Deployments differs from the tracker's", step)
+		}
+	})
+	if reused == 0 {
+		t.Fatal("no list was ever reused: the churn checked nothing")
 	}
 }

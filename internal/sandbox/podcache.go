@@ -232,6 +232,7 @@ func (t *podTracker) Add(obj runtime.Object) error {
 	}
 	if err == nil {
 		t.changes.count++
+		t.changes.added = t.changes.count
 		if m, merr := meta.Accessor(obj); merr == nil && m.GetNamespace() != "" {
 			t.changes.budgetNS[m.GetNamespace()] = true
 		}
@@ -288,11 +289,20 @@ type changes struct {
 	// written is, for each Deployment and ReplicaSet written, the count
 	// of writes at its last write.
 	written map[objectKey]uint64
+	// byResource is, for each resource written, the count of writes at
+	// its last write; added the count at the last object added.
+	byResource map[string]uint64
+	added      uint64
 }
 
 func newChanges() *changes {
-	return &changes{budgetNS: map[string]bool{}, written: map[objectKey]uint64{}}
+	return &changes{budgetNS: map[string]bool{}, written: map[objectKey]uint64{}, byResource: map[string]uint64{}}
 }
+
+// listed is the count of writes at the last write of resource or, if
+// later, at the last object added to the tracker (as the sandbox loads):
+// a list of the resource taken when it was the same is the same.
+func (c *changes) listed(resource string) uint64 { return max(c.byResource[resource], c.added) }
 
 // objectKey names a Deployment or ReplicaSet (versioned).
 type objectKey struct{ resource, namespace, name string }
@@ -305,6 +315,7 @@ var versioned = map[string]bool{"deployments": true, "replicasets": true}
 
 // wroteObject notes a write of the object ns/name of gvr.
 func (c *changes) wroteObject(gvr schema.GroupVersionResource, ns, name string) {
+	c.byResource[gvr.Resource] = c.count
 	if versioned[gvr.Resource] {
 		c.written[objectKey{gvr.Resource, ns, name}] = c.count
 	}

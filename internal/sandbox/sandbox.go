@@ -138,6 +138,9 @@ type Sandbox struct {
 	dis disruptor
 	// karpenterOff stops the stand-in until it is installed.
 	karpenterOff bool
+	// lists are the controllers' lists of DaemonSets and workloads
+	// (cachedList).
+	lists map[string]listed
 	// templates remembers the Deployment controller's comparisons of
 	// templates (sameTemplate).
 	templates map[templateCheck]bool
@@ -214,6 +217,7 @@ func New(opts Options) (*Sandbox, error) {
 		dis:       newDisruptor(),
 		nominated: map[string]string{},
 		templates: map[templateCheck]bool{},
+		lists:     map[string]listed{},
 		pdbBroken: map[string]bool{},
 		idle:      map[string]idleRun{},
 
