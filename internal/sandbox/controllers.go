@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/kubectl/pkg/util/podutils"
@@ -96,31 +97,52 @@ func copyMap(m map[string]string) map[string]string {
 	return out
 }
 
+// cachedList returns list's list of resource, taken again only when an
+// object of resource was written (or added) since it was last taken
+// (changes.listed): the DaemonSet and workload controllers listed every
+// controller, a copy of each, in each pass. The list is the controllers'
+// to read; they change an item only to write it, which makes the next
+// call take the list again.
+func cachedList[L runtime.Object](s *Sandbox, resource string, list func() (L, error)) (L, error) {
+	at := s.changes.listed(resource)
+	if c, ok := s.lists[resource]; ok && c.at == at {
+		return c.list.(L), nil
+	}
+	l, err := list()
+	if err != nil {
+		return l, err
+	}
+	s.lists[resource] = listed{at: at, list: l}
+	return l, nil
+}
+
+// listed is a list of a resource as cachedList took it, at changes.listed.
+type listed struct {
+	at   uint64
+	list runtime.Object
+}
+
 // reconcileDaemonSets runs one pod per eligible node, bound directly as the
 // DaemonSet controller does, and removes pods from nodes that no longer fit.
 func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
-	dss, err := s.kube.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
+	dss, err := cachedList(s, "daemonsets", func() (*appsv1.DaemonSetList, error) {
+		return s.kube.AppsV1().DaemonSets("").List(ctx, metav1.ListOptions{})
+	})
 	if err != nil {
 		return fmt.Errorf("list DaemonSets: %w", err)
 	}
 	nodes := s.nodesByName()
-	pods := s.listPods()
 	sort.Slice(dss.Items, func(i, j int) bool {
 		return dss.Items[i].Namespace+"/"+dss.Items[i].Name < dss.Items[j].Namespace+"/"+dss.Items[j].Name
 	})
-	// The pods by their controller's UID, in the list's order, and the
-	// nodes in order: once, not once per DaemonSet.
-	byOwner := map[types.UID][]*corev1.Pod{}
-	for _, p := range pods {
-		if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
-			byOwner[ref.UID] = append(byOwner[ref.UID], p)
-		}
-	}
+	// The nodes in order: once, not once per DaemonSet.
 	ordered := sortedNodes(nodes)
 	for i := range dss.Items {
 		ds := &dss.Items[i]
 		have := map[string]bool{}
-		for _, p := range byOwner[ds.UID] {
+		// The pod cache's list, which the deletes below replace, not
+		// change.
+		for _, p := range s.pods.owned(ds.UID) {
 			if n := nodes[p.Spec.NodeName]; n == nil || !daemonPodMayStay(p, n) || have[p.Spec.NodeName] {
 				if err := s.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 					return fmt.Errorf("delete DaemonSet pod %s/%s: %w", p.Namespace, p.Name, err)
@@ -161,16 +183,23 @@ func (s *Sandbox) reconcileDaemonSets(ctx context.Context) error {
 // reconcileWorkloads runs the Deployment, ReplicaSet, StatefulSet and Job
 // controllers: missing pods are recreated, surplus pods removed.
 func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
-	pods := s.listPods()
-	// The live pods by their controller's UID, in the list's order: one
-	// pass over the pods, not one per workload.
+	// The live pods of a controller (its UID), oldest first, from the pod
+	// cache's index by controller, as they were when the pass began (the
+	// pods it creates and deletes are not counted until the next).
 	byOwner := map[types.UID][]*corev1.Pod{}
-	for _, p := range pods {
-		if ref := metav1.GetControllerOfNoCopy(p); ref != nil && p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
-			byOwner[ref.UID] = append(byOwner[ref.UID], p)
+	live := func(uid types.UID) []*corev1.Pod {
+		if ps, ok := byOwner[uid]; ok {
+			return ps
 		}
+		var ps []*corev1.Pod
+		for _, p := range s.pods.owned(uid) {
+			if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodFailed {
+				ps = append(ps, p)
+			}
+		}
+		byOwner[uid] = ps
+		return ps
 	}
-	live := func(uid types.UID) []*corev1.Pod { return byOwner[uid] }
 	readyOf := func(ps []*corev1.Pod) int32 {
 		var n int32
 		for _, p := range ps {
@@ -180,11 +209,15 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 		}
 		return n
 	}
-	deploys, err := s.kube.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+	deploys, err := cachedList(s, "deployments", func() (*appsv1.DeploymentList, error) {
+		return s.kube.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+	})
 	if err != nil {
 		return fmt.Errorf("list Deployments: %w", err)
 	}
-	rss, err := s.kube.AppsV1().ReplicaSets("").List(ctx, metav1.ListOptions{})
+	rss, err := cachedList(s, "replicasets", func() (*appsv1.ReplicaSetList, error) {
+		return s.kube.AppsV1().ReplicaSets("").List(ctx, metav1.ListOptions{})
+	})
 	if err != nil {
 		return fmt.Errorf("list ReplicaSets: %w", err)
 	}
@@ -227,7 +260,9 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 			}
 		}
 	}
-	stss, err := s.kube.AppsV1().StatefulSets("").List(ctx, metav1.ListOptions{})
+	stss, err := cachedList(s, "statefulsets", func() (*appsv1.StatefulSetList, error) {
+		return s.kube.AppsV1().StatefulSets("").List(ctx, metav1.ListOptions{})
+	})
 	if err != nil {
 		return fmt.Errorf("list StatefulSets: %w", err)
 	}
@@ -272,7 +307,9 @@ func (s *Sandbox) reconcileWorkloads(ctx context.Context) error {
 			}
 		}
 	}
-	jobs, err := s.kube.BatchV1().Jobs("").List(ctx, metav1.ListOptions{})
+	jobs, err := cachedList(s, "jobs", func() (*batchv1.JobList, error) {
+		return s.kube.BatchV1().Jobs("").List(ctx, metav1.ListOptions{})
+	})
 	if err != nil {
 		return fmt.Errorf("list Jobs: %w", err)
 	}
@@ -316,7 +353,7 @@ func (s *Sandbox) reconcileDeployment(ctx context.Context, d *appsv1.Deployment,
 	var cur *appsv1.ReplicaSet
 	var old []*appsv1.ReplicaSet
 	for _, rs := range rss {
-		if sameTemplate(rs, d) {
+		if s.sameTemplate(rs, d) {
 			cur = rs
 		} else if replicasOrOne(rs.Spec.Replicas) > 0 || len(live(rs.UID)) > 0 {
 			old = append(old, rs)
@@ -408,10 +445,51 @@ func (s *Sandbox) reconcileDeployment(ctx context.Context, d *appsv1.Deployment,
 
 // sameTemplate reports whether a ReplicaSet runs the Deployment's pod
 // template (its pod-template-hash label aside).
+//
+// The answer is kept until either is written again (changes.version): a
+// comparison of every Deployment's template in each pass was the
+// workload controllers' main cost on a thousand-node cluster.
+func (s *Sandbox) sameTemplate(rs *appsv1.ReplicaSet, d *appsv1.Deployment) bool {
+	key := templateCheck{namespace: rs.Namespace, rs: rs.Name, d: d.Name,
+		rsVersion: s.changes.version("replicasets", rs.Namespace, rs.Name), dVersion: s.changes.version("deployments", d.Namespace, d.Name)}
+	if same, ok := s.templates[key]; ok {
+		return same
+	}
+	same := sameTemplate(rs, d)
+	if len(s.templates) > 1<<16 {
+		clear(s.templates)
+	}
+	s.templates[key] = same
+	return same
+}
+
+// templateCheck is a comparison of a ReplicaSet's template with its
+// Deployment's, as both were written.
+type templateCheck struct {
+	namespace, rs, d    string
+	rsVersion, dVersion uint64
+}
+
 func sameTemplate(rs *appsv1.ReplicaSet, d *appsv1.Deployment) bool {
-	t := rs.Spec.Template.DeepCopy()
-	delete(t.Labels, appsv1.DefaultDeploymentUniqueLabelKey)
-	return apiequality.Semantic.DeepEqual(*t, d.Spec.Template)
+	// The labels compared here, the rest on a shallow copy carrying the
+	// Deployment's labels: no deep copy of a template per Deployment and
+	// pass (Semantic.DeepEqual takes nil and empty maps as equal).
+	rl, dl := rs.Spec.Template.Labels, d.Spec.Template.Labels
+	n := len(rl)
+	if _, ok := rl[appsv1.DefaultDeploymentUniqueLabelKey]; ok {
+		n--
+	}
+	if n != len(dl) {
+		return false
+	}
+	for k, v := range dl {
+		if w, ok := rl[k]; !ok || w != v || k == appsv1.DefaultDeploymentUniqueLabelKey {
+			return false
+		}
+	}
+	t := rs.Spec.Template
+	t.Labels = dl
+	return apiequality.Semantic.DeepEqual(t, d.Spec.Template)
 }
 
 // rollingBounds are a Deployment's maxSurge and maxUnavailable in pods
@@ -575,11 +653,16 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 		var best *corev1.Node
 		bestScore := -1.0
 		preferred := s.nominatedNode(p)
+		// What the filters and the score read of the pod, worked out once
+		// for all the nodes.
+		fits := s.fitter(p, vols)
+		blocked := antiAffinityDomains(p, nodes, on)
+		req := PodRequests(p)
 		for _, n := range ordered {
-			if s.opts.Fitter.Fit(p, n, used[n.Name], vols) != nil || antiAffinityBlocks(p, n, nodes, on) {
+			if !fits(n, used[n.Name]) || blocked.block(n) {
 				continue
 			}
-			score := allocatedScore(PodRequests(p), used[n.Name], n.Status.Allocatable)
+			score := allocatedScore(req, used[n.Name], n.Status.Allocatable)
 			if s.loading || !s.opts.PackNodes {
 				score = 2 - score
 			}
@@ -617,19 +700,25 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 	return nil
 }
 
-// antiAffinityBlocks reports whether placing p on n breaks one of its
-// required pod anti-affinity terms (kube-scheduler's InterPodAffinity
-// filter, for anti-affinity): a pod matching the term already runs in n's
-// topology domain.
-func antiAffinityBlocks(p *corev1.Pod, n *corev1.Node, nodes map[string]*corev1.Node, on map[string][]*corev1.Pod) bool {
+// blockedDomains are, for each of a pod's required pod anti-affinity
+// terms, its topology key and the values of it (the domains) in which a
+// pod matching the term runs.
+type blockedDomains []struct {
+	key     string
+	domains map[string]bool
+}
+
+// antiAffinityDomains works out the domains p's required pod
+// anti-affinity terms keep it out of (kube-scheduler's InterPodAffinity
+// filter, for anti-affinity): those of the nodes (their label of the
+// term's topology key) on which a pod matching the term runs. A term whose
+// selector does not parse blocks nothing.
+func antiAffinityDomains(p *corev1.Pod, nodes map[string]*corev1.Node, on map[string][]*corev1.Pod) blockedDomains {
 	if p.Spec.Affinity == nil || p.Spec.Affinity.PodAntiAffinity == nil {
-		return false
+		return nil
 	}
+	var out blockedDomains
 	for _, term := range p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
-		domain, ok := n.Labels[term.TopologyKey]
-		if !ok {
-			continue
-		}
 		sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
 		if err != nil {
 			continue
@@ -638,15 +727,29 @@ func antiAffinityBlocks(p *corev1.Pod, n *corev1.Node, nodes map[string]*corev1.
 		if len(namespaces) == 0 {
 			namespaces = []string{p.Namespace}
 		}
+		domains := map[string]bool{}
 		for name, m := range nodes {
-			if m.Labels[term.TopologyKey] != domain {
-				continue
-			}
 			for _, q := range on[name] {
 				if q.UID != p.UID && slices.Contains(namespaces, q.Namespace) && sel.Matches(labels.Set(q.Labels)) {
-					return true
+					domains[m.Labels[term.TopologyKey]] = true
+					break
 				}
 			}
+		}
+		out = append(out, struct {
+			key     string
+			domains map[string]bool
+		}{term.TopologyKey, domains})
+	}
+	return out
+}
+
+// block reports whether placing the pod on n breaks one of its terms: n
+// is in one of the term's blocked domains.
+func (b blockedDomains) block(n *corev1.Node) bool {
+	for _, t := range b {
+		if domain, ok := n.Labels[t.key]; ok && t.domains[domain] {
+			return true
 		}
 	}
 	return false
@@ -805,12 +908,26 @@ func (s *Sandbox) claimSelectors(ctx context.Context, p *corev1.Pod) map[string]
 	return out
 }
 
-// reconcilePDBs writes every PDB's status and counts violations: a PDB
-// going below its desired healthy count while tracking is on.
+// reconcilePDBs writes the PDBs' status and counts violations: a PDB
+// going below its desired healthy count while tracking is on. Only the
+// budgets of the namespaces written in since its last run are computed
+// again (changes.budgetNamespaces): a budget's status follows from its
+// namespace's pods, ReplicaSets and StatefulSets and itself alone, so the
+// others' are as it last wrote them (TestPDBStatusOnlyWhereWritten).
 func (s *Sandbox) reconcilePDBs(ctx context.Context) error {
-	pdbs, err := s.kube.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
+	for _, ns := range s.changes.budgetNamespaces() {
+		if err := s.reconcilePDBsIn(ctx, ns); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reconcilePDBsIn is reconcilePDBs for namespace ns's budgets.
+func (s *Sandbox) reconcilePDBsIn(ctx context.Context, ns string) error {
+	pdbs, err := s.kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("list PDBs: %w", err)
+		return fmt.Errorf("list PDBs in %q: %w", ns, err)
 	}
 	for i := range pdbs.Items {
 		pdb := &pdbs.Items[i]

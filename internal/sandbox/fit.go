@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,12 +41,66 @@ func (SimpleFitter) Fit(pod *corev1.Pod, node *corev1.Node, used corev1.Resource
 	return resourcesFit(PodRequests(pod), used, node.Status.Allocatable)
 }
 
+// fitter returns the scheduler's filter for pod against node after node:
+// SimpleFitter's worked out once for the pod (its requests, node affinity
+// and volume selectors) and saying only whether the pod fits, or another
+// Fitter's Fit.
+func (s *Sandbox) fitter(pod *corev1.Pod, volumes []*corev1.NodeSelector) func(node *corev1.Node, used corev1.ResourceList) bool {
+	if _, ok := s.opts.Fitter.(SimpleFitter); !ok {
+		return func(node *corev1.Node, used corev1.ResourceList) bool {
+			return s.opts.Fitter.Fit(pod, node, used, volumes) == nil
+		}
+	}
+	cordonOK := tolerates(pod.Spec.Tolerations, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})
+	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
+	var vols []*nodeaffinity.NodeSelector
+	for _, vs := range volumes {
+		sel, err := nodeaffinity.NewNodeSelector(vs)
+		if err != nil {
+			return func(*corev1.Node, corev1.ResourceList) bool { return false }
+		}
+		vols = append(vols, sel)
+	}
+	want := PodRequests(pod)
+	names := slices.Sorted(maps.Keys(want))
+	return func(node *corev1.Node, used corev1.ResourceList) bool {
+		if !nodeReady(node) || (node.Spec.Unschedulable && !cordonOK) {
+			return false
+		}
+		if _, bad := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, noScheduleOrExecute, false); bad {
+			return false
+		}
+		if ok, err := affinity.Match(node); err != nil || !ok {
+			return false
+		}
+		for _, sel := range vols {
+			if !sel.Match(node) {
+				return false
+			}
+		}
+		for _, name := range names {
+			q := want[name]
+			if q.IsZero() {
+				continue
+			}
+			total := q.DeepCopy()
+			total.Add(used[name])
+			if alloc, ok := node.Status.Allocatable[name]; !ok || total.Cmp(alloc) > 0 {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func noScheduleOrExecute(t *corev1.Taint) bool {
+	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+}
+
 // labelsAndTaintsFit is the part of Fit that does not depend on the node's
 // state, shared with the Karpenter stand-in's offering filter.
 func labelsAndTaintsFit(pod *corev1.Pod, node *corev1.Node, volumes []*corev1.NodeSelector) error {
-	if taint, bad := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, func(t *corev1.Taint) bool {
-		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-	}, false); bad {
+	if taint, bad := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, noScheduleOrExecute, false); bad {
 		return fmt.Errorf("node %s has taint %s=%s:%s the pod does not tolerate", node.Name, taint.Key, taint.Value, taint.Effect)
 	}
 	if ok, err := nodeaffinity.GetRequiredNodeAffinity(pod).Match(node); err != nil || !ok {

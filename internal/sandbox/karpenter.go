@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -276,7 +278,36 @@ func NewNodeClaim(pool *apisv1.NodePool, off Offering, annotations map[string]st
 // reconcileNodeClaims is Karpenter's lifecycle controller: it launches
 // instances for new NodeClaims, deletes NodeClaims of deleted NodePools and
 // terminates instances whose NodeClaim is gone.
+//
+// What it does follows from the NodeClaims, the NodePools and the
+// instances launched for NodeClaims alone, so a run on those as a run
+// that did nothing found them (claimsIdle: the dynamic client's writes,
+// the instances launched) is skipped: listing a thousand NodeClaims after
+// every write of the cluster cost more than anything they decide.
 func (s *Sandbox) reconcileNodeClaims(ctx context.Context) error {
+	idle := claimsRun{dynamic: s.changes.dynamic, launched: s.cloud.seq}
+	if s.claimsIdle != nil && *s.claimsIdle == idle {
+		return nil
+	}
+	s.claimsIdle = nil
+	before := s.changes.count
+	if err := s.reconcileNodeClaimsNow(ctx); err != nil {
+		return err
+	}
+	if s.changes.count == before && s.cloud.seq == idle.launched {
+		s.claimsIdle = &idle
+	}
+	return nil
+}
+
+// claimsRun is what reconcileNodeClaims last found nothing to do on.
+type claimsRun struct {
+	dynamic  uint64
+	launched int
+}
+
+// reconcileNodeClaimsNow is reconcileNodeClaims's work.
+func (s *Sandbox) reconcileNodeClaimsNow(ctx context.Context) error {
 	claims, err := s.dyn.Resource(NodeClaimGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list NodeClaims: %w", err)
@@ -361,7 +392,26 @@ func (s *Sandbox) provision(ctx context.Context) error {
 	if err != nil || len(pools) == 0 {
 		return err
 	}
-	pods := s.listPods()
+	// A nomination ends as its pod is bound or deleted; the pods are
+	// looked up by nomination, not the nominations by pod.
+	for key := range s.nominated {
+		ns, name, _ := strings.Cut(key, "/")
+		if p := s.pods.get(ns, name); p != nil && (p.Spec.NodeName != "" || p.DeletionTimestamp != nil) {
+			delete(s.nominated, key)
+		}
+	}
+	// The pending pods, oldest first, from the pod cache's unbound pods
+	// (every pod with no node is among them).
+	var unbound []*corev1.Pod
+	for _, p := range s.pods.on("") {
+		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			unbound = append(unbound, p)
+		}
+	}
+	if len(unbound) == 0 {
+		return nil
+	}
+	slices.SortFunc(unbound, cmpAge)
 	claims, err := s.dyn.Resource(NodeClaimGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("list NodeClaims: %w", err)
@@ -373,12 +423,7 @@ func (s *Sandbox) provision(ctx context.Context) error {
 		}
 	}
 	var pending []*corev1.Pod
-	for i := range pods {
-		p := pods[i]
-		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
-			delete(s.nominated, podKey(p))
-			continue
-		}
+	for _, p := range unbound {
 		if c, ok := s.nominated[podKey(p)]; ok && inflight[c] {
 			continue
 		}

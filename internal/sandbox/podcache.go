@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -37,13 +39,16 @@ type podCache struct {
 	// may have changed the cached pod's spec.nodeName before its write).
 	byNode map[string][]*corev1.Pod
 	nodeOf map[string]string
+	// byOwner is the pods of each controller (its UID), oldest first
+	// (byAge's order), for the DaemonSet and workload controllers.
+	byOwner map[types.UID][]*corev1.Pod
 	// rv is the tracker's resource version for pods: 1, plus one for every
 	// pod it stored (a delete does not count, as in the tracker).
 	rv int64
 }
 
 func newPodCache() *podCache {
-	return &podCache{byNS: map[string][]*corev1.Pod{}, byNode: map[string][]*corev1.Pod{}, nodeOf: map[string]string{}, rv: 1}
+	return &podCache{byNS: map[string][]*corev1.Pod{}, byNode: map[string][]*corev1.Pod{}, nodeOf: map[string]string{}, byOwner: map[types.UID][]*corev1.Pod{}, rv: 1}
 }
 
 // cmpAge orders pods as sortPods does: oldest first, then by namespace/name.
@@ -82,6 +87,11 @@ func (c *podCache) put(p *corev1.Pod) {
 	k, _ := slices.BinarySearchFunc(on, p, cmpKey)
 	c.byNode[p.Spec.NodeName] = slices.Concat(on[:k], []*corev1.Pod{p}, on[k:])
 	c.nodeOf[podKey(p)] = p.Spec.NodeName
+	if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
+		owned := c.byOwner[ref.UID]
+		k, _ := slices.BinarySearchFunc(owned, p, cmpAge)
+		c.byOwner[ref.UID] = slices.Concat(owned[:k], []*corev1.Pod{p}, owned[k:])
+	}
 }
 
 // remove drops the pod ns/name, if cached.
@@ -104,12 +114,31 @@ func (c *podCache) remove(ns, name string) {
 			c.byNode[node] = slices.Concat(on[:k], on[k+1:])
 		}
 	}
+	if ref := metav1.GetControllerOfNoCopy(old); ref != nil {
+		owned := c.byOwner[ref.UID]
+		if k, found := slices.BinarySearchFunc(owned, old, cmpAge); found {
+			if len(owned) == 1 {
+				delete(c.byOwner, ref.UID)
+			} else {
+				c.byOwner[ref.UID] = slices.Concat(owned[:k], owned[k+1:])
+			}
+		}
+	}
 	if c.shared {
 		c.byAge, c.shared = slices.Clone(c.byAge), false
 	}
 	if i, found := slices.BinarySearchFunc(c.byAge, old, cmpAge); found {
 		c.byAge = slices.Delete(c.byAge, i, i+1)
 	}
+}
+
+// get returns the pod ns/name, or nil.
+func (c *podCache) get(ns, name string) *corev1.Pod {
+	pods := c.byNS[ns]
+	if j, found := slices.BinarySearchFunc(pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}, cmpName); found {
+		return pods[j]
+	}
+	return nil
 }
 
 // all returns every pod, oldest first; the slice is the caller's to read
@@ -131,6 +160,9 @@ func (c *podCache) in(ns string) []*corev1.Pod {
 	}
 	return out
 }
+
+// owned returns the pods whose controller has uid, oldest first.
+func (c *podCache) owned(uid types.UID) []*corev1.Pod { return c.byOwner[uid] }
 
 // on returns the pods bound to node (the pending ones when node is
 // empty), by namespace and name.
@@ -158,18 +190,24 @@ type nodeCache map[string]*corev1.Node
 
 // stored caches the tracker's copy of the pod a write of gvr stored.
 func (t *podTracker) stored(gvr schema.GroupVersionResource, obj runtime.Object, ns string, err error) error {
-	if err == nil {
-		t.changes.wrote(gvr)
-	}
-	if err != nil || (gvr != podsGVR && gvr != nodesGVR) {
+	if err != nil {
 		return err
 	}
+	t.changes.wrote(gvr)
 	m, err := meta.Accessor(obj)
 	if err != nil {
+		if gvr != podsGVR && gvr != nodesGVR {
+			return nil
+		}
 		return err
 	}
 	if m.GetNamespace() != "" {
 		ns = m.GetNamespace()
+	}
+	t.changes.wroteIn(gvr, ns)
+	t.changes.wroteObject(gvr, ns, m.GetName())
+	if gvr != podsGVR && gvr != nodesGVR {
+		return nil
 	}
 	got, err := t.ObjectTracker.Get(gvr, ns, m.GetName())
 	if err != nil {
@@ -194,6 +232,10 @@ func (t *podTracker) Add(obj runtime.Object) error {
 	}
 	if err == nil {
 		t.changes.count++
+		t.changes.added = t.changes.count
+		if m, merr := meta.Accessor(obj); merr == nil && m.GetNamespace() != "" {
+			t.changes.budgetNS[m.GetNamespace()] = true
+		}
 	}
 	return err
 }
@@ -218,6 +260,8 @@ func (t *podTracker) Delete(gvr schema.GroupVersionResource, ns, name string, op
 	err := t.ObjectTracker.Delete(gvr, ns, name, opts...)
 	if err == nil {
 		t.changes.wrote(gvr)
+		t.changes.wroteIn(gvr, ns)
+		t.changes.wroteObject(gvr, ns, name)
 		switch gvr {
 		case podsGVR:
 			t.pods.remove(ns, name)
@@ -232,7 +276,75 @@ func (t *podTracker) Delete(gvr schema.GroupVersionResource, ns, name string, op
 // bookkeeping (its journal's ConfigMap, its Lease, Events): the
 // disruption controller reads none of those, and a count unchanged since
 // its last pass means the cluster it read is unchanged.
-type changes struct{ count uint64 }
+type changes struct {
+	count uint64
+	// dynamic counts the dynamic client's writes (NodePools, NodeClaims,
+	// EC2NodeClasses) alone.
+	dynamic uint64
+	// budgetNS are the namespaces in which a pod, ReplicaSet,
+	// StatefulSet or PodDisruptionBudget was written since the PDB
+	// controller last took them (budgetNamespaces): a budget's status
+	// follows from those of its namespace alone.
+	budgetNS map[string]bool
+	// written is, for each Deployment and ReplicaSet written, the count
+	// of writes at its last write.
+	written map[objectKey]uint64
+	// byResource is, for each resource written, the count of writes at
+	// its last write; added the count at the last object added.
+	byResource map[string]uint64
+	added      uint64
+}
+
+func newChanges() *changes {
+	return &changes{budgetNS: map[string]bool{}, written: map[objectKey]uint64{}, byResource: map[string]uint64{}}
+}
+
+// listed is the count of writes at the last write of resource or, if
+// later, at the last object added to the tracker (as the sandbox loads):
+// a list of the resource taken when it was the same is the same.
+func (c *changes) listed(resource string) uint64 { return max(c.byResource[resource], c.added) }
+
+// objectKey names a Deployment or ReplicaSet (versioned).
+type objectKey struct{ resource, namespace, name string }
+
+// versioned are the resources whose objects' last write is kept
+// (changes.version): the Deployment controller's comparison of a
+// template with its ReplicaSets' (sameTemplate) is remembered until one of
+// them is written again.
+var versioned = map[string]bool{"deployments": true, "replicasets": true}
+
+// wroteObject notes a write of the object ns/name of gvr.
+func (c *changes) wroteObject(gvr schema.GroupVersionResource, ns, name string) {
+	c.byResource[gvr.Resource] = c.count
+	if versioned[gvr.Resource] {
+		c.written[objectKey{gvr.Resource, ns, name}] = c.count
+	}
+}
+
+// version is the count of writes at the last write of the object (0
+// if written before the sandbox counted, as when loaded): it differs
+// after each write of it.
+func (c *changes) version(resource, ns, name string) uint64 {
+	return c.written[objectKey{resource, ns, name}]
+}
+
+// budgetResources are the resources a budget's status reads (pdbStatus).
+var budgetResources = map[string]bool{"pods": true, "replicasets": true, "statefulsets": true, "poddisruptionbudgets": true}
+
+// wroteIn notes a write of gvr in namespace ns.
+func (c *changes) wroteIn(gvr schema.GroupVersionResource, ns string) {
+	if budgetResources[gvr.Resource] {
+		c.budgetNS[ns] = true
+	}
+}
+
+// budgetNamespaces returns, in order, the namespaces written in (wroteIn)
+// since the last call, and forgets them.
+func (c *changes) budgetNamespaces() []string {
+	out := slices.Sorted(maps.Keys(c.budgetNS))
+	clear(c.budgetNS)
+	return out
+}
 
 // bookkeeping are the resources a write of which changes nothing the
 // disruption controller reads.
@@ -251,6 +363,7 @@ func dynamicWrites(c *changes) k8stesting.ReactionFunc {
 		switch a.GetVerb() {
 		case "create", "update", "patch", "delete", "delete-collection":
 			c.wrote(a.GetResource())
+			c.dynamic++
 		}
 		return false, nil, nil
 	}

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -146,8 +145,35 @@ func podMatches(p *corev1.Pod, ns string, r k8stesting.ListRestrictions) bool {
 	if r.Labels != nil && !r.Labels.Matches(labels.Set(p.Labels)) {
 		return false
 	}
-	return r.Fields == nil || r.Fields.Matches(fields.Set{"spec.nodeName": p.Spec.NodeName, "status.phase": string(p.Status.Phase),
-		"metadata.name": p.Name, "metadata.namespace": p.Namespace})
+	return r.Fields == nil || r.Fields.Empty() || r.Fields.Matches(podFields{p})
+}
+
+// podFields are the pod's fields a field selector may name
+// (spec.nodeName, status.phase, metadata.name, metadata.namespace), read
+// from the pod rather than copied into a fields.Set for each pod a list
+// looks at.
+type podFields struct{ p *corev1.Pod }
+
+func (f podFields) Has(field string) bool {
+	switch field {
+	case "spec.nodeName", "status.phase", "metadata.name", "metadata.namespace":
+		return true
+	}
+	return false
+}
+
+func (f podFields) Get(field string) string {
+	switch field {
+	case "spec.nodeName":
+		return f.p.Spec.NodeName
+	case "status.phase":
+		return string(f.p.Status.Phase)
+	case "metadata.name":
+		return f.p.Name
+	case "metadata.namespace":
+		return f.p.Namespace
+	}
+	return ""
 }
 
 // evictionReactor implements the Eviction API (pods/eviction): it deletes

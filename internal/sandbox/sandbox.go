@@ -138,6 +138,15 @@ type Sandbox struct {
 	dis disruptor
 	// karpenterOff stops the stand-in until it is installed.
 	karpenterOff bool
+	// lists are the controllers' lists of DaemonSets and workloads
+	// (cachedList).
+	lists map[string]listed
+	// templates remembers the Deployment controller's comparisons of
+	// templates (sameTemplate).
+	templates map[templateCheck]bool
+	// claimsIdle is the cluster the NodeClaim controller last found
+	// nothing to do on (reconcileNodeClaims), if it did.
+	claimsIdle *claimsRun
 	// nominated maps pod keys to the NodeClaim launched for them.
 	nominated map[string]string
 	pdbBroken map[string]bool
@@ -159,8 +168,8 @@ type Sandbox struct {
 	// reacted is the count of writes the controllers last reacted to
 	// without writing more (react).
 	reacted uint64
-	// tickHooks run after every pass of the controllers (OnTick).
-	tickHooks []func(context.Context) error
+	// tickHooks run after every pass of the controllers (OnTick, OnWrite).
+	tickHooks []tickHook
 }
 
 // Stats are what the sandbox observed, for the demo's summary.
@@ -207,13 +216,15 @@ func New(opts Options) (*Sandbox, error) {
 		rng:       rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
 		dis:       newDisruptor(),
 		nominated: map[string]string{},
+		templates: map[templateCheck]bool{},
+		lists:     map[string]listed{},
 		pdbBroken: map[string]bool{},
 		idle:      map[string]idleRun{},
 
 		karpenterOff: opts.DeferKarpenter,
 	}
 	s.cloud = newCloud()
-	s.pods, s.nodes, s.changes = newPodCache(), nodeCache{}, &changes{}
+	s.pods, s.nodes, s.changes = newPodCache(), nodeCache{}, newChanges()
 	s.kube, s.tracker = newFastClientset(s.pods, s.nodes, s.changes)
 	s.installDiscovery()
 	s.installReactors()
@@ -296,10 +307,26 @@ func (s *Sandbox) step(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// runHooks runs the OnTick hooks.
+// tickHook is a function OnTick or OnWrite registered; an OnWrite one
+// (onWrite) is skipped while the cluster's writes are those it last saw
+// (seen, valid once it ran).
+type tickHook struct {
+	f       func(context.Context) error
+	onWrite bool
+	ran     bool
+	seen    uint64
+}
+
+// runHooks runs the OnTick hooks, and the OnWrite hooks that have not
+// seen the cluster as it is.
 func (s *Sandbox) runHooks(ctx context.Context) error {
-	for _, f := range s.tickHooks {
-		if err := f(ctx); err != nil {
+	for i := range s.tickHooks {
+		h := &s.tickHooks[i]
+		if h.onWrite && h.ran && h.seen == s.changes.count {
+			continue
+		}
+		h.ran, h.seen = true, s.changes.count
+		if err := h.f(ctx); err != nil {
 			return fmt.Errorf("sandbox tick hook at %s: %w", s.Now().Format(time.RFC3339), err)
 		}
 	}
@@ -316,7 +343,19 @@ func (s *Sandbox) runHooks(ctx context.Context) error {
 func (s *Sandbox) OnTick(f func(ctx context.Context) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tickHooks = append(s.tickHooks, f)
+	s.tickHooks = append(s.tickHooks, tickHook{f: f})
+}
+
+// OnWrite is OnTick for a hook that reads the cluster's objects alone
+// (not the time): it runs after the passes that follow a write to the
+// cluster (but the runner's ConfigMaps, Leases and Events), and not again
+// while the cluster is as it last saw it. A PodDisruptionBudget watcher
+// listing every budget's pods after each of a thousand-node cluster's
+// ticks spent more than the controllers did.
+func (s *Sandbox) OnWrite(f func(ctx context.Context) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tickHooks = append(s.tickHooks, tickHook{f: f, onWrite: true})
 }
 
 // ErrNotSettled is returned by Settle when pods are still pending at the deadline.

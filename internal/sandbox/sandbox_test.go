@@ -515,6 +515,21 @@ func TestPodCacheFollowsTheTracker(t *testing.T) {
 		if len(s.pods.byNode) != len(onNode) {
 			t.Fatalf("tick %d: the cache indexes %d nodes' pods, the tracker has pods on %d", ticks, len(s.pods.byNode), len(onNode))
 		}
+		// Each controller's pods, oldest first: the tracker's, in that order.
+		owned := map[types.UID][]*corev1.Pod{}
+		for _, p := range want {
+			if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
+				owned[ref.UID] = append(owned[ref.UID], p)
+			}
+		}
+		for uid, want := range owned {
+			if got := s.pods.owned(uid); !apiequality.Semantic.DeepEqual(got, want) {
+				t.Fatalf("tick %d: the cache has %d pods of controller %s, the tracker %d (or they differ)", ticks, len(got), uid, len(want))
+			}
+		}
+		if len(s.pods.byOwner) != len(owned) {
+			t.Fatalf("tick %d: the cache indexes %d controllers' pods, the tracker has pods of %d", ticks, len(s.pods.byOwner), len(owned))
+		}
 		// The nodes, equal to the tracker's.
 		obj, err = tr.List(nodesGVR, corev1.SchemeGroupVersion.WithKind("Node"), "")
 		if err != nil {
@@ -847,23 +862,24 @@ func TestControllersIdleUntilAWrite(t *testing.T) {
 			t.Errorf("controller %s: idle %+v (ok %t), want idle at the %d writes so far", c, got, ok, s.changes.count)
 		}
 	}
-	passes := 0
+	passes, written := 0, 0
 	s.OnTick(func(context.Context) error { passes++; return nil })
+	s.OnWrite(func(context.Context) error { written++; return nil })
 	if err := s.Step(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if want := int(time.Minute / s.opts.Tick); passes != want {
-		t.Errorf("%d passes of the controllers in a minute without a write, want %d (the ticks')", passes, want)
+	if want := int(time.Minute / s.opts.Tick); passes != want || written != 1 {
+		t.Errorf("%d passes of the controllers in a minute without a write, %d OnWrite hook runs; want %d (the ticks') and 1 (the first pass it saw)", passes, written, want)
 	}
 	if err := scaleDeployment(ctx, s, "app", "web", 4); err != nil {
 		t.Fatal(err)
 	}
-	passes = 0
+	passes, written = 0, 0
 	if err := s.Step(ctx, s.opts.Tick); err != nil {
 		t.Fatal(err)
 	}
-	if passes != 2 {
-		t.Errorf("%d passes of the controllers in the tick after a write, want 2 (the write's instant, the tick)", passes)
+	if passes != 2 || written != 2 {
+		t.Errorf("%d passes of the controllers in the tick after a write, %d OnWrite hook runs; want 2 (the write's instant, the tick) and 2 (each followed a write)", passes, written)
 	}
 	if err := s.Settle(ctx, 5*time.Minute); err != nil {
 		t.Fatal(err)

@@ -48,9 +48,9 @@ type environment interface {
 	// Consolidations is what the Karpenter stand-in decided (none on real parts).
 	Consolidations() []sandbox.ConsolidationCommand
 	// Watch runs f on every state of the cluster the environment can show
-	// (every pass of the sandbox's controllers, a poll of the control
-	// plane), with the
-	// client it must read the cluster with there.
+	// (every pass of the sandbox's controllers that follows a write to
+	// the cluster, a poll of the control plane), with the client it must
+	// read the cluster with there; f reads the cluster's objects alone.
 	Watch(f func(context.Context, kubernetes.Interface) error)
 	// WatchWaits feeds w the pods as the environment sees them: after
 	// every pass of the sandbox's controllers, a pod informer's events on
@@ -123,7 +123,7 @@ func (e *sandboxEnv) Consolidations() []sandbox.ConsolidationCommand { return e.
 // Watch runs f under the simulation's lock, so with its own client (the
 // clients Load returned wait for that lock).
 func (e *sandboxEnv) Watch(f func(context.Context, kubernetes.Interface) error) {
-	e.sb.OnTick(func(ctx context.Context) error { return f(ctx, e.sb.Kube()) })
+	e.sb.OnWrite(func(ctx context.Context) error { return f(ctx, e.sb.Kube()) })
 }
 
 // WatchWaits reads the pods after every pass of the controllers (a
