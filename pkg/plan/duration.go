@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -256,6 +257,43 @@ func (tm *timer) timeGroup(ws []waveIn) WaveTiming {
 	}
 	tm.throughput(&wt, moves)
 	return wt
+}
+
+// drainOrdered are a wave's pods in the order its drain evicts them, as
+// far as the wave alone says: by their node's place in DrainOrder over the
+// wave's nodes (the runner's order; in a drain group other waves' nodes
+// interleave), in the given order on a node. The headroom simulation
+// places them in this order, as kube-scheduler will.
+func (tm *timer) drainOrdered(nodes []WaveNode, pods []inventory.Pod) []inventory.Pod {
+	onNode := map[string]*DrainNode{}
+	in := make([]DrainNode, 0, len(nodes))
+	for _, n := range nodes {
+		in = append(in, DrainNode{Name: n.Name})
+	}
+	for i := range in {
+		onNode[in[i].Name] = &in[i]
+	}
+	allowed := map[string]int{}
+	for _, p := range pods {
+		var keys []string
+		for _, b := range tm.of(p) {
+			if b.allowed > 0 {
+				allowed[b.key] = b.allowed
+				keys = append(keys, b.key)
+			}
+		}
+		if n := onNode[p.NodeName]; n != nil {
+			n.Pods = append(n.Pods, keys)
+		}
+	}
+	order, _ := DrainOrder(slices.DeleteFunc(in, func(n DrainNode) bool { return len(n.Pods) == 0 }), allowed, tm.ready, tm.concurrency)
+	rank := map[string]int{}
+	for i, n := range order {
+		rank[n] = i
+	}
+	out := slices.Clone(pods)
+	slices.SortStableFunc(out, func(a, b inventory.Pod) int { return cmp.Compare(rank[a.NodeName], rank[b.NodeName]) })
+	return out
 }
 
 // launchOf is the launch phase of the k-th wave (from 0) starting now:

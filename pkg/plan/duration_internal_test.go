@@ -2,10 +2,12 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/karpenter-migrate/karpenter-migrate/pkg/inventory"
 )
@@ -341,5 +343,29 @@ func TestDrainGroupTimingWorkedByHand(t *testing.T) {
 				t.Errorf("bound %vs, want %vs and at most the predicted %vs", bound, L+P+2*P, predicted)
 			}
 		})
+	}
+}
+
+// TestHeadroomPlacesPodsInDrainOrder: the headroom simulation reads a
+// wave's pods in the order the runner's drain evicts them (DrainOrder), not
+// the plan's node order: node a's two pods of web (1 at a time) would hold
+// the drain's only slot for a replacement, so node b's pod, without a
+// budget, goes first. At the demo replicated 4 times, placing them in the
+// plan's order left wave 7's headroom short and a 400m pod waited 60s for a
+// node launched after its eviction.
+func TestHeadroomPlacesPodsInDrainOrder(t *testing.T) {
+	web := inventory.PDB{Namespace: "app", Name: "web", Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	pods := []inventory.Pod{
+		{Namespace: "app", Name: "web-1", NodeName: "a", Labels: map[string]string{"app": "web"}, OwnerKind: inventory.OwnerDeployment, OwnerName: "web"},
+		{Namespace: "app", Name: "web-2", NodeName: "a", Labels: map[string]string{"app": "web"}, OwnerKind: inventory.OwnerDeployment, OwnerName: "web"},
+		{Namespace: "app", Name: "batch-1", NodeName: "b", OwnerKind: inventory.OwnerDeployment, OwnerName: "batch"},
+	}
+	tm := newTimer(&inventory.Inventory{PDBs: []inventory.PDB{web}, Pods: pods}, Budget{Concurrency: 1}, Timing{NodeLaunchSeconds: 60, PodReadySeconds: 5})
+	var got []string
+	for _, p := range tm.drainOrdered([]WaveNode{{Name: "a"}, {Name: "b"}}, pods) {
+		got = append(got, p.Name)
+	}
+	if want := []string{"batch-1", "web-1", "web-2"}; !slices.Equal(got, want) {
+		t.Errorf("pods in drain order %v, want %v", got, want)
 	}
 }

@@ -165,7 +165,11 @@ func (pl *planner) predictWave(w *Wave, pods []inventory.Pod) error {
 	w.PredictedNodes = predicted
 	if pl.p.Budget.PreProvision {
 		k := len(pl.pred.fleet) - len(predicted)
-		w.PreProvision = headroom(pods, unschedulable, predicted, pl.pred.fleet[k:], pl.pred.fleet[:k])
+		ordered := pods
+		if pl.timer != nil {
+			ordered = pl.timer.drainOrdered(w.Nodes, pods)
+		}
+		w.PreProvision = headroom(ordered, unschedulable, predicted, pl.pred.fleet[k:], pl.pred.fleet[:k])
 	}
 	for _, u := range unschedulable {
 		if pl.cp.admitsKept(podOf(pods, u.Pod)) {
