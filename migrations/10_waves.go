@@ -171,7 +171,7 @@ func (s run) runGroup(ctx context.Context, g []int, kept map[string]bool) error 
 			// The placeholders' room goes to the evicted pods as they are
 			// evicted (placeholderRelease): they would not preempt
 			// placeholders while a steered legacy node fits.
-			err = s.drainWaves(ctx, ws, kept)
+			err = s.drainWaves(ctx, ws, rec, kept)
 			drained = s.Clock.Now()
 		case rollout.PhaseGate:
 			var notBefore time.Time
@@ -646,8 +646,9 @@ func (s run) drainEvents(wave int, evicted func()) func(kube.DrainEvent) {
 // Each wave counts its pods as the drain starts, releases its own
 // placeholders as its pods are evicted, and reports its evictions, by the
 // node a pod is on. On the kept nodes the controller's pods and those
-// tolerating the reservation stay.
-func (s run) drainWaves(ctx context.Context, ws []int, kept map[string]bool) error {
+// tolerating the reservation stay. rec is each wave's journal record
+// (runGroup's: a dry run's are its own).
+func (s run) drainWaves(ctx context.Context, ws []int, rec func(int) *rollout.WaveRecord, kept map[string]bool) error {
 	opts := s.DrainOptions()
 	var err error
 	if opts.Stay, err = s.stays(ctx, kept); err != nil {
@@ -657,11 +658,7 @@ func (s run) drainWaves(ctx context.Context, ws []int, kept map[string]bool) err
 	recs := make([]*rollout.WaveRecord, len(ws))
 	waveOf := map[string]int{} // node -> its wave's position in waves
 	for k, i := range ws {
-		waves[k] = s.Plan.Waves[i]
-		recs[k] = s.Journal.Wave(waves[k].Index)
-		if s.Options.DryRun {
-			recs[k] = &rollout.WaveRecord{Index: waves[k].Index}
-		}
+		waves[k], recs[k] = s.Plan.Waves[i], rec(i)
 		for _, n := range waves[k].Nodes {
 			waveOf[n.Name] = k
 		}
