@@ -288,10 +288,17 @@ func (cp *controllerPlan) admitsKept(p inventory.Pod) bool {
 // tolerations tols may run on node n once n carries reserve: req matches n
 // and tols tolerate every NoSchedule and NoExecute taint there.
 func AdmitsReserved(req nodeaffinity.RequiredNodeAffinity, tols []corev1.Toleration, n *corev1.Node, reserve corev1.Taint) bool {
+	return admits(req, tols, n, append(slices.Clone(n.Spec.Taints), reserve))
+}
+
+// admits reports whether a pod with required node affinity req and
+// tolerations tols may run on node n with taints: req matches n and tols
+// tolerate every NoSchedule and NoExecute taint of them.
+func admits(req nodeaffinity.RequiredNodeAffinity, tols []corev1.Toleration, n *corev1.Node, taints []corev1.Taint) bool {
 	if ok, err := req.Match(n); err != nil || !ok {
 		return false
 	}
-	_, bad := untolerated(append(slices.Clone(n.Spec.Taints), reserve), tols)
+	_, bad := untolerated(taints, tols)
 	return !bad
 }
 

@@ -243,10 +243,7 @@ func scheduledOn(p *corev1.Pod, nodes map[string]*corev1.Node, kept map[string]b
 		if kept[name] || n.Spec.Unschedulable || !want.fits(used[name], alloc) {
 			continue
 		}
-		if ok, _ := affinity.Match(n); !ok {
-			continue
-		}
-		if _, bad := untolerated(n.Spec.Taints, p.Spec.Tolerations); bad {
+		if !admits(affinity, p.Spec.Tolerations, n, n.Spec.Taints) {
 			continue
 		}
 		cpu, mem := corev1.ResourceCPU, corev1.ResourceMemory
