@@ -174,6 +174,7 @@ func (pl *planner) controllerRoom(kept map[string]bool) ([]RoomEviction, error) 
 		nodes[n.Name] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels},
 			Spec: corev1.NodeSpec{Taints: n.Taints, Unschedulable: n.Unschedulable || !n.Ready}, Status: corev1.NodeStatus{Allocatable: alloc}}
 	}
+	names := slices.Sorted(maps.Keys(nodes))
 	used := map[string]amounts{}
 	onNode := map[string][]corev1.Pod{}
 	for _, p := range pl.inv.Pods {
@@ -209,7 +210,7 @@ func (pl *planner) controllerRoom(kept map[string]bool) ([]RoomEviction, error) 
 		for i := range evict {
 			key := evict[i].Namespace + "/" + evict[i].Name
 			used[n].add(requests(&evict[i]), -1)
-			to := scheduledOn(&evict[i], nodes, kept, used)
+			to := scheduledOn(&evict[i], names, nodes, kept, used)
 			out = append(out, RoomEviction{Pod: key, From: n, To: to})
 			pl.podsByNode[n] = slices.DeleteFunc(pl.podsByNode[n], func(p inventory.Pod) bool { return p.Namespace+"/"+p.Name == key })
 			if to == "" {
@@ -232,12 +233,12 @@ func (pl *planner) controllerRoom(kept map[string]bool) ([]RoomEviction, error) 
 // NoExecute taints; not pod anti-affinity) and fit it: the least allocated
 // after placement, CPU and memory averaged, a PreferNoSchedule taint it
 // does not tolerate last, the first by name among equals (as the sandbox
-// scores); "" when none does.
-func scheduledOn(p *corev1.Pod, nodes map[string]*corev1.Node, kept map[string]bool, used map[string]amounts) string {
+// scores); "" when none does. names are the nodes' names, sorted.
+func scheduledOn(p *corev1.Pod, names []string, nodes map[string]*corev1.Node, kept map[string]bool, used map[string]amounts) string {
 	want := requests(p)
 	affinity := nodeaffinity.GetRequiredNodeAffinity(p)
 	best, bestScore := "", -1.0
-	for _, name := range slices.Sorted(maps.Keys(nodes)) {
+	for _, name := range names {
 		n := nodes[name]
 		alloc := amountsOf(n.Status.Allocatable)
 		if kept[name] || n.Spec.Unschedulable || !want.fits(used[name], alloc) {
