@@ -52,8 +52,14 @@ func (s run) RunWaves(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, g := range s.Plan.DrainGroups() {
-		if err := s.runGroup(ctx, g, kept); err != nil {
+	groups := s.Plan.DrainGroups()
+	var early *drainStart
+	for k, g := range groups {
+		var next []int
+		if k+1 < len(groups) {
+			next = groups[k+1]
+		}
+		if early, err = s.runGroup(ctx, g, kept, next, early); err != nil {
 			return err
 		}
 	}
@@ -90,7 +96,13 @@ func (s run) setPhase(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord,
 // events reported per wave, by the node a pod is on. A resumed group
 // starts again at its waves' earliest phase; a wave past a phase skips
 // it, and a wave done is left alone.
-func (s run) runGroup(ctx context.Context, g []int, kept map[string]bool) error {
+//
+// next is the group after it (nil: none). When the plan starts next early
+// (WaveTiming.EarlySeconds) and its capacity is Ready, next is cordoned and
+// its drain started (startDrain: its surge restarts begun, nothing
+// evicted) as this group's gate starts, and returned; early is this
+// group's own drain so started, which it finishes.
+func (s run) runGroup(ctx context.Context, g []int, kept map[string]bool, next []int, early *drainStart) (*drainStart, error) {
 	// rec is a wave's journal record, taken again at each use: preparing
 	// later waves (prepareAhead) adds their records to the journal, which
 	// may move the others.
@@ -119,7 +131,7 @@ func (s run) runGroup(ctx context.Context, g []int, kept map[string]bool) error 
 	for _, i := range g {
 		k, err := at(i)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		start = min(start, k)
 	}
@@ -128,17 +140,18 @@ func (s run) runGroup(ctx context.Context, g []int, kept map[string]bool) error 
 		// is prepared all the same.
 		for _, i := range g {
 			if err := s.prepareAhead(ctx, i); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 	// drained is when this run ended the group's drain (zero when it
 	// resumed past it).
 	var drained time.Time
+	var nextStart *drainStart
 	for p, phase := range phases[start:] {
 		p += start
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		// The group's waves at this phase: not past it, nor done.
 		var ws []int
@@ -147,9 +160,15 @@ func (s run) runGroup(ctx context.Context, g []int, kept map[string]bool) error 
 				ws = append(ws, i)
 			}
 		}
-		for _, i := range ws {
-			if err := s.setPhase(ctx, s.Plan.Waves[i], rec(i), phase); err != nil {
-				return err
+		if phase == rollout.PhaseDrain && early != nil {
+			// Its drain phase began as the group ahead's gate started.
+			last := s.Plan.Waves[ws[len(ws)-1]].Index
+			s.Journal.Current.Wave, s.Journal.Current.Phase, s.Journal.Current.WaitingFor = last, phase, ""
+		} else {
+			for _, i := range ws {
+				if err := s.setPhase(ctx, s.Plan.Waves[i], rec(i), phase); err != nil {
+					return nil, err
+				}
 			}
 		}
 		var err error
@@ -171,7 +190,11 @@ func (s run) runGroup(ctx context.Context, g []int, kept map[string]bool) error 
 			// The placeholders' room goes to the evicted pods as they are
 			// evicted (placeholderRelease): they would not preempt
 			// placeholders while a steered legacy node fits.
-			err = s.drainWaves(ctx, ws, rec, kept)
+			if early != nil {
+				err = s.finishDrain(ctx, early, rec)
+			} else {
+				err = s.drainWaves(ctx, ws, rec, kept)
+			}
 			drained = s.Clock.Now()
 		case rollout.PhaseGate:
 			var notBefore time.Time
@@ -182,7 +205,9 @@ func (s run) runGroup(ctx context.Context, g []int, kept map[string]bool) error 
 			if len(ws) > 1 {
 				name = "gate of waves " + s.waveNames(ws)
 			}
-			err = s.gate(ctx, s.Plan.Waves[ws[0]].Index, name, "", notBefore)
+			if nextStart, err = s.startEarly(ctx, next, kept); err == nil {
+				err = s.gate(ctx, s.Plan.Waves[ws[0]].Index, name, "", notBefore)
+			}
 		case rollout.PhaseCleanup:
 			for _, i := range ws {
 				if err == nil && !s.Options.DryRun { // said once, at the drain
@@ -200,10 +225,100 @@ func (s run) runGroup(ctx context.Context, g []int, kept map[string]bool) error 
 			}
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return nextStart, nil
+}
+
+// startEarly starts the drain group next (positions in the plan; nil:
+// none) while the gate of the group ahead of it waits for that group's
+// last replacements, when the plan says it starts early
+// (WaveTiming.EarlySeconds: it restarts Deployments, which disrupts
+// nothing) and its capacity is Ready: every placeholder of its waves
+// running. Its waves are cordoned and its drain started (startDrain), its
+// phases recorded as they go; it returns that drain, or nil when next
+// starts as usual. The journal's current wave and phase stay the gate's.
+func (s run) startEarly(ctx context.Context, next []int, kept map[string]bool) (*drainStart, error) {
+	if ok, err := s.startsEarly(ctx, next); !ok || err != nil {
+		return nil, err
+	}
+	cur := s.Journal.Current
+	defer func() { s.Journal.Current = cur }()
+	for _, phase := range []string{rollout.PhaseCordon, rollout.PhaseDrain} {
+		for _, i := range next {
+			if err := s.setPhase(ctx, s.Plan.Waves[i], s.Journal.Wave(s.Plan.Waves[i].Index), phase); err != nil {
+				return nil, err
+			}
+		}
+		if phase != rollout.PhaseCordon {
+			continue
+		}
+		for _, i := range next {
+			if err := s.cordon(ctx, s.Plan.Waves[i], kept); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return s.startDrain(ctx, next, kept)
+}
+
+// startsEarly reports whether the drain group next starts early
+// (startEarly): not in a dry run, the plan says so, none of its waves has
+// begun, no pod but placeholders waits for a node, and each wave's
+// placeholders all run on nodes.
+func (s run) startsEarly(ctx context.Context, next []int) (bool, error) {
+	if s.Options.DryRun || len(next) == 0 || !s.Plan.Budget.RestartBlocked {
+		return false, nil
+	}
+	early := false
+	for _, i := range next {
+		w := s.Plan.Waves[i]
+		if w.Timing != nil && w.Timing.EarlySeconds > 0 {
+			early = true
+		}
+		if s.Journal.Wave(w.Index).Phase != "" && s.Journal.Wave(w.Index).Phase != rollout.PhasePreProvision {
+			return false, nil
+		}
+	}
+	if !early {
+		return false, nil
+	}
+	// The room of next is released to its restarts' pods: not while a
+	// replacement of the group ahead still looks for a node, which would
+	// take it.
+	if c, ok := s.Clock.(interface{ Settle() }); ok {
+		c.Settle() // the sandbox's controllers react to the drain's last evictions
+	}
+	pending, err := s.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending"})
+	if err != nil {
+		return false, fmt.Errorf("list pending pods: %w", err)
+	}
+	for _, p := range pending.Items {
+		if p.Status.Phase == corev1.PodPending && p.Spec.NodeName == "" && p.Labels[kube.LabelComponent] != "placeholder" {
+			return false, nil
+		}
+	}
+	for _, i := range next {
+		w := s.Plan.Waves[i]
+		if !s.Plan.Budget.PreProvision || len(w.PreProvision) == 0 {
+			continue
+		}
+		list, err := s.Kube.CoreV1().Pods(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: placeholderSelector(s.Plan.Environment, w.Index)})
+		if err != nil {
+			return false, fmt.Errorf("list placeholder pods of wave %d: %w", w.Index, err)
+		}
+		running := 0
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning && p.Spec.NodeName != "" {
+				running++
+			}
+		}
+		if running < len(w.PreProvision) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // waveNames names the waves (positions in the plan) as "2, 3, 4".
@@ -649,44 +764,55 @@ func (s run) drainEvents(wave int, evicted func()) func(kube.DrainEvent) {
 // tolerating the reservation stay. rec is each wave's journal record
 // (runGroup's: a dry run's are its own).
 func (s run) drainWaves(ctx context.Context, ws []int, rec func(int) *rollout.WaveRecord, kept map[string]bool) error {
+	st, err := s.startDrain(ctx, ws, kept)
+	if err != nil || st == nil {
+		return err
+	}
+	return s.finishDrain(ctx, st, rec)
+}
+
+// drainStart is a drain group's drain as it started (startDrain): its
+// waves' pods counted, their placeholders' release ready, the budgets
+// listed and the surge restarts begun, no pod evicted yet.
+type drainStart struct {
+	ws       []int
+	d        *kube.Drainer
+	names    []string
+	counted  [][]podOn
+	rels     []*placeholderRelease
+	budgets  []policyv1.PodDisruptionBudget
+	restarts []restart
+}
+
+// startDrain starts the drain of a drain group's waves (drainWaves): it
+// counts each wave's pods and reports them, readies the release of its
+// placeholders, and restarts with surge the Deployments whose budget
+// allows no eviction — nothing is evicted. A dry run lists what the drain
+// would do and returns nil.
+func (s run) startDrain(ctx context.Context, ws []int, kept map[string]bool) (*drainStart, error) {
 	opts := s.DrainOptions()
 	var err error
 	if opts.Stay, err = s.stays(ctx, kept); err != nil {
-		return err
+		return nil, err
 	}
+	st := &drainStart{ws: ws, d: &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: opts}}
 	waves := make([]plan.Wave, len(ws))
-	recs := make([]*rollout.WaveRecord, len(ws))
-	waveOf := map[string]int{} // node -> its wave's position in waves
 	for k, i := range ws {
-		waves[k], recs[k] = s.Plan.Waves[i], rec(i)
-		for _, n := range waves[k].Nodes {
-			waveOf[n.Name] = k
-		}
+		waves[k] = s.Plan.Waves[i]
 	}
-	var mu sync.Mutex
-	events := make([]func(kube.DrainEvent), len(ws))
-	for k := range waves {
-		events[k] = s.drainEvents(waves[k].Index, func() {
-			mu.Lock()
-			recs[k].Evicted++
-			mu.Unlock()
-		})
-	}
-	d := &kube.Drainer{Client: s.Kube, Clock: s.Clock, Options: opts, OnEvent: func(e kube.DrainEvent) { events[waveOf[e.Node]](e) }}
 	if len(ws) > 1 {
 		s.Change("drain the nodes of waves %s together, %d at a time: their PodDisruptionBudgets do not overlap", s.waveNames(ws), s.Plan.Budget.Concurrency)
 	}
 	if s.Options.DryRun {
 		for _, w := range waves {
-			if err := s.drainDryRun(ctx, w, d); err != nil {
-				return err
+			if err := s.drainDryRun(ctx, w, st.d); err != nil {
+				return nil, err
 			}
 		}
-		return nil
+		return nil, nil
 	}
-	var names []string
-	counted := make([][]podOn, len(ws))
-	rels := make([]*placeholderRelease, len(ws))
+	st.counted = make([][]podOn, len(ws))
+	st.rels = make([]*placeholderRelease, len(ws))
 	for k, w := range waves {
 		mine := make([]string, len(w.Nodes))
 		for j, n := range w.Nodes {
@@ -699,37 +825,66 @@ func (s run) drainWaves(ctx context.Context, ws []int, rec func(int) *rollout.Wa
 				keptHere++
 			}
 		}
-		if counted[k], err = s.drainStarted(ctx, w.Index, mine, keptHere, d); err != nil {
-			return err
+		if st.counted[k], err = s.drainStarted(ctx, w.Index, mine, keptHere, st.d); err != nil {
+			return nil, err
 		}
-		if rels[k], err = s.newPlaceholderRelease(ctx, w.Index, counted[k]); err != nil {
-			return err
+		if st.rels[k], err = s.newPlaceholderRelease(ctx, w.Index, st.counted[k]); err != nil {
+			return nil, err
 		}
-		names = append(names, mine...)
+		st.names = append(st.names, mine...)
 	}
-	d.OnEvent = func(e kube.DrainEvent) {
-		if e.Type == kube.DrainEvicting {
-			rels[waveOf[e.Node]].moving(ctx, e.Pod)
-		}
-		events[waveOf[e.Node]](e)
+	if st.budgets, err = s.listBudgets(ctx); err != nil {
+		return nil, err
 	}
-	budgets, err := s.listBudgets(ctx)
-	if err != nil {
-		return err
-	}
-	replaced := map[string]bool{}
 	if s.Plan.Budget.RestartBlocked {
 		indexes := make([]int, len(waves))
 		for k, w := range waves {
 			indexes[k] = w.Index
 		}
-		if replaced, err = s.restartBlocked(ctx, indexes, counted, budgets, rels); err != nil {
-			return err
+		if st.restarts, err = s.startRestarts(ctx, indexes, st.counted, st.budgets, st.rels); err != nil {
+			return nil, err
 		}
 	}
-	names = drainOrder(names, slices.Concat(counted...), replaced, budgets, s.Plan.Timing.PodReadySeconds, s.Plan.Budget.Concurrency)
+	return st, nil
+}
+
+// finishDrain waits for a started drain's surge restarts, then evicts
+// its waves' pods (drainWaves). rec gives each wave's journal record,
+// taken as the evictions start: preparing later waves may have moved it
+// since the drain started.
+func (s run) finishDrain(ctx context.Context, st *drainStart, rec func(int) *rollout.WaveRecord) error {
+	waves := make([]plan.Wave, len(st.ws))
+	recs := make([]*rollout.WaveRecord, len(st.ws))
+	waveOf := map[string]int{} // node -> its wave's position in waves
+	for k, i := range st.ws {
+		waves[k], recs[k] = s.Plan.Waves[i], rec(i)
+		for _, n := range waves[k].Nodes {
+			waveOf[n.Name] = k
+		}
+	}
+	var mu sync.Mutex
+	events := make([]func(kube.DrainEvent), len(waves))
+	for k := range waves {
+		events[k] = s.drainEvents(waves[k].Index, func() {
+			mu.Lock()
+			recs[k].Evicted++
+			mu.Unlock()
+		})
+	}
+	d := st.d
+	d.OnEvent = func(e kube.DrainEvent) {
+		if e.Type == kube.DrainEvicting {
+			st.rels[waveOf[e.Node]].moving(ctx, e.Pod)
+		}
+		events[waveOf[e.Node]](e)
+	}
+	replaced, err := s.waitRestarts(ctx, st.restarts)
+	if err != nil {
+		return err
+	}
+	names := drainOrder(st.names, slices.Concat(st.counted...), replaced, st.budgets, s.Plan.Timing.PodReadySeconds, s.Plan.Budget.Concurrency)
 	results, err := d.DrainNodes(ctx, names, s.Plan.Budget.Concurrency)
-	for _, rel := range rels {
+	for _, rel := range st.rels {
 		if err == nil {
 			err = rel.rest(ctx)
 		}
@@ -748,6 +903,7 @@ func (s run) drainWaves(ctx context.Context, ws []int, rec func(int) *rollout.Wa
 	if serr := s.Save(ctx); serr != nil && err == nil {
 		err = serr
 	}
+	opts := d.Options
 	if err != nil {
 		// With ctx alive, a context error can only be the drain's own
 		// timeout, whichever way it surfaced: DeadlineExceeded from the
@@ -762,7 +918,7 @@ func (s run) drainWaves(ctx context.Context, ws []int, rec func(int) *rollout.Wa
 		return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: waves[0].Index, Reason: "pods left on cordoned nodes, which are therefore not removed: " + strings.Join(skipped, "; ")}
 	}
 	for k, w := range waves {
-		s.drainEnded(w.Index, counted[k], results, replaced)
+		s.drainEnded(w.Index, st.counted[k], results, replaced)
 	}
 	return nil
 }
@@ -927,27 +1083,40 @@ func (s run) listBudgets(ctx context.Context) ([]policyv1.PodDisruptionBudget, e
 	return budgets.Items, nil
 }
 
+// restart is a Deployment restarted with surge for a wave's pods (mine:
+// those on the nodes being drained).
+type restart struct {
+	wave int
+	o    owner
+	dep  *appsv1.Deployment
+	mine []podOn
+}
+
 // restartBlocked moves pods whose PDB allows no disruption by restarting
-// their Deployment with a surge: the replacement is Ready before the old
-// pod terminates, so the budget is never broken. The room the wave's
+// their Deployment with a surge (startRestarts), then waits for the
+// restarts (waitRestarts). It returns the pods the restarts replaced
+// (namespace/name) that left the nodes.
+func (s run) restartBlocked(ctx context.Context, waves []int, all [][]podOn, budgets []policyv1.PodDisruptionBudget, rels []*placeholderRelease) (map[string]bool, error) {
+	restarts, err := s.startRestarts(ctx, waves, all, budgets, rels)
+	if err != nil {
+		return nil, err
+	}
+	return s.waitRestarts(ctx, restarts)
+}
+
+// startRestarts restarts with surge the Deployments of pods whose PDB
+// allows no disruption: the replacement is Ready before the old pod
+// terminates, so the budget is never broken. The room the wave's
 // placeholders hold for the pods it replaces is released first. The
 // Deployments of a drain group's waves are restarted together, then waited
-// for: each keeps its own budget, so none waits on another's rollout. It
-// returns the pods the restarts replaced (namespace/name) that left the
-// nodes. For each wave (waves[k], 0 outside the waves), all[k] are the
-// pods its drain moves, as it counted them (drainStarted), and rels[k]
-// its placeholders (nil: none). budgets are the cluster's
+// for (waitRestarts): each keeps its own budget, so none waits on
+// another's rollout. For each wave (waves[k], 0 outside the waves),
+// all[k] are the pods its drain moves, as it counted them (drainStarted),
+// and rels[k] its placeholders (nil: none). budgets are the cluster's
 // PodDisruptionBudgets, listed once per drain.
-func (s run) restartBlocked(ctx context.Context, waves []int, all [][]podOn, budgets []policyv1.PodDisruptionBudget, rels []*placeholderRelease) (map[string]bool, error) {
+func (s run) startRestarts(ctx context.Context, waves []int, all [][]podOn, budgets []policyv1.PodDisruptionBudget, rels []*placeholderRelease) ([]restart, error) {
 	rsCache := map[string]string{}
 	restarted := map[owner]bool{}
-	replaced := map[string]bool{}
-	type restart struct {
-		wave int
-		o    owner
-		dep  *appsv1.Deployment
-		mine []podOn
-	}
 	var restarts []restart
 	for k, wave := range waves {
 		for i := range all[k] {
@@ -981,6 +1150,14 @@ func (s run) restartBlocked(ctx context.Context, waves []int, all [][]podOn, bud
 			restarts = append(restarts, r)
 		}
 	}
+	return restarts, nil
+}
+
+// waitRestarts waits until each restart has rolled out and the pods it
+// replaced on the nodes being drained are gone. It returns those pods
+// (namespace/name).
+func (s run) waitRestarts(ctx context.Context, restarts []restart) (map[string]bool, error) {
+	replaced := map[string]bool{}
 	for _, r := range restarts {
 		if err := s.rolledOut(ctx, r.wave, r.dep); err != nil {
 			return nil, err

@@ -266,3 +266,21 @@ func (s *Sandbox) scaleReactor(action k8stesting.Action) (bool, runtime.Object, 
 	return true, &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: d.Namespace, ResourceVersion: d.ResourceVersion, UID: d.UID},
 		Spec: autoscalingv1.ScaleSpec{Replicas: replicasOrOne(d.Spec.Replicas)}, Status: autoscalingv1.ScaleStatus{Replicas: d.Status.Replicas}}, nil
 }
+
+// Settle lets the controllers react to what the program wrote since its
+// last wait, at the current instant, without time passing (Sandbox.react),
+// as a cluster's controllers do within milliseconds of the writes: a
+// program that decides on what they did (the replacements of the pods it
+// just evicted, created and placed) settles first. A wait does as much as
+// it starts.
+func (c *Clock) Settle() {
+	c.sb.mu.Lock()
+	_, err := c.sb.react(c.ctx)
+	c.sb.mu.Unlock()
+	if err != nil && c.ctx.Err() == nil {
+		c.mu.Lock()
+		c.err = err
+		c.mu.Unlock()
+		c.fail(fmt.Errorf("sandbox simulation: %w", err))
+	}
+}

@@ -20,8 +20,9 @@ import (
 // a migration takes"): its inputs besides the budget (concurrency,
 // pre-provisioning) and what it predicts for the waves in all.
 type Timing struct {
-	// PredictedSeconds is the waves' predicted duration, one wave after
-	// another: the sum of the waves' PredictedSeconds.
+	// PredictedSeconds is the waves' predicted duration, one drain group
+	// after another: the sum of the groups' PredictedSeconds less each
+	// one's EarlySeconds (WaveTiming).
 	PredictedSeconds float64 `json:"predictedSeconds"`
 	// BoundSeconds is a lower bound on the waves' duration however they
 	// overlap: every wave's capacity launched at once, and each budget
@@ -47,6 +48,11 @@ type WaveTiming struct {
 	LaunchSeconds  float64 `json:"launchSeconds,omitempty"`
 	RestartSeconds float64 `json:"restartSeconds,omitempty"`
 	DrainSeconds   float64 `json:"drainSeconds"`
+	// EarlySeconds is how long before the drain group ahead of it ends
+	// the wave starts: its surge restarts run while that group's gate
+	// waits for the last replacements (a restart disrupts nothing), its
+	// capacity being Ready by then. The plan's total counts it once.
+	EarlySeconds float64 `json:"earlySeconds,omitempty"`
 	// BoundBy says what makes the drain as long as it is: a budget ("PDB
 	// api/web: 6 pods, 1 at a time") or the nodes drained at a time.
 	BoundBy string `json:"boundBy,omitempty"`
@@ -86,6 +92,9 @@ type timer struct {
 	prepareAhead int
 	now          float64
 	started      []float64
+	// gated is whether the last group timed drained pods: it ends with a
+	// gate the next group's restarts may run during.
+	gated bool
 }
 
 func newTimer(inv *inventory.Inventory, b Budget, t Timing) *timer {
@@ -162,17 +171,28 @@ func (tm *timer) wave(nodes []WaveNode, pods []inventory.Pod, hasNodes, preProvi
 // the group starts, the group's drain starts once the last is up, its
 // surge restarts go at once, and its nodes drain c at a time
 // in one drain, each budget as it allows (the group's waves share none).
+//
+// A group whose capacity is Ready one replacement start before it starts
+// and that restarts Deployments starts early by that much (EarlySeconds):
+// its cordon and restarts go while the gate of the group ahead waits for
+// that group's last replacements, and its drain as the gate passes.
 func (tm *timer) group(ws []waveIn) WaveTiming {
-	wt := tm.timeGroup(ws)
-	for range ws {
-		tm.started = append(tm.started, tm.now)
+	wt, readyEarly := tm.timeGroup(ws)
+	if tm.gated && readyEarly && wt.RestartSeconds > 0 {
+		wt.EarlySeconds = min(wt.RestartSeconds, tm.ready)
 	}
-	tm.now += wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds
+	for range ws {
+		tm.started = append(tm.started, tm.now-wt.EarlySeconds)
+	}
+	tm.now += wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds - wt.EarlySeconds
+	tm.gated = wt.DrainSeconds > 0
 	return wt
 }
 
-func (tm *timer) timeGroup(ws []waveIn) WaveTiming {
-	var wt WaveTiming
+// timeGroup times the group starting now (tm.now); readyEarly is whether
+// its capacity is Ready one replacement start earlier already.
+func (tm *timer) timeGroup(ws []waveIn) (wt WaveTiming, readyEarly bool) {
+	readyEarly = true
 	// Pods per budget in the group, and each node's pods with their
 	// budgets; Deployments whose budget allows no eviction are restarted
 	// with surge, all at once.
@@ -195,8 +215,10 @@ func (tm *timer) timeGroup(ws []waveIn) WaveTiming {
 				nodes = append(nodes, onNode[n.Name])
 			}
 		}
-		full, launch := tm.launchOf(len(tm.started)+k, w.hasNodes, w.preProvision)
+		full, launch := tm.launchOf(len(tm.started)+k, w.hasNodes, w.preProvision, tm.now)
 		wt.LaunchSeconds = max(wt.LaunchSeconds, launch)
+		_, early := tm.launchOf(len(tm.started)+k, w.hasNodes, w.preProvision, tm.now-tm.ready)
+		readyEarly = readyEarly && early == 0
 		tm.minLaunch = min(tm.minLaunch, full)
 		for _, p := range w.pods {
 			var keys []string
@@ -224,7 +246,7 @@ func (tm *timer) timeGroup(ws []waveIn) WaveTiming {
 		}
 	}
 	if moves == 0 {
-		return wt
+		return wt, false
 	}
 	if len(restarted) > 0 { // restarted together, each Ready P later
 		wt.RestartSeconds = tm.ready
@@ -256,7 +278,7 @@ func (tm *timer) timeGroup(ws []waveIn) WaveTiming {
 		}
 	}
 	tm.throughput(&wt, moves)
-	return wt
+	return wt, readyEarly
 }
 
 // drainOrdered are a wave's pods in the order its drain evicts them, as
@@ -296,11 +318,11 @@ func (tm *timer) drainOrdered(nodes []WaveNode, pods []inventory.Pod) []inventor
 	return out
 }
 
-// launchOf is the launch phase of the k-th wave (from 0) starting now:
+// launchOf is the launch phase of the k-th wave (from 0) starting at now:
 // full is the phase of a wave whose capacity launches as it starts (what
 // the bound counts, every wave's capacity launched at once), launch what
 // the wave waits for of it.
-func (tm *timer) launchOf(k int, hasNodes, preProvision bool) (full, launch float64) {
+func (tm *timer) launchOf(k int, hasNodes, preProvision bool, now float64) (full, launch float64) {
 	switch {
 	case preProvision:
 		// The placeholders' nodes launch at once; the drain starts once
@@ -310,7 +332,7 @@ func (tm *timer) launchOf(k int, hasNodes, preProvision bool) (full, launch floa
 		// reach, as that wave started: only what is left of the launch is
 		// waited for. One of this group (or the wave itself) starts now.
 		if j := max(0, k-tm.prepareAhead); tm.prepareAhead > 0 && j < len(tm.started) {
-			return full, max(0, tm.started[j]+full-tm.now)
+			return full, max(0, tm.started[j]+full-now)
 		}
 		return full, full
 	case hasNodes:

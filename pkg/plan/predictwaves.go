@@ -33,7 +33,7 @@ func PredictWaves(inv *inventory.Inventory, b Budget, t Timing, waves [][]WaveNo
 			pods = append(pods, onNode[n.Name]...)
 		}
 		wt := tm.wave(nodes, pods, launches, launches && b.PreProvision)
-		t.PredictedSeconds += wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds
+		t.PredictedSeconds += wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds - wt.EarlySeconds
 		out = append(out, wt)
 	}
 	t.BoundSeconds, t.BoundBy = tm.bound()

@@ -228,7 +228,7 @@ func (pl *planner) timeGroup(g []int, moved [][]inventory.Pod) {
 			w.DrainGroup = pl.p.Waves[g[0]].Index
 		}
 	}
-	pl.p.Timing.PredictedSeconds += wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds
+	pl.p.Timing.PredictedSeconds += wt.LaunchSeconds + wt.RestartSeconds + wt.DrainSeconds - wt.EarlySeconds
 }
 
 // growKeptGroup adds the nodes the controller's kept group grows by, from
