@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -35,6 +36,51 @@ func TestClientsServeTheRunner(t *testing.T) {
 		c.Clock.Sleep(12 * time.Second)
 		if got := c.Clock.Now().Sub(before); got != 20*time.Second {
 			t.Errorf("then a 12s sleep: %s in all, want 20s (whole ticks)", got)
+		}
+	})
+
+	t.Run("settle reacts without time passing", func(t *testing.T) {
+		pods, err := c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(pods.Items, func(p corev1.Pod) bool {
+			ref := metav1.GetControllerOf(&p)
+			return ref != nil && ref.Kind == "ReplicaSet" && p.Spec.NodeName != ""
+		})
+		if i < 0 {
+			t.Fatal("no ReplicaSet's pod bound to a node")
+		}
+		victim := pods.Items[i]
+		owned := func() (all, bound int) {
+			list, err := c.Kube.CoreV1().Pods(victim.Namespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range list.Items {
+				if ref := metav1.GetControllerOf(&p); ref != nil && ref.UID == metav1.GetControllerOf(&victim).UID {
+					all++
+					if p.Spec.NodeName != "" {
+						bound++
+					}
+				}
+			}
+			return all, bound
+		}
+		want, _ := owned()
+		before := c.Clock.Now()
+		if err := c.Kube.CoreV1().Pods(victim.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if all, _ := owned(); all != want-1 {
+			t.Fatalf("after the delete, before settling: %d pods of its ReplicaSet, want %d (nothing reacts until then)", all, want-1)
+		}
+		c.Clock.Settle()
+		if all, bound := owned(); all != want || bound != want {
+			t.Errorf("settled: %d pods of its ReplicaSet, %d bound; want %d, all bound (its replacement created and placed)", all, bound, want)
+		}
+		if !c.Clock.Now().Equal(before) {
+			t.Errorf("settling moved the clock from %s to %s", before, c.Clock.Now())
 		}
 	})
 

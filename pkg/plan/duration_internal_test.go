@@ -346,6 +346,63 @@ func TestDrainGroupTimingWorkedByHand(t *testing.T) {
 	}
 }
 
+// TestGroupStartsEarlyWorkedByHand: wave 1 moves two pods of budget a (1
+// at a time) off n1; wave 2 moves one of b (1 at a time) and billing's
+// pod, whose budget allows none (a surge restart), off n2. Wave 1 takes
+// L+P (launch) + 2P (a's two rounds, the gate's P included). Wave 2, its
+// placeholders made as wave 1 started (prepareAhead 1), has its capacity
+// Ready at L+P, before wave 1's gate starts at L+2P: its restart (P) runs
+// during that gate, so it starts at L+2P, takes P (restart) + P (b's round
+// and its gate), and the waves end at L+4P, not L+5P. Without its
+// capacity Ready by then (prepareAhead 0), or without a restart, it starts
+// as wave 1 ends; the first wave never starts early.
+func TestGroupStartsEarlyWorkedByHand(t *testing.T) {
+	const L, P = 60.0, 5.0
+	one := intstr.FromInt32(1)
+	pdb := func(name string, maxUnavailable, minAvailable *intstr.IntOrString) inventory.PDB {
+		return inventory.PDB{Namespace: "app", Name: name, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, MaxUnavailable: maxUnavailable, MinAvailable: minAvailable}
+	}
+	pod := func(app, node string, k int) inventory.Pod {
+		return inventory.Pod{Namespace: "app", Name: fmt.Sprintf("%s-%d", app, k), NodeName: node, Labels: map[string]string{"app": app}, OwnerKind: inventory.OwnerDeployment, OwnerName: app}
+	}
+	wave1 := []inventory.Pod{pod("a", "n1", 0), pod("a", "n1", 1)}
+	for _, tc := range []struct {
+		name         string
+		prepareAhead int
+		restart      bool
+		want2        WaveTiming
+		total        float64
+	}{
+		{"prepared, restarting", 1, true, WaveTiming{RestartSeconds: P, DrainSeconds: P, EarlySeconds: P, BoundBy: "PodDisruptionBudget app/b: 1 pods, 1 at a time"}, L + 4*P},
+		{"launched as it starts", 0, true, WaveTiming{LaunchSeconds: L + P, RestartSeconds: P, DrainSeconds: P, BoundBy: "PodDisruptionBudget app/b: 1 pods, 1 at a time"}, 2*L + 6*P},
+		{"prepared, no restart", 1, false, WaveTiming{DrainSeconds: P, BoundBy: "PodDisruptionBudget app/b: 1 pods, 1 at a time"}, L + 4*P},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wave2 := []inventory.Pod{pod("b", "n2", 0)}
+			if tc.restart {
+				wave2 = append(wave2, pod("billing", "n2", 0))
+			}
+			inv := &inventory.Inventory{Pods: slices.Concat(wave1, wave2),
+				PDBs: []inventory.PDB{pdb("a", &one, nil), pdb("b", &one, nil), pdb("billing", nil, &one)}}
+			tm := newTimer(inv, Budget{Concurrency: 1, PreProvision: true, PrepareAhead: tc.prepareAhead, RestartBlocked: true}, Timing{NodeLaunchSeconds: L, PodReadySeconds: P})
+			got1 := tm.wave([]WaveNode{{Name: "n1"}}, wave1, true, true)
+			if want := (WaveTiming{LaunchSeconds: L + P, DrainSeconds: 2 * P, BoundBy: "PodDisruptionBudget app/a: 2 pods, 1 at a time"}); got1 != want {
+				t.Errorf("wave 1\n got %+v\nwant %+v", got1, want)
+			}
+			got2 := tm.wave([]WaveNode{{Name: "n2"}}, wave2, true, true)
+			if got2 != tc.want2 {
+				t.Errorf("wave 2\n got %+v\nwant %+v", got2, tc.want2)
+			}
+			if wantStart := L + 3*P - tc.want2.EarlySeconds; tm.started[1] != wantStart {
+				t.Errorf("wave 2 starts at %vs, want %vs", tm.started[1], wantStart)
+			}
+			if tm.now != tc.total {
+				t.Errorf("the waves end at %vs, want %vs", tm.now, tc.total)
+			}
+		})
+	}
+}
+
 // TestHeadroomPlacesPodsInDrainOrder: the headroom simulation reads a
 // wave's pods in the order the runner's drain evicts them (DrainOrder), not
 // the plan's node order: node a's two pods of web (1 at a time) would hold

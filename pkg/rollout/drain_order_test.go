@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
+
+	"github.com/karpenter-migrate/karpenter-migrate/pkg/plan"
 )
 
 // orderScenario is the scenario's waves 2 (a-2) and 3 (b-1) drained
@@ -22,7 +24,8 @@ import (
 // (web-1 and web-x: it allows one disruption) and b-1 one of budget
 // api/api (web-3 relabelled, its own Deployment api/api; it allows one).
 // seq records, in order, the Deployments patched and read in namespaces
-// app and api, and the pods evicted (by node).
+// app and api, the pods evicted (by node), and each listing of every
+// namespace's Deployments ("list deployments": a gate's).
 func orderScenario(t *testing.T, status func(ns string) policyv1.PodDisruptionBudgetStatus) (*scenario, func() []string) {
 	t.Helper()
 	sc := newScenario(t)
@@ -69,6 +72,9 @@ func orderScenario(t *testing.T, status func(ns string) policyv1.PodDisruptionBu
 	deps := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	sc.kube.PrependReactor("*", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		ns := a.GetNamespace()
+		if _, ok := a.(k8stesting.ListAction); ok && ns == metav1.NamespaceAll {
+			add("list deployments")
+		}
 		if (ns != "app" && ns != "api") || a.GetSubresource() != "" {
 			return false, nil, nil
 		}
@@ -173,5 +179,52 @@ func TestSurgeRestartsGoTogether(t *testing.T) {
 	start := first + 1 + slices.Index(got[first+1:], "patch app/web")
 	if first < 0 || start <= first || start > patchAPI || slices.Contains(got[start:patchAPI], "get app/web") {
 		t.Errorf("sequence %q: app/web's rollout waited for before api/api's restart; want both restarted, then waited for", got)
+	}
+}
+
+// TestNextGroupStartsDuringTheGate: wave 3 (b-1: api/api's pod, its
+// budget allowing none) drains alone after wave 2 (a-2: two pods of
+// app/web, allowing one). When the plan starts wave 3 early
+// (WaveTiming.EarlySeconds), its Deployment is restarted as wave 2's gate
+// starts, before the gate reads the Deployments; otherwise after it. The
+// restart disrupts nothing; no pod of wave 3 is evicted before the gate
+// passed either way.
+func TestNextGroupStartsDuringTheGate(t *testing.T) {
+	for _, early := range []bool{true, false} {
+		sc, seq := orderScenario(t, func(ns string) policyv1.PodDisruptionBudgetStatus {
+			if ns == "api" {
+				return policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 0, CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}
+			}
+			return policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1, CurrentHealthy: 2, DesiredHealthy: 1, ExpectedPods: 2}
+		})
+		sc.plan.Budget.RestartBlocked = true
+		sc.plan.Waves[1].DrainGroup, sc.plan.Waves[2].DrainGroup = 0, 0
+		if early {
+			sc.plan.Waves[2].Timing = &plan.WaveTiming{RestartSeconds: 5, DrainSeconds: 5, EarlySeconds: 5}
+		}
+		if err := sc.runner(nil).Apply(context.Background()); err != nil {
+			t.Fatalf("early %v: Apply: %v", early, err)
+		}
+		got := seq()
+		lastEvict := -1
+		for i, s := range got {
+			if s == "evict a-2" {
+				lastEvict = i
+			}
+		}
+		patch := slices.Index(got, "patch api/api")
+		if lastEvict < 0 || patch < 0 {
+			t.Fatalf("early %v: sequence %q: want a-2 evicted and api/api restarted", early, got)
+		}
+		gate := lastEvict + slices.Index(got[lastEvict:], "list deployments")
+		if gate < lastEvict {
+			t.Fatalf("early %v: sequence %q: no gate after wave 2's drain", early, got)
+		}
+		if early != (patch < gate) {
+			t.Errorf("early %v: sequence %q: api/api restarted at %d, wave 2's gate read the Deployments at %d", early, got, patch, gate)
+		}
+		if slices.Contains(got, "evict b-1") {
+			t.Errorf("early %v: sequence %q: b-1's pod evicted; want it replaced by the restart", early, got)
+		}
 	}
 }
