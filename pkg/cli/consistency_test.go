@@ -219,6 +219,20 @@ func TestPlanIsOneAnswer(t *testing.T) {
 				if want := fmt.Sprintf("room for the controller: %d pods evicted from the kept nodes", len(cli.Karpenter.Room)); !strings.Contains(table, want) {
 					t.Errorf("plan's table does not say %q:\n%s", want, table)
 				}
+				// And when a wave starts before the group ahead of it ends
+				// (its restarts during that group's gate).
+				early := 0
+				for _, w := range cli.Waves {
+					if w.Timing != nil && w.Timing.EarlySeconds > 0 {
+						early++
+						if want := fmt.Sprintf("%s (from %s before the group ahead ends)", plan.Seconds(w.PredictedSeconds), plan.Seconds(w.Timing.EarlySeconds)); !strings.Contains(table, want) {
+							t.Errorf("plan's table does not say wave %d's %q:\n%s", w.Index, want, table)
+						}
+					}
+				}
+				if early == 0 {
+					t.Error("no wave of the demo's plan starts early; its wave 4 restarts api/billing during the gate of waves 2, 3")
+				}
 				out := t.TempDir()
 				sum, err := demo.Run(ctx, demo.Options{Seed: 1, OutDir: out})
 				if err != nil {

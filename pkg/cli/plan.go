@@ -215,11 +215,14 @@ func planRun(ctx context.Context, g *GlobalOptions, o *planOptions) error {
 		for _, n := range wv.Nodes {
 			groups[n.NodeGroup] = true
 		}
-		by := "-"
+		by, took := "-", plan.Seconds(wv.PredictedSeconds)
 		if wv.Timing != nil && wv.Timing.BoundBy != "" {
 			by = wv.Timing.BoundBy
 		}
-		fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%v\t%d\t%d\t%s\t%s\t%s\n", wv.Index, len(wv.Nodes), len(groups), wv.Pods, wv.NodePools, len(wv.PredictedNodes), len(wv.PreProvision), drainedWith[i], plan.Seconds(wv.PredictedSeconds), by)
+		if wv.Timing != nil && wv.Timing.EarlySeconds > 0 {
+			took += fmt.Sprintf(" (from %s before the group ahead ends)", plan.Seconds(wv.Timing.EarlySeconds))
+		}
+		fmt.Fprintf(t, "%d\t%d\t%d\t%d\t%v\t%d\t%d\t%s\t%s\t%s\n", wv.Index, len(wv.Nodes), len(groups), wv.Pods, wv.NodePools, len(wv.PredictedNodes), len(wv.PreProvision), drainedWith[i], took, by)
 	}
 	if err := t.Flush(); err != nil {
 		return err
