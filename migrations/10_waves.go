@@ -245,20 +245,24 @@ func (s run) startEarly(ctx context.Context, next []int, kept map[string]bool) (
 	}
 	cur := s.Journal.Current
 	defer func() { s.Journal.Current = cur }()
-	for _, phase := range []string{rollout.PhaseCordon, rollout.PhaseDrain} {
+	enter := func(phase string) error {
 		for _, i := range next {
 			if err := s.setPhase(ctx, s.Plan.Waves[i], s.Journal.Wave(s.Plan.Waves[i].Index), phase); err != nil {
-				return nil, err
+				return err
 			}
 		}
-		if phase != rollout.PhaseCordon {
-			continue
+		return nil
+	}
+	if err := enter(rollout.PhaseCordon); err != nil {
+		return nil, err
+	}
+	for _, i := range next {
+		if err := s.cordon(ctx, s.Plan.Waves[i], kept); err != nil {
+			return nil, err
 		}
-		for _, i := range next {
-			if err := s.cordon(ctx, s.Plan.Waves[i], kept); err != nil {
-				return nil, err
-			}
-		}
+	}
+	if err := enter(rollout.PhaseDrain); err != nil {
+		return nil, err
 	}
 	return s.startDrain(ctx, next, kept)
 }
