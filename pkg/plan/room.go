@@ -32,11 +32,15 @@ type RoomEviction struct {
 // (none when it fits). Priority comes first, as in kube-scheduler's
 // preemption: a pod is chosen only while no movable pod of lower priority
 // would free anything pod lacks. Within a priority, the pod that covers most
-// of what is still lacking goes first (newest among equals, as preemption
-// picks), so a pod that frees nothing pod lacks is never chosen; then, as
-// preemption reprieves its victims, each chosen pod that is not needed after
-// all is kept, the most important (highest priority, oldest) first. Each pod
-// evicted for the controller moves again in its wave, so fewer is cheaper.
+// of what is still lacking goes first (among equals the last by namespace
+// and name: not the newest, as preemption picks, since a snapshot has no
+// creation times and the plan must name the pods the step evicts — they
+// move again in the waves of the nodes they land on, and the waves are
+// timed with them), so a pod that frees nothing pod lacks is never chosen;
+// then, as preemption reprieves its victims, each chosen pod that is not
+// needed after all is kept, the most important (highest priority, first by
+// name) first. Each pod evicted for the controller moves again in its
+// wave, so fewer is cheaper.
 // DaemonSet, finished and terminating pods are never chosen. ok is false
 // when even all of them would not make room.
 func Evictees(node *corev1.Node, pods []corev1.Pod, pod *corev1.Pod, movable func(*corev1.Pod) bool) (_ []corev1.Pod, ok bool) {
@@ -58,7 +62,7 @@ func Evictees(node *corev1.Node, pods []corev1.Pod, pod *corev1.Pod, movable fun
 		if c := cmp.Compare(ptr.Deref(b.Spec.Priority, 0), ptr.Deref(a.Spec.Priority, 0)); c != 0 {
 			return c
 		}
-		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	chosen := make([]bool, len(cands))
 	for !want.fits(used, alloc) {
