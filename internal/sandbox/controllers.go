@@ -632,12 +632,14 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 	nodes := s.nodesByName()
 	used := map[string]corev1.ResourceList{}
 	on := map[string][]*corev1.Pod{}
+	inNS := map[string][]*corev1.Pod{}
 	for i := range pods {
 		p := pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.Spec.NodeName == "" {
 			continue
 		}
 		on[p.Spec.NodeName] = append(on[p.Spec.NodeName], p)
+		inNS[p.Namespace] = append(inNS[p.Namespace], p)
 		if used[p.Spec.NodeName] == nil {
 			used[p.Spec.NodeName] = corev1.ResourceList{}
 		}
@@ -648,6 +650,9 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 		return pi > pj
 	})
 	ordered := sortedNodes(nodes)
+	// Which of ordered admit the pods of a podFit key: the nodes do not
+	// change during the pass, and a deployment's replicas share a key.
+	admitted := map[string][]bool{}
 	for _, p := range pending {
 		vols := s.VolumeSelectors(ctx, p)
 		var best *corev1.Node
@@ -655,11 +660,21 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 		preferred := s.nominatedNode(p)
 		// What the filters and the score read of the pod, worked out once
 		// for all the nodes.
-		fits := s.fitter(p, vols)
-		blocked := antiAffinityDomains(p, nodes, on)
+		fit := s.fitter(p, vols)
+		admits := admitted[fit.key]
+		if admits == nil {
+			admits = make([]bool, len(ordered))
+			for i, n := range ordered {
+				admits[i] = fit.admits(n)
+			}
+			if fit.key != "" {
+				admitted[fit.key] = admits
+			}
+		}
+		blocked := antiAffinityDomains(p, nodes, inNS)
 		req := PodRequests(p)
-		for _, n := range ordered {
-			if !fits(n, used[n.Name]) || blocked.block(n) {
+		for i, n := range ordered {
+			if !admits[i] || !fit.room(n, used[n.Name]) || blocked.block(n) {
 				continue
 			}
 			score := allocatedScore(req, used[n.Name], n.Status.Allocatable)
@@ -696,6 +711,7 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 		}
 		kube.AddResources(used[best.Name], PodRequests(p), 1)
 		on[best.Name] = append(on[best.Name], p)
+		inNS[p.Namespace] = append(inNS[p.Namespace], p)
 	}
 	return nil
 }
@@ -711,9 +727,10 @@ type blockedDomains []struct {
 // antiAffinityDomains works out the domains p's required pod
 // anti-affinity terms keep it out of (kube-scheduler's InterPodAffinity
 // filter, for anti-affinity): those of the nodes (their label of the
-// term's topology key) on which a pod matching the term runs. A term whose
-// selector does not parse blocks nothing.
-func antiAffinityDomains(p *corev1.Pod, nodes map[string]*corev1.Node, on map[string][]*corev1.Pod) blockedDomains {
+// term's topology key) on which a pod matching the term runs. inNS is the
+// bound pods by namespace: a term looks only at its namespaces' pods. A
+// term whose selector does not parse blocks nothing.
+func antiAffinityDomains(p *corev1.Pod, nodes map[string]*corev1.Node, inNS map[string][]*corev1.Pod) blockedDomains {
 	if p.Spec.Affinity == nil || p.Spec.Affinity.PodAntiAffinity == nil {
 		return nil
 	}
@@ -728,11 +745,10 @@ func antiAffinityDomains(p *corev1.Pod, nodes map[string]*corev1.Node, on map[st
 			namespaces = []string{p.Namespace}
 		}
 		domains := map[string]bool{}
-		for name, m := range nodes {
-			for _, q := range on[name] {
-				if q.UID != p.UID && slices.Contains(namespaces, q.Namespace) && sel.Matches(labels.Set(q.Labels)) {
+		for _, ns := range slices.Compact(slices.Sorted(slices.Values(namespaces))) {
+			for _, q := range inNS[ns] {
+				if m, ok := nodes[q.Spec.NodeName]; ok && q.UID != p.UID && sel.Matches(labels.Set(q.Labels)) {
 					domains[m.Labels[term.TopologyKey]] = true
-					break
 				}
 			}
 		}

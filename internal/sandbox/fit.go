@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -41,56 +42,95 @@ func (SimpleFitter) Fit(pod *corev1.Pod, node *corev1.Node, used corev1.Resource
 	return resourcesFit(PodRequests(pod), used, node.Status.Allocatable)
 }
 
-// fitter returns the scheduler's filter for pod against node after node:
-// SimpleFitter's worked out once for the pod (its requests, node affinity
-// and volume selectors) and saying only whether the pod fits, or another
-// Fitter's Fit.
-func (s *Sandbox) fitter(pod *corev1.Pod, volumes []*corev1.NodeSelector) func(node *corev1.Node, used corev1.ResourceList) bool {
+// podFit is the scheduler's filter for one pod, worked out once for all
+// the nodes: admits says whether a node's state other than its pods lets
+// the pod on (Ready, cordon, taints, node affinity, volume zones), room
+// whether the requests on it leave room for the pod. Pods of one key get
+// the same answers from admits on every node (the scheduler asks it once
+// per key and pass); "" shares nothing.
+type podFit struct {
+	key    string
+	admits func(node *corev1.Node) bool
+	room   func(node *corev1.Node, used corev1.ResourceList) bool
+}
+
+// fitter returns the scheduler's filter for pod: SimpleFitter's worked
+// out once for the pod (its requests, node affinity and volume
+// selectors), or another Fitter's Fit, as room.
+func (s *Sandbox) fitter(pod *corev1.Pod, volumes []*corev1.NodeSelector) podFit {
 	if _, ok := s.opts.Fitter.(SimpleFitter); !ok {
-		return func(node *corev1.Node, used corev1.ResourceList) bool {
-			return s.opts.Fitter.Fit(pod, node, used, volumes) == nil
+		return podFit{
+			admits: func(*corev1.Node) bool { return true },
+			room: func(node *corev1.Node, used corev1.ResourceList) bool {
+				return s.opts.Fitter.Fit(pod, node, used, volumes) == nil
+			},
 		}
 	}
+	none := podFit{admits: func(*corev1.Node) bool { return false }}
 	cordonOK := tolerates(pod.Spec.Tolerations, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule})
 	affinity := nodeaffinity.GetRequiredNodeAffinity(pod)
 	var vols []*nodeaffinity.NodeSelector
 	for _, vs := range volumes {
 		sel, err := nodeaffinity.NewNodeSelector(vs)
 		if err != nil {
-			return func(*corev1.Node, corev1.ResourceList) bool { return false }
+			return none
 		}
 		vols = append(vols, sel)
 	}
+	// The key is everything admits reads of the pod.
+	key, err := json.Marshal(struct {
+		Tolerations  []corev1.Toleration
+		NodeSelector map[string]string
+		Affinity     *corev1.NodeSelector
+		Volumes      []*corev1.NodeSelector
+	}{pod.Spec.Tolerations, pod.Spec.NodeSelector, requiredNodeAffinity(pod), volumes})
+	if err != nil {
+		key = nil
+	}
 	want := PodRequests(pod)
 	names := slices.Sorted(maps.Keys(want))
-	return func(node *corev1.Node, used corev1.ResourceList) bool {
-		if !nodeReady(node) || (node.Spec.Unschedulable && !cordonOK) {
-			return false
-		}
-		if _, bad := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, noScheduleOrExecute, false); bad {
-			return false
-		}
-		if ok, err := affinity.Match(node); err != nil || !ok {
-			return false
-		}
-		for _, sel := range vols {
-			if !sel.Match(node) {
+	return podFit{
+		key: string(key),
+		admits: func(node *corev1.Node) bool {
+			if !nodeReady(node) || (node.Spec.Unschedulable && !cordonOK) {
 				return false
 			}
-		}
-		for _, name := range names {
-			q := want[name]
-			if q.IsZero() {
-				continue
-			}
-			total := q.DeepCopy()
-			total.Add(used[name])
-			if alloc, ok := node.Status.Allocatable[name]; !ok || total.Cmp(alloc) > 0 {
+			if _, bad := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, pod.Spec.Tolerations, noScheduleOrExecute, false); bad {
 				return false
 			}
-		}
-		return true
+			if ok, err := affinity.Match(node); err != nil || !ok {
+				return false
+			}
+			for _, sel := range vols {
+				if !sel.Match(node) {
+					return false
+				}
+			}
+			return true
+		},
+		room: func(node *corev1.Node, used corev1.ResourceList) bool {
+			for _, name := range names {
+				q := want[name]
+				if q.IsZero() {
+					continue
+				}
+				total := q.DeepCopy()
+				total.Add(used[name])
+				if alloc, ok := node.Status.Allocatable[name]; !ok || total.Cmp(alloc) > 0 {
+					return false
+				}
+			}
+			return true
+		},
 	}
+}
+
+// requiredNodeAffinity is the pod's required node affinity, if any.
+func requiredNodeAffinity(pod *corev1.Pod) *corev1.NodeSelector {
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+		return a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	}
+	return nil
 }
 
 func noScheduleOrExecute(t *corev1.Taint) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -130,9 +131,11 @@ func TestPDBStatusOnlyWhereWritten(t *testing.T) {
 }
 
 // TestFitterIsFit checks the scheduler's filter worked out once per pod
-// (fitter) against SimpleFitter.Fit, and its anti-affinity domains
-// (antiAffinityDomains) against a look at every pod of the node's domain,
-// on random pods and nodes.
+// (fitter) against SimpleFitter.Fit, that pods of one podFit key are
+// admitted by the same nodes (the scheduler asks once per key), and its
+// anti-affinity domains (antiAffinityDomains, from the pods by namespace)
+// against a look at every pod of the node's domain, on random pods and
+// nodes.
 func TestFitterIsFit(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	s := &Sandbox{opts: Options{Fitter: SimpleFitter{}}}
@@ -159,12 +162,17 @@ func TestFitterIsFit(t *testing.T) {
 		byName[n.Name] = n
 	}
 	on := map[string][]*corev1.Pod{}
+	inNS := map[string][]*corev1.Pod{}
 	newPod := func(i int) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pick("x", "y"), Name: fmt.Sprint("p", i), UID: types.UID(fmt.Sprint("u", i)), Labels: map[string]string{"app": pick("web", "db")}}}
 		p.Spec.Containers = []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse(pick("100m", "1500m", "3")), corev1.ResourceMemory: resource.MustParse(pick("1Gi", "6Gi"))}}}}
 		if rng.IntN(2) == 0 {
 			p.Spec.NodeSelector = map[string]string{"tier": pick("app", "db")}
+		}
+		if rng.IntN(4) == 0 {
+			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{pick(zones...)}}}}}}}}
 		}
 		if rng.IntN(2) == 0 {
 			p.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: pick("gpu", "db")}}
@@ -173,8 +181,11 @@ func TestFitterIsFit(t *testing.T) {
 			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists})
 		}
 		if rng.IntN(2) == 0 {
-			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-				TopologyKey: pick("zone", "tier", corev1.LabelHostname), LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": pick("web", "db")}}}}}}
+			if p.Spec.Affinity == nil {
+				p.Spec.Affinity = &corev1.Affinity{}
+			}
+			p.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey: pick("zone", "tier", corev1.LabelHostname), LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": pick("web", "db")}}}}}
 		}
 		return p
 	}
@@ -183,6 +194,7 @@ func TestFitterIsFit(t *testing.T) {
 		p := newPod(i)
 		p.Spec.NodeName = n.Name
 		on[n.Name] = append(on[n.Name], p)
+		inNS[p.Namespace] = append(inNS[p.Namespace], p)
 	}
 	used := map[string]corev1.ResourceList{}
 	for name, ps := range on {
@@ -194,7 +206,7 @@ func TestFitterIsFit(t *testing.T) {
 	// A look at every pod of the node's domain, term by term, as the
 	// scheduler's filter says it.
 	blocks := func(p *corev1.Pod, n *corev1.Node) bool {
-		if p.Spec.Affinity == nil {
+		if p.Spec.Affinity == nil || p.Spec.Affinity.PodAntiAffinity == nil {
 			return false
 		}
 		for _, term := range p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
@@ -215,14 +227,32 @@ func TestFitterIsFit(t *testing.T) {
 		}
 		return false
 	}
-	fitting, blocking := 0, 0
+	fitting, blocking, shared := 0, 0, 0
+	// The first pod of each key, and the nodes that admitted it.
+	type first struct {
+		pod    *corev1.Pod
+		admits []bool
+	}
+	byKey := map[string]first{}
 	for i := range 300 {
 		p := newPod(100 + i)
-		fits := s.fitter(p, nil)
-		blocked := antiAffinityDomains(p, byName, on)
-		for _, n := range nodes {
+		fit := s.fitter(p, nil)
+		blocked := antiAffinityDomains(p, byName, inNS)
+		admits := make([]bool, len(nodes))
+		for j, n := range nodes {
+			admits[j] = fit.admits(n)
+		}
+		if f, ok := byKey[fit.key]; ok {
+			if !slices.Equal(f.admits, admits) {
+				t.Fatalf("pods %+v and %+v share key %s but not the nodes that admit them: %v, %v", f.pod.Spec, p.Spec, fit.key, f.admits, admits)
+			}
+			shared++
+		} else {
+			byKey[fit.key] = first{p, admits}
+		}
+		for j, n := range nodes {
 			want := SimpleFitter{}.Fit(p, n, used[n.Name], nil) == nil
-			if got := fits(n, used[n.Name]); got != want {
+			if got := admits[j] && fit.room(n, used[n.Name]); got != want {
 				t.Fatalf("pod %+v on node %+v (used %v): fitter says %t, Fit %t", p.Spec, n, used[n.Name], got, want)
 			}
 			if want {
@@ -239,6 +269,9 @@ func TestFitterIsFit(t *testing.T) {
 	}
 	if fitting == 0 || fitting == 300*len(nodes) || blocking == 0 || blocking == 300*len(nodes) {
 		t.Fatalf("%d of %d placements fit, %d blocked by anti-affinity: the random cases do not tell fitting from not", fitting, 300*len(nodes), blocking)
+	}
+	if shared == 0 || len(byKey) < 10 {
+		t.Fatalf("%d pods shared a key, %d keys: the random cases do not test the key", shared, len(byKey))
 	}
 }
 
