@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -354,5 +355,75 @@ func TestCachedListsAreTheTrackers(t *testing.T) {
 	})
 	if reused == 0 {
 		t.Fatal("no list was ever reused: the churn checked nothing")
+	}
+}
+
+// TestOnWriteSaysWhereWritten checks what an OnWrite hook is told of the
+// namespaces written since it last ran against the namespaces' objects:
+// through random evictions, scaling and template changes, a namespace
+// said unwritten has the pods, budgets and workloads the hook last saw
+// there.
+func TestOnWriteSaysWhereWritten(t *testing.T) {
+	ctx := context.Background()
+	s := load(t, churnInventory())
+	// objects are a namespace's pods, budgets, Deployments, ReplicaSets
+	// and StatefulSets.
+	objects := func(ns string) []runtime.Object {
+		var out []runtime.Object
+		for _, list := range []func() (runtime.Object, error){
+			func() (runtime.Object, error) { return s.Kube().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}) },
+			func() (runtime.Object, error) {
+				return s.Kube().PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
+			},
+			func() (runtime.Object, error) {
+				return s.Kube().AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+			},
+			func() (runtime.Object, error) {
+				return s.Kube().AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+			},
+			func() (runtime.Object, error) {
+				return s.Kube().AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+			},
+		} {
+			l, err := list()
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			// The items alone: a list's resource version is the cluster's.
+			items, err := meta.ExtractList(l)
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			out = append(out, items...)
+		}
+		return out
+	}
+	seen := map[string][]runtime.Object{}
+	unwritten, runs := 0, 0
+	var failure error
+	s.OnWrite(func(_ context.Context, written func(string) bool) error {
+		runs++
+		for i := range 4 {
+			ns := fmt.Sprintf("ns%d", i)
+			now := objects(ns)
+			if !written(ns) {
+				unwritten++
+				if !apiequality.Semantic.DeepEqual(now, seen[ns]) && failure == nil {
+					failure = fmt.Errorf("run %d: namespace %s said unwritten, but its objects changed since the hook last saw them", runs, ns)
+				}
+			}
+			seen[ns] = now
+		}
+		return nil
+	})
+	churn(t, s, 11, 150, func(int) {
+		if failure != nil {
+			t.Fatal(failure)
+		}
+	})
+	if unwritten == 0 || unwritten == 4*runs {
+		t.Fatalf("%d of %d namespaces' looks said unwritten: the churn checked nothing", unwritten, 4*runs)
 	}
 }
