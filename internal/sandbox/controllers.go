@@ -650,14 +650,24 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 		return pi > pj
 	})
 	ordered := sortedNodes(nodes)
+	rooms := newRoomTable(pending, ordered, used)
 	// Which of ordered admit the pods of a podFit key: the nodes do not
 	// change during the pass, and a deployment's replicas share a key.
 	admitted := map[string][]bool{}
+	// The node of the NodeClaim Karpenter launched for a pod, by claim,
+	// taken when a pod has one: the instances do not change either.
+	var claimNodes map[string]string
 	for _, p := range pending {
 		vols := s.VolumeSelectors(ctx, p)
 		var best *corev1.Node
-		bestScore := -1.0
-		preferred := s.nominatedNode(p)
+		bestI, bestScore := -1, -1.0
+		preferred := ""
+		if claim, ok := s.nominated[podKey(p)]; ok {
+			if claimNodes == nil {
+				claimNodes = s.cloud.claimNodes()
+			}
+			preferred = claimNodes[claim]
+		}
 		// What the filters and the score read of the pod, worked out once
 		// for all the nodes.
 		fit := s.fitter(p, vols)
@@ -672,12 +682,15 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 			}
 		}
 		blocked := antiAffinityDomains(p, nodes, inNS)
-		req := PodRequests(p)
+		want := rooms.want(PodRequests(p))
 		for i, n := range ordered {
-			if !admits[i] || !fit.room(n, used[n.Name]) || blocked.block(n) {
+			if !admits[i] || blocked.block(n) {
 				continue
 			}
-			score := allocatedScore(req, used[n.Name], n.Status.Allocatable)
+			if fit.room != nil && !fit.room(n, used[n.Name]) || fit.room == nil && !rooms.fits(i, want) {
+				continue
+			}
+			score := rooms.score(i, want)
 			if s.loading || !s.opts.PackNodes {
 				score = 2 - score
 			}
@@ -689,13 +702,16 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 				score += 10
 			}
 			if score > bestScore {
-				best, bestScore = n, score
+				best, bestI, bestScore = n, i, score
 			}
 		}
 		if best == nil && (p.Spec.PreemptionPolicy == nil || *p.Spec.PreemptionPolicy != corev1.PreemptNever) {
 			var err error
 			if best, err = s.preempt(ctx, p, ordered, used, on, vols); err != nil {
 				return err
+			}
+			if best != nil {
+				bestI, _ = slices.BinarySearchFunc(ordered, best, func(a, b *corev1.Node) int { return cmp.Compare(a.Name, b.Name) })
 			}
 		}
 		if best == nil {
@@ -710,6 +726,7 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 			used[best.Name] = corev1.ResourceList{}
 		}
 		kube.AddResources(used[best.Name], PodRequests(p), 1)
+		rooms.update(bestI, used[best.Name])
 		on[best.Name] = append(on[best.Name], p)
 		inNS[p.Namespace] = append(inNS[p.Namespace], p)
 	}
@@ -859,33 +876,6 @@ func priority(p *corev1.Pod) int32 {
 		return *p.Spec.Priority
 	}
 	return 0
-}
-
-// allocatedScore is the mean of CPU and memory utilisation after placement.
-func allocatedScore(want, used, alloc corev1.ResourceList) float64 {
-	frac := func(name corev1.ResourceName) float64 {
-		a := alloc[name]
-		if a.IsZero() {
-			return 0
-		}
-		u := used[name]
-		w := want[name]
-		return float64(u.MilliValue()+w.MilliValue()) / float64(a.MilliValue())
-	}
-	return (frac(corev1.ResourceCPU) + frac(corev1.ResourceMemory)) / 2
-}
-
-func (s *Sandbox) nominatedNode(p *corev1.Pod) string {
-	claim, ok := s.nominated[podKey(p)]
-	if !ok {
-		return ""
-	}
-	for _, id := range s.cloud.instanceIDs() {
-		if in := s.cloud.instances[id]; in.NodeClaim == claim {
-			return in.NodeName
-		}
-	}
-	return ""
 }
 
 // VolumeSelectors returns the node affinity of the PVs bound to the pod's

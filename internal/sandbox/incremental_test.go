@@ -132,11 +132,12 @@ func TestPDBStatusOnlyWhereWritten(t *testing.T) {
 }
 
 // TestFitterIsFit checks the scheduler's filter worked out once per pod
-// (fitter) against SimpleFitter.Fit, that pods of one podFit key are
-// admitted by the same nodes (the scheduler asks once per key), and its
-// anti-affinity domains (antiAffinityDomains, from the pods by namespace)
-// against a look at every pod of the node's domain, on random pods and
-// nodes.
+// (fitter, and the pass's roomTable kept as pods are bound) against
+// SimpleFitter.Fit, its score from the table against one from the
+// requests' maps, that pods of one podFit key are admitted by the same
+// nodes (the scheduler asks once per key), and its anti-affinity domains
+// (antiAffinityDomains, from the pods by namespace) against a look at
+// every pod of the node's domain, on random pods and nodes.
 func TestFitterIsFit(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	s := &Sandbox{opts: Options{Fitter: SimpleFitter{}}}
@@ -144,7 +145,7 @@ func TestFitterIsFit(t *testing.T) {
 	pick := func(vs ...string) string { return vs[rng.IntN(len(vs))] }
 	var nodes []*corev1.Node
 	byName := map[string]*corev1.Node{}
-	for i := range 12 {
+	for i := range 24 {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("n", i), Labels: map[string]string{"zone": pick(zones...), "tier": pick("app", "db")}}}
 		if rng.IntN(4) == 0 {
 			delete(n.Labels, "zone")
@@ -158,7 +159,10 @@ func TestFitterIsFit(t *testing.T) {
 		if rng.IntN(3) == 0 {
 			n.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: pick("gpu", "db"), Effect: corev1.TaintEffect(pick(string(corev1.TaintEffectNoSchedule), string(corev1.TaintEffectPreferNoSchedule)))}}
 		}
-		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(pick("2", "4")), corev1.ResourceMemory: resource.MustParse(pick("4Gi", "8Gi")), corev1.ResourcePods: resource.MustParse("10")}
+		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(pick("2", "4", "32")), corev1.ResourceMemory: resource.MustParse(pick("4Gi", "8Gi", "128Gi")), corev1.ResourcePods: resource.MustParse(pick("10", "110"))}
+		if rng.IntN(8) == 0 {
+			delete(n.Status.Allocatable, corev1.ResourcePods) // fits no pod
+		}
 		nodes = append(nodes, n)
 		byName[n.Name] = n
 	}
@@ -228,7 +232,20 @@ func TestFitterIsFit(t *testing.T) {
 		}
 		return false
 	}
-	fitting, blocking, shared := 0, 0, 0
+	// The table of a pass whose pending pods request what newPod's do.
+	rooms := newRoomTable([]*corev1.Pod{newPod(-1)}, nodes, used)
+	// The mean of CPU and memory utilisation after placement, from the maps.
+	score := func(want, used, alloc corev1.ResourceList) float64 {
+		frac := func(name corev1.ResourceName) float64 {
+			a, u, w := alloc[name], used[name], want[name]
+			if a.IsZero() {
+				return 0
+			}
+			return float64(u.MilliValue()+w.MilliValue()) / float64(a.MilliValue())
+		}
+		return (frac(corev1.ResourceCPU) + frac(corev1.ResourceMemory)) / 2
+	}
+	fitting, blocking, shared, bound := 0, 0, 0, 0
 	// The first pod of each key, and the nodes that admitted it.
 	type first struct {
 		pod    *corev1.Pod
@@ -251,13 +268,19 @@ func TestFitterIsFit(t *testing.T) {
 		} else {
 			byKey[fit.key] = first{p, admits}
 		}
+		req := rooms.want(PodRequests(p))
+		to := -1
 		for j, n := range nodes {
 			want := SimpleFitter{}.Fit(p, n, used[n.Name], nil) == nil
-			if got := admits[j] && fit.room(n, used[n.Name]); got != want {
+			if got := admits[j] && rooms.fits(j, req); got != want {
 				t.Fatalf("pod %+v on node %+v (used %v): fitter says %t, Fit %t", p.Spec, n, used[n.Name], got, want)
+			}
+			if got, want := rooms.score(j, req), score(PodRequests(p), used[n.Name], n.Status.Allocatable); got != want {
+				t.Fatalf("pod %+v on node %+v (used %v): score %v from the table, %v from the maps", p.Spec, n, used[n.Name], got, want)
 			}
 			if want {
 				fitting++
+				to = j
 			}
 			wantBlock := blocks(p, n)
 			if got := blocked.block(n); got != wantBlock {
@@ -267,9 +290,25 @@ func TestFitterIsFit(t *testing.T) {
 				blocking++
 			}
 		}
+		// A pod that fits is bound, as the scheduler binds.
+		if to >= 0 {
+			n := nodes[to]
+			p.Spec.NodeName = n.Name
+			on[n.Name] = append(on[n.Name], p)
+			inNS[p.Namespace] = append(inNS[p.Namespace], p)
+			if used[n.Name] == nil {
+				used[n.Name] = corev1.ResourceList{}
+			}
+			kube.AddResources(used[n.Name], PodRequests(p), 1)
+			rooms.update(to, used[n.Name])
+			bound++
+		}
 	}
 	if fitting == 0 || fitting == 300*len(nodes) || blocking == 0 || blocking == 300*len(nodes) {
 		t.Fatalf("%d of %d placements fit, %d blocked by anti-affinity: the random cases do not tell fitting from not", fitting, 300*len(nodes), blocking)
+	}
+	if bound < 10 {
+		t.Fatalf("%d pods bound (%d fit): the table's updates are not tested", bound, fitting)
 	}
 	if shared == 0 || len(byKey) < 10 {
 		t.Fatalf("%d pods shared a key, %d keys: the random cases do not test the key", shared, len(byKey))
