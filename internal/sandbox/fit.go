@@ -56,8 +56,8 @@ type podFit struct {
 }
 
 // fitter returns the scheduler's filter for pod: SimpleFitter's worked
-// out once for the pod (its requests, node affinity and volume
-// selectors), or another Fitter's Fit, as room.
+// out once for the pod (its node affinity and volume selectors; its
+// requests are the roomTable's), or another Fitter's Fit, as room.
 func (s *Sandbox) fitter(pod *corev1.Pod, volumes []*corev1.NodeSelector) podFit {
 	if _, ok := s.opts.Fitter.(SimpleFitter); !ok {
 		return podFit{
