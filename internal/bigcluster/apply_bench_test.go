@@ -4,7 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -34,6 +37,10 @@ func BenchmarkApplyBigCluster(b *testing.B) {
 	}
 }
 
+// applyCPUProfile names a file for a CPU profile of apply's step alone
+// (-cpuprofile takes the whole run's, consolidation after apply included).
+var applyCPUProfile = flag.String("apply-cpuprofile", "", "write a CPU profile of BenchmarkApplyBigCluster's apply step to this file")
+
 // replaySeed seeds the sandbox the snapshot is replayed in: another seed
 // than the snapshot's (DemoSeed), whose generated names would be drawn
 // again for the replacement pods.
@@ -59,9 +66,13 @@ func benchApply(b *testing.B, n int) {
 			}
 			if applyStart.IsZero() {
 				applyStart, wallStart = e.SimTime, time.Now()
+				startApplyProfile(b)
 			}
 			if e.Status == demo.StatusDone {
 				applyEnd, wallEnd = e.SimTime, time.Now()
+				if *applyCPUProfile != "" {
+					pprof.StopCPUProfile()
+				}
 			}
 		}
 		stop := bigcluster.SamplePeakHeap()
@@ -111,5 +122,20 @@ func benchApply(b *testing.B, n int) {
 		}
 		b.ReportMetric(float64(len(inv.Nodes)), "nodes")
 		b.ReportMetric(float64(len(inv.Pods)), "pods")
+	}
+}
+
+// startApplyProfile starts the CPU profile -apply-cpuprofile asks for.
+func startApplyProfile(b *testing.B) {
+	if *applyCPUProfile == "" {
+		return
+	}
+	f, err := os.Create(*applyCPUProfile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { f.Close() })
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -114,6 +114,19 @@ func (c *Cloud) instanceIDs() []string {
 	return ids
 }
 
+// claimNodes is, for each NodeClaim with an instance, the node of its
+// first instance by ID.
+func (c *Cloud) claimNodes() map[string]string {
+	out := map[string]string{}
+	for _, id := range c.instanceIDs() {
+		in := c.instances[id]
+		if _, ok := out[in.NodeClaim]; !ok {
+			out[in.NodeClaim] = in.NodeName
+		}
+	}
+	return out
+}
+
 func (c *Cloud) groupInstances(group string) []*Instance {
 	var out []*Instance
 	for _, id := range c.instanceIDs() {

@@ -632,12 +632,14 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 	nodes := s.nodesByName()
 	used := map[string]corev1.ResourceList{}
 	on := map[string][]*corev1.Pod{}
+	inNS := map[string][]*corev1.Pod{}
 	for i := range pods {
 		p := pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.Spec.NodeName == "" {
 			continue
 		}
 		on[p.Spec.NodeName] = append(on[p.Spec.NodeName], p)
+		inNS[p.Namespace] = append(inNS[p.Namespace], p)
 		if used[p.Spec.NodeName] == nil {
 			used[p.Spec.NodeName] = corev1.ResourceList{}
 		}
@@ -648,21 +650,47 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 		return pi > pj
 	})
 	ordered := sortedNodes(nodes)
+	rooms := newRoomTable(pending, ordered, used)
+	// Which of ordered admit the pods of a podFit key: the nodes do not
+	// change during the pass, and a deployment's replicas share a key.
+	admitted := map[string][]bool{}
+	// The node of the NodeClaim Karpenter launched for a pod, by claim,
+	// taken when a pod has one: the instances do not change either.
+	var claimNodes map[string]string
 	for _, p := range pending {
 		vols := s.VolumeSelectors(ctx, p)
 		var best *corev1.Node
-		bestScore := -1.0
-		preferred := s.nominatedNode(p)
+		bestI, bestScore := -1, -1.0
+		preferred := ""
+		if claim, ok := s.nominated[podKey(p)]; ok {
+			if claimNodes == nil {
+				claimNodes = s.cloud.claimNodes()
+			}
+			preferred = claimNodes[claim]
+		}
 		// What the filters and the score read of the pod, worked out once
 		// for all the nodes.
-		fits := s.fitter(p, vols)
-		blocked := antiAffinityDomains(p, nodes, on)
-		req := PodRequests(p)
-		for _, n := range ordered {
-			if !fits(n, used[n.Name]) || blocked.block(n) {
+		fit := s.fitter(p, vols)
+		admits := admitted[fit.key]
+		if admits == nil {
+			admits = make([]bool, len(ordered))
+			for i, n := range ordered {
+				admits[i] = fit.admits(n)
+			}
+			if fit.key != "" {
+				admitted[fit.key] = admits
+			}
+		}
+		blocked := antiAffinityDomains(p, nodes, inNS)
+		want := rooms.want(PodRequests(p))
+		for i, n := range ordered {
+			if !admits[i] || blocked.block(n) {
 				continue
 			}
-			score := allocatedScore(req, used[n.Name], n.Status.Allocatable)
+			if fit.room != nil && !fit.room(n, used[n.Name]) || fit.room == nil && !rooms.fits(i, want) {
+				continue
+			}
+			score := rooms.score(i, want)
 			if s.loading || !s.opts.PackNodes {
 				score = 2 - score
 			}
@@ -674,13 +702,16 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 				score += 10
 			}
 			if score > bestScore {
-				best, bestScore = n, score
+				best, bestI, bestScore = n, i, score
 			}
 		}
 		if best == nil && (p.Spec.PreemptionPolicy == nil || *p.Spec.PreemptionPolicy != corev1.PreemptNever) {
 			var err error
 			if best, err = s.preempt(ctx, p, ordered, used, on, vols); err != nil {
 				return err
+			}
+			if best != nil {
+				bestI, _ = slices.BinarySearchFunc(ordered, best, func(a, b *corev1.Node) int { return cmp.Compare(a.Name, b.Name) })
 			}
 		}
 		if best == nil {
@@ -695,7 +726,9 @@ func (s *Sandbox) schedule(ctx context.Context) error {
 			used[best.Name] = corev1.ResourceList{}
 		}
 		kube.AddResources(used[best.Name], PodRequests(p), 1)
+		rooms.update(bestI, used[best.Name])
 		on[best.Name] = append(on[best.Name], p)
+		inNS[p.Namespace] = append(inNS[p.Namespace], p)
 	}
 	return nil
 }
@@ -711,9 +744,10 @@ type blockedDomains []struct {
 // antiAffinityDomains works out the domains p's required pod
 // anti-affinity terms keep it out of (kube-scheduler's InterPodAffinity
 // filter, for anti-affinity): those of the nodes (their label of the
-// term's topology key) on which a pod matching the term runs. A term whose
-// selector does not parse blocks nothing.
-func antiAffinityDomains(p *corev1.Pod, nodes map[string]*corev1.Node, on map[string][]*corev1.Pod) blockedDomains {
+// term's topology key) on which a pod matching the term runs. inNS is the
+// bound pods by namespace: a term looks only at its namespaces' pods. A
+// term whose selector does not parse blocks nothing.
+func antiAffinityDomains(p *corev1.Pod, nodes map[string]*corev1.Node, inNS map[string][]*corev1.Pod) blockedDomains {
 	if p.Spec.Affinity == nil || p.Spec.Affinity.PodAntiAffinity == nil {
 		return nil
 	}
@@ -728,11 +762,10 @@ func antiAffinityDomains(p *corev1.Pod, nodes map[string]*corev1.Node, on map[st
 			namespaces = []string{p.Namespace}
 		}
 		domains := map[string]bool{}
-		for name, m := range nodes {
-			for _, q := range on[name] {
-				if q.UID != p.UID && slices.Contains(namespaces, q.Namespace) && sel.Matches(labels.Set(q.Labels)) {
+		for _, ns := range slices.Compact(slices.Sorted(slices.Values(namespaces))) {
+			for _, q := range inNS[ns] {
+				if m, ok := nodes[q.Spec.NodeName]; ok && q.UID != p.UID && sel.Matches(labels.Set(q.Labels)) {
 					domains[m.Labels[term.TopologyKey]] = true
-					break
 				}
 			}
 		}
@@ -843,33 +876,6 @@ func priority(p *corev1.Pod) int32 {
 		return *p.Spec.Priority
 	}
 	return 0
-}
-
-// allocatedScore is the mean of CPU and memory utilisation after placement.
-func allocatedScore(want, used, alloc corev1.ResourceList) float64 {
-	frac := func(name corev1.ResourceName) float64 {
-		a := alloc[name]
-		if a.IsZero() {
-			return 0
-		}
-		u := used[name]
-		w := want[name]
-		return float64(u.MilliValue()+w.MilliValue()) / float64(a.MilliValue())
-	}
-	return (frac(corev1.ResourceCPU) + frac(corev1.ResourceMemory)) / 2
-}
-
-func (s *Sandbox) nominatedNode(p *corev1.Pod) string {
-	claim, ok := s.nominated[podKey(p)]
-	if !ok {
-		return ""
-	}
-	for _, id := range s.cloud.instanceIDs() {
-		if in := s.cloud.instances[id]; in.NodeClaim == claim {
-			return in.NodeName
-		}
-	}
-	return ""
 }
 
 // VolumeSelectors returns the node affinity of the PVs bound to the pod's

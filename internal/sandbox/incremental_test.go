@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -130,9 +132,12 @@ func TestPDBStatusOnlyWhereWritten(t *testing.T) {
 }
 
 // TestFitterIsFit checks the scheduler's filter worked out once per pod
-// (fitter) against SimpleFitter.Fit, and its anti-affinity domains
-// (antiAffinityDomains) against a look at every pod of the node's domain,
-// on random pods and nodes.
+// (fitter, and the pass's roomTable kept as pods are bound) against
+// SimpleFitter.Fit, its score from the table against one from the
+// requests' maps, that pods of one podFit key are admitted by the same
+// nodes (the scheduler asks once per key), and its anti-affinity domains
+// (antiAffinityDomains, from the pods by namespace) against a look at
+// every pod of the node's domain, on random pods and nodes.
 func TestFitterIsFit(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	s := &Sandbox{opts: Options{Fitter: SimpleFitter{}}}
@@ -140,7 +145,7 @@ func TestFitterIsFit(t *testing.T) {
 	pick := func(vs ...string) string { return vs[rng.IntN(len(vs))] }
 	var nodes []*corev1.Node
 	byName := map[string]*corev1.Node{}
-	for i := range 12 {
+	for i := range 24 {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("n", i), Labels: map[string]string{"zone": pick(zones...), "tier": pick("app", "db")}}}
 		if rng.IntN(4) == 0 {
 			delete(n.Labels, "zone")
@@ -154,17 +159,25 @@ func TestFitterIsFit(t *testing.T) {
 		if rng.IntN(3) == 0 {
 			n.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: pick("gpu", "db"), Effect: corev1.TaintEffect(pick(string(corev1.TaintEffectNoSchedule), string(corev1.TaintEffectPreferNoSchedule)))}}
 		}
-		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(pick("2", "4")), corev1.ResourceMemory: resource.MustParse(pick("4Gi", "8Gi")), corev1.ResourcePods: resource.MustParse("10")}
+		n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(pick("2", "4", "32")), corev1.ResourceMemory: resource.MustParse(pick("4Gi", "8Gi", "128Gi")), corev1.ResourcePods: resource.MustParse(pick("10", "110"))}
+		if rng.IntN(8) == 0 {
+			delete(n.Status.Allocatable, corev1.ResourcePods) // fits no pod
+		}
 		nodes = append(nodes, n)
 		byName[n.Name] = n
 	}
 	on := map[string][]*corev1.Pod{}
+	inNS := map[string][]*corev1.Pod{}
 	newPod := func(i int) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pick("x", "y"), Name: fmt.Sprint("p", i), UID: types.UID(fmt.Sprint("u", i)), Labels: map[string]string{"app": pick("web", "db")}}}
 		p.Spec.Containers = []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse(pick("100m", "1500m", "3")), corev1.ResourceMemory: resource.MustParse(pick("1Gi", "6Gi"))}}}}
 		if rng.IntN(2) == 0 {
 			p.Spec.NodeSelector = map[string]string{"tier": pick("app", "db")}
+		}
+		if rng.IntN(4) == 0 {
+			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{pick(zones...)}}}}}}}}
 		}
 		if rng.IntN(2) == 0 {
 			p.Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: pick("gpu", "db")}}
@@ -173,8 +186,11 @@ func TestFitterIsFit(t *testing.T) {
 			p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists})
 		}
 		if rng.IntN(2) == 0 {
-			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-				TopologyKey: pick("zone", "tier", corev1.LabelHostname), LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": pick("web", "db")}}}}}}
+			if p.Spec.Affinity == nil {
+				p.Spec.Affinity = &corev1.Affinity{}
+			}
+			p.Spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey: pick("zone", "tier", corev1.LabelHostname), LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": pick("web", "db")}}}}}
 		}
 		return p
 	}
@@ -183,6 +199,7 @@ func TestFitterIsFit(t *testing.T) {
 		p := newPod(i)
 		p.Spec.NodeName = n.Name
 		on[n.Name] = append(on[n.Name], p)
+		inNS[p.Namespace] = append(inNS[p.Namespace], p)
 	}
 	used := map[string]corev1.ResourceList{}
 	for name, ps := range on {
@@ -194,7 +211,7 @@ func TestFitterIsFit(t *testing.T) {
 	// A look at every pod of the node's domain, term by term, as the
 	// scheduler's filter says it.
 	blocks := func(p *corev1.Pod, n *corev1.Node) bool {
-		if p.Spec.Affinity == nil {
+		if p.Spec.Affinity == nil || p.Spec.Affinity.PodAntiAffinity == nil {
 			return false
 		}
 		for _, term := range p.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
@@ -215,18 +232,55 @@ func TestFitterIsFit(t *testing.T) {
 		}
 		return false
 	}
-	fitting, blocking := 0, 0
+	// The table of a pass whose pending pods request what newPod's do.
+	rooms := newRoomTable([]*corev1.Pod{newPod(-1)}, nodes, used)
+	// The mean of CPU and memory utilisation after placement, from the maps.
+	score := func(want, used, alloc corev1.ResourceList) float64 {
+		frac := func(name corev1.ResourceName) float64 {
+			a, u, w := alloc[name], used[name], want[name]
+			if a.IsZero() {
+				return 0
+			}
+			return float64(u.MilliValue()+w.MilliValue()) / float64(a.MilliValue())
+		}
+		return (frac(corev1.ResourceCPU) + frac(corev1.ResourceMemory)) / 2
+	}
+	fitting, blocking, shared, bound := 0, 0, 0, 0
+	// The first pod of each key, and the nodes that admitted it.
+	type first struct {
+		pod    *corev1.Pod
+		admits []bool
+	}
+	byKey := map[string]first{}
 	for i := range 300 {
 		p := newPod(100 + i)
-		fits := s.fitter(p, nil)
-		blocked := antiAffinityDomains(p, byName, on)
-		for _, n := range nodes {
+		fit := s.fitter(p, nil)
+		blocked := antiAffinityDomains(p, byName, inNS)
+		admits := make([]bool, len(nodes))
+		for j, n := range nodes {
+			admits[j] = fit.admits(n)
+		}
+		if f, ok := byKey[fit.key]; ok {
+			if !slices.Equal(f.admits, admits) {
+				t.Fatalf("pods %+v and %+v share key %s but not the nodes that admit them: %v, %v", f.pod.Spec, p.Spec, fit.key, f.admits, admits)
+			}
+			shared++
+		} else {
+			byKey[fit.key] = first{p, admits}
+		}
+		req := rooms.want(PodRequests(p))
+		to := -1
+		for j, n := range nodes {
 			want := SimpleFitter{}.Fit(p, n, used[n.Name], nil) == nil
-			if got := fits(n, used[n.Name]); got != want {
+			if got := admits[j] && rooms.fits(j, req); got != want {
 				t.Fatalf("pod %+v on node %+v (used %v): fitter says %t, Fit %t", p.Spec, n, used[n.Name], got, want)
+			}
+			if got, want := rooms.score(j, req), score(PodRequests(p), used[n.Name], n.Status.Allocatable); got != want {
+				t.Fatalf("pod %+v on node %+v (used %v): score %v from the table, %v from the maps", p.Spec, n, used[n.Name], got, want)
 			}
 			if want {
 				fitting++
+				to = j
 			}
 			wantBlock := blocks(p, n)
 			if got := blocked.block(n); got != wantBlock {
@@ -236,9 +290,28 @@ func TestFitterIsFit(t *testing.T) {
 				blocking++
 			}
 		}
+		// A pod that fits is bound, as the scheduler binds.
+		if to >= 0 {
+			n := nodes[to]
+			p.Spec.NodeName = n.Name
+			on[n.Name] = append(on[n.Name], p)
+			inNS[p.Namespace] = append(inNS[p.Namespace], p)
+			if used[n.Name] == nil {
+				used[n.Name] = corev1.ResourceList{}
+			}
+			kube.AddResources(used[n.Name], PodRequests(p), 1)
+			rooms.update(to, used[n.Name])
+			bound++
+		}
 	}
 	if fitting == 0 || fitting == 300*len(nodes) || blocking == 0 || blocking == 300*len(nodes) {
 		t.Fatalf("%d of %d placements fit, %d blocked by anti-affinity: the random cases do not tell fitting from not", fitting, 300*len(nodes), blocking)
+	}
+	if bound < 10 {
+		t.Fatalf("%d pods bound (%d fit): the table's updates are not tested", bound, fitting)
+	}
+	if shared == 0 || len(byKey) < 10 {
+		t.Fatalf("%d pods shared a key, %d keys: the random cases do not test the key", shared, len(byKey))
 	}
 }
 
@@ -321,5 +394,75 @@ func TestCachedListsAreTheTrackers(t *testing.T) {
 	})
 	if reused == 0 {
 		t.Fatal("no list was ever reused: the churn checked nothing")
+	}
+}
+
+// TestOnWriteSaysWhereWritten checks what an OnWrite hook is told of the
+// namespaces written since it last ran against the namespaces' objects:
+// through random evictions, scaling and template changes, a namespace
+// said unwritten has the pods, budgets and workloads the hook last saw
+// there.
+func TestOnWriteSaysWhereWritten(t *testing.T) {
+	ctx := context.Background()
+	s := load(t, churnInventory())
+	// objects are a namespace's pods, budgets, Deployments, ReplicaSets
+	// and StatefulSets.
+	objects := func(ns string) []runtime.Object {
+		var out []runtime.Object
+		for _, list := range []func() (runtime.Object, error){
+			func() (runtime.Object, error) { return s.Kube().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}) },
+			func() (runtime.Object, error) {
+				return s.Kube().PolicyV1().PodDisruptionBudgets(ns).List(ctx, metav1.ListOptions{})
+			},
+			func() (runtime.Object, error) {
+				return s.Kube().AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+			},
+			func() (runtime.Object, error) {
+				return s.Kube().AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+			},
+			func() (runtime.Object, error) {
+				return s.Kube().AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+			},
+		} {
+			l, err := list()
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			// The items alone: a list's resource version is the cluster's.
+			items, err := meta.ExtractList(l)
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			out = append(out, items...)
+		}
+		return out
+	}
+	seen := map[string][]runtime.Object{}
+	unwritten, runs := 0, 0
+	var failure error
+	s.OnWrite(func(_ context.Context, written func(string) bool) error {
+		runs++
+		for i := range 4 {
+			ns := fmt.Sprintf("ns%d", i)
+			now := objects(ns)
+			if !written(ns) {
+				unwritten++
+				if !apiequality.Semantic.DeepEqual(now, seen[ns]) && failure == nil {
+					failure = fmt.Errorf("run %d: namespace %s said unwritten, but its objects changed since the hook last saw them", runs, ns)
+				}
+			}
+			seen[ns] = now
+		}
+		return nil
+	})
+	churn(t, s, 11, 150, func(int) {
+		if failure != nil {
+			t.Fatal(failure)
+		}
+	})
+	if unwritten == 0 || unwritten == 4*runs {
+		t.Fatalf("%d of %d namespaces' looks said unwritten: the churn checked nothing", unwritten, 4*runs)
 	}
 }

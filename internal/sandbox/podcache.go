@@ -235,6 +235,7 @@ func (t *podTracker) Add(obj runtime.Object) error {
 		t.changes.added = t.changes.count
 		if m, merr := meta.Accessor(obj); merr == nil && m.GetNamespace() != "" {
 			t.changes.budgetNS[m.GetNamespace()] = true
+			t.changes.inNS[m.GetNamespace()] = t.changes.count
 		}
 	}
 	return err
@@ -293,10 +294,13 @@ type changes struct {
 	// its last write; added the count at the last object added.
 	byResource map[string]uint64
 	added      uint64
+	// inNS is, for each namespace, the count of writes at the last write
+	// of an object in it (OnWrite's written).
+	inNS map[string]uint64
 }
 
 func newChanges() *changes {
-	return &changes{budgetNS: map[string]bool{}, written: map[objectKey]uint64{}, byResource: map[string]uint64{}}
+	return &changes{budgetNS: map[string]bool{}, written: map[objectKey]uint64{}, byResource: map[string]uint64{}, inNS: map[string]uint64{}}
 }
 
 // listed is the count of writes at the last write of resource or, if
@@ -335,6 +339,9 @@ var budgetResources = map[string]bool{"pods": true, "replicasets": true, "statef
 func (c *changes) wroteIn(gvr schema.GroupVersionResource, ns string) {
 	if budgetResources[gvr.Resource] {
 		c.budgetNS[ns] = true
+	}
+	if ns != "" && !bookkeeping[gvr.Resource] {
+		c.inNS[ns] = c.count
 	}
 }
 

@@ -311,7 +311,7 @@ func (s *Sandbox) step(ctx context.Context, d time.Duration) error {
 // (onWrite) is skipped while the cluster's writes are those it last saw
 // (seen, valid once it ran).
 type tickHook struct {
-	f       func(context.Context) error
+	f       func(ctx context.Context, written func(namespace string) bool) error
 	onWrite bool
 	ran     bool
 	seen    uint64
@@ -325,8 +325,10 @@ func (s *Sandbox) runHooks(ctx context.Context) error {
 		if h.onWrite && h.ran && h.seen == s.changes.count {
 			continue
 		}
+		ran, seen := h.ran, h.seen
+		written := func(ns string) bool { return !ran || s.changes.inNS[ns] > seen }
 		h.ran, h.seen = true, s.changes.count
-		if err := h.f(ctx); err != nil {
+		if err := h.f(ctx, written); err != nil {
 			return fmt.Errorf("sandbox tick hook at %s: %w", s.Now().Format(time.RFC3339), err)
 		}
 	}
@@ -343,7 +345,7 @@ func (s *Sandbox) runHooks(ctx context.Context) error {
 func (s *Sandbox) OnTick(f func(ctx context.Context) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tickHooks = append(s.tickHooks, tickHook{f: f})
+	s.tickHooks = append(s.tickHooks, tickHook{f: func(ctx context.Context, _ func(string) bool) error { return f(ctx) }})
 }
 
 // OnWrite is OnTick for a hook that reads the cluster's objects alone
@@ -351,8 +353,11 @@ func (s *Sandbox) OnTick(f func(ctx context.Context) error) {
 // cluster (but the runner's ConfigMaps, Leases and Events), and not again
 // while the cluster is as it last saw it. A PodDisruptionBudget watcher
 // listing every budget's pods after each of a thousand-node cluster's
-// ticks spent more than the controllers did.
-func (s *Sandbox) OnWrite(f func(ctx context.Context) error) {
+// ticks spent more than the controllers did. written says whether an
+// object of the namespace was written through Kube since f last ran (every
+// namespace, the first time), so that a hook reading a namespace's
+// objects need not read them again where it says false.
+func (s *Sandbox) OnWrite(f func(ctx context.Context, written func(namespace string) bool) error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.tickHooks = append(s.tickHooks, tickHook{f: f, onWrite: true})

@@ -864,7 +864,7 @@ func TestControllersIdleUntilAWrite(t *testing.T) {
 	}
 	passes, written := 0, 0
 	s.OnTick(func(context.Context) error { passes++; return nil })
-	s.OnWrite(func(context.Context) error { written++; return nil })
+	s.OnWrite(func(context.Context, func(string) bool) error { written++; return nil })
 	if err := s.Step(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ type controlPlane struct {
 	done   chan struct{}
 
 	mu       sync.Mutex
-	watchers []func(context.Context, kubernetes.Interface) error
+	watchers []func(context.Context, kubernetes.Interface, func(string) bool) error
 	// stopInformers ends the informers WatchWaits started.
 	stopInformers []context.CancelFunc
 }
@@ -117,7 +117,7 @@ func (c *controlPlane) Stats() sandbox.Stats {
 
 func (c *controlPlane) Consolidations() []sandbox.ConsolidationCommand { return nil }
 
-func (c *controlPlane) Watch(f func(context.Context, kubernetes.Interface) error) {
+func (c *controlPlane) Watch(f func(context.Context, kubernetes.Interface, func(string) bool) error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.watchers = append(c.watchers, f)
@@ -589,7 +589,7 @@ func (c *controlPlane) loop(ctx context.Context, fail func(error)) {
 		c.mu.Unlock()
 		for _, w := range watchers {
 			if err == nil {
-				err = w(ctx, c.env.Client)
+				err = w(ctx, c.env.Client, func(string) bool { return true })
 			}
 		}
 		if err != nil && ctx.Err() == nil {

@@ -51,7 +51,9 @@ type environment interface {
 	// (every pass of the sandbox's controllers that follows a write to
 	// the cluster, a poll of the control plane), with the client it must
 	// read the cluster with there; f reads the cluster's objects alone.
-	Watch(f func(context.Context, kubernetes.Interface) error)
+	// written says whether an object of the namespace may have been
+	// written since f last ran (always, on a control plane).
+	Watch(f func(ctx context.Context, kube kubernetes.Interface, written func(namespace string) bool) error)
 	// WatchWaits feeds w the pods as the environment sees them: after
 	// every pass of the sandbox's controllers, a pod informer's events on
 	// a control plane.
@@ -122,8 +124,8 @@ func (e *sandboxEnv) Consolidations() []sandbox.ConsolidationCommand { return e.
 
 // Watch runs f under the simulation's lock, so with its own client (the
 // clients Load returned wait for that lock).
-func (e *sandboxEnv) Watch(f func(context.Context, kubernetes.Interface) error) {
-	e.sb.OnWrite(func(ctx context.Context) error { return f(ctx, e.sb.Kube()) })
+func (e *sandboxEnv) Watch(f func(context.Context, kubernetes.Interface, func(string) bool) error) {
+	e.sb.OnWrite(func(ctx context.Context, written func(string) bool) error { return f(ctx, e.sb.Kube(), written) })
 }
 
 // WatchWaits reads the pods after every pass of the controllers (a

@@ -18,7 +18,9 @@ import (
 // terminating, selected by the budget) and compares them with the healthy
 // pods the budget requires (its status.desiredHealthy, as the cluster's
 // disruption controller computes it). A violation is a budget going from
-// satisfied to short. It trusts nothing the runner says.
+// satisfied to short. It trusts nothing the runner says. A budget's count
+// follows from its namespace's objects alone: where none was written since
+// the last observation, it is as it was.
 type pdbWatcher struct {
 	mu sync.Mutex
 	// at is what the demo was doing last (its last event), so that a
@@ -30,7 +32,7 @@ type pdbWatcher struct {
 	violations []string
 }
 
-func (w *pdbWatcher) observe(ctx context.Context, kube kubernetes.Interface) error {
+func (w *pdbWatcher) observe(ctx context.Context, kube kubernetes.Interface, written func(namespace string) bool) error {
 	pdbs, err := kube.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("PDB watcher: list PodDisruptionBudgets: %w", err)
@@ -43,6 +45,9 @@ func (w *pdbWatcher) observe(ctx context.Context, kube kubernetes.Interface) err
 	}
 	for i := range pdbs.Items {
 		pdb := &pdbs.Items[i]
+		if !written(pdb.Namespace) {
+			continue
+		}
 		key := pdb.Namespace + "/" + pdb.Name
 		// Not yet computed by the disruption controller (a budget just
 		// created says it expects no pods): no state to compare with.

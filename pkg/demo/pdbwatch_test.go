@@ -43,7 +43,7 @@ func TestPDBWatcherCountsASatisfiedBudgetGoingShort(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.observed(what)
-		if err := w.observe(ctx, cs); err != nil {
+		if err := w.observe(ctx, cs, func(string) bool { return true }); err != nil {
 			t.Fatal(err)
 		}
 	}
