@@ -268,14 +268,15 @@ func (s *Sandbox) scaleReactor(action k8stesting.Action) (bool, runtime.Object, 
 }
 
 // Settle lets the controllers react to what the program wrote since its
-// last wait, at the current instant, without time passing (Sandbox.react),
+// last wait, at the current instant, without time passing (Sandbox.react;
+// the OnTick and OnWrite hooks run after, as after every pass),
 // as a cluster's controllers do within milliseconds of the writes: a
 // program that decides on what they did (the replacements of the pods it
 // just evicted, created and placed) settles first. A wait does as much as
 // it starts.
 func (c *Clock) Settle() {
 	c.sb.mu.Lock()
-	_, err := c.sb.react(c.ctx)
+	err := c.sb.reactNow(c.ctx)
 	c.sb.mu.Unlock()
 	if err != nil && c.ctx.Err() == nil {
 		c.mu.Lock()

@@ -287,14 +287,8 @@ func (s *Sandbox) step(ctx context.Context, d time.Duration) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		reacted, err := s.react(ctx)
-		if err != nil {
+		if err := s.reactNow(ctx); err != nil {
 			return err
-		}
-		if reacted {
-			if err := s.runHooks(ctx); err != nil {
-				return err
-			}
 		}
 		s.clock.Step(s.opts.Tick)
 		if err := s.reconcile(ctx); err != nil {
@@ -305,6 +299,17 @@ func (s *Sandbox) step(ctx context.Context, d time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// reactNow lets the controllers react to what was written since they last
+// did (react), then runs the hooks if they ran: the state they left is one
+// the cluster passes through.
+func (s *Sandbox) reactNow(ctx context.Context) error {
+	reacted, err := s.react(ctx)
+	if err != nil || !reacted {
+		return err
+	}
+	return s.runHooks(ctx)
 }
 
 // tickHook is a function OnTick or OnWrite registered; an OnWrite one
