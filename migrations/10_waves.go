@@ -80,6 +80,17 @@ func (s run) WavesDone() (bool, string) {
 	return true, fmt.Sprintf("all %d waves done", len(s.Plan.Waves))
 }
 
+// setPhases records each of the waves ws (positions in the plan) entering
+// phase, rec giving its journal record.
+func (s run) setPhases(ctx context.Context, ws []int, rec func(int) *rollout.WaveRecord, phase string) error {
+	for _, i := range ws {
+		if err := s.setPhase(ctx, s.Plan.Waves[i], rec(i), phase); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s run) setPhase(ctx context.Context, w plan.Wave, rec *rollout.WaveRecord, phase string) error {
 	rec.Phase, rec.DrainGroup = phase, w.DrainGroup
 	s.Journal.Current.Wave, s.Journal.Current.Phase, s.Journal.Current.WaitingFor = w.Index, phase, ""
@@ -164,12 +175,8 @@ func (s run) runGroup(ctx context.Context, g []int, kept map[string]bool, next [
 			// Its drain phase began as the group ahead's gate started.
 			last := s.Plan.Waves[ws[len(ws)-1]].Index
 			s.Journal.Current.Wave, s.Journal.Current.Phase, s.Journal.Current.WaitingFor = last, phase, ""
-		} else {
-			for _, i := range ws {
-				if err := s.setPhase(ctx, s.Plan.Waves[i], rec(i), phase); err != nil {
-					return nil, err
-				}
-			}
+		} else if err := s.setPhases(ctx, ws, rec, phase); err != nil {
+			return nil, err
 		}
 		var err error
 		switch phase {
@@ -245,15 +252,8 @@ func (s run) startEarly(ctx context.Context, next []int, kept map[string]bool) (
 	}
 	cur := s.Journal.Current
 	defer func() { s.Journal.Current = cur }()
-	enter := func(phase string) error {
-		for _, i := range next {
-			if err := s.setPhase(ctx, s.Plan.Waves[i], s.Journal.Wave(s.Plan.Waves[i].Index), phase); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := enter(rollout.PhaseCordon); err != nil {
+	rec := func(i int) *rollout.WaveRecord { return s.Journal.Wave(s.Plan.Waves[i].Index) }
+	if err := s.setPhases(ctx, next, rec, rollout.PhaseCordon); err != nil {
 		return nil, err
 	}
 	for _, i := range next {
@@ -261,7 +261,7 @@ func (s run) startEarly(ctx context.Context, next []int, kept map[string]bool) (
 			return nil, err
 		}
 	}
-	if err := enter(rollout.PhaseDrain); err != nil {
+	if err := s.setPhases(ctx, next, rec, rollout.PhaseDrain); err != nil {
 		return nil, err
 	}
 	return s.startDrain(ctx, next, kept)
@@ -281,7 +281,7 @@ func (s run) startsEarly(ctx context.Context, next []int) (bool, error) {
 		if w.Timing != nil && w.Timing.EarlySeconds > 0 {
 			early = true
 		}
-		if s.Journal.Wave(w.Index).Phase != "" && s.Journal.Wave(w.Index).Phase != rollout.PhasePreProvision {
+		if phase := s.Journal.Wave(w.Index).Phase; phase != "" && phase != rollout.PhasePreProvision {
 			return false, nil
 		}
 	}
@@ -907,14 +907,13 @@ func (s run) finishDrain(ctx context.Context, st *drainStart, rec func(int) *rol
 	if serr := s.Save(ctx); serr != nil && err == nil {
 		err = serr
 	}
-	opts := d.Options
 	if err != nil {
 		// With ctx alive, a context error can only be the drain's own
 		// timeout, whichever way it surfaced: DeadlineExceeded from the
 		// drainer, or context.Canceled from a request it cut short.
 		if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 			return &rollout.PausedError{Step: s.Journal.Current.Step, Wave: waves[0].Index, Reason: fmt.Sprintf(
-				"evictions still refused after %s (a PodDisruptionBudget allows no disruption; see the PDBWait events): %s", opts.Timeout, firstLine(err))}
+				"evictions still refused after %s (a PodDisruptionBudget allows no disruption; see the PDBWait events): %s", d.Options.Timeout, firstLine(err))}
 		}
 		return err
 	}
